@@ -1,0 +1,24 @@
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[1]
+SHARED = REPO.parent / "shared"
+VEGA10 = SHARED / "reference" / "rocblas-vega10"
+GOLDEN = SHARED / "reference" / "tensile-golden"
+
+
+@pytest.fixture(scope="session")
+def vega10_dir() -> Path:
+    if not VEGA10.is_dir():
+        pytest.skip(f"shared reference data not found at {VEGA10}")
+    return VEGA10
+
+
+@pytest.fixture(scope="session")
+def golden_dir() -> Path:
+    if not GOLDEN.is_dir():
+        pytest.skip(f"shared golden data not found at {GOLDEN}")
+    return GOLDEN

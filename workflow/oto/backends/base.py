@@ -1,0 +1,101 @@
+"""The one interface every measurement backend (sim, tensile, replay) implements.
+
+Stages call :func:`oto.backends.resolve` and then only ``build`` and ``measure``; they never branch on which
+backend they hold. A backend states what its numbers are (``simulated``, ``replayed`` or ``measured``) and
+that label travels with every record into every output.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Protocol
+
+from oto.datatypes import Library
+
+# Outcome classes. A failure is data: it is stored with the kernel and counted, never raised.
+BUILD_OK = "ok"
+BUILD_CLASSES = ("ok", "rejected", "compile_error", "register_overflow")
+SAMPLE_OK = "ok"
+SAMPLE_CLASSES = ("ok", "validation_failed", "timeout", "crash", "too_large")
+
+
+@dataclass(frozen=True)
+class Kernel:
+    id: str
+    params: Mapping[str, Any]
+
+
+@dataclass(frozen=True)
+class BuildResult:
+    kernel_id: str
+    status: str  # one of BUILD_CLASSES
+    reason: str = ""
+    resources: Mapping[str, int] = field(default_factory=dict)  # vgpr, sgpr, lds_bytes (estimates or real)
+
+
+@dataclass(frozen=True)
+class Size:
+    m: int
+    n: int
+    batch: int
+    k: int
+
+    def as_list(self) -> list[int]:
+        return [self.m, self.n, self.batch, self.k]
+
+
+@dataclass(frozen=True)
+class Launch:
+    """One timed launch the backend must perform, in plan order."""
+
+    kernel_id: str
+    role: str  # "candidate" or "reference"
+    size_index: int
+    rep: int
+
+
+@dataclass(frozen=True)
+class MeasurePlan:
+    kernels: Mapping[str, Kernel]  # every kernel the launches name (built ok)
+    sizes: Sequence[Size]
+    launches: Sequence[Launch]  # interleaved order chosen by the benchmark stage
+
+
+@dataclass(frozen=True)
+class Sample:
+    seq: int  # position in execution order (the backend's clock proxy)
+    kernel_id: str
+    role: str
+    size_index: int
+    rep: int
+    time_us: float  # NaN when status is not ok
+    status: str  # one of SAMPLE_CLASSES
+    reason: str = ""
+
+
+@dataclass(frozen=True)
+class Problem:
+    """What a backend needs to know about the library being tuned."""
+
+    library: Library
+    arch: Mapping[str, Any]  # the validated arch profile
+    problem_type: Mapping[str, Any]  # Tensile ProblemType dict of the shipped logic file
+
+
+class Backend(Protocol):
+    name: str
+    numbers: str  # "simulated" | "replayed" | "measured"
+
+    def provenance(self) -> dict[str, Any]:
+        """Facts that make a result reproducible: backend, numbers, versions, seeds."""
+        ...
+
+    def build(self, problem: Problem, kernels: Sequence[Kernel], workdir: Path) -> list[BuildResult]:
+        """Compile (or check) every kernel; one result per kernel, failures included."""
+        ...
+
+    def measure(self, problem: Problem, plan: MeasurePlan, workdir: Path) -> list[Sample]:
+        """Run the plan's launches in order; one sample per launch, failures included."""
+        ...

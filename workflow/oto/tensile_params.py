@@ -1,0 +1,122 @@
+"""The Tensile kernel parameters oto tunes, their legal values, and the canonical form of a candidate.
+
+A *candidate* is a dict of Tensile's independent solution parameters (ROCm/Tensile:Tensile/Common.py
+``validParameters``), restricted to the knobs below; every other parameter takes Tensile's default. Its
+identity is a hash of the canonical form, so the same kernel proposed twice (by the seed, a strategy or
+the agent) is recognised as one.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+
+@dataclass(frozen=True)
+class Param:
+    name: str
+    values: tuple  # legal values, in a meaningful order (neighbours are adjacent)
+    default: Any
+    doc: str
+
+
+def _wg(x: int, y: int, lsu: int = 1) -> tuple[int, int, int]:
+    return (x, y, lsu)
+
+
+# Values chosen from Tensile's validParameters, narrowed to what is meaningful on a non-MFMA gfx9 part.
+PARAMS: dict[str, Param] = {
+    p.name: p
+    for p in [
+        Param("KernelLanguage", ("Assembly", "Source"), "Assembly", "hand-scheduled GCN assembly or HIP source"),
+        Param(
+            "ThreadTile",
+            tuple((a, b) for a in (1, 2, 4, 6, 8, 16) for b in (1, 2, 4, 6, 8, 16)),
+            (4, 4),
+            "elements of C each thread computes (TT0 x TT1)",
+        ),
+        Param(
+            "WorkGroup",
+            tuple(
+                _wg(x, y, lsu)
+                for x in (4, 8, 16, 32, 64)
+                for y in (2, 4, 8, 16, 32, 64)
+                for lsu in (1, 2, 4)
+                if 64 <= x * y * lsu <= 1024
+            ),
+            (16, 16, 1),
+            "threads per workgroup (WG0 x WG1) and LocalSplitU",
+        ),
+        Param("DepthU", (2, 4, 8, 16, 24, 32, 64), 16, "summation-loop unroll depth"),
+        Param("VectorWidth", (1, 2, 4, 8), 4, "elements per thread read/written as one vector"),
+        Param("GlobalReadVectorWidth", (-1, 1, 2, 4, 8), -1, "global load vector width (-1: = VectorWidth)"),
+        Param("GlobalSplitU", (1, 2, 3, 4, 5, 8, 16, 32), 1, "split the summation over workgroups"),
+        Param("PrefetchGlobalRead", (0, 1, 2), 1, "prefetch the next tile from global memory"),
+        Param("PrefetchLocalRead", (0, 1, 2, 3), 1, "prefetch local (LDS) reads"),
+        Param("LdsPadA", (-1, 0, 1, 2, 4), 0, "LDS padding of A to avoid bank conflicts"),
+        Param("LdsPadB", (-1, 0, 1, 2, 4), 0, "LDS padding of B to avoid bank conflicts"),
+        Param("WorkGroupMapping", (1, 2, 4, 8, 16, 32, 64), 8, "workgroup rasterisation width"),
+        Param("StaggerU", (0, 2, 4, 8, 16, 32), 32, "stagger the start of the summation loop"),
+        Param("1LDSBuffer", (-1, 0, 1), 0, "single LDS buffer for prefetch"),
+        Param("InnerUnroll", (1, 2, 4), 1, "inner-loop unroll (assembly only)"),
+    ]
+}
+
+_LIST_PARAMS = {"ThreadTile", "WorkGroup"}
+
+
+class CandidateError(ValueError):
+    pass
+
+
+def canonical(params: Mapping[str, Any]) -> dict[str, Any]:
+    """Fill defaults, normalise list/bool forms and reject unknown names or illegal values."""
+    unknown = sorted(set(params) - set(PARAMS))
+    if unknown:
+        raise CandidateError(f"unknown Tensile parameter(s): {', '.join(unknown)}")
+    out: dict[str, Any] = {}
+    for name, p in PARAMS.items():
+        value = params.get(name, p.default)
+        if name in _LIST_PARAMS:
+            if not isinstance(value, list | tuple):
+                raise CandidateError(f"{name} must be a list, got {value!r}")
+            value = tuple(int(v) for v in value)
+            if name == "WorkGroup" and len(value) == 2:
+                value = (*value, 1)
+        elif isinstance(value, bool):  # old logic files store PrefetchGlobalRead: true
+            value = int(value)
+        if value not in p.values:
+            raise CandidateError(f"{name}={value!r} is not a legal value (legal: {list(p.values)})")
+        out[name] = list(value) if name in _LIST_PARAMS else value
+    return out
+
+
+def candidate_id(params: Mapping[str, Any]) -> str:
+    """Stable short id of a candidate: hash of its canonical JSON."""
+    text = json.dumps(canonical(params), sort_keys=True, separators=(",", ":"))
+    return "k" + hashlib.sha256(text.encode()).hexdigest()[:12]
+
+
+def macro_tile(params: Mapping[str, Any]) -> tuple[int, int]:
+    tt, wg = params["ThreadTile"], params["WorkGroup"]
+    return tt[0] * wg[0], tt[1] * wg[1]
+
+
+def num_threads(params: Mapping[str, Any]) -> int:
+    wg = params["WorkGroup"]
+    return wg[0] * wg[1] * wg[2]
+
+
+def short_name(params: Mapping[str, Any]) -> str:
+    """Readable summary like ``MT128x64x16_TT8x4_WG16x16x1_VW4_GSU1_PGR1_PLR1_asm``."""
+    mt0, mt1 = macro_tile(params)
+    tt, wg = params["ThreadTile"], params["WorkGroup"]
+    lang = "asm" if params["KernelLanguage"] == "Assembly" else "src"
+    return (
+        f"MT{mt0}x{mt1}x{params['DepthU']}_TT{tt[0]}x{tt[1]}_WG{wg[0]}x{wg[1]}x{wg[2]}"
+        f"_VW{params['VectorWidth']}_GSU{params['GlobalSplitU']}"
+        f"_PGR{params['PrefetchGlobalRead']}_PLR{params['PrefetchLocalRead']}_{lang}"
+    )
