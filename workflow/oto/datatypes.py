@@ -9,6 +9,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
+
 # Tensile's DataType enum (ROCm/Tensile:Tensile/DataType.py) and the properties oto needs of each.
 #   rate_class: which entry of an arch profile's per-datatype rates the MAC runs at.
 @dataclass(frozen=True)
@@ -77,7 +78,13 @@ class Family:
             # HPA half (HHS/HSS) runs v_mad_mix_f32 at the FP32 rate; pure half uses packed v_pk_fma_f16.
             return "fp16_hpa" if self.hpa else "fp16_packed"
         return {
-            "S": "fp32", "D": "fp64", "C": "fp32", "Z": "fp64", "B": "bf16", "I8": "int8", "4xi8": "int8",
+            "S": "fp32",
+            "D": "fp64",
+            "C": "fp32",
+            "Z": "fp64",
+            "B": "bf16",
+            "I8": "int8",
+            "4xi8": "int8",
             "I": "int32",
         }[self.a.char]
 
@@ -90,8 +97,13 @@ class Family:
     def workload(self) -> str:
         """Human name of the workload class used in ceilings and reports."""
         names = {
-            "fp32": "FP32", "fp64": "FP64", "bf16": "BF16", "int8": "INT8", "int32": "INT32",
-            "fp16_packed": "FP16 (packed)", "fp16_hpa": "FP16 HPA (FP32 accumulate)",
+            "fp32": "FP32",
+            "fp64": "FP64",
+            "bf16": "BF16",
+            "int8": "INT8",
+            "int32": "INT32",
+            "fp16_packed": "FP16 (packed)",
+            "fp16_hpa": "FP16 HPA (FP32 accumulate)",
         }
         base = names[self.rate_class]
         return f"complex {base}" if self.a.complex else base

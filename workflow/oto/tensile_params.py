@@ -27,14 +27,15 @@ def _wg(x: int, y: int, lsu: int = 1) -> tuple[int, int, int]:
     return (x, y, lsu)
 
 
-# Values chosen from Tensile's validParameters, narrowed to what is meaningful on a non-MFMA gfx9 part.
+# Values chosen from Tensile's validParameters, narrowed to what is meaningful on a non-MFMA gfx9 part, and
+# widened so that every solution rocBLAS ships for vega10 is legal (TT 3, WG 12/6, LSU 8, GSU 7, LdsPad 8).
 PARAMS: dict[str, Param] = {
     p.name: p
     for p in [
         Param("KernelLanguage", ("Assembly", "Source"), "Assembly", "hand-scheduled GCN assembly or HIP source"),
         Param(
             "ThreadTile",
-            tuple((a, b) for a in (1, 2, 4, 6, 8, 16) for b in (1, 2, 4, 6, 8, 16)),
+            tuple((a, b) for a in (1, 2, 3, 4, 6, 8, 16) for b in (1, 2, 3, 4, 6, 8, 16)),
             (4, 4),
             "elements of C each thread computes (TT0 x TT1)",
         ),
@@ -42,9 +43,9 @@ PARAMS: dict[str, Param] = {
             "WorkGroup",
             tuple(
                 _wg(x, y, lsu)
-                for x in (4, 8, 16, 32, 64)
-                for y in (2, 4, 8, 16, 32, 64)
-                for lsu in (1, 2, 4)
+                for x in (4, 8, 12, 16, 32, 64)
+                for y in (2, 4, 6, 8, 12, 16, 32, 64)
+                for lsu in (1, 2, 4, 8)
                 if 64 <= x * y * lsu <= 1024
             ),
             (16, 16, 1),
@@ -53,11 +54,11 @@ PARAMS: dict[str, Param] = {
         Param("DepthU", (2, 4, 8, 16, 24, 32, 64), 16, "summation-loop unroll depth"),
         Param("VectorWidth", (1, 2, 4, 8), 4, "elements per thread read/written as one vector"),
         Param("GlobalReadVectorWidth", (-1, 1, 2, 4, 8), -1, "global load vector width (-1: = VectorWidth)"),
-        Param("GlobalSplitU", (1, 2, 3, 4, 5, 8, 16, 32), 1, "split the summation over workgroups"),
+        Param("GlobalSplitU", (1, 2, 3, 4, 5, 7, 8, 16, 32), 1, "split the summation over workgroups"),
         Param("PrefetchGlobalRead", (0, 1, 2), 1, "prefetch the next tile from global memory"),
         Param("PrefetchLocalRead", (0, 1, 2, 3), 1, "prefetch local (LDS) reads"),
-        Param("LdsPadA", (-1, 0, 1, 2, 4), 0, "LDS padding of A to avoid bank conflicts"),
-        Param("LdsPadB", (-1, 0, 1, 2, 4), 0, "LDS padding of B to avoid bank conflicts"),
+        Param("LdsPadA", (-1, 0, 1, 2, 4, 8), 0, "LDS padding of A to avoid bank conflicts"),
+        Param("LdsPadB", (-1, 0, 1, 2, 4, 8), 0, "LDS padding of B to avoid bank conflicts"),
         Param("WorkGroupMapping", (1, 2, 4, 8, 16, 32, 64), 8, "workgroup rasterisation width"),
         Param("StaggerU", (0, 2, 4, 8, 16, 32), 32, "stagger the start of the summation loop"),
         Param("1LDSBuffer", (-1, 0, 1), 0, "single LDS buffer for prefetch"),

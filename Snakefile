@@ -1,0 +1,29 @@
+# oto: tune rocBLAS/Tensile GEMM kernels for an AMD GPU, one generation at a time.
+#   snakemake --cores 1 results/gfx90c/TensileLibrary.dat
+# Stage rules live in rules/*.smk; config validation and input functions in rules/common.smk.
+
+from snakemake.utils import min_version
+
+min_version("9.19")
+
+
+configfile: "config/config.yaml"
+
+
+include: "rules/common.smk"
+include: "rules/ceilings.smk"
+include: "rules/deck.smk"
+include: "rules/mutate.smk"
+include: "rules/emit.smk"
+include: "rules/compile.smk"
+include: "rules/benchmark.smk"
+include: "rules/normalise.smk"
+include: "rules/select.smk"
+include: "rules/finalize.smk"
+include: "rules/package.smk"
+
+
+rule all:
+    default_target: True
+    input:
+        f"results/{ARCH}/TensileLibrary.dat",

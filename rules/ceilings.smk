@@ -1,0 +1,9 @@
+rule ceilings:
+    input:
+        profile="arch_profiles/{arch}.yaml",
+    output:
+        "results/{arch}/ceilings.yaml",
+    log:
+        "results/{arch}/logs/ceilings.log",
+    script:
+        "../scripts/ceilings.py"

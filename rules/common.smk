@@ -1,0 +1,83 @@
+# Config and arch-profile validation (the dry-run fails here, naming the file and field), the run plan,
+# wildcard constraints and the input functions that unroll generations.
+
+import sys
+
+from oto.plan import PlanError, plan_run
+from oto.runlock import clear_stale_locks
+from snakemake.exceptions import WorkflowError
+
+try:
+    PLAN = plan_run(config, workflow.configfiles)
+except PlanError as exc:
+    raise WorkflowError(str(exc)) from None
+
+for _lock in clear_stale_locks():
+    print(f"oto: removed stale lock {_lock} left by a killed run", file=sys.stderr)
+
+config.update(PLAN.config)  # scripts see the validated config, defaults included
+ARCH = PLAN.arch
+MAXGEN = PLAN.max_generations
+LIBRARIES = PLAN.libraries
+PROFILE = f"arch_profiles/{ARCH}.yaml"
+
+
+wildcard_constraints:
+    arch=ARCH,
+    library=r"Cijk_[A-Za-z0-9_]+",
+    gen=r"\d+",
+    family=r"[A-Za-z0-9_]+",
+    prefix=r"[a-z0-9]+",
+
+
+def library_dir(wc):
+    return f"results/{wc.arch}/{wc.library}"
+
+
+def generation_inputs(wc, **files):
+    """Files of this generation plus, after gen0, the previous generation's selection."""
+    gen = int(wc.gen)
+    out = {k: f"{library_dir(wc)}/gen{gen}/{v}" for k, v in files.items()}
+    if gen > 0:
+        out["previous"] = f"{library_dir(wc)}/gen{gen - 1}/selection.yaml"
+    return out
+
+
+def mutate_inputs(wc):
+    return {"deck": f"{library_dir(wc)}/deck.yaml", "profile": PROFILE, **generation_inputs(wc)}
+
+
+def emit_inputs(wc):
+    return {
+        "deck": f"{library_dir(wc)}/deck.yaml",
+        "profile": PROFILE,
+        **generation_inputs(wc, proposals="proposals.yaml"),
+    }
+
+
+def select_inputs(wc):
+    return {
+        "profile": PROFILE,
+        **generation_inputs(wc, scores="scores.csv", candidates="candidates.yaml",
+                            build="build.yaml"),
+    }
+
+
+def last_selection(wc):
+    return f"{library_dir(wc)}/gen{MAXGEN - 1}/selection.yaml"
+
+
+def logic_path(library):
+    return f"results/{ARCH}/logic/{PLAN.logic_prefix}_{library}.yaml"
+
+
+def family_inputs(wc):
+    libs = PLAN.families.get(wc.family)
+    if not libs:
+        raise WorkflowError(
+            f"family {wc.family!r} is not selected in this run (selected: {', '.join(PLAN.families)})"
+        )
+    return {
+        "finals": [f"results/{wc.arch}/{lib}/final.yaml" for lib in libs],
+        "logic": [logic_path(lib) for lib in libs],
+    }

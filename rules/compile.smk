@@ -1,0 +1,14 @@
+# Compiles may run in parallel; only benchmarks hold the GPU.
+rule compile:
+    input:
+        candidates="results/{arch}/{library}/gen{gen}/candidates.yaml",
+        deck="results/{arch}/{library}/deck.yaml",
+        profile=PROFILE,
+    output:
+        "results/{arch}/{library}/gen{gen}/build.yaml",
+    params:
+        workdir=lambda wc: f"results/{wc.arch}/{wc.library}/gen{wc.gen}/work",
+    log:
+        "results/{arch}/logs/{library}/gen{gen}/compile.log",
+    script:
+        "../scripts/compile.py"

@@ -1,0 +1,13 @@
+rule deck:
+    input:
+        source=PLAN.deck_input,
+    output:
+        deck="results/{arch}/deck.yaml",
+        slices=expand("results/{{arch}}/{library}/deck.yaml", library=LIBRARIES),
+    params:
+        kind=PLAN.deck_kind,
+        libraries=LIBRARIES,
+    log:
+        "results/{arch}/logs/deck.log",
+    script:
+        "../scripts/deck.py"

@@ -1,0 +1,10 @@
+rule emit:
+    input:
+        unpack(emit_inputs),
+    output:
+        candidates="results/{arch}/{library}/gen{gen}/candidates.yaml",
+        tensile="results/{arch}/{library}/gen{gen}/tensile_config.yaml",
+    log:
+        "results/{arch}/logs/{library}/gen{gen}/emit.log",
+    script:
+        "../scripts/emit.py"

@@ -1,0 +1,11 @@
+rule normalise:
+    input:
+        samples="results/{arch}/{library}/gen{gen}/samples.csv",
+        candidates="results/{arch}/{library}/gen{gen}/candidates.yaml",
+        profile=PROFILE,
+    output:
+        "results/{arch}/{library}/gen{gen}/scores.csv",
+    log:
+        "results/{arch}/logs/{library}/gen{gen}/normalise.log",
+    script:
+        "../scripts/normalise.py"

@@ -1,0 +1,54 @@
+rule logic:
+    input:
+        final="results/{arch}/{library}/final.yaml",
+        deck="results/{arch}/{library}/deck.yaml",
+        profile=PROFILE,
+    output:
+        "results/{arch}/logic/{prefix}_{library}.yaml",
+    params:
+        label=lookup(dpath="package/label", within=config),
+    log:
+        "results/{arch}/logs/{library}/logic_{prefix}.log",
+    script:
+        "../scripts/logic.py"
+
+
+# One family, all of its selected contraction patterns: results/<arch>/family/<FAMILY>.yaml
+rule family:
+    input:
+        unpack(family_inputs),
+    output:
+        "results/{arch}/family/{family}.yaml",
+    log:
+        "results/{arch}/logs/family_{family}.log",
+    script:
+        "../scripts/family.py"
+
+
+rule report:
+    input:
+        finals=expand("results/{{arch}}/{library}/final.yaml", library=LIBRARIES),
+        ceilings="results/{arch}/ceilings.yaml",
+        deck="results/{arch}/deck.yaml",
+        profile=PROFILE,
+    output:
+        "results/{arch}/acceptance.md",
+    log:
+        "results/{arch}/logs/report.log",
+    script:
+        "../scripts/report.py"
+
+
+rule package:
+    input:
+        logic=[logic_path(lib) for lib in LIBRARIES],
+        acceptance="results/{arch}/acceptance.md",
+        profile=PROFILE,
+    output:
+        "results/{arch}/TensileLibrary.dat",
+    params:
+        label=lookup(dpath="package/label", within=config),
+    log:
+        "results/{arch}/logs/package.log",
+    script:
+        "../scripts/package.py"

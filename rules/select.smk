@@ -1,0 +1,9 @@
+rule select:
+    input:
+        unpack(select_inputs),
+    output:
+        "results/{arch}/{library}/gen{gen}/selection.yaml",
+    log:
+        "results/{arch}/logs/{library}/gen{gen}/select.log",
+    script:
+        "../scripts/select_kernels.py"

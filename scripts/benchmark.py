@@ -1,0 +1,17 @@
+"""Rule benchmark: time candidates and references, interleaved, through the backend."""
+
+from pathlib import Path
+
+from oto.smk import stage
+from oto.stages import benchmark
+
+with stage(snakemake) as ctx:
+    benchmark.run(
+        Path(snakemake.input.candidates),
+        Path(snakemake.input.build),
+        Path(snakemake.input.deck),
+        ctx.profile,
+        ctx.config,
+        Path(snakemake.params.workdir),
+        Path(snakemake.output[0]),
+    )

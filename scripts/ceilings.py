@@ -1,0 +1,7 @@
+"""Rule ceilings: arch profile → theoretical and roofline ceilings."""
+
+from oto.smk import stage
+from oto.stages import ceilings
+
+with stage(snakemake) as ctx:
+    ceilings.run(snakemake.input.profile, ctx.profile, snakemake.output[0])

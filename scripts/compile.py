@@ -1,0 +1,16 @@
+"""Rule compile: build the generation's kernels through the backend."""
+
+from pathlib import Path
+
+from oto.smk import stage
+from oto.stages import compile as compile_stage
+
+with stage(snakemake) as ctx:
+    compile_stage.run(
+        Path(snakemake.input.candidates),
+        Path(snakemake.input.deck),
+        ctx.profile,
+        ctx.config,
+        Path(snakemake.params.workdir),
+        Path(snakemake.output[0]),
+    )

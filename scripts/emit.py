@@ -1,0 +1,17 @@
+"""Rule emit: proposals → candidates.yaml and the Tensile benchmark config."""
+
+from pathlib import Path
+
+from oto.smk import stage
+from oto.stages import emit
+
+with stage(snakemake) as ctx:
+    emit.run(
+        Path(snakemake.input.proposals),
+        Path(snakemake.input.deck),
+        ctx.profile,
+        ctx.config,
+        ctx.optional_input(snakemake, "previous"),
+        Path(snakemake.output.candidates),
+        Path(snakemake.output.tensile),
+    )

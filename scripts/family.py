@@ -1,0 +1,14 @@
+"""Rule family: summary of one family over its contraction patterns."""
+
+from pathlib import Path
+
+from oto.smk import stage
+from oto.stages import family
+
+with stage(snakemake):
+    family.run(
+        snakemake.wildcards.family,
+        [Path(p) for p in snakemake.input.finals],
+        [Path(p) for p in snakemake.input.logic],
+        Path(snakemake.output[0]),
+    )

@@ -1,0 +1,17 @@
+"""Rule finalize: the tuned finalists measured on every deck size of the library."""
+
+from pathlib import Path
+
+from oto.smk import stage
+from oto.stages import finalize
+
+with stage(snakemake) as ctx:
+    finalize.run(
+        Path(snakemake.input.selection),
+        Path(snakemake.input.deck),
+        ctx.profile,
+        ctx.config,
+        Path(snakemake.params.workdir),
+        Path(snakemake.output.final),
+        Path(snakemake.output.samples),
+    )

@@ -1,0 +1,15 @@
+"""Rule logic: one library's final winners → a rocBLAS/Tensile logic file."""
+
+from pathlib import Path
+
+from oto.smk import stage
+from oto.stages import logic
+
+with stage(snakemake) as ctx:
+    logic.run(
+        Path(snakemake.input.final),
+        Path(snakemake.input.deck),
+        ctx.profile,
+        snakemake.params.label,
+        Path(snakemake.output[0]),
+    )

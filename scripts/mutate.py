@@ -1,0 +1,16 @@
+"""Rule mutate: evidence → next generation's proposals (symbolic strategy)."""
+
+from pathlib import Path
+
+from oto.smk import stage
+from oto.stages import mutate
+
+with stage(snakemake) as ctx:
+    mutate.run(
+        int(snakemake.wildcards.gen),
+        Path(snakemake.input.deck),
+        ctx.optional_input(snakemake, "previous"),
+        ctx.profile,
+        ctx.config,
+        Path(snakemake.output[0]),
+    )

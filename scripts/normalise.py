@@ -1,0 +1,15 @@
+"""Rule normalise: samples → drift-normalised scores with confidence intervals."""
+
+from pathlib import Path
+
+from oto.smk import stage
+from oto.stages import normalise
+
+with stage(snakemake) as ctx:
+    normalise.run(
+        Path(snakemake.input.samples),
+        Path(snakemake.input.candidates),
+        ctx.profile,
+        ctx.config,
+        Path(snakemake.output[0]),
+    )

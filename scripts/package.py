@@ -1,0 +1,14 @@
+"""Rule package: every library's logic file → TensileLibrary.dat."""
+
+from pathlib import Path
+
+from oto.smk import stage
+from oto.stages import package
+
+with stage(snakemake) as ctx:
+    package.run(
+        [Path(p) for p in snakemake.input.logic],
+        ctx.profile,
+        snakemake.params.label,
+        Path(snakemake.output[0]),
+    )

@@ -1,0 +1,16 @@
+"""Rule report: the acceptance report."""
+
+from pathlib import Path
+
+from oto.smk import stage
+from oto.stages import report
+
+with stage(snakemake) as ctx:
+    report.run(
+        [Path(p) for p in snakemake.input.finals],
+        Path(snakemake.input.ceilings),
+        Path(snakemake.input.deck),
+        ctx.profile,
+        ctx.config,
+        Path(snakemake.output[0]),
+    )

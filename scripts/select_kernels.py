@@ -1,0 +1,17 @@
+"""Rule select: best kernel per tuning size, verdicts against the spoof floor, convergence."""
+
+from pathlib import Path
+
+from oto.smk import stage
+from oto.stages import select
+
+with stage(snakemake) as ctx:
+    select.run(
+        Path(snakemake.input.scores),
+        Path(snakemake.input.candidates),
+        Path(snakemake.input.build),
+        ctx.optional_input(snakemake, "previous"),
+        ctx.profile,
+        ctx.config,
+        Path(snakemake.output[0]),
+    )

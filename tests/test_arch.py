@@ -1,0 +1,246 @@
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import jsonschema
+import pytest
+import yaml
+from oto.arch import (
+    SCHEMA_PATH,
+    ProfileError,
+    isa_name,
+    load_profile,
+    parse_arch,
+    profile_path,
+    validate_profile,
+)
+
+REPO = Path(__file__).resolve().parents[1]
+PROFILES = REPO / "arch_profiles"
+SHIPPED = sorted(PROFILES.glob("*.yaml"))
+
+# What the simulator and the ceilings stage read: renaming any of these breaks them.
+READ_BY_SIMULATOR = [
+    "compute_units", "simds_per_cu", "lanes_per_simd", "wavefront_size", "clock_mhz", "rates",
+    "lds_bytes_per_cu", "max_lds_per_workgroup", "vgprs_per_lane_max", "vgpr_budget_per_simd", "sgprs_max",
+    "max_waves_per_simd", "l2_bytes", "memory",
+]  # fmt: skip
+MEMORY_FIELDS = [
+    "kind", "peak_bandwidth_gbs", "sustained_bandwidth_gbs", "shared_with_cpu", "usable_device_memory_bytes",
+]  # fmt: skip
+
+
+def gfx90c_data() -> dict:
+    return yaml.safe_load((PROFILES / "gfx90c.yaml").read_text())
+
+
+def write(tmp_path: Path, data, name: str = "gfx90c.yaml") -> Path:
+    path = tmp_path / name
+    path.write_text(data if isinstance(data, str) else yaml.safe_dump(data, sort_keys=False))
+    return path
+
+
+def error_of(path: Path) -> str:
+    with pytest.raises(ProfileError) as info:
+        load_profile(path)
+    message = str(info.value)
+    assert "\n" not in message, "the Snakemake config check prints the message as one line"
+    assert message.startswith(f"{path}: "), message
+    return message
+
+
+def test_schema_is_valid_draft_2020_12_and_documents_every_field():
+    schema = json.loads(SCHEMA_PATH.read_text())
+    jsonschema.Draft202012Validator.check_schema(schema)
+    assert schema["$schema"].endswith("/2020-12/schema")
+    assert schema["additionalProperties"] is False
+
+    def walk(props: dict, where: str) -> None:
+        for name, sub in props.items():
+            assert sub.get("description"), f"{where}{name} has no description"
+            walk(sub.get("properties", {}), f"{where}{name}.")
+
+    walk(schema["properties"], "")
+    for name in READ_BY_SIMULATOR:
+        assert name in schema["required"], name
+    assert schema["properties"]["memory"]["required"] == MEMORY_FIELDS
+
+
+def test_three_profiles_ship():
+    assert {p.stem for p in SHIPPED} >= {"gfx90c", "gfx902", "gfx900"}
+
+
+@pytest.mark.parametrize("path", SHIPPED, ids=lambda p: p.stem)
+def test_every_shipped_profile_validates(path):
+    profile = load_profile(path)
+    assert profile["arch"] == path.stem
+    assert isa_name(profile["isa"]) == path.stem
+    for name in READ_BY_SIMULATOR:
+        assert name in profile
+    for name in MEMORY_FIELDS:
+        assert name in profile["memory"]
+    assert profile["memory"]["sustained_bandwidth_gbs"] <= profile["memory"]["peak_bandwidth_gbs"]
+    # No gfx9 part has matrix cores or bf16 hardware.
+    assert profile["has_mfma"] is False
+    assert profile["rates"]["bf16"] == profile["rates"]["fp32"]
+
+
+def test_gfx90c_facts():
+    p = load_profile(PROFILES / "gfx90c.yaml")
+    assert p["isa"] == [9, 0, 12]
+    assert p["compute_units"] * p["simds_per_cu"] * p["lanes_per_simd"] == 448
+    assert p["wavefront_size"] == 64 and p["max_waves_per_simd"] == 10
+    assert p["lds_bytes_per_cu"] == p["max_lds_per_workgroup"] == 64 * 1024
+    assert p["apu"] and p["memory"]["shared_with_cpu"]
+    assert p["memory"]["peak_bandwidth_gbs"] == pytest.approx(3200e6 * 16 / 1e9)
+    # A 2 GB allocation failed in the field: the usable limit must stay below it.
+    assert 1.25 * 2**30 <= p["memory"]["usable_device_memory_bytes"] < 2e9
+    assert p["tensile"]["logic_prefix"] == "gfx90c" and p["tensile"]["caps_from"] == "gfx900"
+    assert {"Device 1636", "Device 1638"} <= set(p["tensile"]["device_names"])
+
+
+def test_gfx900_uses_vega10_names_of_the_shipped_deck():
+    p = load_profile(PROFILES / "gfx900.yaml")
+    assert p["tensile"]["logic_prefix"] == "vega10"
+    assert "Vega 10 [Radeon Instinct MI25 MxGPU]" in p["tensile"]["device_names"]
+    assert p["apu"] is False and p["memory"]["kind"] == "hbm2"
+
+
+def test_defaults_fill_optional_fields(tmp_path):
+    data = gfx90c_data()
+    for name in ("lds_alloc_granule_bytes", "vgpr_alloc_granule", "sgprs_per_simd", "max_workgroup_size"):
+        del data[name]
+    del data["tensile"]["caps_from"]
+    profile = validate_profile(data, "inline")
+    assert profile["lds_alloc_granule_bytes"] == 512
+    assert profile["vgpr_alloc_granule"] == 4
+    assert profile["sgprs_per_simd"] == 800
+    assert profile["max_workgroup_size"] == 1024
+    assert profile["tensile"]["caps_from"] == "gfx900"
+    assert "sgprs_per_simd" not in data, "the caller's data is not modified"
+
+
+def test_missing_field(tmp_path):
+    data = gfx90c_data()
+    del data["clock_mhz"]
+    assert "field 'clock_mhz': missing required field" in error_of(write(tmp_path, data))
+
+
+def test_several_missing_fields_are_each_counted(tmp_path):
+    data = gfx90c_data()
+    for name in ("clock_mhz", "name", "apu"):
+        del data[name]
+    message = error_of(write(tmp_path, data))
+    assert message.endswith("field 'apu': missing required field (and 2 more)")
+
+
+def test_missing_nested_field(tmp_path):
+    data = gfx90c_data()
+    del data["memory"]["sustained_bandwidth_gbs"]
+    assert "field 'memory.sustained_bandwidth_gbs': missing" in error_of(write(tmp_path, data))
+
+
+def test_wrong_type(tmp_path):
+    data = gfx90c_data()
+    data["compute_units"] = "seven"
+    message = error_of(write(tmp_path, data))
+    assert "field 'compute_units': 'seven' is not of type 'integer'" in message
+
+
+def test_bool_is_not_an_integer(tmp_path):
+    data = gfx90c_data()
+    data["l2_bytes"] = True
+    assert "field 'l2_bytes'" in error_of(write(tmp_path, data))
+
+
+def test_wrong_type_in_array(tmp_path):
+    data = gfx90c_data()
+    data["isa"] = [9, 0, "c"]
+    assert "field 'isa[2]': 'c' is not of type 'integer'" in error_of(write(tmp_path, data))
+
+
+def test_negative_bandwidth(tmp_path):
+    data = gfx90c_data()
+    data["memory"]["sustained_bandwidth_gbs"] = -3
+    path = write(tmp_path, data)
+    assert (
+        error_of(path) == f"{path}: field 'memory.sustained_bandwidth_gbs': -3 is less than the minimum of 0"
+    )
+
+
+def test_sustained_above_peak(tmp_path):
+    data = gfx90c_data()
+    data["memory"]["sustained_bandwidth_gbs"] = 60.0
+    message = error_of(write(tmp_path, data))
+    assert "field 'memory.sustained_bandwidth_gbs': 60.0 exceeds peak_bandwidth_gbs 51.2" in message
+
+
+def test_unknown_field(tmp_path):
+    data = gfx90c_data()
+    data["memory"]["channels"] = 2
+    assert "field 'memory.channels': unknown field" in error_of(write(tmp_path, data))
+
+
+def test_several_errors_report_the_first_and_count_the_rest(tmp_path):
+    data = gfx90c_data()
+    data["compute_units"] = 0
+    data["clock_mhz"] = -1
+    message = error_of(write(tmp_path, data))
+    assert "field 'clock_mhz'" in message and message.endswith("(and 1 more)")
+
+
+def test_file_stem_must_equal_arch(tmp_path):
+    path = write(tmp_path, gfx90c_data(), name="gfx902.yaml")
+    message = error_of(path)
+    assert "field 'arch'" in message and "'gfx90c'" in message and "'gfx902'" in message
+
+
+def test_isa_must_match_arch(tmp_path):
+    data = gfx90c_data()
+    data["isa"] = [9, 0, 2]
+    assert "field 'isa': [9, 0, 2] names gfx902, not arch 'gfx90c'" in error_of(write(tmp_path, data))
+
+
+def test_lds_per_workgroup_within_cu(tmp_path):
+    data = gfx90c_data()
+    data["max_lds_per_workgroup"] = 131072
+    assert "field 'max_lds_per_workgroup': 131072 exceeds" in error_of(write(tmp_path, data))
+
+
+def test_apu_memory_is_shared(tmp_path):
+    data = gfx90c_data()
+    data["memory"]["shared_with_cpu"] = False
+    assert "field 'memory.shared_with_cpu'" in error_of(write(tmp_path, data))
+
+
+def test_yaml_syntax_error(tmp_path):
+    text = (PROFILES / "gfx90c.yaml").read_text().replace("compute_units: 7", "compute_units: [7")
+    message = error_of(write(tmp_path, text))
+    assert "YAML syntax error at line" in message
+
+
+def test_duplicate_key_is_an_error(tmp_path):
+    text = (PROFILES / "gfx90c.yaml").read_text() + "clock_mhz: 2000\n"
+    message = error_of(write(tmp_path, text))
+    assert "duplicate key 'clock_mhz'" in message
+
+
+@pytest.mark.parametrize("text, kind", [("- 1\n- 2\n", "a list"), ("", "empty"), ("gfx90c\n", "a str")])
+def test_document_must_be_a_mapping(tmp_path, text, kind):
+    assert f"the document is {kind}, expected a mapping" in error_of(write(tmp_path, text))
+
+
+def test_missing_file(tmp_path):
+    assert "cannot read" in error_of(tmp_path / "gfx90c.yaml")
+
+
+def test_profile_path_and_arch_names():
+    assert profile_path("gfx90c") == Path("arch_profiles/gfx90c.yaml")
+    assert profile_path("gfx900", root=PROFILES) == PROFILES / "gfx900.yaml"
+    assert parse_arch("gfx90c") == (9, 0, 12)
+    assert parse_arch("gfx1030") == (10, 3, 0)
+    assert isa_name((10, 3, 0)) == "gfx1030"
+    for bad in ("../etc/passwd", "gfx90C", "vega10", "gfx9"):
+        with pytest.raises(ProfileError):
+            profile_path(bad)

@@ -1,0 +1,173 @@
+"""SimBackend: the Backend protocol over the simulated GPU (build, measure, provenance, ground truth)."""
+
+from __future__ import annotations
+
+import math
+import time
+
+import numpy as np
+import pytest
+from oto.backends import resolve
+from oto.backends.base import BUILD_CLASSES, SAMPLE_CLASSES, Kernel, Launch, MeasurePlan, Problem, Size
+from oto.backends.sim import SIM_DEFAULTS, SimBackend
+from oto.datatypes import Library
+from oto.simgpu import MODEL_VERSION
+from oto.tensile_params import candidate_id
+from test_simgpu import gfx90c_like
+
+LIB = Library.build("SB", "NN")
+PROBLEM = Problem(LIB, gfx90c_like(), {})
+
+
+def kernel(**params) -> Kernel:
+    return Kernel(candidate_id(params), params)
+
+
+KERNELS = [
+    kernel(ThreadTile=[8, 8], WorkGroup=[16, 16, 1], DepthU=16, VectorWidth=4),
+    kernel(ThreadTile=[4, 4], WorkGroup=[16, 16, 1], DepthU=16, VectorWidth=4),
+    kernel(ThreadTile=[4, 4], WorkGroup=[8, 8, 1], DepthU=8, VectorWidth=2, GlobalSplitU=4),
+]
+SIZES = [Size(512, 512, 1, 512), Size(2048, 2048, 1, 2048), Size(1024, 256, 4, 4096)]
+
+
+def plan(reps: int = 3, kernels=KERNELS, sizes=SIZES) -> MeasurePlan:
+    launches = [
+        Launch(k.id, "reference" if i == 0 else "candidate", s, r)
+        for r in range(reps)
+        for s in range(len(sizes))
+        for i, k in enumerate(kernels)
+    ]
+    return MeasurePlan({k.id: k for k in kernels}, sizes, launches)
+
+
+def backend(stream: str = "Cijk_Ailk_Bljk_SB/gen0", seed: int = 0, **cfg) -> SimBackend:
+    return SimBackend(gfx90c_like(), cfg, seed=seed, stream=stream)
+
+
+def test_resolve_builds_a_sim_backend_with_provenance():
+    be = resolve({"backend": "auto", "seed": 3, "sim": {"jitter": 0.05}}, gfx90c_like(), "lib/gen1")
+    assert isinstance(be, SimBackend)
+    assert (be.name, be.numbers) == ("sim", "simulated")
+    prov = be.provenance()
+    assert prov["backend"] == "sim" and prov["numbers"] == "simulated"
+    assert prov["model_version"] == MODEL_VERSION
+    assert (prov["seed"], prov["stream"]) == (3, "lib/gen1")
+    assert prov["noise"]["jitter"] == 0.05
+    assert set(prov["noise"]) == set(SIM_DEFAULTS)
+
+
+def test_unknown_sim_key_is_refused():
+    with pytest.raises(ValueError, match="unknown key"):
+        backend(jiter=0.1)
+
+
+def test_build_reports_one_result_per_kernel_failures_included(tmp_path):
+    bad = [
+        kernel(ThreadTile=[16, 16], WorkGroup=[16, 16, 1]),  # 256 accumulators
+        kernel(ThreadTile=[8, 8], WorkGroup=[16, 16, 1], DepthU=64),  # 128 KiB of LDS
+    ]
+    results = backend().build(PROBLEM, KERNELS + bad, tmp_path)
+    assert [r.kernel_id for r in results] == [k.id for k in KERNELS + bad]
+    assert all(r.status in BUILD_CLASSES for r in results)
+    assert [r.status for r in results] == ["ok", "ok", "ok", "register_overflow", "rejected"]
+    assert results[0].resources == {"vgpr": 121, "sgpr": 63, "lds_bytes": 32768}
+
+
+def test_measure_is_deterministic_per_seed_and_stream(tmp_path):
+    a = backend().measure(PROBLEM, plan(), tmp_path)
+    b = backend().measure(PROBLEM, plan(), tmp_path)
+    c = backend(stream="Cijk_Ailk_Bljk_SB/gen1").measure(PROBLEM, plan(), tmp_path)
+    d = backend(seed=1).measure(PROBLEM, plan(), tmp_path)
+    times = [np.array([s.time_us for s in x]) for x in (a, b, c, d)]
+    assert a == b
+    assert not np.allclose(times[0], times[2])
+    assert not np.allclose(times[0], times[3])
+
+
+def test_samples_follow_plan_order_and_track_ground_truth(tmp_path):
+    be = backend(drift=0.0, jitter=0.02, outlier_rate=0.0, hang_rate=0.0, validation_fail_rate=0.0)
+    p = plan(reps=20)
+    samples = be.measure(PROBLEM, p, tmp_path)
+    assert [(s.seq, s.kernel_id, s.size_index, s.rep, s.role) for s in samples] == [
+        (i, la.kernel_id, la.size_index, la.rep, la.role) for i, la in enumerate(p.launches)
+    ]
+    assert all(s.status == "ok" for s in samples)
+    for k in KERNELS:
+        truth = be.ground_truth(PROBLEM, k.params, SIZES)
+        assert truth.shape == (len(SIZES),)
+        for si in range(len(SIZES)):
+            t = [s.time_us for s in samples if s.kernel_id == k.id and s.size_index == si]
+            assert np.median(t) == pytest.approx(truth[si], rel=0.03)
+    assert (
+        be.noise.clock_us >= sum(s.time_us for s in samples) + len(samples) * SIM_DEFAULTS["cooldown_us"] - 1
+    )
+
+
+def test_drift_moves_measurements_the_same_way_for_neighbours(tmp_path):
+    be = backend(drift=0.25, drift_period_s=1.0, jitter=0.0, outlier_rate=0.0, hang_rate=0.0)
+    k = KERNELS[0]
+    p = MeasurePlan(
+        {k.id: k}, [Size(2048, 2048, 1, 2048)], [Launch(k.id, "candidate", 0, r) for r in range(400)]
+    )
+    t = np.array([s.time_us for s in be.measure(PROBLEM, p, tmp_path)])
+    truth = be.ground_truth(PROBLEM, k.params, p.sizes)[0]
+    ratio = t / truth
+    assert ratio.min() >= 0.75 and ratio.max() <= 1.25
+    assert ratio.max() - ratio.min() > 0.1  # one virtual second spans a drift period
+    assert np.max(np.abs(np.diff(ratio))) < 0.1  # consecutive launches see nearly the same factor
+
+
+def test_too_large_problems_fail_fast_without_running(tmp_path):
+    sizes = [Size(512, 512, 1, 512), Size(16384, 16384, 1, 16384)]  # 4 x 1 GiB of FP32 > 1.5 GiB
+    be = backend()
+    samples = be.measure(PROBLEM, plan(reps=1, sizes=sizes), tmp_path)
+    big = [s for s in samples if s.size_index == 1]
+    assert big and all(s.status == "too_large" and math.isnan(s.time_us) for s in big)
+    assert "usable" in big[0].reason
+    assert all(s.status == "ok" for s in samples if s.size_index == 0)
+    assert be.noise.clock_us < 1e5  # the big launches never ran
+
+
+def test_validation_failures_are_per_configuration(tmp_path):
+    always = backend(validation_fail_rate=1.0).measure(PROBLEM, plan(), tmp_path)
+    assert all(s.status == "validation_failed" and math.isnan(s.time_us) for s in always)
+    never = backend(validation_fail_rate=0.0, hang_rate=0.0).measure(PROBLEM, plan(), tmp_path)
+    assert all(s.status == "ok" for s in never)
+    # at a realistic rate a stable subset of many configurations fails, the same one every time
+    be = backend(validation_fail_rate=0.05)
+    ks = [kernel(ThreadTile=[4, 4], WorkGroup=[16, 16, 1], DepthU=du, WorkGroupMapping=w, StaggerU=su)
+          for du in (8, 16, 32) for w in (1, 2, 4, 8, 16) for su in (0, 2, 4, 8, 16, 32)]  # fmt: skip
+    fails = {k.id for k in ks if be.gpu.fails_validation(LIB.family, k.params, 0.05)}
+    assert 0 < len(fails) < 0.2 * len(ks)
+    samples = be.measure(PROBLEM, plan(reps=1, kernels=ks, sizes=SIZES[:1]), tmp_path)
+    assert {s.kernel_id for s in samples if s.status == "validation_failed"} == fails
+
+
+def test_hangs_are_reported_as_timeouts(tmp_path):
+    samples = backend(hang_rate=0.2, timeout_us=1e5).measure(PROBLEM, plan(reps=30), tmp_path)
+    hung = [s for s in samples if s.status == "timeout"]
+    assert 0.1 < len(hung) / len(samples) < 0.3
+    assert all(math.isnan(s.time_us) and "no completion" in s.reason for s in hung)
+    assert {s.status for s in samples} <= set(SAMPLE_CLASSES)
+
+
+def test_unbuilt_kernel_in_plan_crashes_instead_of_timing(tmp_path):
+    bad = kernel(ThreadTile=[16, 16], WorkGroup=[16, 16, 1])
+    samples = backend().measure(PROBLEM, plan(reps=1, kernels=[KERNELS[0], bad]), tmp_path)
+    assert all(s.status == "crash" for s in samples if s.kernel_id == bad.id)
+    with pytest.raises(ValueError, match="does not list"):
+        backend().measure(PROBLEM, MeasurePlan({}, SIZES, [Launch("knope", "candidate", 0, 0)]), tmp_path)
+
+
+def test_fifty_thousand_launches_are_fast(tmp_path):
+    ks = [kernel(ThreadTile=[a, b], WorkGroup=[16, 16, 1], DepthU=du, VectorWidth=2)
+          for a in (2, 4, 8) for b in (2, 4, 8) for du in (8, 16, 32)]  # fmt: skip
+    sizes = [Size(m, n, 1, k) for m in (256, 1024, 3000) for n in (512, 2048) for k in (128, 1024, 4096)]
+    p = plan(reps=int(np.ceil(50_000 / (len(ks) * len(sizes)))), kernels=ks, sizes=sizes)
+    assert len(p.launches) >= 50_000
+    start = time.perf_counter()
+    samples = backend().measure(PROBLEM, p, tmp_path)
+    elapsed = time.perf_counter() - start
+    assert len(samples) == len(p.launches)
+    assert elapsed < 2.0

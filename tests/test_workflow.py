@@ -1,0 +1,167 @@
+"""The workflow end to end, through the real snakemake command, in a scratch copy of the repository."""
+
+from __future__ import annotations
+
+import copy
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import msgpack
+import pytest
+import yaml
+from workflow_helpers import FAST_CONFIG, job_counts, make_workdir, snakemake
+
+pytestmark = pytest.mark.slow
+TARGET = "results/gfx90c/TensileLibrary.dat"
+
+
+@pytest.fixture(scope="module")
+def finished_run(tmp_path_factory):
+    """One complete fast run shared by the read-only checks below."""
+    work = make_workdir(tmp_path_factory.mktemp("run"), FAST_CONFIG)
+    proc = snakemake(work, "--cores", "2", TARGET)
+    assert proc.returncode == 0, proc.stderr[-4000:]
+    return work
+
+
+def test_dry_run_plans_every_stage_per_generation(tmp_path):
+    work = make_workdir(tmp_path, FAST_CONFIG)
+    proc = snakemake(work, TARGET, "-n", "--quiet", "rules")
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    counts = job_counts(proc.stdout)
+    libs, gens = 2, FAST_CONFIG["max_generations"]  # DB × {NN, NT}
+    for rule in ("mutate", "emit", "compile", "benchmark", "normalise", "select"):
+        assert counts[rule] == libs * gens, (rule, counts)
+    for rule in ("finalize", "logic"):
+        assert counts[rule] == libs
+    assert counts["ceilings"] == counts["deck"] == counts["report"] == counts["package"] == 1
+
+
+def test_lint_is_clean():
+    proc = snakemake(Path(__file__).resolve().parents[1], "--lint")
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+
+
+def test_main_job_outputs(finished_run):
+    work = finished_run
+    res = work / "results" / "gfx90c"
+    lib = msgpack.unpackb((res / "TensileLibrary.dat").read_bytes(), raw=False, strict_map_key=False)
+    assert lib["library"]["type"] == "Hardware"
+    assert lib["library"]["rows"][0]["predicate"]["value"]["value"] == "gfx90c"
+    assert len(lib["solutions"]) >= 2
+    logic = sorted(p.name for p in (res / "logic").glob("*.yaml"))
+    assert logic == ["gfx90c_Cijk_Ailk_Bjlk_DB.yaml", "gfx90c_Cijk_Ailk_Bljk_DB.yaml"]
+    report = (res / "acceptance.md").read_text()
+    assert "simulated" in report and "| DB |" in report
+    final = yaml.safe_load((res / "Cijk_Ailk_Bljk_DB" / "final.yaml").read_text())
+    assert final["provenance"]["numbers"] == "simulated"
+    assert len(final["per_size"]) == 8 and all(r["winner"] for r in final["per_size"])
+    assert {r["verdict"] for r in final["per_size"]} <= {"win", "tie", "loss"}
+    samples = (res / "Cijk_Ailk_Bljk_DB" / "gen0" / "samples.csv").read_text().splitlines()
+    assert samples[0].startswith("seq,kernel_id,role") and samples[1].endswith(",simulated")
+
+
+def test_rerun_has_nothing_to_do(finished_run):
+    proc = snakemake(finished_run, "-n", TARGET)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert "Nothing to be done" in proc.stdout + proc.stderr
+
+
+def test_bad_config_fails_dry_run_naming_file_and_field(tmp_path):
+    cfg = copy.deepcopy(FAST_CONFIG)
+    cfg["max_generations"] = 0
+    work = make_workdir(tmp_path, cfg)
+    proc = snakemake(work, "-n", TARGET)
+    assert proc.returncode != 0
+    assert "config/config.yaml" in proc.stderr and "max_generations" in proc.stderr
+
+
+def test_unknown_family_fails_dry_run(tmp_path):
+    work = make_workdir(tmp_path, {**FAST_CONFIG, "families": ["DB", "QQ"]})
+    proc = snakemake(work, "-n", TARGET)
+    assert proc.returncode != 0
+    assert "families" in proc.stderr and "QQ" in proc.stderr
+
+
+def test_bad_arch_profile_fails_dry_run_naming_file_and_field(tmp_path):
+    work = make_workdir(tmp_path, FAST_CONFIG)
+    prof = work / "arch_profiles" / "gfx90c.yaml"
+    data = yaml.safe_load(prof.read_text())
+    data["memory"]["sustained_bandwidth_gbs"] = -3
+    prof.write_text(yaml.safe_dump(data))
+    proc = snakemake(work, "-n", TARGET)
+    assert proc.returncode != 0
+    assert "arch_profiles/gfx90c.yaml" in proc.stderr and "sustained_bandwidth_gbs" in proc.stderr
+
+
+def _tuned_libraries(work: Path) -> set[str]:
+    return {p.parent.parent.name for p in (work / "results" / "gfx90c").glob("Cijk_*/gen0/proposals.yaml")}
+
+
+def test_family_target_builds_only_that_family(tmp_path):
+    cfg = {
+        **FAST_CONFIG,
+        "families": ["DB", "ZB_GB"],
+        "patterns": ["NN", "NT", "TN", "TT"],
+        "max_generations": 1,
+    }
+    work = make_workdir(tmp_path, cfg)
+    proc = snakemake(work, "--cores", "2", "results/gfx90c/family/DB.yaml")
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert _tuned_libraries(work) == {f"Cijk_{a}_{b}_DB" for a in ("Ailk", "Alik") for b in ("Bljk", "Bjlk")}
+    fam = yaml.safe_load((work / "results/gfx90c/family/DB.yaml").read_text())
+    assert sorted(v["pattern"] for v in fam["libraries"].values()) == ["NN", "NT", "TN", "TT"]
+
+
+def test_library_target_builds_only_that_library(tmp_path):
+    work = make_workdir(tmp_path, {**FAST_CONFIG, "max_generations": 1})
+    proc = snakemake(work, "--cores", "2", "results/gfx90c/logic/gfx90c_Cijk_Ailk_Bjlk_DB.yaml")
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert _tuned_libraries(work) == {"Cijk_Ailk_Bjlk_DB"}
+    assert not (work / "results/gfx90c/TensileLibrary.dat").exists()
+
+
+def _benchmarks_done(work: Path) -> dict[Path, int]:
+    return {p: p.stat().st_mtime_ns for p in (work / "results" / "gfx90c").glob("Cijk_*/gen*/samples.csv")}
+
+
+def test_sigkill_mid_benchmark_then_same_command_resumes(tmp_path):
+    # Pace the simulated GPU in wall time so a benchmark job lasts long enough to be killed inside it.
+    cfg = {**FAST_CONFIG, "max_generations": 3, "sim": {"pace": 2000.0}}
+    work = make_workdir(tmp_path, cfg)
+    cmd = [sys.executable, "-m", "snakemake", "--cores", "1", TARGET]
+    proc = subprocess.Popen(
+        cmd, cwd=work, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, start_new_session=True
+    )
+    incomplete = work / ".snakemake" / "incomplete"
+    deadline = time.time() + 240
+    killed_during = None
+    try:
+        while time.time() < deadline and proc.poll() is None:
+            done = _benchmarks_done(work)
+            running = [p for p in incomplete.glob("*")] if incomplete.is_dir() else []
+            logs = sorted((work / "results/gfx90c/logs").glob("Cijk_*/gen*/benchmark.log"))
+            # Kill once at least one benchmark has completed and another one is in flight.
+            if done and len(logs) > len(done) and running:
+                killed_during = logs[-1]
+                os.killpg(proc.pid, signal.SIGKILL)
+                break
+            time.sleep(0.05)
+    finally:
+        if proc.poll() is None and killed_during is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+    proc.wait(timeout=30)
+    assert killed_during is not None, "never caught a benchmark in flight"
+    before = _benchmarks_done(work)
+    assert before, "no benchmark had completed before the kill"
+
+    again = snakemake(work, "--cores", "1", TARGET, timeout=600)
+    assert again.returncode == 0, again.stderr[-4000:]
+    after = _benchmarks_done(work)
+    for path, mtime in before.items():
+        assert after[path] == mtime, f"completed benchmark {path} was redone"
+    assert (work / TARGET).exists()

@@ -1,0 +1,137 @@
+"""The simulated backend: builds and times kernels on :class:`oto.simgpu.SimGPU` plus :class:`NoiseModel`.
+
+Every number it returns is ``simulated``. The model and its calibration are in docs/simulator.md.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from oto.backends.base import BuildResult, Kernel, MeasurePlan, Problem, Sample, Size
+from oto.simgpu import MODEL_VERSION, NoiseModel, SimGPU
+
+# sim_config keys and their defaults. The noise keys go to NoiseModel; see its docstring for their meaning.
+SIM_DEFAULTS: Mapping[str, float] = {
+    "drift": 0.25,  # thermal/DVFS drift amplitude: factor within [1 - drift, 1 + drift]
+    "drift_period_s": 900.0,  # period of the slowest drift component (virtual seconds)
+    "jitter": 0.03,  # log-normal sigma of launch-to-launch jitter
+    "outlier_rate": 0.002,  # probability a launch is 2x-4x slow
+    "outlier_scale": 2.0,  # outlier factor 1 + outlier_scale * U(0.5, 1.5)
+    "hang_rate": 1e-4,  # probability a launch hangs (reported as timeout)
+    "timeout_us": 5e6,  # a hung or longer launch is abandoned after this long
+    "validation_fail_rate": 0.002,  # fraction of configurations that compute wrong results
+    "cooldown_us": 200.0,  # idle time the benchmark leaves between launches (advances the clock)
+}
+_NOISE_KEYS = (
+    "drift",
+    "drift_period_s",
+    "jitter",
+    "outlier_rate",
+    "outlier_scale",
+    "hang_rate",
+    "timeout_us",
+)
+
+
+class SimBackend:
+    name = "sim"
+    numbers = "simulated"
+
+    def __init__(self, profile: Mapping[str, Any], sim_config: Mapping[str, Any], seed: int, stream: str):
+        unknown = sorted(set(sim_config) - set(SIM_DEFAULTS))
+        if unknown:
+            raise ValueError(
+                f"config field 'sim': unknown key(s) {', '.join(unknown)} (known: {', '.join(SIM_DEFAULTS)})"
+            )
+        self.settings = {k: float(sim_config.get(k, v)) for k, v in SIM_DEFAULTS.items()}
+        if not 0 <= self.settings["validation_fail_rate"] <= 1 or self.settings["cooldown_us"] < 0:
+            raise ValueError("config field 'sim': validation_fail_rate must be in [0, 1], cooldown_us >= 0")
+        self.seed, self.stream = int(seed), str(stream)
+        self.gpu = SimGPU(profile, seed=self.seed)
+        self.noise = NoiseModel(self.seed, self.stream, **{k: self.settings[k] for k in _NOISE_KEYS})
+
+    def provenance(self) -> dict[str, Any]:
+        return {
+            "backend": self.name,
+            "numbers": self.numbers,
+            "model_version": MODEL_VERSION,
+            "arch": self.gpu.arch.name,
+            "seed": self.seed,
+            "stream": self.stream,
+            "noise": dict(self.settings),
+        }
+
+    def build(self, problem: Problem, kernels: Sequence[Kernel], workdir: Path) -> list[BuildResult]:
+        fam, pattern = problem.library.family, problem.library.pattern
+        out = []
+        for k in kernels:
+            status, reason, res = self.gpu.build_outcome(fam, k.params, pattern)
+            out.append(BuildResult(k.id, status, reason, res))
+        return out
+
+    def ground_truth(self, problem: Problem, kernel_params: Mapping[str, Any], sizes: Sequence) -> np.ndarray:
+        """Noise-free launch times (µs) of one kernel at ``sizes`` (Size objects or [m, n, batch, k]).
+
+        For tests and benchmarks that grade the workflow against the truth; stages never call it."""
+        m, n, b, k = _size_arrays(sizes)
+        return self.gpu.true_time_us(
+            problem.library.family, kernel_params, m, n, b, k, problem.library.pattern
+        )
+
+    def measure(self, problem: Problem, plan: MeasurePlan, workdir: Path) -> list[Sample]:
+        fam, pattern = problem.library.family, problem.library.pattern
+        launches = list(plan.launches)
+        if not launches:
+            return []
+        m, n, b, k = _size_arrays(plan.sizes)
+        too_large = self.gpu.problem_bytes(fam, m, n, b, k) > self.gpu.arch.usable_bytes
+        usable_gib = self.gpu.arch.usable_bytes / 2**30
+        kernel_ids = sorted({la.kernel_id for la in launches})
+        row = {kid: i for i, kid in enumerate(kernel_ids)}
+        true = np.empty((len(kernel_ids), len(m)))
+        alu = np.empty_like(true)
+        verdict: dict[str, tuple[str, str]] = {}
+        for kid in kernel_ids:
+            if kid not in plan.kernels:
+                raise ValueError(f"launch names kernel {kid!r} that the plan does not list")
+            params = plan.kernels[kid].params
+            status, reason, _ = self.gpu.build_outcome(fam, params, pattern)
+            if status != "ok":  # the plan should only hold built kernels; launching one anyway crashes
+                verdict[kid] = ("crash", f"kernel did not build ({status}: {reason})")
+            elif self.gpu.fails_validation(fam, params, self.settings["validation_fail_rate"]):
+                verdict[kid] = ("validation_failed", "results differ from the reference GEMM")
+            bd = self.gpu.breakdown(fam, params, m, n, b, k, pattern)
+            true[row[kid]], alu[row[kid]] = bd["time_us"], bd["alu_fraction"]
+
+        ki = np.array([row[la.kernel_id] for la in launches])
+        si = np.array([la.size_index for la in launches])
+        crashed = np.array([verdict.get(la.kernel_id, ("",))[0] == "crash" for la in launches])
+        runs = ~too_large[si] & ~crashed
+        times, timed_out = self.noise.run(true[ki, si], alu[ki, si], runs, self.settings["cooldown_us"])
+
+        samples = []
+        for seq, la in enumerate(launches):
+            s = la.size_index
+            t, status, reason = float(times[seq]), "ok", ""
+            if too_large[s]:
+                status = "too_large"
+                need = float(self.gpu.problem_bytes(fam, m[s], n[s], b[s], k[s]))
+                reason = f"A+B+C+D need {need / 2**30:.2f} GiB > usable device memory {usable_gib:.2f} GiB"
+            elif timed_out[seq]:  # a hang hides whatever the kernel would have computed
+                status, reason = "timeout", f"no completion within {self.settings['timeout_us']:.0f} us"
+            elif la.kernel_id in verdict:
+                status, reason = verdict[la.kernel_id]
+            if status != "ok":
+                t = float("nan")
+            samples.append(Sample(seq, la.kernel_id, la.role, s, la.rep, t, status, reason))
+        return samples
+
+
+def _size_arrays(sizes: Sequence) -> tuple[np.ndarray, ...]:
+    rows = [s.as_list() if isinstance(s, Size) else list(s) for s in sizes]
+    arr = np.asarray(rows, dtype=np.float64).reshape(-1, 4)
+    return arr[:, 0], arr[:, 1], arr[:, 2], arr[:, 3]

@@ -1,0 +1,36 @@
+"""The ``oto`` command: helpers around the workflow (the workflow itself runs with ``snakemake``)."""
+
+from __future__ import annotations
+
+import sys
+
+import oto
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    commands = {
+        "deck-manifest": ("derive the shipped deck manifest from a folder of logic files", _deck_manifest),
+    }
+    if not argv or argv[0] in ("-h", "--help"):
+        print(f"oto {oto.__version__}\n\nusage: oto COMMAND [...]\n")
+        for name, (doc, _) in commands.items():
+            print(f"  {name:16s} {doc}")
+        return 0
+    if argv[0] == "--version":
+        print(oto.__version__)
+        return 0
+    if argv[0] not in commands:
+        print(f"oto: unknown command {argv[0]!r} (try oto --help)", file=sys.stderr)
+        return 2
+    return int(commands[argv[0]][1](argv[1:]) or 0)
+
+
+def _deck_manifest(argv: list[str]) -> int:
+    from oto.deck import manifest_main
+
+    return manifest_main(argv)
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,54 @@
+"""Run configuration: schema validation with defaults, and error messages that name the file and field."""
+
+from __future__ import annotations
+
+import copy
+import json
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import jsonschema
+import yaml
+
+SCHEMA_PATH = Path(__file__).parent / "schemas" / "config.schema.json"
+
+
+class ConfigError(ValueError):
+    pass
+
+
+def _field(path) -> str:
+    return ".".join(str(p) for p in path) or "<top level>"
+
+
+def _fill_defaults(schema: Mapping[str, Any], data: dict[str, Any]) -> None:
+    """Insert schema ``default`` values, recursing into nested objects (jsonschema does not)."""
+    for key, sub in schema.get("properties", {}).items():
+        if key not in data and "default" in sub:
+            data[key] = copy.deepcopy(sub["default"])
+        if isinstance(data.get(key), dict) and sub.get("type") == "object":
+            _fill_defaults(sub, data[key])
+
+
+def validate_config(config: Mapping[str, Any], source: str = "config") -> dict[str, Any]:
+    """Return a validated copy of ``config`` with defaults filled in."""
+    schema = json.loads(SCHEMA_PATH.read_text())
+    data = copy.deepcopy(dict(config))
+    errors = sorted(jsonschema.Draft202012Validator(schema).iter_errors(data), key=lambda e: list(e.path))
+    if errors:
+        e = errors[0]
+        raise ConfigError(f"{source}: field '{_field(e.absolute_path)}': {e.message}")
+    _fill_defaults(schema, data)
+    return data
+
+
+def load_config(path: str | Path) -> dict[str, Any]:
+    path = Path(path)
+    try:
+        data = yaml.safe_load(path.read_text())
+    except (OSError, yaml.YAMLError) as exc:
+        raise ConfigError(f"{path}: cannot read config: {exc}") from exc
+    if not isinstance(data, dict):
+        raise ConfigError(f"{path}: field '<top level>': expected a mapping")
+    return validate_config(data, str(path))

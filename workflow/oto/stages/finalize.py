@@ -1,0 +1,135 @@
+"""finalize: measure the tuned winners on every deck size of the library, against each size's shipped
+solution, and pick the final kernel per size. This is what the logic file and the acceptance report use:
+every size of the deck gets a measured winner, not an extrapolation from the tuning sizes."""
+
+from __future__ import annotations
+
+import logging
+from collections import Counter
+from collections.abc import Mapping
+from pathlib import Path
+
+import pandas as pd
+
+from oto.backends import resolve
+from oto.backends.base import Kernel, MeasurePlan, Size
+from oto.datatypes import Library
+from oto.deck import read_library_yaml
+from oto.files import atomic_write_text, read_yaml, write_yaml
+from oto.scoring import SAMPLE_COLUMNS
+from oto.stages.benchmark import gpu_mutex, interleave
+from oto.stages.common import problem_for, stream_name
+from oto.stages.emit import reference_params
+from oto.stages.normalise import score_file
+from oto.stages.select import per_size_rows, summarise
+from oto.tensile_params import candidate_id, canonical
+
+log = logging.getLogger(__name__)
+MAX_FINALISTS = 8  # tuned kernels carried into the full-deck measurement, by tuning sizes won
+
+
+def finalists(selection: Mapping) -> dict[str, Mapping]:
+    won = Counter(r["winner"] for r in selection["per_size"] if r.get("winner"))
+    ranked = sorted(won, key=lambda k: (-won[k], k))[:MAX_FINALISTS]
+    return {k: selection["kernels"][k] for k in ranked}
+
+
+def run(
+    selection_path: Path,
+    deck_path: Path,
+    profile: Mapping,
+    config: Mapping,
+    workdir: Path,
+    out_final: Path,
+    out_samples: Path,
+) -> dict:
+    selection = read_yaml(selection_path)
+    deck = read_library_yaml(deck_path)
+    library = Library.parse(deck.name)
+    backend = resolve(config, profile, stream_name(deck.name, "final"))
+    problem = problem_for(deck, profile)
+
+    tuned = finalists(selection)
+    kernels = {k: Kernel(k, canonical(p)) for k, p in tuned.items()}
+    reference: dict[int, str] = {}
+    for i in range(len(deck.sizes)):
+        params = canonical(reference_params(deck, i))
+        kid = candidate_id(params)
+        reference[i] = kid
+        kernels.setdefault(kid, Kernel(kid, params))
+    built = {b.kernel_id: b for b in backend.build(problem, list(kernels.values()), Path(workdir))}
+    ok = {k for k, b in built.items() if b.status == "ok"}
+    sizes = [Size(*map(int, s[:4])) for s in deck.sizes]
+    launches = interleave(
+        [k for k in tuned if k in ok],
+        {i: r for i, r in reference.items() if r in ok},
+        len(sizes),
+        int(config["benchmark"]["repetitions"]),
+        f"{config['seed']}:{deck.name}:final",
+    )
+    with gpu_mutex():
+        samples = backend.measure(
+            problem, MeasurePlan({k: kernels[k] for k in ok}, sizes, launches), Path(workdir)
+        )
+    df = pd.DataFrame(
+        [
+            (
+                s.seq,
+                s.kernel_id,
+                s.role,
+                s.size_index,
+                *sizes[s.size_index].as_list(),
+                s.rep,
+                s.time_us,
+                s.status,
+                s.reason,
+                backend.numbers,
+            )
+            for s in samples
+        ],
+        columns=SAMPLE_COLUMNS,
+    )
+    atomic_write_text(out_samples, df.to_csv(index=False))
+    scores = score_file(df, library, [list(s[:4]) for s in deck.sizes], profile, config)
+    rows = per_size_rows(
+        scores,
+        [list(s[:4]) for s in deck.sizes],
+        library,
+        profile,
+        float(config["benchmark"]["tie_tolerance"]),
+        int(selection["generation"]),
+    )
+    for r in rows:
+        r["shipped"] = reference[r["size_index"]]
+        r["shipped_gflops_gfx900"] = float(deck.shipped[r["size_index"]][1])
+    failures = Counter({k: v for k, v in selection["summary"]["failures"].items()})
+    failures.update(b.status for b in built.values() if b.status != "ok")
+    winners = sorted({r["winner"] for r in rows if r["winner"]})
+    doc = {
+        "library": deck.name,
+        "family": library.family.code,
+        "pattern": library.pattern,
+        "provenance": backend.provenance(),
+        "generations": int(selection["generation"]) + 1,
+        "converged": bool(selection["convergence"]["converged"]),
+        "convergence": selection["convergence"],
+        "tuning_summary": selection["summary"],
+        "sizes": deck.sizes,
+        "per_size": rows,
+        "kernels": {k: dict(kernels[k].params) for k in winners},
+        "shipped_kernels": len(set(reference.values())),
+        "summary": summarise(rows, failures),
+    }
+    write_yaml(out_final, doc)
+    s = doc["summary"]
+    log.info(
+        "%s final: %d sizes, %d kernels, geomean %.3f x spoof, W/T/L %d/%d/%d",
+        deck.name,
+        len(rows),
+        len(winners),
+        s["geomean_score"] or float("nan"),
+        s["wins"],
+        s["ties"],
+        s["losses"],
+    )
+    return doc

@@ -1,0 +1,50 @@
+"""logic: one library's final winners → a logic file in rocBLAS's format, named like the shipped ones."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping
+from pathlib import Path
+
+from oto.deck import read_library_yaml
+from oto.files import read_yaml
+from oto.logic_writer import solution_entry, write_logic_file
+
+log = logging.getLogger(__name__)
+
+
+def label_of(profile: Mapping, label: str) -> tuple[str, str, list[str]]:
+    """(schedule, architecture, device names) for the chosen label: the tuned arch itself, or gfx900 for a
+    drop-in library that stock rocBLAS loads under HSA_OVERRIDE_GFX_VERSION=9.0.0."""
+    if label == "gfx900":
+        return "vega10", "gfx900", list(profile["tensile"]["device_names"])
+    return profile["tensile"]["logic_prefix"], profile["arch"], list(profile["tensile"]["device_names"])
+
+
+def run(final_path: Path, deck_path: Path, profile: Mapping, label: str, out: Path) -> Path:
+    final = read_yaml(final_path)
+    deck = read_library_yaml(deck_path)
+    if final["library"] != deck.name:
+        raise ValueError(
+            f"{final_path}: field 'library' is {final['library']!r}, the deck slice is {deck.name!r}"
+        )
+    order: dict[str, int] = {}
+    rows = []
+    for r in final["per_size"]:
+        if not r.get("winner"):
+            continue  # no valid kernel at this size: Tensile falls back to the nearest size's solution
+        index = order.setdefault(r["winner"], len(order))
+        rows.append((list(deck.sizes[r["size_index"]]), index, float(r["gflops"])))
+    solutions = [solution_entry(deck.problem_type, final["kernels"][kid], i) for kid, i in order.items()]
+    schedule, arch, devices = label_of(profile, label)
+    write_logic_file(
+        out,
+        problem_type=deck.problem_type,
+        solutions=solutions,
+        exact_rows=rows,
+        schedule=schedule,
+        architecture=arch,
+        device_names=devices,
+    )
+    log.info("%s: %d solutions, %d exact rows → %s", deck.name, len(solutions), len(rows), out)
+    return Path(out)

@@ -1,0 +1,208 @@
+"""select: per tuning size, the best kernel so far, its verdict against the spoof floor, and convergence.
+
+Scores are ratios to the same reference kernel at each size, so they compare across generations: the best
+of generation N is the better of generation N's winner and the carried best of N-1.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+from collections import Counter
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from oto.ceilings import roofline_gflops
+from oto.datatypes import Library
+from oto.files import read_yaml, write_yaml
+from oto.scoring import best_per_size, geomean, verdict
+
+log = logging.getLogger(__name__)
+OBSERVATIONS_KEPT = 48  # best kernels remembered as evidence for the strategies
+
+
+def _finite(x) -> float | None:
+    return None if x is None or not math.isfinite(float(x)) else round(float(x), 6)
+
+
+def per_size_rows(
+    scores: pd.DataFrame,
+    sizes: list[list[int]],
+    library: Library,
+    profile: Mapping,
+    tolerance: float,
+    generation: int,
+    previous: Mapping[int, Mapping] | None = None,
+):
+    """Merge this batch's best per size with the carried best; add ceilings and verdicts."""
+    best = best_per_size(scores)
+    arr = np.asarray([s[:4] for s in sizes], dtype=float).reshape(-1, 4)
+    ceilings = roofline_gflops(profile, library.family, arr[:, 0], arr[:, 1], arr[:, 2], arr[:, 3])
+    rows = []
+    for i, _ in enumerate(sizes):
+        cur, prev = best.get(i), (previous or {}).get(i)
+        if cur is not None and (prev is None or prev.get("score") is None or cur["score"] > prev["score"]):
+            row = {
+                "size_index": i,
+                "winner": cur["kernel_id"],
+                "score": _finite(cur["score"]),
+                "ci_low": _finite(cur["ci_low"]),
+                "ci_high": _finite(cur["ci_high"]),
+                "gflops": _finite(cur["gflops"]),
+                "generation": generation,
+            }
+        elif prev is not None:
+            row = dict(prev)
+        else:
+            row = {
+                "size_index": i,
+                "winner": None,
+                "score": None,
+                "ci_low": None,
+                "ci_high": None,
+                "gflops": None,
+                "generation": generation,
+            }
+        row["ceiling_gflops"] = _finite(ceilings[i])
+        row["pct_ceiling"] = _finite(100 * row["gflops"] / ceilings[i]) if row["gflops"] else None
+        row["verdict"] = verdict(
+            *(np.nan if row[k] is None else row[k] for k in ("score", "ci_low", "ci_high")), tolerance
+        )
+        rows.append(row)
+    return rows
+
+
+def summarise(rows: list[Mapping], failures: Counter) -> dict[str, Any]:
+    verdicts = Counter(r["verdict"] for r in rows)
+    pct = [r["pct_ceiling"] for r in rows if r["pct_ceiling"] is not None]
+    return {
+        "geomean_score": _finite(geomean([r["score"] for r in rows])),
+        "pct_ceiling_median": _finite(float(np.median(pct))) if pct else None,
+        "wins": verdicts["win"],
+        "ties": verdicts["tie"],
+        "losses": verdicts["loss"],
+        "failures": dict(sorted(failures.items())),
+    }
+
+
+def observations(
+    scores: pd.DataFrame, params: Mapping[str, Mapping], rows: list[Mapping], previous: list[Mapping]
+) -> list[dict]:
+    """Per kernel: geomean score over the sizes it ran, sizes won; merged with earlier evidence."""
+    won = Counter(r["winner"] for r in rows if r["winner"])
+    obs = {o["id"]: dict(o) for o in previous}
+    for kid, g in scores.groupby("kernel_id"):
+        ok = g[(g["status"] == "ok") & g["score"].notna()]
+        if kid not in params:
+            continue
+        failure = "" if not ok.empty else str(g["status"].mode().iat[0])
+        obs[kid] = {
+            "id": kid,
+            "params": dict(params[kid]),
+            "score": _finite(geomean(ok["score"].tolist())) if not ok.empty else None,
+            "sizes_won": 0,
+            "failure": failure,
+        }
+    for o in obs.values():
+        o["sizes_won"] = won.get(o["id"], 0)
+    ranked = sorted(obs.values(), key=lambda o: (o["score"] is None, -(o["score"] or 0), o["id"]))
+    return ranked[:OBSERVATIONS_KEPT]
+
+
+def convergence(history: list[float], epsilon: float, patience: int) -> dict[str, Any]:
+    if len(history) > patience:
+        base, last = history[-1 - patience], history[-1]
+        gain = (last - base) / base if base else math.inf
+        if gain <= epsilon:
+            return {
+                "converged": True,
+                "history": history,
+                "reason": f"geomean score improved {gain:+.2%} over the last {patience} generations "
+                f"(threshold {epsilon:.2%})",
+            }
+    return {"converged": False, "history": history, "reason": "still improving"}
+
+
+def run(
+    scores_path: Path,
+    candidates_path: Path,
+    build_path: Path,
+    previous_path: Path | None,
+    profile: Mapping,
+    config: Mapping,
+    out_selection: Path,
+) -> dict:
+    cands = read_yaml(candidates_path)
+    build = read_yaml(build_path)
+    generation = int(cands["generation"])
+    library = Library.parse(cands["library"])
+    prev = read_yaml(previous_path) if previous_path else None
+
+    if cands.get("frozen") and prev is not None:
+        doc = dict(prev)
+        doc.update(generation=generation, frozen=True)
+        write_yaml(out_selection, doc)
+        log.info("%s gen%d: frozen, carried forward from gen%d", library.name, generation, prev["generation"])
+        return doc
+
+    scores = pd.read_csv(scores_path, dtype={"kernel_id": str, "status": str})
+    params = {k["id"]: k["params"] for k in cands.get("kernels", [])}
+    previous_rows = {int(r["size_index"]): r for r in prev["per_size"]} if prev else None
+    rows = per_size_rows(
+        scores,
+        cands["sizes"],
+        library,
+        profile,
+        float(config["benchmark"]["tie_tolerance"]),
+        generation,
+        previous_rows,
+    )
+
+    failures = Counter(prev["summary"]["failures"]) if prev else Counter()
+    failures.update(b["status"] for b in build.get("kernels", []) if b["status"] != "ok")
+    failures.update(r["class"] for r in cands.get("rejected", []))
+    failures.update(s for s in scores["status"] if s != "ok")
+
+    kernels = dict(prev["kernels"]) if prev else {}
+    for r in rows:
+        if r["winner"] and r["winner"] not in kernels:
+            kernels[r["winner"]] = params[r["winner"]]
+    kernels = {k: v for k, v in kernels.items() if any(r["winner"] == k for r in rows)}
+    summary = summarise(rows, failures)
+    history = [*((prev or {}).get("convergence", {}).get("history", [])), summary["geomean_score"] or 0.0]
+    measured = sorted(
+        set(prev.get("measured", []) if prev else [])
+        | set(params)
+        | {r["id"] for r in cands.get("rejected", []) if r.get("id")}
+    )
+    conv_cfg = config["search"]["convergence"]
+    doc = {
+        "library": library.name,
+        "generation": generation,
+        "frozen": False,
+        "provenance": build.get("provenance", {}),
+        "sizes": cands["sizes"],
+        "deck_indices": cands.get("deck_indices", []),
+        "per_size": rows,
+        "kernels": kernels,
+        "summary": summary,
+        "convergence": convergence(history, float(conv_cfg["epsilon"]), int(conv_cfg["patience"])),
+        "observations": observations(scores, params, rows, (prev or {}).get("observations", [])),
+        "measured": measured,
+    }
+    write_yaml(out_selection, doc)
+    log.info(
+        "%s gen%d: geomean score %.3f, W/T/L %d/%d/%d, %s",
+        library.name,
+        generation,
+        summary["geomean_score"] or float("nan"),
+        summary["wins"],
+        summary["ties"],
+        summary["losses"],
+        doc["convergence"]["reason"],
+    )
+    return doc
