@@ -13,5 +13,7 @@ rule benchmark:
     priority: 10
     log:
         "results/{arch}/logs/{library}/gen{gen}/benchmark.log",
+    conda:
+        "../workflow/envs/oto.yaml"
     script:
         "../scripts/benchmark.py"

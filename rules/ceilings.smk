@@ -5,5 +5,7 @@ rule ceilings:
         "results/{arch}/ceilings.yaml",
     log:
         "results/{arch}/logs/ceilings.log",
+    conda:
+        "../workflow/envs/oto.yaml"
     script:
         "../scripts/ceilings.py"

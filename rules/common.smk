@@ -2,6 +2,9 @@
 # wildcard constraints and the input functions that unroll generations.
 
 import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(workflow.basedir) / "workflow"))  # the oto package of this checkout
 
 from oto.plan import PlanError, plan_run
 from oto.runlock import clear_stale_locks

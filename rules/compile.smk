@@ -10,5 +10,7 @@ rule compile:
         workdir=lambda wc: f"results/{wc.arch}/{wc.library}/gen{wc.gen}/work",
     log:
         "results/{arch}/logs/{library}/gen{gen}/compile.log",
+    conda:
+        "../workflow/envs/oto.yaml"
     script:
         "../scripts/compile.py"

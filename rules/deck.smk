@@ -9,5 +9,7 @@ rule deck:
         libraries=LIBRARIES,
     log:
         "results/{arch}/logs/deck.log",
+    conda:
+        "../workflow/envs/oto.yaml"
     script:
         "../scripts/deck.py"

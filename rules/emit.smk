@@ -6,5 +6,7 @@ rule emit:
         tensile="results/{arch}/{library}/gen{gen}/tensile_config.yaml",
     log:
         "results/{arch}/logs/{library}/gen{gen}/emit.log",
+    conda:
+        "../workflow/envs/oto.yaml"
     script:
         "../scripts/emit.py"

@@ -14,5 +14,7 @@ rule finalize:
     priority: 10
     log:
         "results/{arch}/logs/{library}/finalize.log",
+    conda:
+        "../workflow/envs/oto.yaml"
     script:
         "../scripts/finalize.py"

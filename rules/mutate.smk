@@ -9,5 +9,7 @@ rule mutate:
         strategy=lookup(dpath="search/strategy", within=config),
     log:
         "results/{arch}/logs/{library}/gen{gen}/mutate.log",
+    conda:
+        "../workflow/envs/oto.yaml"
     script:
         "../scripts/mutate.py"

@@ -7,5 +7,7 @@ rule normalise:
         "results/{arch}/{library}/gen{gen}/scores.csv",
     log:
         "results/{arch}/logs/{library}/gen{gen}/normalise.log",
+    conda:
+        "../workflow/envs/oto.yaml"
     script:
         "../scripts/normalise.py"

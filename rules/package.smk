@@ -9,6 +9,8 @@ rule logic:
         label=lookup(dpath="package/label", within=config),
     log:
         "results/{arch}/logs/{library}/logic_{prefix}.log",
+    conda:
+        "../workflow/envs/oto.yaml"
     script:
         "../scripts/logic.py"
 
@@ -21,6 +23,8 @@ rule family:
         "results/{arch}/family/{family}.yaml",
     log:
         "results/{arch}/logs/family_{family}.log",
+    conda:
+        "../workflow/envs/oto.yaml"
     script:
         "../scripts/family.py"
 
@@ -35,6 +39,8 @@ rule report:
         "results/{arch}/acceptance.md",
     log:
         "results/{arch}/logs/report.log",
+    conda:
+        "../workflow/envs/oto.yaml"
     script:
         "../scripts/report.py"
 
@@ -50,5 +56,7 @@ rule package:
         label=lookup(dpath="package/label", within=config),
     log:
         "results/{arch}/logs/package.log",
+    conda:
+        "../workflow/envs/oto.yaml"
     script:
         "../scripts/package.py"

@@ -5,5 +5,7 @@ rule select:
         "results/{arch}/{library}/gen{gen}/selection.yaml",
     log:
         "results/{arch}/logs/{library}/gen{gen}/select.log",
+    conda:
+        "../workflow/envs/oto.yaml"
     script:
         "../scripts/select_kernels.py"

@@ -1,5 +1,6 @@
 """Rule ceilings: arch profile → theoretical and roofline ceilings."""
 
+import _oto  # noqa: F401  (puts the oto package on sys.path)
 from oto.smk import stage
 from oto.stages import ceilings
 

@@ -150,7 +150,7 @@ def test_vector_width_resolution():
         ),
         (sgemm((4, 4), (16, 16, 1), DepthU=4, InnerUnroll=8), "LoopIters need to greater than 0"),
         (
-            sgemm((4, 4), (8, 8, 4), DepthU=4, VectorWidth=4, PrefetchLocalRead=3),
+            sgemm((8, 8), (8, 8, 4), DepthU=4, VectorWidth=1, GlobalReadVectorWidth=1, PrefetchLocalRead=3),
             "Reject since PrefetchLocalRead 3 >= 2x LoopIters 1",
         ),
         (
@@ -182,10 +182,11 @@ def test_lds_limit_and_prefetch():
 
 
 def test_auto_pad_and_source_pad_rule():
-    # -1 pads only the tensor read across the unroll dim (A of a TN problem: Alik), by VW.
-    tn = sgemm((4, 4), (16, 16, 1), DepthU=16, VectorWidth=4, LdsPadA=-1, LdsPadB=-1)
-    v = check(Library.build("SB", "TN"), tn)
-    assert v.valid and (v.derived["LdsPadA"], v.derived["LdsPadB"]) == (4, 0)
+    # -1 pads, by VW, only a tensor whose unroll dim is the contiguous one (B of an NN problem: Bljk).
+    nn = sgemm((4, 4), (16, 16, 1), DepthU=16, VectorWidth=4, LdsPadA=-1, LdsPadB=-1)
+    v = check(Library.build("SB", "NN"), nn)
+    assert v.valid and (v.derived["LdsPadA"], v.derived["LdsPadB"]) == (0, 4)
+    assert v.derived["LdsNumElementsAlignedB"] == 64 * 16 + 16 * 4
     src = sgemm((4, 4), (16, 16, 1), DepthU=16, VectorWidth=4, KernelLanguage="Source", LdsPadA=2, LdsPadB=0)
     assert check(SGEMM_NT, src).reasons == ("Source KernelLanguage only supports LdsPadA == LdsPadB",)
 
@@ -364,3 +365,16 @@ def test_golden_tcl_names_agree(golden_dir: Path, vega10_dir: Path):
                     assert derived[key] == int(m.group(1)), (entry["name"], key)
                     checked += 1
     assert checked > 300
+
+
+def test_limits_from_arch_profiles():
+    profiles = sorted((Path(__file__).resolve().parents[1] / "arch_profiles").glob("*.yaml"))
+    if not profiles:
+        pytest.skip("no arch profiles yet")
+    for path in profiles:
+        profile = yaml.safe_load(path.read_text())
+        lim = Limits.from_profile(profile)
+        assert lim.lds_bytes == profile.get("max_lds_per_workgroup", 65536)
+        assert lim.wavefront_size == profile.get("wavefront_size", 64)
+        if not lim.has_mfma:  # every shipped-deck SGEMM kernel fits a gfx9 profile's limits
+            assert check(SGEMM_NT, sgemm((8, 8), (16, 16, 1), DepthU=16, VectorWidth=4), lim).valid

@@ -306,18 +306,27 @@ def test_shipped_vega10_solutions_land_at_plausible_efficiency(sim, vega10_dir):
     assert all(0.3 <= med <= 0.85 for med in medians.values()), medians
 
 
-@pytest.mark.parametrize(
-    "name", ["Ailk_Bljk_SB_GB", "Ailk_Bljk_HB_GB", "Ailk_Bljk_HHS_BH_GB", "Ailk_Bljk_DB_GB"]
-)
-def test_tuned_beats_shipped_by_a_plausible_margin(sim, spaces, vega10_dir, name):
-    lib, sols, rows = _shipped(vega10_dir / f"vega10_Cijk_{name}.yaml")
-    sizes = np.array([r[0] for r in rows], dtype=float).T
-    shipped = np.array([sim.true_time_us(lib.family, sols[i], *s, lib.pattern)[()] for s, i in rows])
-    best = best_time(sim, lib, spaces(lib), *sizes)
-    speedup = shipped / best
-    assert np.all(best >= sim.bound_time_us(lib.family, *sizes))
-    assert 1.5 <= speedup.max() <= 8.0  # the prototype saw up to 2.7x on some families
-    assert 1.0 <= np.median(speedup) <= 1.6  # most shipped choices stay reasonable
+def test_tuned_beats_shipped_by_a_plausible_margin(sim, spaces, vega10_dir):
+    """On each 125-size vega10 deck the searched best never breaks the roofline, the median gain is modest
+    and some sizes gain a lot (the prototype saw up to 2.7x against the shipped kernels on some families)."""
+    top = {}
+    for name in (
+        "Ailk_Bljk_SB_GB",
+        "Ailk_Bljk_HB_GB",
+        "Ailk_Bljk_HHS_BH_GB",
+        "Ailk_Bljk_DB_GB",
+        "Ailk_Bljk_CB_GB",
+    ):
+        lib, sols, rows = _shipped(vega10_dir / f"vega10_Cijk_{name}.yaml")
+        sizes = np.array([r[0] for r in rows], dtype=float).T
+        shipped = np.array([sim.true_time_us(lib.family, sols[i], *s, lib.pattern)[()] for s, i in rows])
+        best = best_time(sim, lib, spaces(lib), *sizes)
+        assert np.all(best >= sim.bound_time_us(lib.family, *sizes))
+        speedup = shipped / best
+        assert 1.0 <= np.median(speedup) <= 1.6, name  # most shipped choices stay reasonable
+        top[name] = speedup.max()
+    assert all(1.3 <= s <= 8.0 for s in top.values()), top
+    assert max(top.values()) >= 2.0, top
 
 
 # ------------------------------------------------------------------ noise

@@ -22,7 +22,10 @@ TARGET = "results/gfx90c/TensileLibrary.dat"
 @pytest.fixture(scope="module")
 def finished_run(tmp_path_factory):
     """One complete fast run shared by the read-only checks below."""
-    work = make_workdir(tmp_path_factory.mktemp("run"), FAST_CONFIG)
+    # Converges after gen1 (any progress is below epsilon), so gen2 must carry forward without work.
+    cfg = {**FAST_CONFIG, "max_generations": 3,
+           "search": {"candidates_per_generation": 6, "convergence": {"epsilon": 1.0, "patience": 1}}}
+    work = make_workdir(tmp_path_factory.mktemp("run"), cfg)
     proc = snakemake(work, "--cores", "2", TARGET)
     assert proc.returncode == 0, proc.stderr[-4000:]
     return work
@@ -65,6 +68,19 @@ def test_main_job_outputs(finished_run):
     assert samples[0].startswith("seq,kernel_id,role") and samples[1].endswith(",simulated")
 
 
+def test_converged_library_carries_forward_without_work(finished_run):
+    lib = finished_run / "results" / "gfx90c" / "Cijk_Ailk_Bljk_DB"
+    gen1 = yaml.safe_load((lib / "gen1" / "selection.yaml").read_text())
+    assert gen1["convergence"]["converged"]
+    assert yaml.safe_load((lib / "gen2" / "proposals.yaml").read_text())["frozen"] is True
+    assert yaml.safe_load((lib / "gen2" / "build.yaml").read_text())["kernels"] == []
+    assert len((lib / "gen2" / "samples.csv").read_text().splitlines()) == 1  # header only
+    gen2 = yaml.safe_load((lib / "gen2" / "selection.yaml").read_text())
+    assert gen2["frozen"] and gen2["per_size"] == gen1["per_size"]
+    final = yaml.safe_load((lib / "final.yaml").read_text())
+    assert final["converged"] and final["generations"] == 3
+
+
 def test_rerun_has_nothing_to_do(finished_run):
     proc = snakemake(finished_run, "-n", TARGET)
     assert proc.returncode == 0, proc.stderr[-3000:]
@@ -77,14 +93,16 @@ def test_bad_config_fails_dry_run_naming_file_and_field(tmp_path):
     work = make_workdir(tmp_path, cfg)
     proc = snakemake(work, "-n", TARGET)
     assert proc.returncode != 0
-    assert "config/config.yaml" in proc.stderr and "max_generations" in proc.stderr
+    out = proc.stdout + proc.stderr
+    assert "config/config.yaml" in out and "max_generations" in out
 
 
 def test_unknown_family_fails_dry_run(tmp_path):
     work = make_workdir(tmp_path, {**FAST_CONFIG, "families": ["DB", "QQ"]})
     proc = snakemake(work, "-n", TARGET)
     assert proc.returncode != 0
-    assert "families" in proc.stderr and "QQ" in proc.stderr
+    out = proc.stdout + proc.stderr
+    assert "families" in out and "QQ" in out
 
 
 def test_bad_arch_profile_fails_dry_run_naming_file_and_field(tmp_path):
@@ -95,7 +113,8 @@ def test_bad_arch_profile_fails_dry_run_naming_file_and_field(tmp_path):
     prof.write_text(yaml.safe_dump(data))
     proc = snakemake(work, "-n", TARGET)
     assert proc.returncode != 0
-    assert "arch_profiles/gfx90c.yaml" in proc.stderr and "sustained_bandwidth_gbs" in proc.stderr
+    out = proc.stdout + proc.stderr
+    assert "arch_profiles/gfx90c.yaml" in out and "sustained_bandwidth_gbs" in out
 
 
 def _tuned_libraries(work: Path) -> set[str]:

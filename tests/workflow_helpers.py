@@ -11,7 +11,7 @@ from pathlib import Path
 import yaml
 
 REPO = Path(__file__).resolve().parents[1]
-COPIED = ("Snakefile", "rules", "scripts", "config", "arch_profiles", "profiles")
+COPIED = ("Snakefile", "rules", "scripts", "config", "arch_profiles", "profiles", "workflow")
 
 # Small enough to run in seconds, big enough to exercise every stage and the generation chain.
 FAST_CONFIG = {
@@ -31,7 +31,7 @@ def make_workdir(tmp: Path, config: dict | None = None) -> Path:
     for name in COPIED:
         src = REPO / name
         if src.is_dir():
-            shutil.copytree(src, work / name, ignore=shutil.ignore_patterns("__pycache__"))
+            shutil.copytree(src, work / name, ignore=shutil.ignore_patterns("__pycache__", "*.egg-info"))
         else:
             shutil.copy2(src, work / name)
     if config is not None:

@@ -175,10 +175,11 @@ def check(library: Library, params: Mapping[str, Any], limits: Limits | None = N
 
 def check_raw(library: Library, params: Mapping[str, Any], limits: Limits | None = None) -> Verdict:
     """Judge a dict of Tensile solution parameters (any values; names from TENSILE_DEFAULTS)."""
-    run = _Run(library, _normalise(params), limits or Limits())
     unknown = sorted(set(params) - set(TENSILE_DEFAULTS))
     if unknown:
-        return Verdict(False, (f"parameter(s) not modelled by oto.legality: {', '.join(unknown)}",), {})
+        reason = f"parameter(s) not modelled by oto.legality: {', '.join(unknown)}"
+        return Verdict(False, (reason,), MappingProxyType({}))
+    run = _Run(library, _normalise(params), limits or Limits())
     with contextlib.suppress(_Stop):
         _derive(run)
     return Verdict(not run.reasons, tuple(run.reasons), MappingProxyType(dict(run.derived)))
@@ -200,6 +201,7 @@ def _derive(run: _Run) -> None:
     _geometry(run)
     if run.reasons:  # assignDerivedParameters returns when the problem-independent part rejected
         return
+    _accumulation(run)
     _vector_widths(run)
     _split_and_atomics(run)
     _depth_u(run)
@@ -221,6 +223,9 @@ def _problem_type(run: _Run) -> None:
         if not run.limits.has_mfma:
             run.stop("isa doesn't support matrix instruction")
         run.stop("MatrixInstruction kernels are not modelled by oto.legality")
+
+
+def _accumulation(run: _Run) -> None:
     # assignDerivedParameters (non-MI branch): a wider accumulator needs HPA.
     if not run.hpa and run.compute_bytes > run.bpe:
         run.reject(
@@ -712,19 +717,12 @@ def _vgpr_bound(run: _Run) -> None:
     plr = min(s["PrefetchLocalRead"], run.derived["LoopIters"] - 1)
     blocks = (1 + plr) * s["InnerUnroll"]
     acc = s["ThreadTile0"] * s["ThreadTile1"] * run.compute_bytes // 4
-    frag = (s["ThreadTile0"] + s["ThreadTile1"]) * run.bpe // 4 * blocks
-    if run.a_char == "B" and run.hpa:  # bf16 HPA unpacks fragments to one element per register
-        frag = (s["ThreadTile0"] + s["ThreadTile1"]) * blocks
-    g2l = sum(
-        -(
-            -s[f"NumLoadsCoalesced{tc}"]
-            * s[f"NumLoadsPerpendicular{tc}"]
-            * s[f"GlobalLoadVectorWidth{tc}"]
-            * run.bpe
-            // 4
-        )
-        for tc in "AB"
-    )
+    frag = g2l = 0
+    for tc, tt in (("A", s["ThreadTile0"]), ("B", s["ThreadTile1"])):
+        # bf16 HPA unpacks fragments to one element per register
+        frag += (tt if run.a_char == "B" and run.hpa else tt * run.bpe // 4) * blocks
+        loads = s[f"NumLoadsCoalesced{tc}"] * s[f"NumLoadsPerpendicular{tc}"]
+        g2l += -(-loads * s[f"GlobalLoadVectorWidth{tc}"] * run.bpe // 4)  # ceil: registers hold whole dwords
     need = acc + frag + g2l
     run.derived["vgpr_lower_bound"] = need
     limit = min(run.limits.vgprs_max, _VGPRS_PER_CU // s["NumThreads"])
