@@ -1,5 +1,4 @@
 import pytest
-
 from oto.plan import PlanError, plan_run
 
 BASE = {"arch": "gfx90c", "families": ["DB"]}

@@ -160,6 +160,17 @@ def test_unbuilt_kernel_in_plan_crashes_instead_of_timing(tmp_path):
         backend().measure(PROBLEM, MeasurePlan({}, SIZES, [Launch("knope", "candidate", 0, 0)]), tmp_path)
 
 
+def test_pace_stretches_wall_time_without_changing_numbers(tmp_path):
+    quick = backend().measure(PROBLEM, plan(reps=2), tmp_path)
+    kernel_s = sum(s.time_us for s in quick if s.status == "ok") / 1e6
+    start = time.perf_counter()
+    paced = backend(pace=0.2 / kernel_s).measure(PROBLEM, plan(reps=2), tmp_path)
+    assert time.perf_counter() - start >= 0.19
+    assert paced == quick
+    with pytest.raises(ValueError, match="pace"):
+        backend(pace=-1)
+
+
 def test_fifty_thousand_launches_are_fast(tmp_path):
     ks = [kernel(ThreadTile=[a, b], WorkGroup=[16, 16, 1], DepthU=du, VectorWidth=2)
           for a in (2, 4, 8) for b in (2, 4, 8) for du in (8, 16, 32)]  # fmt: skip

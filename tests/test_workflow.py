@@ -23,8 +23,11 @@ TARGET = "results/gfx90c/TensileLibrary.dat"
 def finished_run(tmp_path_factory):
     """One complete fast run shared by the read-only checks below."""
     # Converges after gen1 (any progress is below epsilon), so gen2 must carry forward without work.
-    cfg = {**FAST_CONFIG, "max_generations": 3,
-           "search": {"candidates_per_generation": 6, "convergence": {"epsilon": 1.0, "patience": 1}}}
+    cfg = {
+        **FAST_CONFIG,
+        "max_generations": 3,
+        "search": {"candidates_per_generation": 6, "convergence": {"epsilon": 1.0, "patience": 1}},
+    }
     work = make_workdir(tmp_path_factory.mktemp("run"), cfg)
     proc = snakemake(work, "--cores", "2", TARGET)
     assert proc.returncode == 0, proc.stderr[-4000:]
@@ -150,7 +153,7 @@ def _benchmarks_done(work: Path) -> dict[Path, int]:
 
 def test_sigkill_mid_benchmark_then_same_command_resumes(tmp_path):
     # Pace the simulated GPU in wall time so a benchmark job lasts long enough to be killed inside it.
-    cfg = {**FAST_CONFIG, "max_generations": 3, "sim": {"pace": 2000.0}}
+    cfg = {**FAST_CONFIG, "max_generations": 3, "sim": {"pace": 60.0}}
     work = make_workdir(tmp_path, cfg)
     cmd = [sys.executable, "-m", "snakemake", "--cores", "1", TARGET]
     proc = subprocess.Popen(

@@ -32,7 +32,9 @@ def _wg(x: int, y: int, lsu: int = 1) -> tuple[int, int, int]:
 PARAMS: dict[str, Param] = {
     p.name: p
     for p in [
-        Param("KernelLanguage", ("Assembly", "Source"), "Assembly", "hand-scheduled GCN assembly or HIP source"),
+        Param(
+            "KernelLanguage", ("Assembly", "Source"), "Assembly", "hand-scheduled GCN assembly or HIP source"
+        ),
         Param(
             "ThreadTile",
             tuple((a, b) for a in (1, 2, 3, 4, 6, 8, 16) for b in (1, 2, 3, 4, 6, 8, 16)),

@@ -5,6 +5,7 @@ Every number it returns is ``simulated``. The model and its calibration are in d
 
 from __future__ import annotations
 
+import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -25,6 +26,9 @@ SIM_DEFAULTS: Mapping[str, float] = {
     "timeout_us": 5e6,  # a hung or longer launch is abandoned after this long
     "validation_fail_rate": 0.002,  # fraction of configurations that compute wrong results
     "cooldown_us": 200.0,  # idle time the benchmark leaves between launches (advances the clock)
+    # Wall-clock seconds slept per simulated second of kernel time (0: return at once). Only for tests that
+    # must interrupt a benchmark in flight; it never changes a number.
+    "pace": 0.0,
 }
 _NOISE_KEYS = (
     "drift",
@@ -48,8 +52,11 @@ class SimBackend:
                 f"config field 'sim': unknown key(s) {', '.join(unknown)} (known: {', '.join(SIM_DEFAULTS)})"
             )
         self.settings = {k: float(sim_config.get(k, v)) for k, v in SIM_DEFAULTS.items()}
-        if not 0 <= self.settings["validation_fail_rate"] <= 1 or self.settings["cooldown_us"] < 0:
-            raise ValueError("config field 'sim': validation_fail_rate must be in [0, 1], cooldown_us >= 0")
+        st = self.settings
+        if not 0 <= st["validation_fail_rate"] <= 1 or st["cooldown_us"] < 0 or st["pace"] < 0:
+            raise ValueError(
+                "config field 'sim': validation_fail_rate must be in [0, 1], cooldown_us and pace >= 0"
+            )
         self.seed, self.stream = int(seed), str(stream)
         self.gpu = SimGPU(profile, seed=self.seed)
         self.noise = NoiseModel(self.seed, self.stream, **{k: self.settings[k] for k in _NOISE_KEYS})
@@ -128,6 +135,8 @@ class SimBackend:
             if status != "ok":
                 t = float("nan")
             samples.append(Sample(seq, la.kernel_id, la.role, s, la.rep, t, status, reason))
+        if self.settings["pace"] > 0:  # completed kernel time only: a paced hang would sleep for hours
+            time.sleep(self.settings["pace"] * float(np.nansum(times)) / 1e6)
         return samples
 
 
