@@ -11,7 +11,6 @@ from __future__ import annotations
 import argparse
 import re
 import resource
-import shutil
 import subprocess
 import sys
 import tempfile
@@ -21,24 +20,16 @@ from pathlib import Path
 import yaml
 
 REPO = Path(__file__).resolve().parents[1]
-COPIED = ("Snakefile", "rules", "scripts", "config", "arch_profiles", "profiles", "workflow")
 TARGET = "results/gfx90c/TensileLibrary.dat"
+sys.path.insert(0, str(REPO / "tests"))
+from workflow_helpers import make_workdir  # noqa: E402  (the tests' scratch-copy helper)
 
 
 def scratch_copy(root: Path, overrides: dict | None = None) -> Path:
-    work = root / "oto"
-    work.mkdir()
-    for name in COPIED:
-        src = REPO / name
-        if src.is_dir():
-            shutil.copytree(src, work / name, ignore=shutil.ignore_patterns("__pycache__", "*.egg-info"))
-        else:
-            shutil.copy2(src, work / name)
+    config = None
     if overrides:
-        cfg = yaml.safe_load((work / "config" / "config.yaml").read_text())
-        cfg.update(overrides)
-        (work / "config" / "config.yaml").write_text(yaml.safe_dump(cfg))
-    return work
+        config = {**yaml.safe_load((REPO / "config" / "config.yaml").read_text()), **overrides}
+    return make_workdir(root, config)
 
 
 def timed(cmd: list[str], cwd: Path) -> tuple[float, float, str]:

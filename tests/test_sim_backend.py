@@ -113,9 +113,9 @@ def test_drift_moves_measurements_the_same_way_for_neighbours(tmp_path):
     t = np.array([s.time_us for s in be.measure(PROBLEM, p, tmp_path)])
     truth = be.ground_truth(PROBLEM, k.params, p.sizes)[0]
     ratio = t / truth
-    assert ratio.min() >= 0.75 and ratio.max() <= 1.25
+    assert ratio.min() >= 0.99 and ratio.max() <= 1.25 / 0.75 + 0.01  # throttling only, jitter off
     assert ratio.max() - ratio.min() > 0.1  # one virtual second spans a drift period
-    assert np.max(np.abs(np.diff(ratio))) < 0.1  # consecutive launches see nearly the same factor
+    assert np.max(np.abs(np.diff(np.log(ratio)))) < 0.1  # consecutive launches see nearly the same factor
 
 
 def test_too_large_problems_fail_fast_without_running(tmp_path):

@@ -72,9 +72,12 @@ def drift_series(samples: pd.DataFrame) -> tuple[np.ndarray, np.ndarray]:
 
 
 def normalise_times(samples: pd.DataFrame) -> pd.Series:
-    """Each ok sample's time divided by the drift at its moment (NaN for failed samples)."""
+    """Each ok sample's time divided by the drift at its moment (NaN for failed samples).
+
+    The baseline is the fastest (coolest) state seen in the batch: ratios do not depend on it, and GFLOPS
+    computed from normalised times then refer to the clock closest to the one the ceilings assume."""
     seq, drift = drift_series(samples)
-    factor = np.interp(samples["seq"].to_numpy(float), seq, drift) if len(seq) else 1.0
+    factor = np.interp(samples["seq"].to_numpy(float), seq, drift) / drift.min() if len(seq) else 1.0
     t = samples["time_us"].astype(float).where(samples["status"] == "ok")
     return t / factor
 

@@ -584,7 +584,10 @@ class NoiseModel:
         """Ground truth: the drift multiplier at virtual time ``t_us`` (for tests and benchmarks only)."""
         t = np.asarray(t_us, dtype=np.float64)
         s = sum(w * np.sin(om * t + ph) for w, om, ph in self._waves)
-        return 1 + self.settings["drift"] * s * (0.3 + 0.7 * np.asarray(alu_fraction))
+        sens = self.settings["drift"] * (0.3 + 0.7 * np.asarray(alu_fraction))
+        # Throttling only: the fastest state is the boost clock the ceilings assume (factor 1), the mean
+        # is 1/(1-sens) and the swing is ±sens around it, so no state beats the theoretical ceiling.
+        return (1 + sens * s) / (1 - sens)
 
     def run(self, true_us: np.ndarray, alu_fraction: np.ndarray, runs: np.ndarray, cooldown_us: float):
         """Time a sequence of launches in order. ``runs`` is False for launches that never start (e.g. the
@@ -607,7 +610,7 @@ class NoiseModel:
         for i in range(n):  # sequential: each launch's duration moves the clock the next one sees
             if not runs_l[i]:
                 continue
-            d = 1 + sens[i] * sum(w * sin(om * t + ph) for w, om, ph in waves)
+            d = (1 + sens[i] * sum(w * sin(om * t + ph) for w, om, ph in waves)) / (1 - sens[i])
             x = base[i] * d
             if hang_l[i] or x > timeout:
                 timed_out[i] = True

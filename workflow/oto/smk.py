@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import oto
 from oto.arch import load_profile
 
 
@@ -32,6 +33,8 @@ def stage(smk) -> Iterator[StageContext]:
     root.handlers[:] = [handler, logging.StreamHandler(sys.stderr)]
     root.setLevel(logging.INFO)
     profile_path = getattr(smk.input, "profile", None)
+    where = Path(oto.__file__).parent
+    logging.getLogger("oto").info("rule %s, oto %s from %s", smk.rule, oto.__version__, where)
     try:
         yield StageContext(dict(smk.config), load_profile(profile_path) if profile_path else None)
     except Exception:

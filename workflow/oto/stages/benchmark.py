@@ -56,6 +56,30 @@ def interleave(
     return launches
 
 
+def measure_frame(backend, problem, plan: MeasurePlan, workdir: Path) -> pd.DataFrame:
+    """Run a plan on the backend (holding the GPU lock) and return the samples in the samples.csv layout."""
+    samples = []
+    if plan.launches:
+        with gpu_mutex():
+            samples = backend.measure(problem, plan, Path(workdir))
+    rows = [
+        (
+            s.seq,
+            s.kernel_id,
+            s.role,
+            s.size_index,
+            *plan.sizes[s.size_index].as_list(),
+            s.rep,
+            s.time_us,
+            s.status,
+            s.reason,
+            backend.numbers,
+        )
+        for s in samples
+    ]
+    return pd.DataFrame(rows, columns=SAMPLE_COLUMNS)
+
+
 def run(
     candidates_path: Path,
     build_path: Path,
@@ -79,36 +103,14 @@ def run(
     reps = int(repetitions or config["benchmark"]["repetitions"])
     launches = interleave(candidates, reference, len(sizes), reps, f"{config['seed']}:{deck.name}:{stage}")
 
-    samples = []
-    if launches:
-        with gpu_mutex():
-            samples = backend.measure(
-                problem_for(deck, profile), MeasurePlan(kernels, sizes, launches), Path(workdir)
-            )
-    numbers = backend.numbers
-    rows = [
-        (
-            s.seq,
-            s.kernel_id,
-            s.role,
-            s.size_index,
-            *sizes[s.size_index].as_list(),
-            s.rep,
-            s.time_us,
-            s.status,
-            s.reason,
-            numbers,
-        )
-        for s in samples
-    ]
-    df = pd.DataFrame(rows, columns=SAMPLE_COLUMNS)
+    df = measure_frame(backend, problem_for(deck, profile), MeasurePlan(kernels, sizes, launches), workdir)
     atomic_write_text(out_samples, df.to_csv(index=False))
     log.info(
         "%s %s: %d launches (%s), %d kernels x %d sizes x %d reps",
         deck.name,
         stage,
         len(df),
-        numbers,
+        backend.numbers,
         len(kernels),
         len(sizes),
         reps,

@@ -9,15 +9,12 @@ from collections import Counter
 from collections.abc import Mapping
 from pathlib import Path
 
-import pandas as pd
-
 from oto.backends import resolve
 from oto.backends.base import Kernel, MeasurePlan, Size
 from oto.datatypes import Library
 from oto.deck import read_library_yaml
 from oto.files import atomic_write_text, read_yaml, write_yaml
-from oto.scoring import SAMPLE_COLUMNS
-from oto.stages.benchmark import gpu_mutex, interleave
+from oto.stages.benchmark import interleave, measure_frame
 from oto.stages.common import problem_for, stream_name
 from oto.stages.emit import reference_params
 from oto.stages.normalise import score_file
@@ -67,28 +64,7 @@ def run(
         int(config["benchmark"]["repetitions"]),
         f"{config['seed']}:{deck.name}:final",
     )
-    with gpu_mutex():
-        samples = backend.measure(
-            problem, MeasurePlan({k: kernels[k] for k in ok}, sizes, launches), Path(workdir)
-        )
-    df = pd.DataFrame(
-        [
-            (
-                s.seq,
-                s.kernel_id,
-                s.role,
-                s.size_index,
-                *sizes[s.size_index].as_list(),
-                s.rep,
-                s.time_us,
-                s.status,
-                s.reason,
-                backend.numbers,
-            )
-            for s in samples
-        ],
-        columns=SAMPLE_COLUMNS,
-    )
+    df = measure_frame(backend, problem, MeasurePlan({k: kernels[k] for k in ok}, sizes, launches), workdir)
     atomic_write_text(out_samples, df.to_csv(index=False))
     scores = score_file(df, library, [list(s[:4]) for s in deck.sizes], profile, config)
     rows = per_size_rows(
