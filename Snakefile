@@ -10,6 +10,9 @@ min_version("9.19")
 configfile: "config/config.yaml"
 
 
+report: "workflow/report/workflow.rst"
+
+
 include: "rules/common.smk"
 include: "rules/ceilings.smk"
 include: "rules/deck.smk"
@@ -21,9 +24,11 @@ include: "rules/normalise.smk"
 include: "rules/select.smk"
 include: "rules/finalize.smk"
 include: "rules/package.smk"
+include: "rules/dashboard.smk"
 
 
 rule all:
     default_target: True
     input:
         f"results/{ARCH}/TensileLibrary.dat",
+        f"results/{ARCH}/dashboard/index.html",

@@ -1,5 +1,23 @@
 # The proposal step. gen0 is seeded from the shipped solutions; later generations read the previous
-# selection. The agent rule writes the same proposals.yaml contract.
+# selection. With agent.provider anthropic and ANTHROPIC_API_KEY set, Claude proposes part of each generation
+# (oto.agent) and the symbolic strategy fills the rest; the same proposals.yaml contract either way.
+from oto.agent import NO_KEY_MESSAGE, agent_status
+
+AGENT_ON, _AGENT_OFF_REASON = agent_status(config)
+AGENT_LLM_SLOTS = 0  # resources.llm_api taken by one mutate job
+AGENT_RETRIES = 0
+if config["agent"]["provider"] == "anthropic":
+    if AGENT_ON:
+
+        envvars:
+            "ANTHROPIC_API_KEY",
+
+        AGENT_LLM_SLOTS = 1  # calls are serialised by the profile's llm_api budget
+        AGENT_RETRIES = 2
+    else:
+        print(NO_KEY_MESSAGE, file=sys.stderr)
+
+
 rule mutate:
     input:
         unpack(mutate_inputs),
@@ -7,8 +25,13 @@ rule mutate:
         "results/{arch}/{library}/gen{gen}/proposals.yaml",
     params:
         strategy=lookup(dpath="search/strategy", within=config),
+        agent=f"{config['agent']['provider']}:{config['agent']['model'] or 'default'}",
     log:
-        "results/{arch}/logs/{library}/gen{gen}/mutate.log",
+        mutate="results/{arch}/logs/{library}/gen{gen}/mutate.log",
+        agent="results/{arch}/logs/{library}/gen{gen}/agent.jsonl",
+    resources:
+        llm_api=AGENT_LLM_SLOTS,
+    retries: AGENT_RETRIES
     conda:
         "../workflow/envs/oto.yaml"
     script:

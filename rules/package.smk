@@ -36,7 +36,12 @@ rule report:
         deck="results/{arch}/deck.yaml",
         profile=PROFILE,
     output:
-        "results/{arch}/acceptance.md",
+        md="results/{arch}/acceptance.md",
+        html=report(
+            "results/{arch}/acceptance.html",
+            caption="../workflow/report/acceptance.rst",
+            category="Acceptance",
+        ),
     log:
         "results/{arch}/logs/report.log",
     conda:

@@ -1,4 +1,4 @@
-"""Rule mutate: evidence → next generation's proposals (symbolic strategy)."""
+"""Rule mutate: evidence → next generation's proposals (agent when enabled, symbolic strategy)."""
 
 from pathlib import Path
 
@@ -14,4 +14,5 @@ with stage(snakemake) as ctx:
         ctx.profile,
         ctx.config,
         Path(snakemake.output[0]),
+        agent_audit=Path(snakemake.log.agent),
     )

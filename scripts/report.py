@@ -1,4 +1,4 @@
-"""Rule report: the acceptance report."""
+"""Rule report: the acceptance report, Markdown and its HTML twin."""
 
 from pathlib import Path
 
@@ -13,5 +13,6 @@ with stage(snakemake) as ctx:
         Path(snakemake.input.deck),
         ctx.profile,
         ctx.config,
-        Path(snakemake.output[0]),
+        Path(snakemake.output.md),
+        Path(snakemake.output.html),
     )

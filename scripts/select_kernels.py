@@ -3,6 +3,7 @@
 from pathlib import Path
 
 import _oto  # noqa: F401  (puts the oto package on sys.path)
+from oto.dashboard.writer import refresh
 from oto.smk import stage
 from oto.stages import select
 
@@ -16,3 +17,5 @@ with stage(snakemake) as ctx:
         ctx.config,
         Path(snakemake.output[0]),
     )
+    # The live dashboard, one generation behind at most; best effort: never fails the select job.
+    refresh(Path(snakemake.output[0]).parents[2], ctx.config)

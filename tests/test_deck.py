@@ -3,7 +3,6 @@ from __future__ import annotations
 import copy
 import gzip
 import shutil
-import time
 
 import pytest
 from oto.deck import (
@@ -161,10 +160,7 @@ def test_library_yaml_roundtrip(manifest_deck, tmp_path):
     text = path.read_text()
     first = ", ".join(str(v) for v in sb.sizes[0])
     assert f"\nsizes:\n- [{first}]\n" in text  # one flow list per size
-    start = time.perf_counter()
-    back = read_library_yaml(path)
-    assert time.perf_counter() - start < 1.0
-    assert back == sb
+    assert read_library_yaml(path) == sb
     hss = manifest_deck.libraries["Cijk_Ailk_Bljk_HSS_BH"]
     write_library_yaml(hss, tmp_path / "hss.yaml", {})
     assert read_library_yaml(tmp_path / "hss.yaml") == hss

@@ -11,6 +11,7 @@ def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     commands = {
         "deck-manifest": ("derive the shipped deck manifest from a folder of logic files", _deck_manifest),
+        "env": ("report GPU, ROCm, Tensile, compilers, client, API key and the auto backend", _env),
     }
     if not argv or argv[0] in ("-h", "--help"):
         print(f"oto {oto.__version__}\n\nusage: oto COMMAND [...]\n")
@@ -30,6 +31,12 @@ def _deck_manifest(argv: list[str]) -> int:
     from oto.deck import manifest_main
 
     return manifest_main(argv)
+
+
+def _env(argv: list[str]) -> int:
+    from oto.envcheck import main
+
+    return main(argv)
 
 
 if __name__ == "__main__":

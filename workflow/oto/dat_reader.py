@@ -22,8 +22,8 @@ from typing import Any
 import msgpack
 import yaml
 
-from oto.datatypes import DATATYPES
-from oto.logic_reader import datatype, problem_type_name
+from oto.datatypes import DATATYPES, datatype
+from oto.logic_reader import problem_type_name
 from oto.tensile_params import PARAMS
 
 _Loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)

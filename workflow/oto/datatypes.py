@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from typing import Any
 
 
 # Tensile's DataType enum (ROCm/Tensile:Tensile/DataType.py) and the properties oto needs of each.
@@ -19,6 +20,11 @@ class DataType:
     name: str  # Tensile's C++ spelling in .dat predicates
     bytes: int
     complex: bool = False
+
+    @property
+    def registers(self) -> float:
+        """32-bit registers per element (DataType.py ``properties[...]['reg']``): 0.25 for Int8."""
+        return self.bytes / 4
 
 
 DATATYPES = {
@@ -33,6 +39,42 @@ DATATYPES = {
     "I8": DataType("I8", 8, "Int8", 1),
 }
 BY_ENUM = {d.enum: d for d in DATATYPES.values()}
+_BY_SPELLING = {
+    **{k.lower(): d for k, d in DATATYPES.items()},
+    **{d.name.lower(): d for d in DATATYPES.values()},
+}
+
+# (A/B, C/D, compute) triples whose problem-type name spells out the dest and compute types
+# (Common.py ``HPATypes``, the 8-bit float ones left out).
+HPA_TYPES = frozenset(
+    {
+        ("H", "S", "S"),
+        ("H", "H", "S"),
+        ("B", "B", "S"),
+        ("B", "S", "S"),
+        ("I8", "I", "I"),
+        ("4xi8", "I", "I"),
+    }
+)
+
+
+def datatype(value: Any, *, bool_is_int: bool = False) -> DataType:
+    """A Tensile DataType given as enum int, or as char or C++ name in any case (``s``, ``Half``, ``4xi8``).
+
+    Logic files and ``.dat`` files use all three spellings. Anything else raises ``KeyError(value)``, a bool
+    too unless ``bool_is_int``: Tensile's own ``DataType(value)`` takes a bool as the int it is (shipped files
+    say ``F32XdlMathOp: false``), while oto's readers reject ``DataType: true`` in the fields they check.
+    """
+    if isinstance(value, DataType):
+        return value
+    if isinstance(value, bool) and not bool_is_int:
+        raise KeyError(value)
+    if isinstance(value, int):
+        return BY_ENUM[value]
+    if isinstance(value, str) and value.lower() in _BY_SPELLING:
+        return _BY_SPELLING[value.lower()]
+    raise KeyError(value)
+
 
 PATTERNS = {"NN": ("Ailk", "Bljk"), "NT": ("Ailk", "Bjlk"), "TN": ("Alik", "Bljk"), "TT": ("Alik", "Bjlk")}
 _PATTERN_OF = {v: k for k, v in PATTERNS.items()}

@@ -19,81 +19,74 @@ from dataclasses import dataclass
 from types import MappingProxyType
 from typing import Any
 
-from oto.datatypes import Library
+from oto.datatypes import HPA_TYPES, Library
+from oto.tensile_defaults import subset
 from oto.tensile_params import CandidateError, canonical
 
-# Tensile 4.44 Common.py defaultBenchmarkCommonParameters, restricted to the parameters the rules below read.
-# A raw parameter dict may override any of these (e.g. a shipped logic file's own AssertFree0ElementMultiple).
+# Tensile 4.44 Common.py defaultBenchmarkCommonParameters, restricted to the parameters the rules below read
+# (lists as tuples: the table is read-only). A raw parameter dict may override any of these (e.g. a shipped
+# logic file's own AssertFree0ElementMultiple).
 TENSILE_DEFAULTS: Mapping[str, Any] = MappingProxyType(
-    {
-        "KernelLanguage": "Source",
-        "ThreadTile": (4, 4),
-        "WorkGroup": (16, 16, 1),
-        "MatrixInstruction": (),
-        "DepthU": -1,
-        "DepthULdsDivisor": 1,
-        "VectorWidth": -1,
-        "GlobalReadVectorWidth": -1,
-        "GlobalLoadVectorWidthA": -1,
-        "GlobalLoadVectorWidthB": -1,
-        "LocalReadVectorWidth": -1,
-        "StoreVectorWidth": -1,
-        "VectorStore": -1,
-        "VectorAtomicWidth": -1,
-        "GlobalSplitU": 1,
-        "GlobalSplitUAlgorithm": "SingleBuffer",
-        "GlobalSplitUSummationAssignmentRoundRobin": True,
-        "GlobalSplitUAtomicAdd": False,
-        "LoopTail": True,
-        "PrefetchGlobalRead": 1,
-        "PrefetchLocalRead": 1,
-        "InnerUnroll": 1,
-        "LdsPadA": -1,
-        "LdsPadB": -1,
-        "LdsBlockSizePerPadA": -1,
-        "LdsBlockSizePerPadB": -1,
-        "UnrollMajorLDSA": False,
-        "UnrollMajorLDSB": False,
-        "TransposeLDS": 0,
-        "1LDSBuffer": 0,
-        "ScheduleIterAlg": 1,
-        "ScheduleLocalWrite": 1,
-        "WorkGroupMapping": 8,
-        "WorkGroupMappingType": "B",
-        "StaggerU": 32,
-        "StaggerUStride": 256,
-        "BufferLoad": True,
-        "BufferStore": True,
-        "FractionalLoad": 0,
-        "NumLoadsCoalescedA": 1,
-        "NumLoadsCoalescedB": 1,
-        "AssertFree0ElementMultiple": 1,
-        "AssertFree1ElementMultiple": 1,
-        "AssertStrideAEqual": {},
-        "AssertStrideBEqual": {},
-        "AssertStrideCEqual": {},
-        "AssertStrideDEqual": {},
-        "MacroTileShapeMin": 1,
-        "MacroTileShapeMax": 64,
-        "MaxOccupancy": 40,
-        "LocalDotLayout": 1,
-    }
+    subset(
+        (
+            "KernelLanguage",
+            "ThreadTile",
+            "WorkGroup",
+            "MatrixInstruction",
+            "DepthU",
+            "DepthULdsDivisor",
+            "VectorWidth",
+            "GlobalReadVectorWidth",
+            "GlobalLoadVectorWidthA",
+            "GlobalLoadVectorWidthB",
+            "LocalReadVectorWidth",
+            "StoreVectorWidth",
+            "VectorStore",
+            "VectorAtomicWidth",
+            "GlobalSplitU",
+            "GlobalSplitUAlgorithm",
+            "GlobalSplitUSummationAssignmentRoundRobin",
+            "GlobalSplitUAtomicAdd",
+            "LoopTail",
+            "PrefetchGlobalRead",
+            "PrefetchLocalRead",
+            "InnerUnroll",
+            "LdsPadA",
+            "LdsPadB",
+            "LdsBlockSizePerPadA",
+            "LdsBlockSizePerPadB",
+            "UnrollMajorLDSA",
+            "UnrollMajorLDSB",
+            "TransposeLDS",
+            "1LDSBuffer",
+            "ScheduleIterAlg",
+            "ScheduleLocalWrite",
+            "WorkGroupMapping",
+            "WorkGroupMappingType",
+            "StaggerU",
+            "StaggerUStride",
+            "BufferLoad",
+            "BufferStore",
+            "FractionalLoad",
+            "NumLoadsCoalescedA",
+            "NumLoadsCoalescedB",
+            "AssertFree0ElementMultiple",
+            "AssertFree1ElementMultiple",
+            "AssertStrideAEqual",
+            "AssertStrideBEqual",
+            "AssertStrideCEqual",
+            "AssertStrideDEqual",
+            "MacroTileShapeMin",
+            "MacroTileShapeMax",
+            "MaxOccupancy",
+            "LocalDotLayout",
+        ),
+        frozen=True,
+    )
 )
 
 # Common.py validGEMMTypes: (A/B, C/D, compute) triples Tensile accepts (the 8-bit float ones left out).
-_VALID_GEMM_TYPES = {
-    ("D", "D", "D"),
-    ("S", "S", "S"),
-    ("Z", "Z", "Z"),
-    ("C", "C", "C"),
-    ("H", "H", "H"),
-    ("H", "H", "S"),
-    ("H", "S", "S"),
-    ("B", "B", "S"),
-    ("B", "S", "S"),
-    ("I8", "I", "I"),
-    ("4xi8", "I", "I"),
-}
+_VALID_GEMM_TYPES = {(t, t, t) for t in ("D", "S", "Z", "C", "H")} | HPA_TYPES
 _MAX_DEPTHU = 1024  # Common.py globalParameters["MaxDepthU"]
 _VGPRS_PER_CU = 65536  # KernelWriterAssembly.functionSuffix: vgprPerCU, occupancy error code 4
 

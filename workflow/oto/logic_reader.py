@@ -16,45 +16,34 @@ from typing import Any
 
 import yaml
 
-from oto.datatypes import BY_ENUM, DATATYPES, DataType
+from oto.datatypes import DATATYPES, HPA_TYPES, datatype
+from oto.tensile_defaults import subset
 
 _Loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 
 _INDEX_CHARS = "IJKLMNOPQRSTUVWXYZ"  # Tensile globalParameters["IndexChars"]
 
-# Tensile's defaultBenchmarkCommonParameters for the knobs oto tunes: what a solution that leaves a knob
-# out of the logic file gets (old files have no StaggerU or 1LDSBuffer).
-TENSILE_KNOB_DEFAULTS: dict[str, Any] = {
-    "KernelLanguage": "Source",
-    "ThreadTile": [4, 4],
-    "WorkGroup": [16, 16, 1],
-    "DepthU": -1,
-    "VectorWidth": -1,
-    "GlobalReadVectorWidth": -1,
-    "GlobalSplitU": 1,
-    "PrefetchGlobalRead": 1,
-    "PrefetchLocalRead": 1,
-    "LdsPadA": -1,
-    "LdsPadB": -1,
-    "WorkGroupMapping": 8,
-    "StaggerU": 32,
-    "1LDSBuffer": 0,
-    "InnerUnroll": 1,
-}
-
-# GEMM types named with an explicit _<dest><compute>_ part (ROCm/Tensile:Tensile/Common.py HPATypes).
-_HPA_TYPES = {
-    ("H", "S", "S"),
-    ("H", "H", "S"),
-    ("B", "B", "S"),
-    ("B", "S", "S"),
-    ("I8", "I", "I"),
-    ("4xi8", "I", "I"),
-}
-_BY_SPELLING = {
-    **{k.lower(): d for k, d in DATATYPES.items()},
-    **{d.name.lower(): d for d in DATATYPES.values()},
-}
+# Tensile's defaults for the knobs oto tunes: what a solution that leaves a knob out of the logic file gets
+# (old files have no StaggerU or 1LDSBuffer).
+TENSILE_KNOB_DEFAULTS: dict[str, Any] = subset(
+    (
+        "KernelLanguage",
+        "ThreadTile",
+        "WorkGroup",
+        "DepthU",
+        "VectorWidth",
+        "GlobalReadVectorWidth",
+        "GlobalSplitU",
+        "PrefetchGlobalRead",
+        "PrefetchLocalRead",
+        "LdsPadA",
+        "LdsPadB",
+        "WorkGroupMapping",
+        "StaggerU",
+        "1LDSBuffer",
+        "InnerUnroll",
+    )
+)
 
 
 class LogicFileError(ValueError):
@@ -110,17 +99,6 @@ def fix_solution_indices(indices: list[int | None]) -> list[int]:
     return out
 
 
-def datatype(value: Any) -> DataType:
-    """A Tensile DataType given as enum int or as a char/name ('s', 'Half', '4xi8')."""
-    if isinstance(value, bool):
-        raise KeyError(value)
-    if isinstance(value, int):
-        return BY_ENUM[value]
-    if isinstance(value, str) and value.lower() in _BY_SPELLING:
-        return _BY_SPELLING[value.lower()]
-    raise KeyError(value)
-
-
 def problem_type_name(pt: Mapping[str, Any]) -> str:
     """Tensile's ProblemType.__str__ (ROCm/Tensile:Tensile/SolutionStructs.py) for a GEMM-like problem type.
 
@@ -164,7 +142,7 @@ def problem_type_name(pt: Mapping[str, Any]) -> str:
     name += "_" + tensor("A", ia, pt.get("MirrorDimsA") or [], bool(pt.get("ComplexConjugateA", False)))
     name += "_" + tensor("B", ib, pt.get("MirrorDimsB") or [], bool(pt.get("ComplexConjugateB", False)))
     name += "_" + a.char
-    if (a.char, dest.char, compute.char) in _HPA_TYPES:
+    if (a.char, dest.char, compute.char) in HPA_TYPES:
         name += dest.char + compute.char + "_"
     if pt.get("UseBeta", True):
         name += "B"

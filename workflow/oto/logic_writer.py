@@ -163,33 +163,9 @@ def _named(
     return out
 
 
-def write_logic_file(
-    path: str | Path,
-    *,
-    problem_type: Mapping[str, Any],
-    solutions: Sequence[Mapping[str, Any]],
-    exact_rows: Sequence[tuple[Sequence[int], int, float]],
-    schedule: str,
-    architecture: str | Mapping[str, Any],
-    device_names: Sequence[str],
-    minimum_required_version: str = MINIMUM_REQUIRED_VERSION,
-    index_order: Sequence[int] = (2, 3, 0, 1),
-    perf_metric: str = "DeviceEfficiency",
-    distance: str = "Euclidean",
-) -> Path:
-    """Write :func:`logic_data` as YAML in the block/flow mix Tensile writes (sorted keys, flow leaves)."""
-    data = logic_data(
-        problem_type=problem_type,
-        solutions=solutions,
-        exact_rows=exact_rows,
-        schedule=schedule,
-        architecture=architecture,
-        device_names=device_names,
-        minimum_required_version=minimum_required_version,
-        index_order=index_order,
-        perf_metric=perf_metric,
-        distance=distance,
-    )
+def write_logic_file(path: str | Path, **fields: Any) -> Path:
+    """Write ``logic_data(**fields)`` as YAML the way Tensile does (sorted keys, flow-style leaves)."""
+    data = logic_data(**fields)
     path = Path(path)
     text = yaml.dump(data, Dumper=yaml.CSafeDumper, default_flow_style=None)
     path.write_text(text)

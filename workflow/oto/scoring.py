@@ -6,6 +6,11 @@ solution, i.e. the spoof floor) with the candidates. The slow drift is estimated
 samples — each divided by its own (kernel, size) median, smoothed by a running median over execution order —
 and every sample is divided by the drift at its moment. A score is then reference time / kernel time for
 the same size: 1 is the spoof floor, 1.3 is 30% faster.
+
+A score's 95% interval is the bootstrap percentile interval of the median ratio, never narrower than a
+robust small-sample interval (median ± t·1.2533·σ/√n, σ the largest of stdev, 1.4826·MAD and IQR/1.349 of
+the log ratios): with the 3–10 samples a racing probe takes, a bootstrap alone is overconfident and would
+drop true contenders.
 """
 
 from __future__ import annotations
@@ -41,8 +46,13 @@ SCORE_COLUMNS = [
     "gflops",
     "status",
     "reason",
+    "excluded",
 ]
 DRIFT_WINDOW = 9
+# Two-sided 95% Student t quantiles by degrees of freedom (1..30); 1.96 beyond.
+_T95 = (12.706, 4.303, 3.182, 2.776, 2.571, 2.447, 2.365, 2.306, 2.262, 2.228, 2.201, 2.179, 2.160, 2.145,
+        2.131, 2.120, 2.110, 2.101, 2.093, 2.086, 2.080, 2.074, 2.069, 2.064, 2.060, 2.056, 2.052, 2.048,
+        2.045, 2.042)  # fmt: skip
 
 
 def flag_bad_timings(samples: pd.DataFrame, flops: np.ndarray, peak_gflops: float) -> pd.DataFrame:
@@ -82,13 +92,32 @@ def normalise_times(samples: pd.DataFrame) -> pd.Series:
     return t / factor
 
 
-def _bootstrap_median_ci(x: np.ndarray, rng: np.random.Generator, reps: int) -> tuple[float, float]:
-    if len(x) == 1:
-        return float(x[0]), float(x[0])
-    idx = rng.integers(0, len(x), size=(reps, len(x)))
-    meds = np.median(x[idx], axis=1)
-    lo, hi = np.percentile(meds, [2.5, 97.5])
-    return float(lo), float(hi)
+def t95(dof: int) -> float:
+    return _T95[dof - 1] if 1 <= dof <= len(_T95) else 1.96
+
+
+def robust_sigma(x: np.ndarray) -> float:
+    """The largest of three spread estimates: stdev, 1.4826·MAD, IQR/1.349 (0 for fewer than 2 values)."""
+    if len(x) < 2:
+        return 0.0
+    q1, q3 = np.percentile(x, [25, 75])
+    mad = np.median(np.abs(x - np.median(x)))
+    return float(max(np.std(x, ddof=1), 1.4826 * mad, (q3 - q1) / 1.349))
+
+
+def median_ci(ratios: np.ndarray, rng: np.random.Generator, reps: int) -> tuple[float, float]:
+    """95% interval of the median ratio: bootstrap percentiles, widened to the robust t-interval.
+
+    A single sample has no spread to learn from: its interval is unbounded, so it can neither win nor be
+    eliminated on one launch."""
+    if len(ratios) == 1:
+        return 0.0, float("inf")
+    idx = rng.integers(0, len(ratios), size=(reps, len(ratios)))
+    lo, hi = np.percentile(np.median(ratios[idx], axis=1), [2.5, 97.5])
+    logs = np.log(ratios)
+    half = t95(len(ratios) - 1) * 1.2533 * robust_sigma(logs) / np.sqrt(len(ratios))
+    center = float(np.median(logs))
+    return float(min(lo, np.exp(center - half))), float(max(hi, np.exp(center + half)))
 
 
 def score_samples(
@@ -102,22 +131,25 @@ def score_samples(
     rows = []
     for (kid, size), g in s.groupby(["kernel_id", "size_index"], sort=True):
         good = g["norm_us"].dropna().to_numpy()
+        bad = g[g["status"] == "bad_timing"]
+        bad_reason = f"{len(bad)} timing(s) excluded: {bad['reason'].astype(str).iloc[0]}" if len(bad) else ""
         if len(good) == 0:
             failed = g[g["status"] != "ok"]
             status = failed["status"].mode().iat[0] if not failed.empty else "no_samples"
             reason = failed["reason"].dropna().astype(str).iloc[0] if not failed.empty else ""
-            rows.append((kid, size, 0, np.nan, np.nan, np.nan, np.nan, np.nan, status, reason))
+            rows.append((kid, size, 0, np.nan, np.nan, np.nan, np.nan, np.nan, status, reason, len(bad)))
             continue
         # Any failed launch (validation, crash, hang) disqualifies the kernel at this size.
         failed = g[(g["status"] != "ok") & (g["status"] != "bad_timing")]
         status = failed["status"].mode().iat[0] if not failed.empty else "ok"
-        reason = failed["reason"].astype(str).iloc[0] if not failed.empty else ""
+        reason = failed["reason"].astype(str).iloc[0] if not failed.empty else bad_reason
         ref = ref_time.get(size, np.nan)
         ratios = ref / good
-        lo, hi = _bootstrap_median_ci(ratios, rng, bootstrap)
+        lo, hi = median_ci(ratios, rng, bootstrap) if np.isfinite(ref) else (np.nan, np.nan)
         med_t = float(np.median(good))
         gflops = flops_by_size[int(size)] / (med_t * 1e3)
-        rows.append((kid, size, len(good), float(np.median(ratios)), lo, hi, med_t, gflops, status, reason))
+        score = float(np.median(ratios))
+        rows.append((kid, size, len(good), score, lo, hi, med_t, gflops, status, reason, len(bad)))
     return pd.DataFrame(rows, columns=SCORE_COLUMNS)
 
 

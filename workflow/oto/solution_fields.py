@@ -15,92 +15,17 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from oto.datatypes import BY_ENUM, DATATYPES, DataType
+from oto.datatypes import DATATYPES, HPA_TYPES, DataType, datatype
+from oto.tensile_defaults import TENSILE_DEFAULTS
 
-# Tensile's defaults for every solution parameter (ROCm/Tensile:Tensile/Common.py
-# ``defaultBenchmarkCommonParameters``), in its order: the order of a solution's state, which fixes the
-# order of the problem predicates TCL writes.
-# fmt: off
-DEFAULTS: dict[str, Any] = {
-    'LoopDoWhile': False, 'LoopTail': True, 'EdgeType': 'Branch', 'InnerUnroll': 1, 'LocalDotLayout': 1,
-    'AggressivePerfMode': 1, 'PreloadKernelArguments': 0, 'KernelLanguage': 'Source', 'LdsPadA': -1,
-    'LdsPadB': -1, 'LdsBlockSizePerPadA': -1, 'LdsBlockSizePerPadB': -1, 'TransposeLDS': 0,
-    'UnrollMajorLDSA': False, 'UnrollMajorLDSB': False, 'ExtraMiLatencyLeft': 0, 'ExtraLatencyForLR': 0,
-    'VgprForLocalReadPacking': False, 'ClusterLocalRead': False, 'MaxOccupancy': 40, 'VectorWidth': -1,
-    'VectorWidthB': -1, 'VectorStore': -1, 'StoreVectorWidth': -1, 'GlobalLoadVectorWidthA': -1,
-    'GlobalLoadVectorWidthB': -1, 'GlobalReadVectorWidth': -1, 'LocalReadVectorWidth': -1,
-    'GlobalReadCoalesceVectorA': True, 'GlobalReadCoalesceVectorB': True, 'WaveSeparateGlobalReadA': 0,
-    'WaveSeparateGlobalReadB': 0, 'GlobalReadCoalesceGroupA': True, 'GlobalReadCoalesceGroupB': True,
-    'PrefetchGlobalRead': 1, 'PrefetchLocalRead': 1, 'UnrollMemFence': False, 'GlobalRead2A': True,
-    'GlobalRead2B': True, 'LocalWrite2A': True, 'LocalWrite2B': True, 'LocalRead2A': True,
-    'LocalRead2B': True, 'SuppressNoLoadLoop': False, 'ExpandPointerSwap': True, 'ScheduleGlobalRead': 1,
-    'ScheduleLocalWrite': 1, 'ScheduleIterAlg': 1, 'OptPreLoopVmcnt': True, 'LdcEqualsLdd': False,
-    'GlobalReadPerMfma': 1, 'LocalWritePerMfma': -1, 'InterleaveAlpha': 0, 'OptNoLoadLoop': 1,
-    'PrefetchAcrossPersistent': 0, 'PrefetchAcrossPersistentMode': 0, 'BufferLoad': True,
-    'BufferStore': True, 'DirectToVgprA': False, 'DirectToVgprB': False, 'DirectToLdsA': False,
-    'DirectToLdsB': False, 'UseSgprForGRO': -1, 'UseInstOffsetForGRO': 0,
-    'AssertSummationElementMultiple': 1, 'AssertFree0ElementMultiple': 1, 'AssertFree1ElementMultiple': 1,
-    'AssertMinApproxSize': -1, 'AssertStrideAEqual': {}, 'AssertStrideBEqual': {},
-    'AssertStrideCEqual': {}, 'AssertStrideDEqual': {}, 'AssertSizeEqual': {}, 'AssertSizeGreaterThan': {},
-    'AssertSizeMultiple': {}, 'AssertSizeLessThan': {}, 'AssertAIGreaterThanEqual': -1,
-    'AssertAILessThanEqual': -1, 'AssertAlphaValue': False, 'AssertBetaValue': False,
-    'AssertCEqualsD': False, 'CheckTensorDimAsserts': False, 'CheckDimOverflow': 0, 'StaggerU': 32,
-    'StaggerUStride': 256, 'StaggerUMapping': 0, 'MagicDivAlg': 2, 'GlobalSplitU': 1,
-    'GlobalSplitUAlgorithm': 'SingleBuffer', 'GlobalSplitUSummationAssignmentRoundRobin': True,
-    'GlobalSplitUWorkGroupMappingRoundRobin': False, 'GlobalSplitUAtomicAdd': False,
-    'MacroTileShapeMin': 1, 'MacroTileShapeMax': 64, 'StreamK': 0, 'StreamKAtomic': 0,
-    'StreamKXCCMapping': 0, 'DebugStreamK': 0, 'PersistentKernel': 0, 'PersistentKernelAlongBatch': False,
-    'PackBatchDims': 0, 'PackFreeDims': 1, 'PackSummationDims': 0, 'UnrollIncIsDepthU': 0,
-    'PackGranularity': 2, 'FractionalLoad': 0, 'Use64bShadowLimit': 1, 'VectorAtomicWidth': -1,
-    'NumLoadsCoalescedA': 1, 'NumLoadsCoalescedB': 1, 'WorkGroup': [16, 16, 1],
-    'WorkGroupMappingType': 'B', 'WorkGroupMapping': 8, 'ThreadTile': [4, 4], 'MACInstruction': 'FMA',
-    'WavefrontSize': 64, 'MemoryModifierFormat': '', 'MatrixInstruction': [],
-    'DisableVgprOverlapping': False, '1LDSBuffer': 0, 'DisableAtomicFail': 0, 'DisableKernelPieces': 0,
-    'DepthU': -1, 'DepthULdsDivisor': 1, 'PerformanceSyncLocation': -1, 'PerformanceWaitLocation': -1,
-    'PerformanceWaitCount': -1, 'NonTemporalD': 0, 'NonTemporalC': 0, 'NonTemporalA': 0, 'NonTemporalB': 0,
-    'ForceStoreSC1': 'Auto', 'ReplacementKernel': False, 'CustomKernelName': '', 'NoReject': False,
-    'MinVgprNumber': 0, 'MaxVgprNumber': 256, 'StoreRemapVectorWidth': 0, 'SourceSwap': False,
-    'AtomicAddC': False, 'StorePriorityOpt': False, 'NumElementsPerBatchStore': 0, 'StoreSyncOpt': 0,
-    'GroupLoadStore': False, 'MIArchVgpr': False, 'StoreCInUnroll': False, 'StoreCInUnrollInterval': 1,
-    'StoreCInUnrollExact': False, 'StoreCInUnrollPostLoop': False, 'Fp16AltImpl': False,
-    'Fp16AltImplRound': False, 'ThreadSeparateGlobalReadA': 0, 'ThreadSeparateGlobalReadB': 0,
-    'MinKForGSU': 256,
-}
-# fmt: on
+# Tensile's defaults for every solution parameter, in its order (the order of a solution's state, which fixes
+# the order of the problem predicates TCL writes).
+DEFAULTS = TENSILE_DEFAULTS
 
 # Tensile's ``validParameters`` keys: the only keys a kernel name can carry (Common.py).
 VALID_PARAMETERS = frozenset(DEFAULTS) | {"ISA", "MacroTile", "DelayRemainingArguments"}
 
-# Registers per element (DataType.py ``properties[...]['reg']``); bytes = 4 * registers.
-_REGISTERS = {"S": 1, "D": 2, "C": 2, "Z": 4, "H": 0.5, "4xi8": 1, "I": 1, "B": 0.5, "I8": 0.25}
-_BY_NAME = {d.name.lower(): d for d in DATATYPES.values()}
-# Datatype triples whose problem name spells out dest and compute types (Common.py ``HPATypes``).
-_HPA_TYPES = {
-    ("H", "S", "S"),
-    ("H", "H", "S"),
-    ("B", "B", "S"),
-    ("B", "S", "S"),
-    ("I8", "I", "I"),
-    ("4xi8", "I", "I"),
-}
 _INDEX_CHARS = "ijklmnopqrstuvwxyz"
-
-
-def datatype(value: Any) -> DataType:
-    """A logic file's datatype: Tensile accepts the enum int, the char (``s``/``H``) or the name."""
-    if isinstance(value, DataType):
-        return value
-    if isinstance(value, int):
-        return BY_ENUM[value]
-    text = str(value)
-    for key in (text, text.upper()):
-        if key in DATATYPES:
-            return DATATYPES[key]
-    return _BY_NAME[text.lower()]
-
-
-def _registers(dt: DataType) -> float:
-    return _REGISTERS[dt.char]
 
 
 def isa_tuple(arch: str) -> tuple[int, int, int]:
@@ -139,9 +64,10 @@ class ProblemTypeInfo:
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> ProblemTypeInfo:
-        a = datatype(d["DataType"])
-        dest = datatype(d.get("DestDataType", d["DataType"]))
-        compute = datatype(d.get("ComputeDataType", d.get("DestDataType", d["DataType"])))
+        # Data types are read as Tensile's DataType() reads them, a bool as enum 0/1 (F32XdlMathOp: false).
+        a = datatype(d["DataType"], bool_is_int=True)
+        dest = datatype(d.get("DestDataType", d["DataType"]), bool_is_int=True)
+        compute = datatype(d.get("ComputeDataType", d.get("DestDataType", d["DataType"])), bool_is_int=True)
         hpa = bool(d.get("HighPrecisionAccumulate", False))
         if hpa and a.char in ("H", "B") and compute.char == a.char:
             compute = DATATYPES["S"]  # ProblemType.__init__ turns HHH+HPA into HHS
@@ -179,7 +105,7 @@ class ProblemTypeInfo:
             indices_summation=summ,
             mirror_a=tuple(d.get("MirrorDimsA", ())),
             mirror_b=tuple(d.get("MirrorDimsB", ())),
-            f32_xdl_math_op=datatype(d.get("F32XdlMathOp", 0)),
+            f32_xdl_math_op=datatype(d.get("F32XdlMathOp", 0), bool_is_int=True),
             stochastic_rounding=bool(d.get("StochasticRounding", False)),
             fp16_alt_impl=bool(d.get("Fp16AltImpl", False)),
             fp16_alt_impl_round=bool(d.get("Fp16AltImplRound", False)),
@@ -210,7 +136,7 @@ class ProblemTypeInfo:
         b = "".join(chars[i] if i in self.mirror_b else chars[i].lower() for i in self.index_b)
         name = f"C{_INDEX_CHARS[: self.num_indices_c]}_A{a}{'C' if self.conjugate_a else ''}"
         name += f"_B{b}{'C' if self.conjugate_b else ''}_{self.a.char}"
-        if (self.a.char, self.dest.char, self.compute.char) in _HPA_TYPES:
+        if (self.a.char, self.dest.char, self.compute.char) in HPA_TYPES:
             name += self.dest.char + self.compute.char + "_"
         name += "B" if self.use_beta else ""
         name += "H" if self.hpa and not self.silent_hpa else ""
@@ -324,8 +250,8 @@ def derive(solution: Mapping[str, Any], pt: ProblemTypeInfo, isa: tuple[int, int
             s[k] = _copy(v)
     s["Kernel"] = True  # Solution.getKernels marks kernels; it is always part of the minimal name
     asm = s["KernelLanguage"] == "Assembly"
-    regs = _registers(pt.a)
-    bpe = int(4 * regs)
+    regs = pt.a.registers
+    bpe = pt.a.bytes
 
     wg, tt = list(s["WorkGroup"]), list(s["ThreadTile"])
     s["ThreadTile0"], s["ThreadTile1"] = tt
@@ -341,10 +267,10 @@ def derive(solution: Mapping[str, Any], pt: ProblemTypeInfo, isa: tuple[int, int
     if s["StreamK"] > 0 and s["StreamKAtomic"] == 0:
         s["_GlobalAccumulation"], s["_WorkspaceSizePerElemC"] = (
             "PartialsBuffer",
-            int(4 * _registers(pt.compute)),
+            pt.compute.bytes,
         )
     if s["GlobalSplitU"] > 1:
-        cbytes = int(4 * _registers(pt.compute))
+        cbytes = pt.compute.bytes
         if s["GlobalSplitUAlgorithm"] == "SingleBuffer" and pt.compute.char != pt.dest.char:
             s["_GlobalAccumulation"], s["_WorkspaceSizePerElemC"] = "SingleBuffer", cbytes
         elif s["GlobalSplitUAlgorithm"] == "MultipleBuffer":

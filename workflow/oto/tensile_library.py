@@ -20,6 +20,7 @@ import msgpack
 import yaml
 
 from oto import solution_fields as sf
+from oto.datatypes import datatype
 
 _PROPERTY_KEYS = {2: "FreeSizeA", 3: "FreeSizeB", 1: "BoundSize"}
 
@@ -272,7 +273,9 @@ def _predicate_key(p: Any) -> tuple:
             value = sorted(value.values())
         if p["type"] in ("TypesEqual", "F32XdlMathOp"):  # DataType objects order by enum value
             value = (
-                [sf.datatype(v).enum for v in value] if isinstance(value, list) else sf.datatype(value).enum
+                [datatype(v, bool_is_int=True).enum for v in value]
+                if isinstance(value, list)
+                else datatype(value, bool_is_int=True).enum
             )
         return (0, p["type"], p.get("index", -(2**63)), _predicate_key(value))
     if isinstance(p, list | tuple):

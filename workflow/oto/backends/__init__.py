@@ -7,7 +7,7 @@ from typing import Any
 
 from oto.backends.base import Backend
 
-BACKENDS = ("sim",)
+BACKENDS = ("sim", "tensile")
 
 
 def resolve(config: Mapping[str, Any], profile: Mapping[str, Any], stream: str) -> Backend:
@@ -15,7 +15,13 @@ def resolve(config: Mapping[str, Any], profile: Mapping[str, Any], stream: str) 
     backends draw independent, reproducible noise per job."""
     name = config.get("backend", "auto")
     if name == "auto":
-        name = "sim"  # the tensile backend is picked here once it exists and a GPU is present
+        from oto.envcheck import auto_backend
+
+        name = auto_backend(profile, config.get("tensile") or {})[0]
+    if name == "tensile":
+        from oto.backends.tensile import TensileBackend
+
+        return TensileBackend(profile, config.get("tensile") or {}, stream=stream)
     if name == "sim":
         from oto.backends.sim import SimBackend
 

@@ -1,7 +1,9 @@
-"""benchmark: time every built candidate at every tuning size, interleaved with the spoof-floor reference.
+"""benchmark: race every built candidate at every tuning size, interleaved with the spoof-floor reference.
 
 The launch order is the measurement design: each size's reference kernel is re-timed after every few
-candidates, so the drift model in :mod:`oto.scoring` always has reference samples close in time.
+candidates, so the drift model in :mod:`oto.scoring` always has reference samples close in time. Samples
+are spent adaptively (:mod:`oto.racing`): a probe for everyone, then top-ups only where the leader is not
+yet separated from its rivals. samples.csv gets a ``round`` column (0 = probe).
 """
 
 from __future__ import annotations
@@ -11,18 +13,24 @@ import fcntl
 import hashlib
 import logging
 import tempfile
-from collections.abc import Iterator, Mapping, Sequence
+from collections import Counter
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
 
 from oto.backends import resolve
-from oto.backends.base import Kernel, Launch, MeasurePlan, Size
+from oto.backends.base import Kernel, Launch, MeasurePlan, Sample, Size
+from oto.datatypes import Library
 from oto.deck import read_library_yaml
 from oto.files import atomic_write_text, read_yaml
+from oto.memory_guard import oversize
+from oto.racing import RaceResult, RaceSettings, race
 from oto.scoring import SAMPLE_COLUMNS
 from oto.stages.common import problem_for, stream_name
+from oto.stages.normalise import score_file
 
 log = logging.getLogger(__name__)
 REFERENCE_EVERY = 4  # candidates between two reference launches
@@ -36,32 +44,64 @@ def gpu_mutex(device: int = 0) -> Iterator[None]:
         yield
 
 
-def interleave(
-    candidates: Sequence[str], reference: Mapping[int, str], n_sizes: int, repetitions: int, seed: str
+def _rng(seed: str) -> np.random.Generator:
+    return np.random.default_rng(int.from_bytes(hashlib.sha256(seed.encode()).digest()[:8], "little"))
+
+
+def interleave_sizes(
+    per_size: Mapping[int, Sequence[str]],
+    reference: Mapping[int, str],
+    repetitions: int,
+    seed: str,
+    rep_offset: int = 0,
 ) -> list[Launch]:
-    """Per repetition, visit sizes in shuffled order; at each size time ref, candidates…, ref, …, ref."""
-    rng = np.random.default_rng(int.from_bytes(hashlib.sha256(seed.encode()).digest()[:8], "little"))
+    """Per repetition, visit the sizes in shuffled order; at each size time ref, candidates…, ref, …, ref.
+
+    ``per_size`` names the candidates of each size (racing tops up only the contenders of unresolved
+    sizes); the reference brackets every ``REFERENCE_EVERY`` candidates so drift is sampled close by."""
+    rng = _rng(seed)
+    sizes = sorted(per_size)
     launches: list[Launch] = []
-    for rep in range(repetitions):
-        for size in rng.permutation(n_sizes):
+    for rep in range(rep_offset, rep_offset + repetitions):
+        for size in rng.permutation(sizes) if sizes else []:
             size = int(size)
             ref = reference.get(size)
-            order = [c for c in rng.permutation(list(candidates)) if c != ref] if candidates else []
+            cands = [c for c in per_size[size] if c != ref]
+            order = [str(c) for c in rng.permutation(cands)] if cands else []
             if ref is not None:
                 launches.append(Launch(ref, "reference", size, rep))
             for i, kid in enumerate(order, 1):
-                launches.append(Launch(str(kid), "candidate", size, rep))
+                launches.append(Launch(kid, "candidate", size, rep))
                 if ref is not None and (i % REFERENCE_EVERY == 0 or i == len(order)):
                     launches.append(Launch(ref, "reference", size, rep))
     return launches
 
 
+def interleave(
+    candidates: Sequence[str], reference: Mapping[int, str], n_sizes: int, repetitions: int, seed: str
+) -> list[Launch]:
+    """Every candidate at every size, ``repetitions`` times (see :func:`interleave_sizes`)."""
+    return interleave_sizes({i: list(candidates) for i in range(n_sizes)}, reference, repetitions, seed)
+
+
 def measure_frame(backend, problem, plan: MeasurePlan, workdir: Path) -> pd.DataFrame:
     """Run a plan on the backend (holding the GPU lock) and return the samples in the samples.csv layout."""
     samples = []
-    if plan.launches:
+    # Memory guard, for every backend: launches at sizes that do not fit in the device memory are not run.
+    skipped = oversize(problem.library, plan.sizes, problem.arch) if "memory" in problem.arch else {}
+    runnable = [i for i, la in enumerate(plan.launches) if la.size_index not in skipped]
+    if runnable:
         with gpu_mutex():
-            samples = backend.measure(problem, plan, Path(workdir))
+            run_plan = replace(plan, launches=[plan.launches[i] for i in runnable])
+            measured = backend.measure(problem, run_plan, Path(workdir))
+            samples = [replace(s, seq=runnable[s.seq]) for s in measured]
+    for i, la in enumerate(plan.launches):
+        if la.size_index in skipped:
+            reason = skipped[la.size_index]
+            samples.append(
+                Sample(i, la.kernel_id, la.role, la.size_index, la.rep, float("nan"), "too_large", reason)
+            )
+    samples.sort(key=lambda s: s.seq)
     rows = [
         (
             s.seq,
@@ -80,6 +120,34 @@ def measure_frame(backend, problem, plan: MeasurePlan, workdir: Path) -> pd.Data
     return pd.DataFrame(rows, columns=SAMPLE_COLUMNS)
 
 
+def run_race(
+    backend,
+    problem,
+    kernels: Mapping[str, Kernel],
+    sizes: Sequence[Size],
+    candidates: Mapping[int, Sequence[str]],
+    reference: Mapping[int, str],
+    score: Callable[[pd.DataFrame], pd.DataFrame],
+    config: Mapping,
+    workdir: Path,
+    seed: str,
+) -> RaceResult:
+    """Race (or, with ``benchmark.racing.enabled: false``, time every kernel ``repetitions`` times)."""
+    bench = config["benchmark"]
+    settings = RaceSettings.from_config(bench)
+    if not (bench.get("racing") or {}).get("enabled", True):
+        reps = int(bench["repetitions"])
+        settings = replace(settings, probe_repetitions=reps, max_repetitions=0)
+
+    def plan(per_size, reps, rep_offset, rnd):
+        return interleave_sizes(per_size, reference, reps, f"{seed}:r{rnd}", rep_offset)
+
+    def measure(launches):
+        return measure_frame(backend, problem, MeasurePlan(kernels, sizes, launches), workdir)
+
+    return race(measure, score, plan, candidates, reference, settings)
+
+
 def run(
     candidates_path: Path,
     build_path: Path,
@@ -88,11 +156,11 @@ def run(
     config: Mapping,
     workdir: Path,
     out_samples: Path,
-    repetitions: int | None = None,
 ) -> pd.DataFrame:
     cands = read_yaml(candidates_path)
     build = read_yaml(build_path)
     deck = read_library_yaml(deck_path)
+    library = Library.parse(deck.name)
     stage = f"gen{cands['generation']}"
     backend = resolve(config, profile, stream_name(deck.name, stage))
     built = {b["id"] for b in build.get("kernels", []) if b["status"] == "ok"}
@@ -100,19 +168,34 @@ def run(
     candidates = [k["id"] for k in cands.get("kernels", []) if "candidate" in k["roles"] and k["id"] in built]
     reference = {int(i): kid for i, kid in (cands.get("reference") or {}).items() if kid in built}
     sizes = [Size(*map(int, s[:4])) for s in cands.get("sizes", [])]
-    reps = int(repetitions or config["benchmark"]["repetitions"])
-    launches = interleave(candidates, reference, len(sizes), reps, f"{config['seed']}:{deck.name}:{stage}")
+    size_lists = [s.as_list() for s in sizes]
 
-    df = measure_frame(backend, problem_for(deck, profile), MeasurePlan(kernels, sizes, launches), workdir)
+    result = run_race(
+        backend,
+        problem_for(deck, profile),
+        kernels,
+        sizes,
+        {i: candidates for i in range(len(sizes))} if candidates or reference else {},
+        reference,
+        lambda df: score_file(df, library, size_lists, profile, config),
+        config,
+        workdir,
+        f"{config['seed']}:{deck.name}:{stage}",
+    )
+    df = result.samples if len(result.samples) else pd.DataFrame(columns=[*SAMPLE_COLUMNS, "round"])
     atomic_write_text(out_samples, df.to_csv(index=False))
+    stops = Counter(d.stop for d in result.decisions.values())
     log.info(
-        "%s %s: %d launches (%s), %d kernels x %d sizes x %d reps",
+        "%s %s: %d launches (%s) in %d round(s), %d kernels x %d sizes; sizes stopped: %s",
         deck.name,
         stage,
         len(df),
         backend.numbers,
+        result.rounds,
         len(kernels),
         len(sizes),
-        reps,
+        dict(sorted(stops.items())),
     )
+    for line in result.log:
+        log.info("%s %s: %s", deck.name, stage, line)
     return df

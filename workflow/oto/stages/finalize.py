@@ -1,6 +1,7 @@
 """finalize: measure the tuned winners on every deck size of the library, against each size's shipped
 solution, and pick the final kernel per size. This is what the logic file and the acceptance report use:
-every size of the deck gets a measured winner, not an extrapolation from the tuning sizes."""
+every size of the deck gets a measured winner, not an extrapolation from the tuning sizes. The finalists
+race like a generation does (:mod:`oto.racing`); each size records why its race stopped."""
 
 from __future__ import annotations
 
@@ -9,16 +10,19 @@ from collections import Counter
 from collections.abc import Mapping
 from pathlib import Path
 
+import pandas as pd
+
 from oto.backends import resolve
-from oto.backends.base import Kernel, MeasurePlan, Size
+from oto.backends.base import Kernel, Size
 from oto.datatypes import Library
 from oto.deck import read_library_yaml
 from oto.files import atomic_write_text, read_yaml, write_yaml
-from oto.stages.benchmark import interleave, measure_frame
+from oto.scoring import SAMPLE_COLUMNS
+from oto.stages.benchmark import run_race
 from oto.stages.common import problem_for, stream_name
 from oto.stages.emit import reference_params
 from oto.stages.normalise import score_file
-from oto.stages.select import per_size_rows, summarise
+from oto.stages.select import measurement_failures, per_size_rows, summarise
 from oto.tensile_params import candidate_id, canonical
 
 log = logging.getLogger(__name__)
@@ -57,16 +61,23 @@ def run(
     built = {b.kernel_id: b for b in backend.build(problem, list(kernels.values()), Path(workdir))}
     ok = {k for k, b in built.items() if b.status == "ok"}
     sizes = [Size(*map(int, s[:4])) for s in deck.sizes]
-    launches = interleave(
-        [k for k in tuned if k in ok],
+    size_lists = [list(s[:4]) for s in deck.sizes]
+    race = run_race(
+        backend,
+        problem,
+        {k: kernels[k] for k in ok},
+        sizes,
+        {i: [k for k in tuned if k in ok] for i in range(len(sizes))},
         {i: r for i, r in reference.items() if r in ok},
-        len(sizes),
-        int(config["benchmark"]["repetitions"]),
+        lambda df: score_file(df, library, size_lists, profile, config),
+        config,
+        workdir,
         f"{config['seed']}:{deck.name}:final",
     )
-    df = measure_frame(backend, problem, MeasurePlan({k: kernels[k] for k in ok}, sizes, launches), workdir)
+    df = race.samples if len(race.samples) else pd.DataFrame(columns=[*SAMPLE_COLUMNS, "round"])
     atomic_write_text(out_samples, df.to_csv(index=False))
-    scores = score_file(df, library, [list(s[:4]) for s in deck.sizes], profile, config)
+    scores = race.scores if len(race.scores) else score_file(df, library, size_lists, profile, config)
+    stops = {i: d.stop for i, d in race.decisions.items()}
     rows = per_size_rows(
         scores,
         [list(s[:4]) for s in deck.sizes],
@@ -78,8 +89,10 @@ def run(
     for r in rows:
         r["shipped"] = reference[r["size_index"]]
         r["shipped_gflops_gfx900"] = float(deck.shipped[r["size_index"]][1])
+        r["race"] = stops.get(r["size_index"]) or "no_valid"
     failures = Counter({k: v for k, v in selection["summary"]["failures"].items()})
     failures.update(b.status for b in built.values() if b.status != "ok")
+    failures.update(measurement_failures(scores))
     winners = sorted({r["winner"] for r in rows if r["winner"]})
     doc = {
         "library": deck.name,

@@ -3,6 +3,7 @@ contract). A converged library gets a frozen, empty proposal file and costs noth
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 from collections import Counter
 from collections.abc import Mapping
@@ -10,12 +11,13 @@ from pathlib import Path
 from typing import Any
 
 from oto import legality
+from oto.agent.stage import agent_proposals, ledger_path, proposal_entries
 from oto.datatypes import Library
 from oto.deck import LibraryDeck, read_library_yaml
 from oto.files import read_yaml, write_yaml
 from oto.sizes import tuning_indices
 from oto.strategies import Evidence, Observation, make_strategy
-from oto.tensile_params import canonical
+from oto.tensile_params import candidate_id, canonical
 
 log = logging.getLogger(__name__)
 
@@ -53,6 +55,7 @@ def run(
     profile: Mapping,
     config: Mapping,
     out_proposals: Path,
+    agent_audit: Path | None = None,
 ) -> dict:
     deck = read_library_yaml(deck_path)
     selection = read_yaml(previous_selection) if previous_selection else None
@@ -69,13 +72,29 @@ def run(
         return doc
     strategy = make_strategy(config["search"]["strategy"], int(config["seed"]))
     evidence = evidence_for(deck, generation, selection, profile, config)
-    proposals = strategy.ask(evidence, int(config["search"]["candidates_per_generation"]))
+    slots = int(config["search"]["candidates_per_generation"])
+    # The agent takes its slots first; whatever it leaves empty or loses to validation goes symbolic.
+    agent = agent_proposals(
+        evidence.library, generation, selection, evidence.seeds, evidence.seen, profile, config, slots,
+        ledger_path(Path(out_proposals).parents[2]), agent_audit,
+    )  # fmt: skip
+    taken = {candidate_id(p["params"]) for p in agent.proposals}
+    evidence = dataclasses.replace(evidence, seen=evidence.seen | taken)
+    proposals = strategy.ask(evidence, slots - len(taken))
     doc.update(
-        proposer=strategy.name,
+        proposer=f"agent+{strategy.name}" if taken else strategy.name,
         proposals=[
-            {"params": dict(p.params), "proposer": p.proposer, "rationale": p.rationale} for p in proposals
+            *proposal_entries(agent),
+            *(
+                {"params": dict(p.params), "proposer": p.proposer, "rationale": p.rationale}
+                for p in proposals
+            ),
         ],
+        agent=agent.provenance(),
     )
     write_yaml(out_proposals, doc)
-    log.info("%s gen%d: %d proposals from %s", deck.name, generation, len(proposals), strategy.name)
+    log.info(
+        "%s gen%d: %d proposals from the agent (%s: %s), %d from %s", deck.name, generation, len(taken),
+        agent.status, agent.reason, len(proposals), strategy.name,
+    )  # fmt: skip
     return doc

@@ -1,17 +1,21 @@
-"""report: the acceptance report (results/<arch>/acceptance.md) from the final files, nothing recomputed
-differently: every figure is read from final.yaml, ceilings.yaml and deck.yaml."""
+"""report: the acceptance report, results/<arch>/acceptance.md and its HTML twin acceptance.html.
+
+Every figure comes from ``oto.dashboard.collect`` over the same files the dashboard reads (final.yaml,
+ceilings.yaml, deck.yaml), through the same functions (``oto.dashboard.figures``): the report and the
+dashboard cannot disagree.
+"""
 
 from __future__ import annotations
 
 import logging
-from collections import Counter, defaultdict
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-import numpy as np
-
-from oto.files import atomic_write_text, read_yaml
+from oto.dashboard import plots
+from oto.dashboard.collect import collect
+from oto.dashboard.writer import css, environment, fmt
+from oto.files import StageFileError, atomic_write_text, read_yaml, require
 
 log = logging.getLogger(__name__)
 NUMBERS_TEXT = {
@@ -21,80 +25,46 @@ NUMBERS_TEXT = {
 }
 
 
-def library_verdict(summary: Mapping[str, Any], tolerance: float) -> str:
-    g = summary.get("geomean_score") or 0.0
-    if summary["losses"] == 0 and g >= 1 + tolerance:
-        return "better than the spoof"
-    if summary["losses"] == 0:
-        return "at parity with the spoof"
-    if g >= 1:
-        return "mixed: faster overall, slower at some sizes"
-    return "slower than the spoof"
+def check_finals(final_paths: Sequence[Path]) -> None:
+    """A final.yaml the report cannot read fails here, naming the file and field."""
+    for p in final_paths:
+        doc = read_yaml(p)
+        for key, kind in (("per_size", list), ("sizes", list), ("summary", dict), ("kernels", dict)):
+            require(doc, key, p, kind)
+        for i, row in enumerate(doc["per_size"]):
+            if not isinstance(row, Mapping) or "verdict" not in row:
+                raise StageFileError(f"{p}: per_size[{i}] has no field 'verdict'")
 
 
-def family_rows(finals: Sequence[Mapping], peaks: Mapping[str, float]) -> list[dict[str, Any]]:
-    by_family: dict[str, list[Mapping]] = defaultdict(list)
-    for f in finals:
-        by_family[f["family"]].append(f)
-    rows = []
-    for fam, libs in sorted(by_family.items()):
-        per = [r for f in libs for r in f["per_size"] if r.get("gflops")]
-        peak = peaks[fam]
-        pct_theory = np.array([100 * r["gflops"] / peak for r in per]) if per else np.array([np.nan])
-        pct_roof = np.array([r["pct_ceiling"] for r in per if r.get("pct_ceiling") is not None] or [np.nan])
-        scores = np.array([r["score"] for r in per if r.get("score")] or [np.nan])
-        v = Counter(r["verdict"] for f in libs for r in f["per_size"])
-        rows.append(
-            {
-                "family": fam,
-                "patterns": ", ".join(sorted(f["pattern"] for f in libs)),
-                "sizes": sum(len(f["per_size"]) for f in libs),
-                "peak": peak,
-                "best_pct_theoretical": float(np.nanmax(pct_theory)),
-                "median_pct_theoretical": float(np.nanmedian(pct_theory)),
-                "median_pct_roofline": float(np.nanmedian(pct_roof)),
-                "geomean_speedup": float(np.exp(np.nanmean(np.log(scores)))),
-                "wins": v["win"],
-                "ties": v["tie"],
-                "losses": v["loss"],
-            }
-        )
-    return rows
+def _wtl(r: Mapping) -> str:
+    return f"{r['wins']}/{r['ties']}/{r['losses']}"
 
 
-def render(finals: Sequence[Mapping], ceilings: Mapping, deck: Mapping, config: Mapping) -> str:
-    tol = float(config["benchmark"]["tie_tolerance"])
-    prov = finals[0]["provenance"] if finals else {}
-    numbers = sorted({f["provenance"].get("numbers", "unknown") for f in finals})
-    peaks = {fam: v["theoretical_gflops"] for fam, v in ceilings["families"].items()}
-    fams = family_rows(finals, peaks)
-    deck_prov = deck.get("provenance", {})
-    tuned_sizes = sum(len(f["per_size"]) for f in finals)
-    covered = sum(1 for f in finals for r in f["per_size"] if r.get("winner"))
-    kernels = sum(len(f["kernels"]) for f in finals)
-    shipped = sum(int(f["shipped_kernels"]) for f in finals)
-    failures: Counter = Counter()
-    for f in finals:
-        failures.update(f["summary"]["failures"])
-
-    out = [f"# oto acceptance report — {ceilings['arch']}", ""]
-    out += ["## Provenance", ""]
-    for n in numbers:
+def render_markdown(data: Mapping, deck_source: Mapping) -> str:
+    tol = data["tie_tolerance"] or 0.0
+    fin, cov = data["final"], data["coverage"]
+    libs = {lib["library"]: lib for lib in data["libraries"]}
+    out = [f"# oto acceptance report — {data['arch']}", "", "## Provenance", ""]
+    for n in data["numbers"] or ["unknown"]:
         out.append(f"- Numbers are {NUMBERS_TEXT.get(n, n)}.")
     out += [
-        f"- Backend: `{prov.get('backend', '?')}`; seed {config['seed']}; "
-        f"deck: {deck_prov.get('deck_source', {}).get('kind', '?')} of the shipped "
-        f"{deck_prov.get('deck_of', 'gfx900')} library.",
+        f"- Backend: `{', '.join(data['backends']) or '?'}`; seed {data['seed']}; deck: "
+        f"{deck_source.get('kind', '?')} of the shipped {cov['deck_of']} library.",
         "- Scores are drift-normalised ratios to the spoof floor (the shipped gfx900 solution for each "
-        f"size, run as under HSA_OVERRIDE_GFX_VERSION=9.0.0); tie tolerance ±{tol:.0%}.",
+        f"size, run as under HSA_OVERRIDE_GFX_VERSION=9.0.0); tie tolerance ±{tol:.0%}: a size is a win "
+        f"when its score is ≥ {1 + tol:.2f} with the 95% interval above 1, a loss when ≤ {1 - tol:.2f} with "
+        "the interval below 1, else a tie.",
         "",
-        "## Coverage of the deck",
+        f"## Coverage of the deck (against the shipped {cov['deck_of']} footprint)",
         "",
-        f"- Libraries tuned: {len(finals)} of {deck_prov.get('libraries_in_source', len(finals))} in the "
-        "shipped library.",
-        f"- Sizes with a measured winner: {covered} of {tuned_sizes} deck sizes of the tuned libraries.",
-        f"- Kernels in the tuned libraries: {kernels} (the shipped gfx900 footprint for the same sizes: "
-        f"{shipped}).",
+        "| | tuned | shipped |",
+        "|---|---|---|",
+        f"| libraries | {cov['libraries_finished']} | {cov['libraries_in_source'] or '?'} |",
+        f"| deck sizes (of the tuned libraries: {cov['deck_sizes_selected']}) | "
+        f"{cov['final_sizes_with_winner']} with a measured winner | {cov['sizes_in_source'] or '?'} |",
+        f"| kernels on those sizes | {cov['final_kernels']} | {cov['final_shipped_kernels']} |",
+        f"| solutions in the tuned libraries | — | {cov['shipped_solutions_selected']} of "
+        f"{cov['solutions_in_source'] or '?'} |",
         "",
         "## Per family: % of the theoretical ceiling and wins / ties / losses against the spoof",
         "",
@@ -102,12 +72,12 @@ def render(finals: Sequence[Mapping], ceilings: Mapping, deck: Mapping, config: 
         "geomean speed-up | wins | ties | losses |",
         "|---|---|---|---|---|---|---|---|---|---|---|",
     ]
-    for r in fams:
+    for r in fin["families"]:
         out.append(
-            f"| {r['family']} | {r['patterns']} | {r['sizes']} | {r['peak']:.0f} | "
-            f"{r['best_pct_theoretical']:.1f} | {r['median_pct_theoretical']:.1f} | "
-            f"{r['median_pct_roofline']:.1f} | {r['geomean_speedup']:.3f}× | {r['wins']} | {r['ties']} | "
-            f"{r['losses']} |"
+            f"| {r['family']} | {r['patterns']} | {r['sizes']} | {fmt(r['peak'], '.0f')} | "
+            f"{fmt(r['best_pct_theoretical'], '.1f')} | {fmt(r['median_pct_theoretical'], '.1f')} | "
+            f"{fmt(r['median_pct_roofline'], '.1f')} | {fmt(r['geomean_score'], '.3f', '×')} | {r['wins']} | "
+            f"{r['ties']} | {r['losses']} |"
         )
     out += [
         "",
@@ -116,22 +86,13 @@ def render(finals: Sequence[Mapping], ceilings: Mapping, deck: Mapping, config: 
         "| library | generations | converged | sizes | kernels | geomean speed-up | W/T/L | verdict |",
         "|---|---|---|---|---|---|---|---|",
     ]
-    for f in finals:
-        s = f["summary"]
+    for r in fin["libraries"]:
+        lib = libs[r["library"]]
         out.append(
-            f"| {f['library']} | {f['generations']} | {'yes' if f['converged'] else 'no'} | "
-            f"{len(f['per_size'])} | {len(f['kernels'])} | {(s['geomean_score'] or float('nan')):.3f}× | "
-            f"{s['wins']}/{s['ties']}/{s['losses']} | {library_verdict(s, tol)} |"
+            f"| {r['library']} | {len(lib['generations'])} | "
+            f"{'yes' if lib['convergence'].get('converged') else 'no'} | {r['sizes']} | {r['kernels']} | "
+            f"{fmt(r['geomean_score'], '.3f', '×')} | {_wtl(r)} | {r['verdict']} |"
         )
-    slow = sorted(
-        (
-            (r["pct_ceiling"], f["library"], f["sizes"][r["size_index"]], r)
-            for f in finals
-            for r in f["per_size"]
-            if r.get("pct_ceiling") is not None
-        ),
-        key=lambda t: t[0],
-    )[:10]
     out += [
         "",
         "## Slowest sizes (lowest % of their roofline ceiling)",
@@ -139,27 +100,60 @@ def render(finals: Sequence[Mapping], ceilings: Mapping, deck: Mapping, config: 
         "| library | M, N, batch, K | GFLOPS | roofline GFLOPS | % | speed-up vs spoof |",
         "|---|---|---|---|---|---|",
     ]
-    for pct, lib, size, r in slow:
+    for r in fin["slowest"]:
         out.append(
-            f"| {lib} | {', '.join(map(str, size[:4]))} | {r['gflops']:.2f} | {r['ceiling_gflops']:.2f} | "
-            f"{pct:.1f} | {(r['score'] or float('nan')):.3f}× |"
+            f"| {r['library']} | {', '.join(map(str, r['size']))} | {fmt(r['gflops'], '.2f')} | "
+            f"{fmt(r['ceiling_gflops'], '.2f')} | {fmt(r['pct_ceiling'], '.1f')} | "
+            f"{fmt(r['score'], '.3f', '×')} |"
         )
     out += ["", "## Failures (all generations, by class)", ""]
-    out += [f"- {k}: {v}" for k, v in sorted(failures.items())] or ["- none"]
+    out += [f"- {k}: {v}" for k, v in fin["failures"].items()] or ["- none"]
     out.append("")
     return "\n".join(out)
+
+
+def inline_svg(svg: str) -> str:
+    """An SVG document as an element to inline in HTML (no XML declaration or doctype)."""
+    start = svg.find("<svg")
+    return svg[start:] if start >= 0 else svg
+
+
+def render_html(data: Mapping, deck_source: Mapping) -> str:
+    libs = {lib["library"]: lib for lib in data["libraries"]}
+    return (
+        environment()
+        .get_template("acceptance.html.j2")
+        .render(
+            d=data,
+            css=css(),
+            refresh_seconds=None,
+            libs=libs,
+            deck_kind=deck_source.get("kind", "?"),
+            charts={
+                "wins_ties_losses": inline_svg(plots.wins_ties_losses(data)),
+                "progress_score": inline_svg(plots.progress_score(data)),
+            },
+        )
+    )
 
 
 def run(
     final_paths: Sequence[Path],
     ceilings_path: Path,
     deck_path: Path,
-    profile: Mapping,
+    profile: Mapping | None,
     config: Mapping,
     out: Path,
+    out_html: Path | None = None,
 ) -> str:
-    finals = [read_yaml(p) for p in final_paths]
-    text = render(finals, read_yaml(ceilings_path), read_yaml(deck_path), config)
+    final_paths = [Path(p) for p in final_paths]
+    check_finals(final_paths)
+    results = Path(ceilings_path).parent
+    data: dict[str, Any] = collect(results, config, libraries=[p.parent.name for p in final_paths])
+    deck_source = ((read_yaml(deck_path) or {}).get("provenance") or {}).get("deck_source") or {}
+    text = render_markdown(data, deck_source)
     atomic_write_text(out, text)
-    log.info("acceptance report for %d libraries", len(finals))
+    if out_html is not None:
+        atomic_write_text(out_html, render_html(data, deck_source))
+    log.info("acceptance report for %d libraries", len(final_paths))
     return text

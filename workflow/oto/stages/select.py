@@ -55,6 +55,8 @@ def per_size_rows(
                 "gflops": _finite(cur["gflops"]),
                 "generation": generation,
             }
+            if cur.get("race"):  # how the race at this size ended (oto.racing)
+                row["race"] = str(cur["race"])
         elif prev is not None:
             row = dict(prev)
         else:
@@ -89,23 +91,44 @@ def summarise(rows: list[Mapping], failures: Counter) -> dict[str, Any]:
     }
 
 
+def measurement_failures(scores: pd.DataFrame) -> Counter:
+    """Failure classes of a scores table: one per failed (kernel, size), bad_timing per excluded sample."""
+    failures = Counter(s for s in scores["status"] if s not in ("ok", "bad_timing"))
+    if "excluded" in scores:
+        failures["bad_timing"] += int(scores["excluded"].fillna(0).sum())
+    return +failures
+
+
 def observations(
-    scores: pd.DataFrame, params: Mapping[str, Mapping], rows: list[Mapping], previous: list[Mapping]
+    scores: pd.DataFrame,
+    params: Mapping[str, Mapping],
+    rows: list[Mapping],
+    previous: list[Mapping],
+    build_failures: Mapping[str, tuple[str, str]] | None = None,
 ) -> list[dict]:
-    """Per kernel: geomean score over the sizes it ran, sizes won; merged with earlier evidence."""
+    """Per kernel: geomean score over the sizes it ran, sizes won, and (as evidence for the strategies) the
+    failure class and reason of a kernel that did not build or failed a launch; merged with earlier
+    evidence."""
     won = Counter(r["winner"] for r in rows if r["winner"])
     obs = {o["id"]: dict(o) for o in previous}
+    for kid, (status, reason) in (build_failures or {}).items():
+        if kid in params:
+            obs[kid] = {"id": kid, "params": dict(params[kid]), "score": None, "sizes_won": 0}
+            obs[kid].update(failure=status, failure_reason=reason)
     for kid, g in scores.groupby("kernel_id"):
         ok = g[(g["status"] == "ok") & g["score"].notna()]
         if kid not in params:
             continue
-        failure = "" if not ok.empty else str(g["status"].mode().iat[0])
+        failed = g[g["status"] != "ok"]
+        # Any failed launch disqualifies the kernel (correctness gate); its class is evidence either way.
+        failure = str(failed["status"].mode().iat[0]) if not failed.empty else ""
         obs[kid] = {
             "id": kid,
             "params": dict(params[kid]),
             "score": _finite(geomean(ok["score"].tolist())) if not ok.empty else None,
             "sizes_won": 0,
             "failure": failure,
+            "failure_reason": str(failed["reason"].fillna("").astype(str).iloc[0]) if failure else "",
         }
     for o in obs.values():
         o["sizes_won"] = won.get(o["id"], 0)
@@ -165,7 +188,7 @@ def run(
     failures = Counter(prev["summary"]["failures"]) if prev else Counter()
     failures.update(b["status"] for b in build.get("kernels", []) if b["status"] != "ok")
     failures.update(r["class"] for r in cands.get("rejected", []))
-    failures.update(s for s in scores["status"] if s != "ok")
+    failures.update(measurement_failures(scores))
 
     kernels = dict(prev["kernels"]) if prev else {}
     for r in rows:
@@ -191,7 +214,17 @@ def run(
         "kernels": kernels,
         "summary": summary,
         "convergence": convergence(history, float(conv_cfg["epsilon"]), int(conv_cfg["patience"])),
-        "observations": observations(scores, params, rows, (prev or {}).get("observations", [])),
+        "observations": observations(
+            scores,
+            params,
+            rows,
+            (prev or {}).get("observations", []),
+            {
+                b["id"]: (b["status"], b.get("reason", ""))
+                for b in build.get("kernels", [])
+                if b["status"] != "ok"
+            },
+        ),
         "measured": measured,
     }
     write_yaml(out_selection, doc)

@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from oto.datatypes import Library
+from oto.space import Space
 
 
 @dataclass(frozen=True)
@@ -29,12 +30,17 @@ class Observation:
 
 @dataclass(frozen=True)
 class Evidence:
-    library: Library
+    library: Library | None  # None outside Tensile (e.g. replaying a Kernel Tuner cache)
     generation: int
     observations: Sequence[Observation]  # everything measured so far, best first
     seeds: Sequence[Mapping[str, Any]]  # shipped solutions relevant to the tuning sizes, most used first
     seen: frozenset[str]  # kernel ids already measured or rejected: never propose them again
     is_legal: Callable[[Mapping[str, Any]], bool] = field(repr=False, default=lambda p: True)
+    # The space searched; None means Tensile's parameters under ``is_legal`` (see oto.space).
+    space: Space | None = field(repr=False, default=None)
+    # Transferable knowledge from related problems (the other patterns of the family, earlier runs),
+    # scored on the same reference-ratio scale; weaker evidence than ``observations``.
+    prior: Sequence[Observation] = ()
 
 
 class Strategy(Protocol):

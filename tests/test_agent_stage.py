@@ -1,0 +1,139 @@
+"""The agent inside rule mutate: it takes its slots first, validation and the symbolic strategy fill the rest,
+proposals.yaml carries provenance per candidate, and without a key the run is symbolic only."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from test_agent import GOOD, GOOD2, KEY, PROFILE, FakeAPI, message, tool_use
+
+from oto import legality
+from oto.agent import NO_KEY_MESSAGE, agent_status
+from oto.config import validate_config
+from oto.datatypes import Library
+from oto.deck import SHIPPED_MANIFEST, read_manifest, write_library_yaml
+from oto.files import read_yaml
+from oto.stages import emit, mutate
+from oto.tensile_params import candidate_id
+
+LIB = "Cijk_Ailk_Bljk_SB"
+
+
+@pytest.fixture(scope="module")
+def deck_path(tmp_path_factory) -> Path:
+    path = tmp_path_factory.mktemp("deck") / "deck.yaml"
+    write_library_yaml(read_manifest(SHIPPED_MANIFEST).libraries[LIB], path, {"test": True})
+    return path
+
+
+@pytest.fixture
+def api():
+    server = FakeAPI()
+    server.thread.start()
+    yield server
+    server.server.shutdown()
+    server.server.server_close()
+
+
+def _config(api_url: str | None = None, **agent) -> dict:
+    agent = {"backoff_s": 0, "max_retries": 1, "timeout_s": 5, **agent}
+    if api_url:
+        agent["base_url"] = api_url
+    return validate_config(
+        {"arch": "gfx90c", "families": ["SB"], "search": {"candidates_per_generation": 6}, "agent": agent}
+    )
+
+
+def _run(tmp_path: Path, deck_path: Path, config: dict, selection: Path | None = None, gen: int = 0):
+    out = tmp_path / "results" / "gfx90c" / LIB / f"gen{gen}" / "proposals.yaml"
+    audit = tmp_path / "results" / "gfx90c" / "logs" / LIB / f"gen{gen}" / "agent.jsonl"
+    mutate.run(gen, deck_path, selection, PROFILE, config, out, agent_audit=audit)
+    return read_yaml(out), audit
+
+
+def _files_text(root: Path) -> str:
+    return "\n".join(p.read_text(errors="replace") for p in root.rglob("*") if p.is_file())
+
+
+def test_without_a_key_the_generation_is_symbolic_and_says_why(tmp_path, deck_path, monkeypatch):
+    monkeypatch.delenv("ANTHROPIC_API_KEY", raising=False)
+    doc, audit = _run(tmp_path, deck_path, _config())
+    assert len(doc["proposals"]) == 6 and all(p["proposer"] != "agent" for p in doc["proposals"])
+    assert doc["agent"]["status"] == "off" and "ANTHROPIC_API_KEY is not set" in doc["agent"]["reason"]
+    assert not audit.exists() and not (tmp_path / "results" / "gfx90c" / "agent").exists()
+    assert agent_status(_config(provider="none"), {"ANTHROPIC_API_KEY": KEY}) == (False, "agent.provider is none")
+    assert agent_status(_config(), {"ANTHROPIC_API_KEY": KEY}) == (True, "")
+    assert "symbolic strategy only" in NO_KEY_MESSAGE
+
+
+def test_agent_takes_its_slots_and_symbolic_fills_the_rest(tmp_path, deck_path, monkeypatch, api):
+    monkeypatch.setenv("ANTHROPIC_API_KEY", KEY)
+    api.reply(
+        [
+            {"params": GOOD, "rationale": "wider TT0"},
+            {"params": {**GOOD, "DepthU": 12}, "rationale": "illegal value"},
+            {"params": GOOD2, "rationale": "bigger tile"},
+        ]
+    )
+    doc, audit = _run(tmp_path, deck_path, _config(api.url, proposals_per_generation=4))
+    props = doc["proposals"]
+    assert len(props) == 6 and doc["proposer"] == "agent+symbolic"
+    agent = [p for p in props if p["proposer"] == "agent"]
+    assert [p["params"] for p in agent] == [GOOD, GOOD2]
+    assert agent[0]["model"] == "claude-sonnet-5-5" and agent[0]["rationale"] == "wider TT0"
+    assert agent[0]["tokens"]["output_tokens"] == 300 and agent[0]["tokens"]["shared_by"] == 2
+    assert doc["agent"]["status"] == "used" and doc["agent"]["rejected"][0]["class"] == "invalid"
+    ids = [candidate_id(p["params"]) for p in props]
+    assert len(set(ids)) == 6  # the symbolic fill never repeats an agent proposal
+    # Downstream, emit's classifier accepts every proposal as a new legal candidate.
+    library = Library.parse(LIB)
+    kernels, rejected = emit.classify(props, library, legality.Limits.from_profile(PROFILE), set())
+    assert len(kernels) == 6 and rejected == []
+    assert audit.exists() and (tmp_path / "results" / "gfx90c" / "agent" / "ledger.json").exists()
+    assert KEY not in _files_text(tmp_path)
+
+
+def test_agent_failure_completes_the_generation_symbolically(tmp_path, deck_path, monkeypatch, api):
+    monkeypatch.setenv("ANTHROPIC_API_KEY", KEY)
+    for _ in range(2):
+        api.push(503, {"type": "error", "error": {"type": "overloaded_error", "message": "busy"}})
+    doc, _ = _run(tmp_path, deck_path, _config(api.url))
+    assert len(doc["proposals"]) == 6 and doc["proposer"] == "symbolic"
+    assert doc["agent"]["status"] == "failed" and "HTTP 503" in doc["agent"]["reason"]
+
+
+def test_agent_dedupes_against_the_measured_ids_of_the_previous_selection(tmp_path, deck_path, monkeypatch, api):
+    monkeypatch.setenv("ANTHROPIC_API_KEY", KEY)
+    gen0, _ = _run(tmp_path, deck_path, _config(provider="none"))
+    sel = tmp_path / "selection.yaml"
+    measured = [candidate_id(p["params"]) for p in gen0["proposals"]] + [candidate_id(GOOD)]
+    from oto.files import write_yaml
+
+    write_yaml(
+        sel,
+        {
+            "library": LIB,
+            "generation": 0,
+            "frozen": False,
+            "sizes": [[64, 64, 1, 64]],
+            "per_size": [{"size_index": 0, "winner": measured[0], "score": 1.1, "verdict": "win"}],
+            "kernels": {measured[0]: gen0["proposals"][0]["params"]},
+            "summary": {"geomean_score": 1.1, "failures": {}},
+            "convergence": {"converged": False, "reason": "still improving", "history": [1.1]},
+            "observations": [
+                {"id": measured[0], "params": gen0["proposals"][0]["params"], "score": 1.1, "sizes_won": 1}
+            ],
+            "measured": measured,
+        },
+    )
+    api.push(200, message([tool_use({"proposals": [{"params": GOOD, "rationale": "seen"},
+                                                   {"params": GOOD2, "rationale": "new"}]})]))  # fmt: skip
+    doc, _ = _run(tmp_path, deck_path, _config(api.url), selection=sel, gen=1)
+    agent = [p for p in doc["proposals"] if p["proposer"] == "agent"]
+    assert [p["params"] for p in agent] == [GOOD2]
+    assert doc["agent"]["rejected"][0]["class"] == "duplicate"
+    assert not {candidate_id(p["params"]) for p in doc["proposals"]} & set(measured)
+    # The evidence the agent saw carried the winners, what was tried and the failures.
+    body = api.requests[0]["body"]["messages"][0]["content"][0]["text"]
+    assert '"winners_per_size"' in body and '"tried"' in body and '"measured_count": 7' in body

@@ -1,0 +1,159 @@
+import numpy as np
+import pandas as pd
+from oto.racing import BUDGET, NO_VALID, SEPARATED, TIE, RaceSettings, annotate_scores, decide_size, race
+from oto.scoring import SAMPLE_COLUMNS, SCORE_COLUMNS, score_samples
+from oto.stages.benchmark import interleave_sizes
+from oto.stages.select import measurement_failures, observations
+
+TRUE = {"ref": 100.0, "fast": 70.0, "close": 71.0, "slow": 130.0, "mid": 90.0, "bad": 50.0, "meh": 108.0}
+
+
+def _scores(rows):
+    """rows: (kernel, score, lo, hi[, status]) at size 0."""
+    out = []
+    for r in rows:
+        kid, score, lo, hi, *status = r
+        out.append((kid, 0, 5, score, lo, hi, 1.0, 1.0, status[0] if status else "ok", "", 0))
+    return pd.DataFrame(out, columns=SCORE_COLUMNS)
+
+
+def test_decide_separated_tie_open_and_failed_never_leads():
+    sep = decide_size(_scores([("a", 1.3, 1.25, 1.35), ("ref", 1.0, 0.98, 1.02)]), 0, 0.02)
+    assert (sep.leader, sep.stop, sep.contenders) == ("a", SEPARATED, ("a",))
+    tie = decide_size(_scores([("a", 1.300, 1.295, 1.305), ("b", 1.298, 1.293, 1.303)]), 0, 0.02)
+    assert tie.stop == TIE and set(tie.contenders) == {"a", "b"}
+    wide = decide_size(
+        _scores([("a", 1.30, 1.20, 1.40), ("b", 1.25, 1.15, 1.35), ("c", 1.0, 0.9, 1.1)]), 0, 0.02
+    )
+    assert wide.stop is None and wide.contenders == ("a", "b")
+    # The fastest kernel failed validation: it cannot lead, the gate holds inside the race too.
+    gated = decide_size(_scores([("x", 2.0, 1.9, 2.1, "validation_failed"), ("a", 1.3, 1.2, 1.4)]), 0, 0.02)
+    assert gated.leader == "a"
+    assert decide_size(_scores([("x", np.nan, np.nan, np.nan, "crash")]), 0, 0.02).stop == NO_VALID
+
+
+class FakeGPU:
+    """Times launches with a slow ±25% drift over execution order and 3% log-normal jitter."""
+
+    def __init__(self, seed=0, fail=()):
+        self.rng = np.random.default_rng(seed)
+        self.clock = 0
+        self.fail = set(fail)
+        self.calls = 0
+
+    def measure(self, launches):
+        self.calls += 1
+        rows = []
+        for seq, la in enumerate(launches):
+            drift = 1 + 0.25 * np.sin(2 * np.pi * (self.clock + seq) / 3000)
+            t = TRUE[la.kernel_id] * (1 + 0.1 * la.size_index) * drift * self.rng.lognormal(0, 0.03)
+            status, reason = (
+                ("validation_failed", "max error 3e2") if la.kernel_id in self.fail else ("ok", "")
+            )
+            rows.append((seq, la.kernel_id, la.role, la.size_index, 64, 64, 1, 64, la.rep,
+                         np.nan if status != "ok" else t, status, reason, "simulated"))  # fmt: skip
+        self.clock += len(launches)
+        return pd.DataFrame(rows, columns=SAMPLE_COLUMNS)
+
+
+def _race(gpu, candidates, settings, n_sizes=3):
+    reference = dict.fromkeys(range(n_sizes), "ref")
+    return race(
+        gpu.measure,
+        lambda df: score_samples(df, dict.fromkeys(range(n_sizes), 1e6), bootstrap=100, seed=0),
+        lambda per, reps, off, rnd: interleave_sizes(per, reference, reps, f"t:{rnd}", off),
+        {i: list(candidates) for i in range(n_sizes)},
+        reference,
+        settings,
+    )
+
+
+def test_race_probes_everyone_then_tops_up_only_contenders():
+    gpu = FakeGPU(seed=1)
+    settings = RaceSettings(probe_repetitions=3, round_repetitions=4, max_repetitions=24)
+    res = _race(gpu, ["fast", "close", "slow", "mid"], settings)
+    s = res.samples
+    probe = s[s["round"] == 0]
+    assert set(probe["kernel_id"]) == {"fast", "close", "slow", "mid", "ref"}
+    assert (probe[probe.role == "candidate"].groupby(["kernel_id", "size_index"]).size() == 3).all()
+    later = s[(s["round"] > 0) & (s.role == "candidate")]
+    assert "slow" not in set(later["kernel_id"])  # 30% behind the spoof floor: out after the probe
+    assert gpu.calls == res.rounds > 1  # one backend call per round
+    # Execution order continues across rounds (one timeline for the drift model); reps never repeat.
+    assert s["seq"].is_unique and (np.diff(s["seq"].to_numpy()) > 0).all()
+    assert not s[s.role == "candidate"].duplicated(["kernel_id", "size_index", "rep"]).any()
+    assert s.groupby(["kernel_id", "size_index"]).size().max() <= 2 * settings.max_repetitions + 8
+    for d in res.decisions.values():
+        assert d.leader in ("fast", "close") and d.stop in (SEPARATED, TIE, BUDGET)
+    # fast and close are 1.4% apart: the race keeps sampling them, not the losers.
+    n = s[s.role == "candidate"].groupby("kernel_id").size()
+    assert n["fast"] > n["mid"] and n["close"] > n["slow"]
+
+
+def test_race_separates_clear_winner_quickly():
+    res = _race(FakeGPU(seed=2), ["fast", "slow", "mid"], RaceSettings(max_repetitions=40))
+    assert {d.stop for d in res.decisions.values()} == {SEPARATED}
+    assert {d.leader for d in res.decisions.values()} == {"fast"}
+    per = res.samples[res.samples.role == "candidate"].groupby(["kernel_id", "size_index"]).size()
+    assert per.mean() <= 10
+
+
+def test_reference_is_a_contender_and_can_win():
+    res = _race(FakeGPU(seed=3), ["slow", "meh"], RaceSettings())
+    assert {d.leader for d in res.decisions.values()} == {"ref"}
+    assert {d.stop for d in res.decisions.values()} == {SEPARATED}
+
+
+def test_validation_failure_never_wins_the_race():
+    res = _race(FakeGPU(seed=4, fail={"bad"}), ["bad", "mid", "slow"], RaceSettings())
+    assert {d.leader for d in res.decisions.values()} == {"mid"}
+    bad = res.scores[res.scores.kernel_id == "bad"]
+    assert (bad.status == "validation_failed").all() and (bad.reason == "max error 3e2").all()
+    assert "bad" not in set(res.samples.loc[res.samples["round"] > 0, "kernel_id"])  # no samples wasted
+
+
+def test_budget_stops_the_race_and_says_so():
+    res = _race(FakeGPU(seed=5), ["fast", "close"], RaceSettings(budget_launches=60))
+    assert res.rounds == 1 and {d.stop for d in res.decisions.values()} == {BUDGET}
+    capped = _race(FakeGPU(seed=5), ["fast", "close"], RaceSettings(max_repetitions=7))
+    assert {d.stop for d in capped.decisions.values()} <= {BUDGET, SEPARATED, TIE}
+    per = capped.samples[capped.samples.role == "candidate"].groupby(["kernel_id", "size_index"]).size()
+    assert per.max() <= 7
+
+
+def test_annotate_scores_reproduces_the_decision():
+    res = _race(FakeGPU(seed=6), ["fast", "slow", "mid"], RaceSettings())
+    ann = annotate_scores(res.scores, 0.02)
+    for i, d in res.decisions.items():
+        at = ann[ann.size_index == i]
+        assert set(at["race"]) == {d.stop}
+        assert set(at.loc[at.contender, "kernel_id"]) == set(d.contenders)
+    assert set(
+        annotate_scores(_scores([("a", 1.3, 1.0, 1.6), ("b", 1.2, 0.9, 1.5)]), 0.02, "fixed").race
+    ) == {"fixed"}
+
+
+def test_settings_from_config():
+    s = RaceSettings.from_config(
+        {"tie_tolerance": 0.05, "racing": {"probe_repetitions": 5, "budget_launches": 9}}
+    )
+    assert (s.probe_repetitions, s.budget_launches, s.tie_tolerance, s.max_repetitions) == (5, 9, 0.05, 32)
+
+
+def test_failures_are_counted_and_reach_the_evidence():
+    scores = pd.DataFrame(
+        [
+            ("a", 0, 5, 1.1, 1.0, 1.2, 9.0, 1.0, "ok", "2 timing(s) excluded: NaN, zero or negative time", 2),
+            ("v", 0, 5, 1.5, 1.4, 1.6, 9.0, 1.0, "validation_failed", "results differ", 0),
+            ("t", 0, 4, 1.0, 0.9, 1.1, 9.0, 1.0, "timeout", "no completion within 5000000 us", 0),
+        ],
+        columns=SCORE_COLUMNS,
+    )
+    assert measurement_failures(scores) == {"bad_timing": 2, "validation_failed": 1, "timeout": 1}
+    params = {k: {"DepthU": 8} for k in ("a", "v", "t", "c")}
+    rows = [{"winner": "a"}]
+    obs = {o["id"]: o for o in observations(scores, params, rows, [], {"c": ("compile_error", "VGPR > 256")})}
+    assert obs["v"]["failure"] == "validation_failed" and obs["v"]["failure_reason"] == "results differ"
+    assert obs["t"]["failure"] == "timeout"
+    assert (obs["c"]["failure"], obs["c"]["failure_reason"]) == ("compile_error", "VGPR > 256")
+    assert obs["a"]["failure"] == "" and obs["a"]["sizes_won"] == 1

@@ -1,0 +1,134 @@
+"""The agent's entry: evidence → at most n validated, new proposals plus the provenance of the call.
+
+Never raises for anything the API or the reply does: every failure (no budget, HTTP errors after retries,
+timeouts, an unusable reply) comes back as an Outcome with status 'failed' and a reason, and the caller fills
+the generation with the symbolic strategy.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from oto.agent import prompt
+from oto.agent.audit import AuditLog, Redactor
+from oto.agent.client import CallFailed, call
+from oto.agent.ledger import Ledger, LedgerError
+from oto.agent.settings import AgentSettings
+from oto.agent.space import Space
+from oto.agent.validate import UnusableReply, tool_input, validate
+
+_CHARS_PER_TOKEN = 3.0  # conservative: over-estimates tokens for JSON-heavy prompts
+
+
+@dataclass
+class Outcome:
+    status: str  # used | failed | skipped
+    reason: str
+    model: str
+    proposals: list[dict[str, Any]] = field(default_factory=list)  # {id, params, rationale}
+    rejected: list[dict[str, Any]] = field(default_factory=list)
+    usage: dict[str, int] = field(default_factory=dict)
+    usd: float = 0.0
+    attempts: int = 0
+
+    def provenance(self) -> dict[str, Any]:
+        """The per-file block written to proposals.yaml (no secrets: settings and counts only)."""
+        return {
+            "status": self.status,
+            "reason": self.reason,
+            "model": self.model,
+            "accepted": len(self.proposals),
+            "rejected": self.rejected,
+            "usage": self.usage,
+            "usd": round(self.usd, 6),
+            "attempts": self.attempts,
+        }
+
+
+def build_request(
+    space: Space, digest: Mapping[str, Any], hardware: Mapping[str, Any], n: int, settings: AgentSettings
+) -> dict[str, Any]:
+    return {
+        "model": settings.model,
+        "max_tokens": settings.max_output_tokens,
+        "system": prompt.system_blocks(space, hardware, n),
+        "messages": prompt.user_message(digest, n),
+        "tools": [prompt.tool_schema(space, n)],
+        "tool_choice": {"type": "auto"},  # current models reject forced tool use; the prompt requires it
+    }
+
+
+def propose(
+    space: Space,
+    digest: Mapping[str, Any],
+    hardware: Mapping[str, Any],
+    n: int,
+    seen: set[str] | frozenset[str],
+    settings: AgentSettings,
+    key: str,
+    ledger_path: Path,
+    audit_path: Path | None,
+    job: str,
+    sleep: Callable[[float], None] = time.sleep,
+) -> Outcome:
+    audit = AuditLog(audit_path, Redactor([key]))
+    out = Outcome("failed", "", settings.model)
+    if n <= 0:
+        out.status, out.reason = "skipped", "no agent slots in this generation"
+        return out
+    request = build_request(space, digest, hardware, n, settings)
+    audit.write("start", job=job, space=space.name, n=n, settings=_settings_record(settings))
+    ledger = Ledger(ledger_path)
+    est_in = int(len(json.dumps(request)) / _CHARS_PER_TOKEN)
+    p_in, p_out, p_write, _ = settings.price()
+    want_usd = (est_in * max(p_in, p_write) + settings.max_output_tokens * p_out) / 1e6
+    try:
+        over = ledger.reserve(
+            settings.max_tokens_per_run,
+            settings.max_usd_per_run,
+            est_in + settings.max_output_tokens,
+            want_usd,
+        )
+    except LedgerError as exc:
+        over = str(exc)
+    if over:
+        out.reason = f"budget exhausted ({over})"
+        audit.write("skipped", reason=out.reason)
+        return out
+    try:
+        reply = call(settings, key, request, audit, sleep=sleep)
+    except CallFailed as exc:
+        out.reason, out.attempts = f"API call failed: {exc}", exc.attempts
+        audit.write("failed", reason=out.reason)
+        return out
+    out.usage, out.attempts, out.model = reply.usage, reply.attempts, reply.model
+    out.usd = settings.cost_usd(reply.usage)
+    ledger.record(job, reply.usage, out.usd)
+    try:
+        result = validate(tool_input(reply.content), space, seen, n)
+    except UnusableReply as exc:
+        out.reason = f"unusable reply: {exc} (stop_reason {reply.stop_reason})"
+        audit.write("failed", reason=out.reason)
+        return out
+    out.proposals, out.rejected = result.accepted, result.rejected
+    out.status = "used"
+    out.reason = f"{len(result.accepted)} accepted, {len(result.rejected)} rejected by validation"
+    audit.write("validated", accepted=result.accepted, rejected=result.rejected, usd=round(out.usd, 6))
+    return out
+
+
+def _settings_record(s: AgentSettings) -> dict[str, Any]:
+    return {
+        "model": s.model,
+        "max_output_tokens": s.max_output_tokens,
+        "timeout_s": s.timeout_s,
+        "max_retries": s.max_retries,
+        "budget_tokens": s.max_tokens_per_run,
+        "budget_usd": s.max_usd_per_run,
+        "base_url": s.base_url,
+    }

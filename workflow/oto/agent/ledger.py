@@ -1,0 +1,82 @@
+"""The run's token and cost ledger: one small JSON file under results/<arch>/agent/, shared by mutate jobs.
+
+A "run" is everything that writes one results folder, resumes included, so a crash-and-resume loop cannot
+spend past the budget; delete the file to start a fresh budget. Jobs may run in parallel: every read-modify-
+write holds an exclusive lock on a sibling .lock file.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import json
+from collections.abc import Iterator, Mapping
+from pathlib import Path
+from typing import Any
+
+_FIELDS = ("input_tokens", "output_tokens", "cache_creation_input_tokens", "cache_read_input_tokens")
+
+
+class LedgerError(ValueError):
+    pass
+
+
+def _empty() -> dict[str, Any]:
+    return {"calls": 0, "usd": 0.0, **{f: 0 for f in _FIELDS}, "jobs": []}
+
+
+class Ledger:
+    def __init__(self, path: Path):
+        self.path = Path(path)
+
+    @contextlib.contextmanager
+    def _locked(self) -> Iterator[dict[str, Any]]:
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        with open(self.path.with_suffix(".lock"), "w") as lock:
+            fcntl.flock(lock, fcntl.LOCK_EX)
+            state = self._read()
+            yield state
+            tmp = self.path.with_suffix(".tmp")
+            tmp.write_text(json.dumps(state, indent=1, sort_keys=True))
+            tmp.replace(self.path)
+
+    def _read(self) -> dict[str, Any]:
+        if not self.path.exists():
+            return _empty()
+        try:
+            state = json.loads(self.path.read_text())
+            if not isinstance(state, dict) or not isinstance(state.get("usd"), int | float):
+                raise ValueError("not a ledger object")
+        except ValueError as exc:
+            # Losing track of spending must not mean spending more: refuse until a human looks.
+            raise LedgerError(f"{self.path}: unreadable agent ledger ({exc}); fix or delete it") from None
+        return {**_empty(), **state}
+
+    def totals(self) -> dict[str, Any]:
+        with self._locked() as state:
+            return dict(state)
+
+    def tokens(self, state: Mapping[str, Any]) -> int:
+        return sum(int(state.get(f, 0)) for f in _FIELDS)
+
+    def reserve(self, max_tokens: int, max_usd: float, want_tokens: int, want_usd: float) -> str:
+        """'' when a call of at most (want_tokens, want_usd) fits the run budget, else the reason."""
+        with self._locked() as state:
+            spent_t, spent_usd = self.tokens(state), float(state["usd"])
+        if spent_t + want_tokens > max_tokens:
+            return f"token budget: {spent_t} spent + up to {want_tokens} for this call > {max_tokens}"
+        if spent_usd + want_usd > max_usd:
+            return (
+                f"cost budget: ${spent_usd:.4f} spent + up to ${want_usd:.4f} for this call > ${max_usd:.2f}"
+            )
+        return ""
+
+    def record(self, job: str, usage: Mapping[str, int], usd: float) -> None:
+        with self._locked() as state:
+            state["calls"] += 1
+            state["usd"] = round(float(state["usd"]) + usd, 6)
+            for f in _FIELDS:
+                state[f] = int(state[f]) + int(usage.get(f, 0))
+            state["jobs"].append(
+                {"job": job, "usd": round(usd, 6), **{f: int(usage.get(f, 0)) for f in _FIELDS}}
+            )

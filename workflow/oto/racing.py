@@ -1,0 +1,187 @@
+"""Adaptive repetition: race the candidates of every size against each other and the spoof floor.
+
+With ±25% drift, a fixed number of repetitions is either too few to separate close kernels or wastes GPU
+seconds on kernels that lost by 30% in the first launches. Racing spends samples where the answer is still
+open:
+
+1. **Probe.** Every candidate at every size, ``probe_repetitions`` times, interleaved with the reference.
+2. **Decide per size** from the drift-normalised scores of *all* samples so far. The leader is the best
+   valid kernel (the reference, i.e. the spoof floor, is a contender like any other). A kernel whose interval
+   lies entirely below the leader's is out. The size stops as
+
+   * ``separated`` — no other kernel's interval overlaps the leader's;
+   * ``tie`` — every remaining contender is provably within ``tie_tolerance`` of the leader: the upper bound
+     of the log gap (gap + the two half-widths in quadrature) is ≤ log(1 + tolerance);
+   * ``budget`` — every contender has ``max_repetitions`` samples, or the library's launch budget is spent.
+3. **Top up** the contenders of open sizes by ``round_repetitions``, again bracketed by the reference, and go
+   to 2. Each round is one ``measure`` call; execution order (``seq``) and repetition numbers continue across
+   rounds so the drift model sees one timeline.
+
+Kernels with any failed launch (validation, crash, timeout) have status != ok and can never lead.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+
+import numpy as np
+import pandas as pd
+
+from oto.backends.base import Launch
+
+SEPARATED, TIE, BUDGET, FIXED, NO_VALID = "separated", "tie", "budget", "fixed", "no_valid"
+
+
+@dataclass(frozen=True)
+class RaceSettings:
+    probe_repetitions: int = 3
+    round_repetitions: int = 4
+    max_repetitions: int = 32  # per (kernel, size)
+    budget_launches: int = 50_000  # per race (one library and generation, or one finalize)
+    tie_tolerance: float = 0.02
+
+    @classmethod
+    def from_config(cls, benchmark: Mapping) -> RaceSettings:
+        r = benchmark.get("racing", {}) or {}
+        return cls(
+            probe_repetitions=int(r.get("probe_repetitions", cls.probe_repetitions)),
+            round_repetitions=int(r.get("round_repetitions", cls.round_repetitions)),
+            max_repetitions=int(r.get("max_repetitions", cls.max_repetitions)),
+            budget_launches=int(r.get("budget_launches", cls.budget_launches)),
+            tie_tolerance=float(benchmark.get("tie_tolerance", cls.tie_tolerance)),
+        )
+
+
+@dataclass(frozen=True)
+class SizeDecision:
+    """Racing state of one size: ``stop`` is None while the size is still open."""
+
+    size_index: int
+    leader: str | None
+    contenders: tuple[str, ...]  # kernels (leader included) whose interval overlaps the leader's
+    stop: str | None
+
+
+@dataclass
+class RaceResult:
+    samples: pd.DataFrame
+    scores: pd.DataFrame
+    decisions: dict[int, SizeDecision]
+    rounds: int
+    launches: int
+    log: list[str] = field(default_factory=list)
+
+
+def _half_log_width(lo: float, hi: float) -> float:
+    if not (np.isfinite(lo) and np.isfinite(hi)) or lo <= 0:
+        return math.inf
+    return (math.log(hi) - math.log(lo)) / 2
+
+
+def decide_size(scores: pd.DataFrame, size_index: int, tolerance: float) -> SizeDecision:
+    """Leader, remaining contenders and stop reason (separated / tie / None) at one size.
+
+    ``scores`` has the scores.csv layout; rows of other sizes are ignored."""
+    g = scores[(scores["size_index"] == size_index) & (scores["status"] == "ok") & scores["score"].notna()]
+    if g.empty:  # nothing valid ran: no race to run
+        return SizeDecision(size_index, None, (), NO_VALID)
+    g = g.sort_values(["score", "kernel_id"], ascending=[False, True])
+    lead = g.iloc[0]
+    rivals = g.iloc[1:]
+    overlapping = rivals[rivals["ci_high"] >= lead["ci_low"]]
+    contenders = (str(lead["kernel_id"]), *map(str, overlapping["kernel_id"]))
+    if overlapping.empty:
+        return SizeDecision(size_index, str(lead["kernel_id"]), contenders, SEPARATED)
+    h_lead = _half_log_width(lead["ci_low"], lead["ci_high"])
+    limit = math.log1p(tolerance)
+    tied = all(
+        math.log(lead["score"] / r.score) + math.hypot(h_lead, _half_log_width(r.ci_low, r.ci_high)) <= limit
+        for r in overlapping.itertuples(index=False)
+    )
+    return SizeDecision(size_index, str(lead["kernel_id"]), contenders, TIE if tied else None)
+
+
+def race(
+    measure: Callable[[list[Launch]], pd.DataFrame],
+    score: Callable[[pd.DataFrame], pd.DataFrame],
+    plan: Callable[[Mapping[int, Sequence[str]], int, int, int], list[Launch]],
+    candidates: Mapping[int, Sequence[str]],
+    reference: Mapping[int, str],
+    settings: RaceSettings,
+) -> RaceResult:
+    """Run the race.
+
+    * ``measure(launches)`` runs one plan and returns its samples (samples.csv layout, ``seq`` from 0);
+    * ``score(samples)`` turns all samples so far into scores (scores.csv layout);
+    * ``plan(per_size, repetitions, rep_offset, round)`` orders the launches of one round (interleaved with
+      the reference);
+    * ``candidates[size]`` are the kernels to race at each size (the reference is added as a contender).
+    """
+    s = settings
+    frames: list[pd.DataFrame] = []
+    decisions: dict[int, SizeDecision] = {}
+    per_size = {i: [c for c in cands if c != reference.get(i)] for i, cands in candidates.items()}
+    next_seq = next_rep = launches = 0
+    rnd = 0
+    reps = s.probe_repetitions
+    log: list[str] = []
+    scores = pd.DataFrame()
+    while per_size:
+        launch_plan = plan(per_size, reps, next_rep, rnd)
+        if rnd > 0 and launches + len(launch_plan) > s.budget_launches:
+            for i in per_size:
+                decisions[i] = SizeDecision(i, decisions[i].leader, decisions[i].contenders, BUDGET)
+            log.append(f"round {rnd}: budget of {s.budget_launches} launches spent ({launches} used)")
+            break
+        df = measure(launch_plan).copy()
+        if len(df):
+            df["seq"] = df["seq"].astype(int) + next_seq
+            df["round"] = rnd
+            next_seq = int(df["seq"].max()) + 1
+            frames.append(df)
+        launches += len(launch_plan)
+        next_rep += reps
+        samples = pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
+        if samples.empty:
+            break
+        scores = score(samples)
+        counts = samples[samples["status"] == "ok"].groupby(["kernel_id", "size_index"]).size()
+        open_sizes: dict[int, list[str]] = {}
+        for i in sorted(per_size):
+            d = decide_size(scores, i, s.tie_tolerance)
+            if d.stop is None:
+                hungry = [k for k in d.contenders if counts.get((k, i), 0) < s.max_repetitions]
+                ref = reference.get(i)
+                # The reference is timed in every round that touches its size (it brackets the candidates),
+                # so it only needs candidates to travel with.
+                top_up = [k for k in hungry if k != ref]
+                if not top_up:
+                    d = SizeDecision(i, d.leader, d.contenders, BUDGET)
+                else:
+                    open_sizes[i] = top_up
+            decisions[i] = d
+        log.append(f"round {rnd}: {len(launch_plan)} launches, {len(open_sizes)} size(s) still open")
+        per_size = open_sizes
+        reps = s.round_repetitions
+        rnd += 1
+    samples = pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
+    return RaceResult(samples, scores, decisions, rnd, launches, log)
+
+
+def annotate_scores(scores: pd.DataFrame, tolerance: float, open_label: str = BUDGET) -> pd.DataFrame:
+    """Append the racing outcome to a scores table: ``race`` (why its size stopped) and ``contender``
+    (the kernel's interval still overlaps the leader's).
+
+    Deciding from the final scores reproduces the race's last decision; a size still open at the end was
+    stopped by the budget (or, without racing, by the fixed repetition count: ``open_label``)."""
+    out = scores.copy()
+    out["race"] = ""
+    out["contender"] = False
+    for i in sorted(out["size_index"].unique()):
+        d = decide_size(out, int(i), tolerance)
+        at = out["size_index"] == i
+        out.loc[at, "race"] = d.stop or open_label
+        out.loc[at & out["kernel_id"].isin(d.contenders), "contender"] = True
+    return out

@@ -1,0 +1,202 @@
+"""A generic discrete search space: ordered parameters plus constraints.
+
+Strategies search any space described this way. Tensile's kernel parameters are one instance
+(:func:`tensile_space`: values from :data:`oto.tensile_params.PARAMS`, constraint = the legality checker);
+a Kernel Tuner cache is another (:func:`oto.replay.load_cache` builds one whose constraint is "present in
+the cache", exactly like Kernel Tuner's own restriction inference).
+
+Inside the engine a configuration is a tuple of value indices (hashable, cheap to encode); ``config()`` and
+``index()`` convert to and from the ``{name: value}`` form the rest of oto uses.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+Index = tuple[int, ...]
+
+
+@dataclass(frozen=True)
+class Parameter:
+    name: str
+    values: tuple  # in a meaningful order: adjacent values are neighbours
+
+
+def _components(value) -> tuple:
+    return tuple(value) if isinstance(value, list | tuple) else (value,)
+
+
+def _rank_features(values: Sequence) -> np.ndarray:
+    """One row per value, one column per component, each component's rank scaled to [0, 1].
+
+    Tuple values (Tensile's ThreadTile [4, 8]) get one feature per component, so a neighbour in one
+    component is close in feature space; non-numeric values are ranked by their position."""
+    comps = [_components(v) for v in values]
+    width = max(len(c) for c in comps)
+    out = np.zeros((len(values), width))
+    for j in range(width):
+        col = [c[j] if j < len(c) else None for c in comps]
+        try:
+            distinct = sorted(set(col), key=lambda x: (x is None, x))
+        except TypeError:  # mixed or non-comparable values: keep the declared order
+            distinct = list(dict.fromkeys(col))
+        rank = {v: i for i, v in enumerate(distinct)}
+        scale = max(len(distinct) - 1, 1)
+        out[:, j] = [rank[v] / scale for v in col]
+    return out
+
+
+@dataclass
+class Space:
+    """Parameters, a validity constraint, and (when known) the full set of valid configurations."""
+
+    name: str
+    parameters: tuple[Parameter, ...]
+    constraint: Callable[[Mapping[str, Any]], bool] | None = None
+    members: frozenset[Index] | None = None  # enumerated valid set (e.g. a replay cache's keys)
+    identify: Callable[[Mapping[str, Any]], str] | None = None  # id used for dedupe (default: key())
+    _feat: list[np.ndarray] = field(init=False, repr=False)
+    _adjacent: list[list[list[int]]] = field(init=False, repr=False)
+    _member_list: list[Index] | None = field(init=False, repr=False, default=None)
+    _valid_cache: dict[Index, bool] = field(init=False, repr=False, default_factory=dict)
+
+    def __post_init__(self):
+        self._feat = [_rank_features(p.values) for p in self.parameters]
+        # Neighbours of a value: differ in exactly one component by one rank step.
+        self._adjacent = []
+        for f in self._feat:
+            unit = self._unit_steps(f)
+            adj = []
+            for i in range(len(f)):
+                d = np.abs(f - f[i])
+                moved = (d > 1e-12).sum(axis=1)
+                close = np.all(d <= unit + 1e-9, axis=1)
+                adj.append([j for j in range(len(f)) if j != i and moved[j] == 1 and close[j]])
+            self._adjacent.append(adj)
+        if self.members is not None:
+            self._member_list = sorted(self.members)
+        # Only parameters with more than one value carry information.
+        self._active = [i for i, p in enumerate(self.parameters) if len(p.values) > 1]
+
+    @staticmethod
+    def _unit_steps(f: np.ndarray) -> np.ndarray:
+        out = np.ones(f.shape[1])
+        for j in range(f.shape[1]):
+            distinct = np.unique(f[:, j])
+            out[j] = np.min(np.diff(distinct)) if len(distinct) > 1 else 1.0
+        return out
+
+    # --- conversions -------------------------------------------------------------------------------
+    @property
+    def names(self) -> list[str]:
+        return [p.name for p in self.parameters]
+
+    def config(self, idx: Index) -> dict[str, Any]:
+        out = {}
+        for p, i in zip(self.parameters, idx, strict=True):
+            v = p.values[i]
+            out[p.name] = list(v) if isinstance(v, tuple) else v
+        return out
+
+    def index(self, config: Mapping[str, Any]) -> Index | None:
+        """Index tuple of a configuration, or None when a value is not in the space."""
+        out = []
+        for p in self.parameters:
+            v = config.get(p.name)
+            v = tuple(v) if isinstance(v, list) else v
+            try:
+                out.append(p.values.index(v))
+            except ValueError:
+                return None
+        return tuple(out)
+
+    def key(self, idx: Index) -> str:
+        """Canonical hash of a configuration (stable across runs and processes)."""
+        if self.identify is not None:
+            return self.identify(self.config(idx))
+        text = json.dumps(self.config(idx), sort_keys=True, separators=(",", ":"))
+        return "c" + hashlib.sha256(text.encode()).hexdigest()[:12]
+
+    # --- validity and sampling ----------------------------------------------------------------------
+    def valid(self, idx: Index) -> bool:
+        if self.members is not None:
+            return idx in self.members
+        hit = self._valid_cache.get(idx)
+        if hit is None:
+            hit = bool(self.constraint(self.config(idx))) if self.constraint else True
+            self._valid_cache[idx] = hit
+        return hit
+
+    @property
+    def enumerable(self) -> bool:
+        return self._member_list is not None
+
+    def size(self) -> int | None:
+        return len(self._member_list) if self._member_list is not None else None
+
+    def all_members(self) -> list[Index]:
+        if self._member_list is None:
+            raise ValueError(f"space {self.name!r} is not enumerated")
+        return self._member_list
+
+    def random(self, rng: np.random.Generator, attempts: int = 2000) -> Index | None:
+        """A uniformly random valid configuration (None if rejection sampling finds none)."""
+        if self._member_list is not None:
+            return self._member_list[int(rng.integers(len(self._member_list)))]
+        for _ in range(attempts):
+            idx = tuple(int(rng.integers(len(p.values))) for p in self.parameters)
+            if self.valid(idx):
+                return idx
+        return None
+
+    def neighbours(self, idx: Index) -> list[Index]:
+        """Valid configurations one step away in exactly one parameter component."""
+        out = []
+        for k in self._active:
+            for j in self._adjacent[k][idx[k]]:
+                nb = (*idx[:k], j, *idx[k + 1 :])
+                if self.valid(nb):
+                    out.append(nb)
+        return out
+
+    def walk(self, idx: Index, steps: int, rng: np.random.Generator) -> Index:
+        """A random walk of up to ``steps`` moves through valid configurations (stays put if stuck)."""
+        cur = idx
+        for _ in range(steps):
+            k = self._active[int(rng.integers(len(self._active)))] if self._active else None
+            if k is None:
+                break
+            adj = self._adjacent[k][cur[k]]
+            if not adj:
+                continue
+            nb = (*cur[:k], adj[int(rng.integers(len(adj)))], *cur[k + 1 :])
+            if self.valid(nb):
+                cur = nb
+        return cur
+
+    def encode(self, idxs: Iterable[Index]) -> np.ndarray:
+        """Feature matrix in [0, 1] (component ranks of the active parameters) for surrogate models."""
+        idxs = list(idxs)
+        if not idxs:
+            return np.zeros((0, sum(self._feat[k].shape[1] for k in self._active)))
+        arr = np.asarray(idxs, dtype=int)
+        return np.hstack([self._feat[k][arr[:, k]] for k in self._active])
+
+
+def tensile_space(name: str, is_legal: Callable[[Mapping[str, Any]], bool]) -> Space:
+    """Tensile's kernel parameters (:data:`oto.tensile_params.PARAMS`) under a legality constraint
+    (normally :func:`oto.legality.check` for one library); ids are oto's kernel ids."""
+    from oto.tensile_params import PARAMS, candidate_id
+
+    return Space(
+        name=f"tensile:{name}",
+        parameters=tuple(Parameter(p.name, tuple(p.values)) for p in PARAMS.values()),
+        constraint=is_legal,
+        identify=candidate_id,
+    )

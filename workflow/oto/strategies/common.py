@@ -1,0 +1,121 @@
+"""What every space-generic strategy needs: the space, the history as (config, cost) and a seeded rng."""
+
+from __future__ import annotations
+
+import hashlib
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from oto.space import Index, Space, tensile_space
+from oto.strategies.base import Evidence, Observation, Proposal
+
+
+def rng_for(seed: int, space: Space, step: int, salt: str = "") -> np.random.Generator:
+    """A generator that depends only on (seed, space, step): reruns and resumed runs propose the same."""
+    key = f"{seed}:{space.name}:{step}:{salt}".encode()
+    return np.random.default_rng(int.from_bytes(hashlib.sha256(key).digest()[:8], "little"))
+
+
+def cost(o: Observation) -> float | None:
+    """Minimised quantity: minus log score (score = reference/kernel time, or 1/time when replaying)."""
+    if o.score is None or not o.score > 0 or not math.isfinite(o.score):
+        return None
+    return -math.log(o.score)
+
+
+@dataclass
+class History:
+    """The evidence mapped into a space: evaluated configs with their costs (None = failed)."""
+
+    space: Space
+    points: list[Index]
+    costs: list[float | None]
+    prior_points: list[Index]
+    prior_costs: list[float]
+    taken: set[str]  # ids never to propose again (measured, rejected or proposed in this ask)
+    seeds: list[Index]
+
+    def ok(self) -> list[tuple[Index, float]]:
+        return [(p, c) for p, c in zip(self.points, self.costs, strict=True) if c is not None]
+
+    def ranked(self) -> list[Index]:
+        return [p for p, _ in sorted(self.ok(), key=lambda pc: pc[1])]
+
+
+class SpaceCache:
+    """Keeps one Space per library so legality verdicts are memoised across asks of one strategy."""
+
+    def __init__(self):
+        self._spaces: dict[str, Space] = {}
+
+    def get(self, evidence: Evidence) -> Space:
+        if evidence.space is not None:
+            return evidence.space
+        name = evidence.library.name if evidence.library is not None else "tensile"
+        if name not in self._spaces:
+            self._spaces[name] = tensile_space(name, evidence.is_legal)
+        return self._spaces[name]
+
+
+def history(evidence: Evidence, space: Space) -> History:
+    pts, costs, ppts, pcosts = [], [], [], []
+    for o in evidence.observations:
+        idx = space.index(o.params)
+        if idx is not None:
+            pts.append(idx)
+            costs.append(cost(o))
+    for o in evidence.prior:
+        idx, c = space.index(o.params), cost(o)
+        if idx is not None and c is not None:
+            ppts.append(idx)
+            pcosts.append(c)
+    seeds = [i for i in (space.index(_listify(s)) for s in evidence.seeds) if i is not None]
+    taken = set(evidence.seen) | {space.key(p) for p in pts}
+    return History(space, pts, costs, ppts, pcosts, taken, seeds)
+
+
+def _listify(params: Mapping[str, Any]) -> dict[str, Any]:
+    return {k: list(v) if isinstance(v, tuple) else v for k, v in params.items()}
+
+
+class Picker:
+    """Collects proposals: unseen, valid, each id once."""
+
+    def __init__(self, hist: History, n: int, proposer: str):
+        self.hist, self.n, self.proposer = hist, n, proposer
+        self.out: list[Proposal] = []
+        self.picked: list[Index] = []
+
+    @property
+    def full(self) -> bool:
+        return len(self.out) >= self.n
+
+    def offer(self, idx: Index | None, rationale: str, proposer: str | None = None) -> bool:
+        if idx is None or self.full:
+            return False
+        space = self.hist.space
+        kid = space.key(idx)
+        if kid in self.hist.taken or not space.valid(idx):
+            return False
+        self.hist.taken.add(kid)
+        self.out.append(Proposal(space.config(idx), proposer or self.proposer, rationale))
+        self.picked.append(idx)
+        return True
+
+
+def fill_random(pick: Picker, rng: np.random.Generator, rationale: str) -> None:
+    """Top up with random valid configurations (random walks from seeds when not enumerable)."""
+    space, hist = pick.hist.space, pick.hist
+    anchors = hist.ranked()[:4] or hist.seeds
+    for _ in range(50 * pick.n):
+        if pick.full:
+            return
+        if space.enumerable or not anchors:
+            idx = space.random(rng, attempts=200)
+        else:  # legal configs are rare in Tensile's product space: wander from known-legal ones
+            idx = space.walk(anchors[int(rng.integers(len(anchors)))], int(rng.integers(2, 7)), rng)
+        pick.offer(idx, rationale)
