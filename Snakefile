@@ -25,6 +25,7 @@ include: "rules/select.smk"
 include: "rules/finalize.smk"
 include: "rules/package.smk"
 include: "rules/dashboard.smk"
+include: "rules/registry.smk"
 
 
 rule all:
@@ -32,3 +33,4 @@ rule all:
     input:
         f"results/{ARCH}/TensileLibrary.dat",
         f"results/{ARCH}/dashboard/index.html",
+        f"results/{ARCH}/registry/consolidated.yaml",

@@ -47,7 +47,11 @@ def generation_inputs(wc, **files):
 
 
 def mutate_inputs(wc):
-    return {"deck": f"{library_dir(wc)}/deck.yaml", "profile": PROFILE, **generation_inputs(wc)}
+    out = {"deck": f"{library_dir(wc)}/deck.yaml", "profile": PROFILE, **generation_inputs(wc)}
+    if int(wc.gen) > 0:  # the agent's digest: failure reasons and kernel resources of the last generation
+        prev = f"{library_dir(wc)}/gen{int(wc.gen) - 1}"
+        out.update(prev_build=f"{prev}/build.yaml", prev_candidates=f"{prev}/candidates.yaml")
+    return out
 
 
 def emit_inputs(wc):

@@ -3,7 +3,7 @@
 # (oto.agent) and the symbolic strategy fills the rest; the same proposals.yaml contract either way.
 from oto.agent import NO_KEY_MESSAGE, agent_status
 
-AGENT_ON, _AGENT_OFF_REASON = agent_status(config)
+AGENT_ON = agent_status(config)[0]
 AGENT_LLM_SLOTS = 0  # resources.llm_api taken by one mutate job
 AGENT_RETRIES = 0
 if config["agent"]["provider"] == "anthropic":

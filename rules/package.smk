@@ -57,6 +57,7 @@ rule package:
         profile=PROFILE,
     output:
         "results/{arch}/TensileLibrary.dat",
+        manifest="results/{arch}/library/manifest.yaml",
     params:
         label=lookup(dpath="package/label", within=config),
     log:

@@ -3,6 +3,7 @@ rule select:
         unpack(select_inputs),
     output:
         "results/{arch}/{library}/gen{gen}/selection.yaml",
+        registry="results/{arch}/{library}/gen{gen}/registry.jsonl",
     log:
         "results/{arch}/logs/{library}/gen{gen}/select.log",
     conda:

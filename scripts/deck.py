@@ -1,6 +1,9 @@
 """Rule deck: the shipped library → results/<arch>/deck.yaml and one slice per selected library."""
 
+from pathlib import Path
+
 import _oto  # noqa: F401  (puts the oto package on sys.path)
+from oto.dashboard.writer import refresh
 from oto.smk import stage
 from oto.stages import deck
 
@@ -12,3 +15,5 @@ with stage(snakemake) as ctx:
         snakemake.output.deck,
         list(snakemake.output.slices),
     )
+    # The run has started: the dashboard says it is waiting for first results (best effort).
+    refresh(Path(snakemake.output.deck).parent, ctx.config)

@@ -15,4 +15,6 @@ with stage(snakemake) as ctx:
         ctx.config,
         Path(snakemake.output[0]),
         agent_audit=Path(snakemake.log.agent),
+        previous_build=ctx.optional_input(snakemake, "prev_build"),
+        previous_candidates=ctx.optional_input(snakemake, "prev_candidates"),
     )

@@ -12,4 +12,7 @@ with stage(snakemake) as ctx:
         ctx.profile,
         snakemake.params.label,
         Path(snakemake.output[0]),
+        manifest=Path(snakemake.output.manifest),
+        tensile_cfg=ctx.config.get("tensile") or {},
+        create_library=(ctx.config.get("package") or {}).get("create_library", "auto"),
     )

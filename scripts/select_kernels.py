@@ -16,6 +16,7 @@ with stage(snakemake) as ctx:
         ctx.profile,
         ctx.config,
         Path(snakemake.output[0]),
+        out_registry=Path(snakemake.output.registry),
     )
     # The live dashboard, one generation behind at most; best effort: never fails the select job.
     refresh(Path(snakemake.output[0]).parents[2], ctx.config)

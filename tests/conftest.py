@@ -22,3 +22,10 @@ def golden_dir() -> Path:
     if not GOLDEN.is_dir():
         pytest.skip(f"shared golden data not found at {GOLDEN}")
     return GOLDEN
+
+
+@pytest.fixture(autouse=True)
+def _no_paid_claude_calls(monkeypatch):
+    """Tests never call the real API, even on a machine with a key: the agent tests start a local fake API
+    and set a fake key themselves."""
+    monkeypatch.delenv("ANTHROPIC_API_KEY", raising=False)

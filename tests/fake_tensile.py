@@ -50,6 +50,9 @@ def main(argv):
             )
         )
         return 0
+    if argv[0] == "tcl":  # TensileCreateLibrary on a malformed logic file
+        print("Traceback (most recent call last):\nKeyError: 'ProblemType'")
+        return 1
     assert argv[0] == "tensile", argv
     args = argv[1:]
     cache = Path(args[args.index("--asm-cache") + 1])

@@ -3,11 +3,10 @@ proposals.yaml carries provenance per candidate, and without a key the run is sy
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
-from test_agent import GOOD, GOOD2, KEY, PROFILE, FakeAPI, message, tool_use
-
 from oto import legality
 from oto.agent import NO_KEY_MESSAGE, agent_status
 from oto.config import validate_config
@@ -16,6 +15,7 @@ from oto.deck import SHIPPED_MANIFEST, read_manifest, write_library_yaml
 from oto.files import read_yaml
 from oto.stages import emit, mutate
 from oto.tensile_params import candidate_id
+from test_agent import GOOD, GOOD2, KEY, PROFILE, FakeAPI, message, tool_use
 
 LIB = "Cijk_Ailk_Bljk_SB"
 
@@ -45,10 +45,10 @@ def _config(api_url: str | None = None, **agent) -> dict:
     )
 
 
-def _run(tmp_path: Path, deck_path: Path, config: dict, selection: Path | None = None, gen: int = 0):
+def _run(tmp_path: Path, deck_path: Path, config: dict, selection: Path | None = None, gen: int = 0, **kw):
     out = tmp_path / "results" / "gfx90c" / LIB / f"gen{gen}" / "proposals.yaml"
     audit = tmp_path / "results" / "gfx90c" / "logs" / LIB / f"gen{gen}" / "agent.jsonl"
-    mutate.run(gen, deck_path, selection, PROFILE, config, out, agent_audit=audit)
+    mutate.run(gen, deck_path, selection, PROFILE, config, out, agent_audit=audit, **kw)
     return read_yaml(out), audit
 
 
@@ -62,7 +62,10 @@ def test_without_a_key_the_generation_is_symbolic_and_says_why(tmp_path, deck_pa
     assert len(doc["proposals"]) == 6 and all(p["proposer"] != "agent" for p in doc["proposals"])
     assert doc["agent"]["status"] == "off" and "ANTHROPIC_API_KEY is not set" in doc["agent"]["reason"]
     assert not audit.exists() and not (tmp_path / "results" / "gfx90c" / "agent").exists()
-    assert agent_status(_config(provider="none"), {"ANTHROPIC_API_KEY": KEY}) == (False, "agent.provider is none")
+    assert agent_status(_config(provider="none"), {"ANTHROPIC_API_KEY": KEY}) == (
+        False,
+        "agent.provider is none",
+    )
     assert agent_status(_config(), {"ANTHROPIC_API_KEY": KEY}) == (True, "")
     assert "symbolic strategy only" in NO_KEY_MESSAGE
 
@@ -76,9 +79,10 @@ def test_agent_takes_its_slots_and_symbolic_fills_the_rest(tmp_path, deck_path, 
             {"params": GOOD2, "rationale": "bigger tile"},
         ]
     )
-    doc, audit = _run(tmp_path, deck_path, _config(api.url, proposals_per_generation=4))
+    config = _config(api.url, proposals_per_generation=4)
+    doc, audit = _run(tmp_path, deck_path, config)
     props = doc["proposals"]
-    assert len(props) == 6 and doc["proposer"] == "agent+symbolic"
+    assert len(props) == 6 and doc["proposer"] == f"agent+{config['search']['strategy']}"
     agent = [p for p in props if p["proposer"] == "agent"]
     assert [p["params"] for p in agent] == [GOOD, GOOD2]
     assert agent[0]["model"] == "claude-sonnet-5-5" and agent[0]["rationale"] == "wider TT0"
@@ -98,12 +102,15 @@ def test_agent_failure_completes_the_generation_symbolically(tmp_path, deck_path
     monkeypatch.setenv("ANTHROPIC_API_KEY", KEY)
     for _ in range(2):
         api.push(503, {"type": "error", "error": {"type": "overloaded_error", "message": "busy"}})
-    doc, _ = _run(tmp_path, deck_path, _config(api.url))
-    assert len(doc["proposals"]) == 6 and doc["proposer"] == "symbolic"
+    config = _config(api.url)
+    doc, _ = _run(tmp_path, deck_path, config)
+    assert len(doc["proposals"]) == 6 and doc["proposer"] == config["search"]["strategy"]
     assert doc["agent"]["status"] == "failed" and "HTTP 503" in doc["agent"]["reason"]
 
 
-def test_agent_dedupes_against_the_measured_ids_of_the_previous_selection(tmp_path, deck_path, monkeypatch, api):
+def test_agent_dedupes_against_the_measured_ids_of_the_previous_selection(
+    tmp_path, deck_path, monkeypatch, api
+):
     monkeypatch.setenv("ANTHROPIC_API_KEY", KEY)
     gen0, _ = _run(tmp_path, deck_path, _config(provider="none"))
     sel = tmp_path / "selection.yaml"
@@ -129,7 +136,19 @@ def test_agent_dedupes_against_the_measured_ids_of_the_previous_selection(tmp_pa
     )
     api.push(200, message([tool_use({"proposals": [{"params": GOOD, "rationale": "seen"},
                                                    {"params": GOOD2, "rationale": "new"}]})]))  # fmt: skip
-    doc, _ = _run(tmp_path, deck_path, _config(api.url), selection=sel, gen=1)
+    build, cands = tmp_path / "build.yaml", tmp_path / "candidates.yaml"
+    res = {"vgpr": 83, "sgpr": 65, "lds_bytes": 8192}
+    write_yaml(build, {"kernels": [
+        {"id": measured[0], "status": "ok", "reason": "", "resources": res},
+        {"id": measured[1], "status": "register_overflow", "reason": "errorCode=1, msg='too many vgprs'"},
+    ]})  # fmt: skip
+    kernels = [{"id": k, "params": p["params"]} for k, p in zip(measured, gen0["proposals"], strict=False)]
+    write_yaml(cands, {
+        "kernels": kernels,
+        "rejected": [{"class": "illegal", "reason": "LDS overflow", "proposer": "symbolic", "params": GOOD}],
+    })  # fmt: skip
+    prev = {"previous_build": build, "previous_candidates": cands}
+    doc, _ = _run(tmp_path, deck_path, _config(api.url), selection=sel, gen=1, **prev)
     agent = [p for p in doc["proposals"] if p["proposer"] == "agent"]
     assert [p["params"] for p in agent] == [GOOD2]
     assert doc["agent"]["rejected"][0]["class"] == "duplicate"
@@ -137,3 +156,49 @@ def test_agent_dedupes_against_the_measured_ids_of_the_previous_selection(tmp_pa
     # The evidence the agent saw carried the winners, what was tried and the failures.
     body = api.requests[0]["body"]["messages"][0]["content"][0]["text"]
     assert '"winners_per_size"' in body and '"tried"' in body and '"measured_count": 7' in body
+    assert "too many vgprs" in body and "LDS overflow" in body and '"vgpr": 83' in body
+
+
+@pytest.mark.slow
+def test_workflow_runs_the_agent_through_snakemake_with_a_key(tmp_path, api, monkeypatch):
+    """Real snakemake, real SDK, fake API: the mutate jobs call it (llm_api resource, envvars), write the
+    audit log per job and the shared ledger, and the run completes; the key is in no file."""
+    from workflow_helpers import FAST_CONFIG, make_workdir, snakemake
+
+    db = {**GOOD, "VectorWidth": 2, "ThreadTile": [4, 4]}
+    proposals = [
+        {"params": db, "rationale": "half the vector for fp64"},
+        {"params": {**db, "DepthU": 12}, "rationale": "illegal"},
+    ]
+    reply = message([tool_use({"proposals": proposals})])
+    api.default = (200, reply, {}, 0.0)
+    config = {**FAST_CONFIG, "agent": {"base_url": api.url, "proposals_per_generation": 2, "backoff_s": 0}}
+    work = make_workdir(tmp_path, config)
+    monkeypatch.setenv("ANTHROPIC_API_KEY", KEY)
+    target = "results/gfx90c/Cijk_Ailk_Bljk_DB/gen1/selection.yaml"
+    dry = snakemake(work, target, "-n")
+    proc = snakemake(work, "--cores", "2", target)
+    assert dry.returncode == 0 and "symbolic strategy only" not in dry.stderr
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    res = work / "results" / "gfx90c"
+    gen0 = read_yaml(res / "Cijk_Ailk_Bljk_DB" / "gen0" / "proposals.yaml")
+    assert gen0["agent"]["status"] == "used", gen0["agent"]
+    assert [p["params"]["VectorWidth"] for p in gen0["proposals"] if p["proposer"] == "agent"] == [2]
+    gen1 = read_yaml(res / "Cijk_Ailk_Bljk_DB" / "gen1" / "proposals.yaml")
+    assert gen1["agent"]["rejected"][0]["class"] == "duplicate"  # measured in gen0
+    cands = read_yaml(res / "Cijk_Ailk_Bljk_DB" / "gen0" / "candidates.yaml")
+    assert any(k["proposer"] == "agent" for k in cands["kernels"])
+    assert (res / "logs" / "Cijk_Ailk_Bljk_DB" / "gen0" / "agent.jsonl").stat().st_size > 0
+    assert json.loads((res / "agent" / "ledger.json").read_text())["calls"] == len(api.requests) >= 2
+    assert KEY not in _files_text(work / "results") and KEY not in proc.stdout + proc.stderr
+
+
+@pytest.mark.slow
+def test_workflow_without_a_key_says_so_once(tmp_path, monkeypatch):
+    from workflow_helpers import FAST_CONFIG, make_workdir, snakemake
+
+    monkeypatch.delenv("ANTHROPIC_API_KEY", raising=False)
+    work = make_workdir(tmp_path, FAST_CONFIG)
+    proc = snakemake(work, "--cores", "2", "results/gfx90c/Cijk_Ailk_Bljk_DB/gen0/proposals.yaml")
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert (proc.stdout + proc.stderr).count("symbolic strategy only") == 1

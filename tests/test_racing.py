@@ -60,7 +60,9 @@ def _race(gpu, candidates, settings, n_sizes=3):
     reference = dict.fromkeys(range(n_sizes), "ref")
     return race(
         gpu.measure,
-        lambda df: score_samples(df, dict.fromkeys(range(n_sizes), 1e6), bootstrap=100, seed=0),
+        lambda df, only: score_samples(
+            df, dict.fromkeys(range(n_sizes), 1e6), bootstrap=100, seed=0, sizes=only
+        ),
         lambda per, reps, off, rnd: interleave_sizes(per, reference, reps, f"t:{rnd}", off),
         {i: list(candidates) for i in range(n_sizes)},
         reference,
@@ -113,7 +115,7 @@ def test_validation_failure_never_wins_the_race():
 
 
 def test_budget_stops_the_race_and_says_so():
-    res = _race(FakeGPU(seed=5), ["fast", "close"], RaceSettings(budget_launches=60))
+    res = _race(FakeGPU(seed=5), ["fast", "close"], RaceSettings(budget_per_pair=5))
     assert res.rounds == 1 and {d.stop for d in res.decisions.values()} == {BUDGET}
     capped = _race(FakeGPU(seed=5), ["fast", "close"], RaceSettings(max_repetitions=7))
     assert {d.stop for d in capped.decisions.values()} <= {BUDGET, SEPARATED, TIE}
@@ -135,9 +137,9 @@ def test_annotate_scores_reproduces_the_decision():
 
 def test_settings_from_config():
     s = RaceSettings.from_config(
-        {"tie_tolerance": 0.05, "racing": {"probe_repetitions": 5, "budget_launches": 9}}
+        {"tie_tolerance": 0.05, "racing": {"probe_repetitions": 5, "budget_per_pair": 9}}
     )
-    assert (s.probe_repetitions, s.budget_launches, s.tie_tolerance, s.max_repetitions) == (5, 9, 0.05, 32)
+    assert (s.probe_repetitions, s.budget_per_pair, s.tie_tolerance, s.max_repetitions) == (5, 9, 0.05, 20)
 
 
 def test_failures_are_counted_and_reach_the_evidence():

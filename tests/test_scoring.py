@@ -1,7 +1,9 @@
 import numpy as np
 import pandas as pd
-from oto.scoring import SAMPLE_COLUMNS, flag_bad_timings, score_samples, verdict
+import pytest
+from oto.scoring import SAMPLE_COLUMNS, flag_bad_timings, median_ci, normalise_times, score_samples, verdict
 from oto.stages.benchmark import interleave
+from oto.stages.normalise import read_samples
 
 
 def _samples(drift_amp: float, seed: int = 0) -> tuple[pd.DataFrame, dict[str, float]]:
@@ -82,3 +84,71 @@ def test_interleave_brackets_candidates_with_reference():
     roles = [x.role for x in launches]
     assert roles[0] == "reference" and roles[-1] == "reference"
     assert max(len(run) for run in "".join("c" if r == "candidate" else "|" for r in roles).split("|")) <= 4
+
+
+def test_small_samples_get_honest_intervals():
+    rng = np.random.default_rng(0)
+    lo, hi = median_ci(np.array([1.2]), rng, 100)
+    assert lo == 0 and hi == float("inf")  # one launch proves nothing
+    x = np.array([1.00, 1.02, 1.01])
+    lo3, hi3 = median_ci(x, rng, 200)
+    # A 3-sample bootstrap would say [1.00, 1.02]; the robust t-interval is far wider.
+    assert lo3 < 0.97 and hi3 > 1.05
+    big = np.exp(rng.normal(0, 0.03, 200))
+    lo_b, hi_b = median_ci(big, rng, 200)
+    assert hi_b - lo_b < 0.03 and lo_b < np.median(big) < hi_b
+
+
+def test_excluded_timings_are_counted_with_a_reason():
+    df, _ = _samples(0.0)
+    a = df.index[(df.kernel_id == "a") & (df.size_index == 0)]
+    df.loc[a[:2], "time_us"] = [0.0, np.nan]
+    flagged = flag_bad_timings(df, np.full(len(df), 1e6), peak_gflops=1e6)
+    scores = score_samples(flagged, {0: 1e6, 1: 1e6}, bootstrap=50)
+    row = scores[(scores.kernel_id == "a") & (scores.size_index == 0)].iloc[0]
+    assert row.excluded == 2 and row.status == "ok" and "2 timing(s) excluded" in row.reason
+    assert row.n == len(a) - 2
+
+
+def test_drift_sensitivity_of_a_memory_bound_kernel_is_learned():
+    """The reference follows the shader clock (±25%); kernel m follows the DRAM clock (±7.5%). Dividing m by
+    the reference's drift would over-correct it; the fitted sensitivity recovers its boost-clock ratio."""
+    launches = interleave(["m", "c"], {0: "ref"}, 1, 48, "beta")
+    rng = np.random.default_rng(3)
+    true, sens = {"ref": 100.0, "m": 90.0, "c": 80.0}, {"ref": 0.25, "m": 0.075, "c": 0.25}
+    rows = []
+    for seq, la in enumerate(launches):
+        s = np.sin(seq / len(launches) * 2 * np.pi)
+        t = (
+            true[la.kernel_id]
+            * (1 + sens[la.kernel_id] * s)
+            / (1 - sens[la.kernel_id])
+            * rng.lognormal(0, 0.01)
+        )
+        rows.append((seq, la.kernel_id, la.role, 0, 64, 64, 1, 64, la.rep, t, "ok", "", "simulated"))
+    df = pd.DataFrame(rows, columns=SAMPLE_COLUMNS)
+    scores = score_samples(df, {0: 1e6}, bootstrap=100).set_index("kernel_id")
+    assert abs(scores.loc["m", "score"] / (100 / 90) - 1) < 0.02
+    assert abs(scores.loc["c", "score"] / (100 / 80) - 1) < 0.02
+    plain = df.assign(norm=normalise_times(df, sensitivity=False))
+    ref_med = plain[plain.kernel_id == "ref"].norm.median()
+    naive_m = ref_med / plain[plain.kernel_id == "m"].norm.median()
+    assert abs(naive_m / (100 / 90) - 1) > 0.04  # what a single shared drift would have reported
+
+
+def test_read_samples_names_file_field_and_row(tmp_path):
+    df, _ = _samples(0.0)
+    good = tmp_path / "samples.csv"
+    df.assign(time_us=df.time_us.astype(object)).assign(
+        time_us=lambda d: d.time_us.where(d.index != 2, "garbage")
+    ).to_csv(good, index=False)
+    read = read_samples(good)
+    assert np.isnan(read.loc[2, "time_us"])  # unparsable time: kept as a row, flagged later
+    bad = tmp_path / "bad.csv"
+    df.assign(status=df.status.where(df.index != 5, "exploded")).to_csv(bad, index=False)
+    with pytest.raises(ValueError, match=r"bad.csv: field 'status' row 7: 'exploded'"):
+        read_samples(bad)
+    bad_seq = tmp_path / "seq.csv"
+    df.assign(seq=df.seq.astype(object).where(df.index != 0, "x")).to_csv(bad_seq, index=False)
+    with pytest.raises(ValueError, match=r"seq.csv: field 'seq' row 2"):
+        read_samples(bad_seq)

@@ -83,10 +83,10 @@ def test_build_classifies_every_outcome_and_bisects_a_failed_batch(profile, tmp_
     ]
     assert "fake rule says no" in res[ks[1].id].reason
     assert "too many vgprs" in res[ks[2].id].reason
-    assert "rc 1" in res[ks[3].id].reason and "tensile.log" in res[ks[3].id].reason
+    assert "rc 1" in res[ks[3].id].reason and "tensile-build.log" in res[ks[3].id].reason
     assert res[ks[0].id].resources["lds_bytes"] == 4096 * 4
     # each run's log is kept; the assembler was probed once, every later run used the cache
-    logs = list((tmp_path / "work" / "tensile").glob("*/tensile.log"))
+    logs = list((tmp_path / "work" / "tensile").glob("*/tensile-build.log"))
     assert len(logs) >= 3
     calls = (tmp_path / "cache" / "calls.txt").read_text().split("\n")
     assert calls[0].startswith("probe") and all(c.startswith("cached") for c in calls[1:] if c)
@@ -111,7 +111,7 @@ def test_measure_maps_columns_and_records_failures(profile, tmp_path):
     assert by[(good2.id, 0, 0)].time_us == pytest.approx(2 * 256**3 / (10 * 64 + 16) / 1e3, rel=1e-5)
     assert all(by[(invalid.id, i, r)].status == "validation_failed" for i in range(2) for r in range(2))
     # measure reused the build's batch: same candidates, so Tensile's solution cache would match
-    cfgs = sorted((tmp_path / "work" / "tensile").glob("*/config.yaml"))
+    cfgs = sorted((tmp_path / "work" / "tensile").glob("*/config-*.yaml"))
     groups = [yaml.safe_load(p.read_text())["BenchmarkProblems"][0][1]["ForkParameters"] for p in cfgs]
     assert groups[0] == groups[1]
 
@@ -211,3 +211,14 @@ def test_benchmark_config_uses_exact_groups(profile):
     g = doc["GlobalParameters"]
     assert g["KernelTime"] is True and g["NumElementsToValidate"] > 0 and g["SleepPercent"] > 0
     assert g["NumBenchmarks"] == 3 and g["Architecture"] == "gfx90c"
+
+
+def test_tensile_create_library_failure_names_the_log(tmp_path):
+    from oto.tensile_package import PackagingError, build_library
+
+    logic = tmp_path / "gfx90c_Cijk_Ailk_Bjlk_SB.yaml"
+    logic.write_text("- {MinimumRequiredVersion: 4.44.0}\n- gfx90c\n")
+    with pytest.raises(PackagingError, match=r"rc 1.*tensile_create_library\.log.*KeyError"):
+        build_library([logic], "gfx90c", tmp_path / "library", {"command": [sys.executable, str(FAKE)]})
+    with pytest.raises(PackagingError, match="does not start with 'vega10'"):
+        build_library([logic], "gfx900", tmp_path / "library", {"command": [sys.executable, str(FAKE)]})

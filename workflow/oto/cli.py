@@ -12,6 +12,8 @@ def main(argv: list[str] | None = None) -> int:
     commands = {
         "deck-manifest": ("derive the shipped deck manifest from a folder of logic files", _deck_manifest),
         "env": ("report GPU, ROCm, Tensile, compilers, client, API key and the auto backend", _env),
+        "replay": ("score a search strategy on a recorded Kernel Tuner cache", _replay),
+        "registry": ("query the experiment registry or export it as Kernel Tuner T4", _registry),
     }
     if not argv or argv[0] in ("-h", "--help"):
         print(f"oto {oto.__version__}\n\nusage: oto COMMAND [...]\n")
@@ -31,6 +33,21 @@ def _deck_manifest(argv: list[str]) -> int:
     from oto.deck import manifest_main
 
     return manifest_main(argv)
+
+
+def _replay(argv: list[str]) -> int:
+    import os
+
+    os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")  # before numpy loads: small GP solves, no contention
+    from oto.replay import main
+
+    return main(argv)
+
+
+def _registry(argv: list[str]) -> int:
+    from oto.registry import main
+
+    return main(argv)
 
 
 def _env(argv: list[str]) -> int:

@@ -12,7 +12,9 @@ open:
    * ``separated`` — no other kernel's interval overlaps the leader's;
    * ``tie`` — every remaining contender is provably within ``tie_tolerance`` of the leader: the upper bound
      of the log gap (gap + the two half-widths in quadrature) is ≤ log(1 + tolerance);
-   * ``budget`` — every contender has ``max_repetitions`` samples, or the library's launch budget is spent.
+   * ``budget`` — every contender has ``max_repetitions`` samples, or the race's launch budget
+     (``budget_per_pair`` × candidates × sizes candidate launches; the bracketing references come on top)
+     is spent.
 3. **Top up** the contenders of open sizes by ``round_repetitions``, again bracketed by the reference, and go
    to 2. Each round is one ``measure`` call; execution order (``seq``) and repetition numbers continue across
    rounds so the drift model sees one timeline.
@@ -38,8 +40,8 @@ SEPARATED, TIE, BUDGET, FIXED, NO_VALID = "separated", "tie", "budget", "fixed",
 class RaceSettings:
     probe_repetitions: int = 3
     round_repetitions: int = 4
-    max_repetitions: int = 32  # per (kernel, size)
-    budget_launches: int = 50_000  # per race (one library and generation, or one finalize)
+    max_repetitions: int = 20  # per (kernel, size)
+    budget_per_pair: float = 10.0  # candidate launches per (candidate, size) on average
     tie_tolerance: float = 0.02
 
     @classmethod
@@ -49,7 +51,7 @@ class RaceSettings:
             probe_repetitions=int(r.get("probe_repetitions", cls.probe_repetitions)),
             round_repetitions=int(r.get("round_repetitions", cls.round_repetitions)),
             max_repetitions=int(r.get("max_repetitions", cls.max_repetitions)),
-            budget_launches=int(r.get("budget_launches", cls.budget_launches)),
+            budget_per_pair=float(r.get("budget_per_pair", cls.budget_per_pair)),
             tie_tolerance=float(benchmark.get("tie_tolerance", cls.tie_tolerance)),
         )
 
@@ -80,32 +82,45 @@ def _half_log_width(lo: float, hi: float) -> float:
     return (math.log(hi) - math.log(lo)) / 2
 
 
-def decide_size(scores: pd.DataFrame, size_index: int, tolerance: float) -> SizeDecision:
-    """Leader, remaining contenders and stop reason (separated / tie / None) at one size.
+def decide_sizes(scores: pd.DataFrame, tolerance: float, sizes=None) -> dict[int, SizeDecision]:
+    """Leader, remaining contenders and stop reason (separated / tie / no_valid / None: open) per size.
 
-    ``scores`` has the scores.csv layout; rows of other sizes are ignored."""
-    g = scores[(scores["size_index"] == size_index) & (scores["status"] == "ok") & scores["score"].notna()]
-    if g.empty:  # nothing valid ran: no race to run
-        return SizeDecision(size_index, None, (), NO_VALID)
-    g = g.sort_values(["score", "kernel_id"], ascending=[False, True])
-    lead = g.iloc[0]
-    rivals = g.iloc[1:]
-    overlapping = rivals[rivals["ci_high"] >= lead["ci_low"]]
-    contenders = (str(lead["kernel_id"]), *map(str, overlapping["kernel_id"]))
-    if overlapping.empty:
-        return SizeDecision(size_index, str(lead["kernel_id"]), contenders, SEPARATED)
-    h_lead = _half_log_width(lead["ci_low"], lead["ci_high"])
+    ``scores`` has the scores.csv layout; ``sizes`` limits the decision to those size indices (None: all
+    sizes in ``scores``). Plain numpy per size: racing decides hundreds of sizes per round."""
     limit = math.log1p(tolerance)
-    tied = all(
-        math.log(lead["score"] / r.score) + math.hypot(h_lead, _half_log_width(r.ci_low, r.ci_high)) <= limit
-        for r in overlapping.itertuples(index=False)
-    )
-    return SizeDecision(size_index, str(lead["kernel_id"]), contenders, TIE if tied else None)
+    size_a = scores["size_index"].to_numpy()
+    valid = ((scores["status"] == "ok") & scores["score"].notna()).to_numpy()
+    kid_a = scores["kernel_id"].astype(str).to_numpy()
+    sc, lo, hi = (scores[c].to_numpy(float) for c in ("score", "ci_low", "ci_high"))
+    wanted = set(np.unique(size_a).tolist()) if sizes is None else set(sizes)
+    out = {int(i): SizeDecision(int(i), None, (), NO_VALID) for i in wanted}
+    rows = np.flatnonzero(valid & np.isin(size_a, list(wanted)))
+    for i, idx in pd.Series(rows).groupby(size_a[rows]).groups.items():
+        r = rows[np.asarray(idx)]
+        r = r[np.lexsort((kid_a[r], -sc[r]))]  # best score first, ties by kernel id
+        lead, rivals = r[0], r[1:]
+        overlapping = rivals[hi[rivals] >= lo[lead]]
+        contenders = (str(kid_a[lead]), *map(str, kid_a[overlapping]))
+        stop = SEPARATED
+        if len(overlapping):
+            h_lead = _half_log_width(lo[lead], hi[lead])
+            tied = all(
+                math.log(sc[lead] / sc[j]) + math.hypot(h_lead, _half_log_width(lo[j], hi[j])) <= limit
+                for j in overlapping
+            )
+            stop = TIE if tied else None
+        out[int(i)] = SizeDecision(int(i), str(kid_a[lead]), contenders, stop)
+    return out
+
+
+def decide_size(scores: pd.DataFrame, size_index: int, tolerance: float) -> SizeDecision:
+    """:func:`decide_sizes` for one size."""
+    return decide_sizes(scores, tolerance, [size_index])[size_index]
 
 
 def race(
     measure: Callable[[list[Launch]], pd.DataFrame],
-    score: Callable[[pd.DataFrame], pd.DataFrame],
+    score: Callable[[pd.DataFrame, set[int] | None], pd.DataFrame],
     plan: Callable[[Mapping[int, Sequence[str]], int, int, int], list[Launch]],
     candidates: Mapping[int, Sequence[str]],
     reference: Mapping[int, str],
@@ -114,7 +129,8 @@ def race(
     """Run the race.
 
     * ``measure(launches)`` runs one plan and returns its samples (samples.csv layout, ``seq`` from 0);
-    * ``score(samples)`` turns all samples so far into scores (scores.csv layout);
+    * ``score(samples, sizes)`` turns all samples so far (the drift model needs them all) into scores
+      (scores.csv layout) of the given sizes (None: every size);
     * ``plan(per_size, repetitions, rep_offset, round)`` orders the launches of one round (interleaved with
       the reference);
     * ``candidates[size]`` are the kernels to race at each size (the reference is added as a contender).
@@ -123,17 +139,19 @@ def race(
     frames: list[pd.DataFrame] = []
     decisions: dict[int, SizeDecision] = {}
     per_size = {i: [c for c in cands if c != reference.get(i)] for i, cands in candidates.items()}
-    next_seq = next_rep = launches = 0
+    budget = s.budget_per_pair * sum(len(c) for c in per_size.values())
+    next_seq = next_rep = launches = spent = 0
     rnd = 0
     reps = s.probe_repetitions
     log: list[str] = []
     scores = pd.DataFrame()
     while per_size:
         launch_plan = plan(per_size, reps, next_rep, rnd)
-        if rnd > 0 and launches + len(launch_plan) > s.budget_launches:
+        paired = sum(la.role == "candidate" for la in launch_plan)
+        if rnd > 0 and spent + paired > budget:
             for i in per_size:
                 decisions[i] = SizeDecision(i, decisions[i].leader, decisions[i].contenders, BUDGET)
-            log.append(f"round {rnd}: budget of {s.budget_launches} launches spent ({launches} used)")
+            log.append(f"round {rnd}: budget of {budget:.0f} candidate launches spent ({spent} used)")
             break
         df = measure(launch_plan).copy()
         if len(df):
@@ -142,15 +160,17 @@ def race(
             next_seq = int(df["seq"].max()) + 1
             frames.append(df)
         launches += len(launch_plan)
+        spent += paired
         next_rep += reps
         samples = pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
         if samples.empty:
             break
-        scores = score(samples)
+        scores = score(samples, set(per_size))
         counts = samples[samples["status"] == "ok"].groupby(["kernel_id", "size_index"]).size()
         open_sizes: dict[int, list[str]] = {}
+        decided = decide_sizes(scores, s.tie_tolerance, per_size)
         for i in sorted(per_size):
-            d = decide_size(scores, i, s.tie_tolerance)
+            d = decided[i]
             if d.stop is None:
                 hungry = [k for k in d.contenders if counts.get((k, i), 0) < s.max_repetitions]
                 ref = reference.get(i)
@@ -167,6 +187,7 @@ def race(
         reps = s.round_repetitions
         rnd += 1
     samples = pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
+    scores = score(samples, None) if len(samples) else scores
     return RaceResult(samples, scores, decisions, rnd, launches, log)
 
 
@@ -174,13 +195,13 @@ def annotate_scores(scores: pd.DataFrame, tolerance: float, open_label: str = BU
     """Append the racing outcome to a scores table: ``race`` (why its size stopped) and ``contender``
     (the kernel's interval still overlaps the leader's).
 
-    Deciding from the final scores reproduces the race's last decision; a size still open at the end was
+    The decision is taken on the final scores (all samples, hence the final drift model): the race's own
+    verdict at the time a size closed is in the benchmark log. A size still open on the final scores was
     stopped by the budget (or, without racing, by the fixed repetition count: ``open_label``)."""
     out = scores.copy()
     out["race"] = ""
     out["contender"] = False
-    for i in sorted(out["size_index"].unique()):
-        d = decide_size(out, int(i), tolerance)
+    for i, d in sorted(decide_sizes(out, tolerance).items()):
         at = out["size_index"] == i
         out.loc[at, "race"] = d.stop or open_label
         out.loc[at & out["kernel_id"].isin(d.contenders), "contender"] = True

@@ -10,8 +10,9 @@ configurations outside the space never count (Kernel Tuner never runs them). Pro
 but useless, and strategies never do it.
 
 A measurement is the mean of a bootstrap resample of the recorded repetitions (seeded), so a strategy sees
-realistic noise; the curve reports the *recorded mean* time of the configuration it believes best:
-``best_fraction = optimum time / recorded time of the incumbent`` after each evaluation.
+realistic noise. The curve scores what was found the way Kernel Tuner's methodology does, by recorded
+time: ``best_fraction = optimum time / best recorded time among the configurations evaluated so far``
+(0 until a configuration ran). Picking the winner under noise is the workflow's re-measurement's job.
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ import gzip
 import json
 import math
 import sys
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -55,7 +56,11 @@ class ReplayCache:
 
 def _read_json(path: Path) -> Any:
     try:
-        raw = gzip.open(path, "rt").read() if path.name.endswith(".gz") else path.read_text()
+        if path.name.endswith(".gz"):
+            with gzip.open(path, "rt") as fh:
+                raw = fh.read()
+        else:
+            raw = path.read_text()
     except (OSError, EOFError, UnicodeDecodeError) as exc:
         raise CacheError(f"{path}: cannot read ({exc})") from None
     try:
@@ -66,6 +71,10 @@ def _read_json(path: Path) -> Any:
             return json.loads(raw.rstrip().rstrip(",") + "}}")
         except json.JSONDecodeError as exc:
             raise CacheError(f"{path}: not valid JSON ({exc})") from None
+
+
+def _hashable(v):
+    return tuple(v) if isinstance(v, list) else v  # list-valued parameters (Tensile's ThreadTile)
 
 
 def load_cache(path: str | Path) -> ReplayCache:
@@ -84,7 +93,7 @@ def load_cache(path: str | Path) -> ReplayCache:
     if not isinstance(cache, dict) or not cache:
         raise CacheError(f"{path}: field 'cache' must be a non-empty object")
     objective = doc.get("objective", "time")
-    params = tuple(Parameter(k, tuple(tune[k])) for k in keys)
+    params = tuple(Parameter(k, tuple(_hashable(v) for v in tune[k])) for k in keys)
     lookup = [{v: i for i, v in enumerate(p.values)} for p in params]
     times: dict[Index, float | None] = {}
     reps: dict[Index, np.ndarray] = {}
@@ -93,8 +102,8 @@ def load_cache(path: str | Path) -> ReplayCache:
         if not isinstance(rec, dict):
             raise CacheError(f"{path}: field 'cache.{ckey}' must be an object")
         try:
-            idx = tuple(lookup[i][rec[k]] for i, k in enumerate(keys))
-        except KeyError as exc:
+            idx = tuple(lookup[i][_hashable(rec[k])] for i, k in enumerate(keys))
+        except (KeyError, TypeError) as exc:
             raise CacheError(
                 f"{path}: field 'cache.{ckey}': parameter {exc} missing or not among tune_params"
             ) from None
@@ -107,7 +116,9 @@ def load_cache(path: str | Path) -> ReplayCache:
             times[idx] = None
             failures[idx] = str(t or "missing objective")
         else:
-            raise CacheError(f"{path}: field 'cache.{ckey}.{objective}' must be a positive number or a string")
+            raise CacheError(
+                f"{path}: field 'cache.{ckey}.{objective}' must be a positive number or a string"
+            )
     if all(t is None for t in times.values()):
         raise CacheError(f"{path}: every configuration in 'cache' failed; nothing to replay")
     space = Space(name=f"replay:{path.name}", parameters=params, members=frozenset(times))
@@ -132,7 +143,7 @@ def run_seed(cache: ReplayCache, strategy_name: str, budget: int, seed: int, bat
     obs: list[Observation] = []
     seen: set[str] = set()
     curve: list[float] = []
-    incumbent: tuple[float, Index] | None = None
+    best = math.inf
     size = space.size() or 0
     stalls = 0
     while len(curve) < min(budget, size):
@@ -159,9 +170,9 @@ def run_seed(cache: ReplayCache, strategy_name: str, budget: int, seed: int, bat
             seen.add(kid)
             t = measure(cache, idx, noise)
             obs.append(Observation(kid, space.config(idx), None if t is None else 1.0 / t))
-            if t is not None and (incumbent is None or t < incumbent[0]):
-                incumbent = (t, idx)
-            curve.append(0.0 if incumbent is None else opt / cache.times[incumbent[1]])
+            if t is not None:
+                best = min(best, cache.times[idx])
+            curve.append(opt / best)
             if len(curve) >= budget:
                 break
     return curve
@@ -186,7 +197,10 @@ def replay(path: str | Path, strategy: str, budget: int, seeds: int, first_seed:
     return {
         "optimum": cache.optimum,
         "budget": budget,
-        "seeds": [{"seed": s, "best_fraction": c} for s, c in zip(range(first_seed, first_seed + seeds), curves)],
+        "seeds": [
+            {"seed": s, "best_fraction": c}
+            for s, c in zip(range(first_seed, first_seed + seeds), curves, strict=True)
+        ],
         "summary": {
             "strategy": strategy,
             "cache": str(path),
@@ -219,10 +233,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     args.json.parent.mkdir(parents=True, exist_ok=True)
     args.json.write_text(json.dumps(doc) + "\n")
     s = doc["summary"]
-    at = ", ".join(f"@{k.split('_')[-1]}={v['mean']:.3f}" for k, v in s.items() if k.startswith("fraction_at"))
+    at = ", ".join(
+        f"@{k.split('_')[-1]}={v['mean']:.3f}" for k, v in s.items() if k.startswith("fraction_at")
+    )
     print(f"{args.strategy} on {Path(args.cache).name}: {at}; 99% reached by {s['share_reaching_99']:.0%}")
     return 0
-
-
-def as_mapping(cache: ReplayCache) -> Mapping[Index, float | None]:
-    return cache.times

@@ -81,75 +81,167 @@ def drift_series(samples: pd.DataFrame) -> tuple[np.ndarray, np.ndarray]:
     return ref["seq"].to_numpy(float), smooth.to_numpy(float)
 
 
-def normalise_times(samples: pd.DataFrame) -> pd.Series:
-    """Each ok sample's time divided by the drift at its moment (NaN for failed samples).
-
-    The baseline is the fastest (coolest) state seen in the batch: ratios do not depend on it, and GFLOPS
-    computed from normalised times then refer to the clock closest to the one the ceilings assume."""
+def drift_at(samples: pd.DataFrame) -> np.ndarray:
+    """The reference drift at each sample's moment, relative to the fastest state seen (≥ 1; 1 if no
+    reference sample is ok)."""
     seq, drift = drift_series(samples)
-    factor = np.interp(samples["seq"].to_numpy(float), seq, drift) / drift.min() if len(seq) else 1.0
+    if not len(seq):
+        return np.ones(len(samples))
+    return np.interp(samples["seq"].to_numpy(float), seq, drift) / drift.min()
+
+
+def normalise_times(samples: pd.DataFrame, sensitivity: bool = True) -> pd.Series:
+    """Each ok sample's time brought to the fastest state seen in the batch (NaN for failed samples).
+
+    A memory-bound kernel follows the fixed DRAM clock and drifts less than an ALU-bound reference, so each
+    (kernel, size) gets its own drift sensitivity β (log t = log T + β·log drift), fitted by least squares
+    shrunk towards 1 (the reference's own) after dropping outliers: where the drift barely moved over its
+    samples, β stays ≈ 1 and nothing is lost. Ratios do not depend on the baseline, and GFLOPS from the
+    normalised times refer to the clock closest to the one the ceilings assume."""
+    x = np.log(drift_at(samples))
     t = samples["time_us"].astype(float).where(samples["status"] == "ok")
-    return t / factor
+    if not sensitivity:
+        return t / np.exp(x)
+    y = np.log(t.where(t > 0)).to_numpy()
+    ok = np.isfinite(y)
+    if not ok.any():
+        return t / np.exp(x)
+    # Vectorised over (kernel, size) groups: racing rescores every round.
+    kernel_code, kernels = pd.factorize(samples["kernel_id"].astype(str))
+    group_code, groups = pd.factorize(
+        pd.MultiIndex.from_arrays([kernel_code, samples["size_index"].to_numpy()])
+    )
+    g, xs, ys = group_code[ok], x[ok], y[ok]
+    n_groups = len(groups)
+    # Outliers (2-4x) would swing a least-squares fit: keep residuals within 5 robust sigmas of the group's.
+    r = pd.Series(ys - xs)
+    dev = (r - r.groupby(g).transform("median")).abs()
+    mad = dev.groupby(g).transform("median").to_numpy()
+    keep = dev.to_numpy() <= 5 * np.maximum(1.4826 * mad, 0.01)
+    g, xs, ys = g[keep], xs[keep], ys[keep]
+    count = np.bincount(g, minlength=n_groups)
+    fit = count >= 3
+    with np.errstate(invalid="ignore", divide="ignore"):
+        xc = xs - (np.bincount(g, xs, n_groups) / count)[g]
+        yc = ys - (np.bincount(g, ys, n_groups) / count)[g]
+    sxy = np.where(fit, np.bincount(g, xc * yc, n_groups), 0.0)
+    sxx = np.where(fit, np.bincount(g, xc * xc, n_groups), 0.0)
+    # Two levels: the kernel's β over all its sizes (many samples) shrunk towards 1, then each size's own β
+    # shrunk towards the kernel's (its ALU share, hence its drift, changes with the shape).
+    group_kernel = np.asarray([k for k, _ in groups], dtype=int)
+    k_sxy = np.bincount(group_kernel, sxy, len(kernels))
+    k_sxx = np.bincount(group_kernel, sxx, len(kernels))
+    b_kernel = (k_sxy + SENSITIVITY_PRIOR) / (k_sxx + SENSITIVITY_PRIOR)
+    prior = b_kernel[group_kernel]
+    b_group = np.where(fit, (sxy + SIZE_SENSITIVITY_PRIOR * prior) / (sxx + SIZE_SENSITIVITY_PRIOR), prior)
+    return t / np.exp(b_group[group_code] * x)
+
+
+SENSITIVITY_PRIOR = 0.03**2 / 0.5**2  # jitter variance / prior variance of a kernel's β around 1
+SIZE_SENSITIVITY_PRIOR = 0.03**2 / 0.15**2  # ... of one size's β around its kernel's
+
+
+def _med(x: np.ndarray) -> float:
+    """Median of a small 1-D array (np.median's overhead dominates at the 3-40 samples of a group)."""
+    xs = np.sort(x)
+    n = len(xs)
+    return float(xs[(n - 1) // 2] + xs[n // 2]) / 2
 
 
 def t95(dof: int) -> float:
     return _T95[dof - 1] if 1 <= dof <= len(_T95) else 1.96
 
 
-def robust_sigma(x: np.ndarray) -> float:
-    """The largest of three spread estimates: stdev, 1.4826·MAD, IQR/1.349 (0 for fewer than 2 values)."""
-    if len(x) < 2:
-        return 0.0
-    q1, q3 = np.percentile(x, [25, 75])
-    mad = np.median(np.abs(x - np.median(x)))
-    return float(max(np.std(x, ddof=1), 1.4826 * mad, (q3 - q1) / 1.349))
+def robust_sigma(x: np.ndarray) -> np.ndarray:
+    """The largest of three spread estimates along the last axis: stdev, 1.4826·MAD, IQR/1.349 (0 for
+    fewer than 2 values)."""
+    x = np.asarray(x, dtype=float)
+    if x.shape[-1] < 2:
+        return np.zeros(x.shape[:-1])
+    q1, q3 = np.percentile(x, [25, 75], axis=-1)
+    mad = np.median(np.abs(x - np.median(x, axis=-1, keepdims=True)), axis=-1)
+    return np.maximum.reduce([np.std(x, axis=-1, ddof=1), 1.4826 * mad, (q3 - q1) / 1.349])
+
+
+def median_cis(
+    groups: Sequence[np.ndarray], rng: np.random.Generator, reps: int
+) -> list[tuple[float, float]]:
+    """95% interval of each group's median ratio: bootstrap percentiles, widened to the robust t-interval.
+
+    A single sample has no spread to learn from: its interval is unbounded, so it can neither win nor be
+    eliminated on one launch. Groups of equal size share one resampling matrix (vectorised; the intervals
+    stay independent estimates of each group)."""
+    out: list[tuple[float, float]] = [(0.0, float("inf"))] * len(groups)
+    by_n: dict[int, list[int]] = {}
+    for i, g in enumerate(groups):
+        by_n.setdefault(len(g), []).append(i)
+    for n, members in by_n.items():
+        if n < 2:
+            continue
+        x = np.stack([groups[i] for i in members])  # (G, n)
+        idx = rng.integers(0, n, size=(reps, n))
+        lo, hi = np.percentile(np.median(x[:, idx], axis=2), [2.5, 97.5], axis=1)
+        logs = np.log(x)
+        half = t95(n - 1) * 1.2533 * robust_sigma(logs) / np.sqrt(n)
+        center = np.median(logs, axis=1)
+        lo, hi = np.minimum(lo, np.exp(center - half)), np.maximum(hi, np.exp(center + half))
+        for j, i in enumerate(members):
+            out[i] = (float(lo[j]), float(hi[j]))
+    return out
 
 
 def median_ci(ratios: np.ndarray, rng: np.random.Generator, reps: int) -> tuple[float, float]:
-    """95% interval of the median ratio: bootstrap percentiles, widened to the robust t-interval.
-
-    A single sample has no spread to learn from: its interval is unbounded, so it can neither win nor be
-    eliminated on one launch."""
-    if len(ratios) == 1:
-        return 0.0, float("inf")
-    idx = rng.integers(0, len(ratios), size=(reps, len(ratios)))
-    lo, hi = np.percentile(np.median(ratios[idx], axis=1), [2.5, 97.5])
-    logs = np.log(ratios)
-    half = t95(len(ratios) - 1) * 1.2533 * robust_sigma(logs) / np.sqrt(len(ratios))
-    center = float(np.median(logs))
-    return float(min(lo, np.exp(center - half))), float(max(hi, np.exp(center + half)))
+    """:func:`median_cis` of one group."""
+    return median_cis([np.asarray(ratios, dtype=float)], rng, reps)[0]
 
 
 def score_samples(
-    samples: pd.DataFrame, flops_by_size: Mapping[int, float], bootstrap: int = 400, seed: int = 0
+    samples: pd.DataFrame,
+    flops_by_size: Mapping[int, float],
+    bootstrap: int = 400,
+    seed: int = 0,
+    sizes: set[int] | None = None,
 ) -> pd.DataFrame:
-    """One row per (kernel, size): median score vs the size's reference, its bootstrap CI, and GFLOPS."""
+    """One row per (kernel, size): median score vs the size's reference, its bootstrap CI, and GFLOPS.
+
+    ``sizes`` limits the rows to those sizes (racing rescoring the open ones); the drift model always uses
+    every sample."""
     s = samples.copy()
     s["norm_us"] = normalise_times(s)
     ref_time = s[(s["role"] == "reference") & s["norm_us"].notna()].groupby("size_index")["norm_us"].median()
     rng = np.random.default_rng(seed)
-    rows = []
-    for (kid, size), g in s.groupby(["kernel_id", "size_index"], sort=True):
-        good = g["norm_us"].dropna().to_numpy()
-        bad = g[g["status"] == "bad_timing"]
-        bad_reason = f"{len(bad)} timing(s) excluded: {bad['reason'].astype(str).iloc[0]}" if len(bad) else ""
-        if len(good) == 0:
-            failed = g[g["status"] != "ok"]
-            status = failed["status"].mode().iat[0] if not failed.empty else "no_samples"
-            reason = failed["reason"].dropna().astype(str).iloc[0] if not failed.empty else ""
-            rows.append((kid, size, 0, np.nan, np.nan, np.nan, np.nan, np.nan, status, reason, len(bad)))
+    norm = s["norm_us"].to_numpy(float)
+    status_a = s["status"].astype(str).to_numpy()
+    reason_a = s["reason"].fillna("").astype(str).to_numpy()
+    rows: list = []
+    pending: list[tuple[int, np.ndarray]] = []  # (row, ratios) whose interval is computed in one batch
+    # Plain numpy per group: pandas indexing per group costs ~ms, and finalize scores thousands of groups.
+    for (kid, size), idx in s.groupby(["kernel_id", "size_index"], sort=True).indices.items():
+        if sizes is not None and size not in sizes:
             continue
+        st, good = status_a[idx], norm[idx][np.isfinite(norm[idx])]
+        bad = st == "bad_timing"
+        n_bad = int(bad.sum())
+        bad_reason = f"{n_bad} timing(s) excluded: {reason_a[idx][bad][0]}" if n_bad else ""
         # Any failed launch (validation, crash, hang) disqualifies the kernel at this size.
-        failed = g[(g["status"] != "ok") & (g["status"] != "bad_timing")]
-        status = failed["status"].mode().iat[0] if not failed.empty else "ok"
-        reason = failed["reason"].astype(str).iloc[0] if not failed.empty else bad_reason
+        failed = (st != "ok") if len(good) == 0 else ((st != "ok") & ~bad)
+        if failed.any():
+            classes, counts = np.unique(st[failed], return_counts=True)
+            status, reason = str(classes[np.argmax(counts)]), str(reason_a[idx][failed][0])
+        else:
+            status, reason = ("ok", bad_reason) if len(good) else ("no_samples", "")
+        if len(good) == 0:
+            rows.append((kid, size, 0, np.nan, np.nan, np.nan, np.nan, np.nan, status, reason, n_bad))
+            continue
         ref = ref_time.get(size, np.nan)
-        ratios = ref / good
-        lo, hi = median_ci(ratios, rng, bootstrap) if np.isfinite(ref) else (np.nan, np.nan)
-        med_t = float(np.median(good))
+        med_t = _med(good)
         gflops = flops_by_size[int(size)] / (med_t * 1e3)
-        score = float(np.median(ratios))
-        rows.append((kid, size, len(good), score, lo, hi, med_t, gflops, status, reason, len(bad)))
+        if np.isfinite(ref):
+            pending.append((len(rows), ref / good))
+        score = _med(ref / good)
+        rows.append([kid, size, len(good), score, np.nan, np.nan, med_t, gflops, status, reason, n_bad])
+    for (r, _), ci in zip(pending, median_cis([p[1] for p in pending], rng, bootstrap), strict=True):
+        rows[r][4:6] = ci
     return pd.DataFrame(rows, columns=SCORE_COLUMNS)
 
 

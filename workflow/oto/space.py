@@ -65,6 +65,8 @@ class Space:
     _adjacent: list[list[list[int]]] = field(init=False, repr=False)
     _member_list: list[Index] | None = field(init=False, repr=False, default=None)
     _valid_cache: dict[Index, bool] = field(init=False, repr=False, default_factory=dict)
+    _key_cache: dict[Index, str] = field(init=False, repr=False, default_factory=dict)
+    _by_key: dict[str, Index] = field(init=False, repr=False, default_factory=dict)
 
     def __post_init__(self):
         self._feat = [_rank_features(p.values) for p in self.parameters]
@@ -118,10 +120,20 @@ class Space:
 
     def key(self, idx: Index) -> str:
         """Canonical hash of a configuration (stable across runs and processes)."""
-        if self.identify is not None:
-            return self.identify(self.config(idx))
-        text = json.dumps(self.config(idx), sort_keys=True, separators=(",", ":"))
-        return "c" + hashlib.sha256(text.encode()).hexdigest()[:12]
+        hit = self._key_cache.get(idx)
+        if hit is None:
+            if self.identify is not None:
+                hit = self.identify(self.config(idx))
+            else:
+                text = json.dumps(self.config(idx), sort_keys=True, separators=(",", ":"))
+                hit = "c" + hashlib.sha256(text.encode()).hexdigest()[:12]
+            self._key_cache[idx] = hit
+            self._by_key[hit] = idx
+        return hit
+
+    def known(self, key: str) -> Index | None:
+        """The configuration behind an id this space has produced (None if it never did)."""
+        return self._by_key.get(key)
 
     # --- validity and sampling ----------------------------------------------------------------------
     def valid(self, idx: Index) -> bool:

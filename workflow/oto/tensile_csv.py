@@ -156,7 +156,7 @@ def _layout(
         if got != name:
             raise TensileCsvError(
                 f"{path}: missing column {name!r} (column {i + j + 1} is {got!r})"
-                if got is None or got not in fixed
+                if name not in header
                 else f"{path}: column {i + j + 1} is {got!r}, expected {name!r}"
             )
     solutions = header[i + len(fixed) :]

@@ -5,9 +5,9 @@ what every parameter a solution leaves out takes, both in a benchmark config and
 loads a logic file. Modules that need only some of the parameters take a :func:`subset` of this table, so a
 value is stated once.
 
-oto's own starting point for the knobs it tunes (``oto.tensile_params.PARAMS`` defaults: Assembly, DepthU 16,
-VectorWidth 4, LdsPad 0) deliberately differs: Tensile's -1 values mean "derive it", which is not a concrete
-kernel a search can start from, and those defaults describe a new candidate, not a file that omits a key.
+``oto.tensile_params.PARAMS`` defaults deliberately differ for four knobs (KernelLanguage Assembly, DepthU 16,
+VectorWidth 4, LdsPadA/B 0): they are the concrete kernel a new candidate starts from, where Tensile's
+Source and -1 ("derive it") say what a logic file that omits the key means. Never use them to fill a file.
 """
 
 from __future__ import annotations

@@ -5,7 +5,7 @@ lacks it) the way rocBLAS builds its own libraries: lazy loading, separate archi
 outputs go flat into ``results/<arch>/library/``:
 
 - ``TensileLibrary_lazy_<label>.dat``: the parent library (hardware predicate → placeholders);
-- ``TensileLibrary_Type_<...>_<label>.dat``: one child per problem type, with the solutions and Matching table;
+- ``TensileLibrary_Type_<...>_<label>.dat``: one child per problem type (solutions, Matching table);
 - ``TensileLibrary_<...>_<label>.co`` (assembly kernels) and ``.hsaco`` (HIP-source and helper kernels).
 
 The label is the architecture the files claim: ``gfx90c`` (native: needs a rocBLAS/Tensile host that knows
@@ -47,7 +47,9 @@ def tcl_command(arch_label: str, logic_dir: Path, out_dir: Path, tensile_cfg: Ma
     prefix = tensile_command(tensile_cfg)
     if prefix is None:
         return None
-    compiler = list(tensile_cfg.get("compiler_args") or ["--cxx-compiler", "hipcc", "--code-object-version", "V4"])
+    from oto.backends.tensile import DEFAULTS
+
+    compiler = list(tensile_cfg.get("compiler_args") or DEFAULTS["compiler_args"])
     # TensileCreateLibrary spells the options with '='
     tcl_args = [f"{a}={b}" for a, b in zip(compiler[::2], compiler[1::2], strict=False)]
     return [

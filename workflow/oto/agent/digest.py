@@ -16,6 +16,7 @@ from oto.datatypes import Library
 MAX_TRIED = 48
 MAX_SIZES = 64
 MAX_SEEDS = 8
+MAX_FAILURES = 24
 _PROFILE_KEYS = (
     "arch", "name", "compute_units", "simds_per_cu", "lanes_per_simd", "wavefront_size", "clock_mhz", "rates",
     "has_mfma", "lds_bytes_per_cu", "max_lds_per_workgroup", "vgprs_per_lane_max", "vgpr_budget_per_simd",
@@ -73,3 +74,33 @@ def tensile_digest(
     ]
     out["measured_count"] = len(sel.get("measured", []))
     return out
+
+
+def add_last_generation(
+    digest: dict[str, Any], build: Mapping[str, Any] | None, candidates: Mapping[str, Any] | None
+) -> None:
+    """Failure reasons of the previous generation (build failures, rejected proposals) and the resources
+    (VGPRs, SGPRs, LDS bytes) of the kernels it built, attached to the kernels the digest lists."""
+    if not build and not candidates:
+        return
+    params = {k["id"]: k["params"] for k in (candidates or {}).get("kernels", [])}
+    failures = [
+        {
+            "id": b["id"],
+            "class": b["status"],
+            "reason": str(b.get("reason", ""))[:300],
+            "params": params.get(b["id"]),
+        }
+        for b in (build or {}).get("kernels", [])
+        if b.get("status") != "ok"
+    ]
+    failures += [
+        {"class": r.get("class"), "reason": str(r.get("reason", ""))[:300], "proposer": r.get("proposer"),
+         "params": r.get("params")}
+        for r in (candidates or {}).get("rejected", [])
+    ]  # fmt: skip
+    digest["last_generation_failures"] = failures[:MAX_FAILURES]
+    resources = {b["id"]: b["resources"] for b in (build or {}).get("kernels", []) if b.get("resources")}
+    for entry in digest.get("tried", []):
+        if entry.get("id") in resources:
+            entry["resources"] = resources[entry["id"]]

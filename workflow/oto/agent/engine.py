@@ -15,12 +15,12 @@ from pathlib import Path
 from typing import Any
 
 from oto.agent import prompt
-from oto.agent.audit import AuditLog, Redactor
+from oto.agent.audit import AuditLog, Redactor, read
 from oto.agent.client import CallFailed, call
 from oto.agent.ledger import Ledger, LedgerError
 from oto.agent.settings import AgentSettings
 from oto.agent.space import Space
-from oto.agent.validate import UnusableReply, tool_input, validate
+from oto.agent.validate import UnusableReply, clean_text, tool_input, validate
 
 _CHARS_PER_TOKEN = 3.0  # conservative: over-estimates tokens for JSON-heavy prompts
 
@@ -106,7 +106,7 @@ def propose(
         out.reason, out.attempts = f"API call failed: {exc}", exc.attempts
         audit.write("failed", reason=out.reason)
         return out
-    out.usage, out.attempts, out.model = reply.usage, reply.attempts, reply.model
+    out.usage, out.attempts, out.model = reply.usage, reply.attempts, clean_text(reply.model, 100)
     out.usd = settings.cost_usd(reply.usage)
     ledger.record(job, reply.usage, out.usd)
     try:
@@ -132,3 +132,12 @@ def _settings_record(s: AgentSettings) -> dict[str, Any]:
         "budget_usd": s.max_usd_per_run,
         "base_url": s.base_url,
     }
+
+
+def replay(audit_path: Path, space: Space, seen: set[str] | frozenset[str], n: int):
+    """Re-validate the last recorded reply of an audit log offline (review a run, or re-check it against a
+    changed validator) without calling the API. Returns oto.agent.validate.Validated."""
+    replies = [r for r in read(audit_path) if r.get("event") == "reply"]
+    if not replies:
+        raise UnusableReply(f"{audit_path}: no reply recorded")
+    return validate(tool_input(replies[-1]["content"]), space, seen, n)

@@ -85,4 +85,5 @@ def tensile_space(library: Library, limits: legality.Limits) -> Space:
         verdict = legality.check(library, canonical(cfg), limits)
         return () if verdict.valid else verdict.reasons
 
-    return Space(f"tensile:{library.name}", params, candidate_id, violations)
+    # One name for every library: the cached system prompt is then shared by all libraries of an arch.
+    return Space("tensile-gemm", params, candidate_id, violations)

@@ -7,12 +7,13 @@ from pathlib import Path
 from typing import Any
 
 from oto import legality
-from oto.agent.digest import hardware, tensile_digest
+from oto.agent.digest import add_last_generation, hardware, tensile_digest
 from oto.agent.engine import Outcome, propose
 from oto.agent.settings import AgentSettings, agent_status, api_key
 from oto.agent.space import tensile_space
 from oto.ceilings import theoretical_gflops
 from oto.datatypes import Library
+from oto.files import read_yaml
 
 
 def ledger_path(results_arch_dir: Path) -> Path:
@@ -31,6 +32,8 @@ def agent_proposals(
     slots: int,
     ledger: Path,
     audit: Path | None,
+    previous_build: Path | None = None,
+    previous_candidates: Path | None = None,
 ) -> Outcome:
     """Up to min(agent.proposals_per_generation, slots) validated proposals, or why there are none."""
     settings = AgentSettings.from_config(config)
@@ -40,9 +43,15 @@ def agent_proposals(
     limits = legality.Limits.from_profile(profile)
     hw = hardware(profile)
     hw["peak_gflops_by_rate_class"] = {r: round(theoretical_gflops(profile, r), 2) for r in profile["rates"]}
+    digest = tensile_digest(library, generation, selection, seeds, profile)
+    add_last_generation(
+        digest,
+        read_yaml(previous_build) if previous_build else None,
+        read_yaml(previous_candidates) if previous_candidates else None,
+    )
     return propose(
         tensile_space(library, limits),
-        tensile_digest(library, generation, selection, seeds, profile),
+        digest,
         hw,
         min(settings.proposals, slots),
         seen,

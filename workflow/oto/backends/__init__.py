@@ -7,7 +7,7 @@ from typing import Any
 
 from oto.backends.base import Backend
 
-BACKENDS = ("sim", "tensile")
+BACKENDS = ("sim", "tensile", "replay")
 
 
 def resolve(config: Mapping[str, Any], profile: Mapping[str, Any], stream: str) -> Backend:
@@ -26,4 +26,8 @@ def resolve(config: Mapping[str, Any], profile: Mapping[str, Any], stream: str) 
         from oto.backends.sim import SimBackend
 
         return SimBackend(profile, config.get("sim", {}), seed=int(config.get("seed", 0)), stream=stream)
+    if name == "replay":
+        from oto.backends.replay import ReplayBackend
+
+        return ReplayBackend(config.get("replay") or {}, seed=int(config.get("seed", 0)), stream=stream)
     raise ValueError(f"config field 'backend': unknown backend {name!r} (known: auto, {', '.join(BACKENDS)})")

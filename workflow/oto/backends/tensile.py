@@ -3,9 +3,9 @@
 Same interface as ``sim`` (:mod:`oto.backends.base`); every number it returns is ``measured``.
 
 - **Batches.** Kernels are split into batches of ``tensile.batch_size``; each batch is one Tensile
-  invocation with its own folder ``<workdir>/tensile/<batch>/`` (config.yaml, out/, tensile.log), so every
-  run's log is kept. The candidates go in as one ``ForkParameters: Groups`` dimension (exact bundles, no
-  cartesian fork).
+  invocation per step (build, measure) in the batch's folder ``<workdir>/tensile/batch-<hash>/``
+  (``config-<step>.yaml``, ``out/``, ``tensile-<step>.log``), so every run's log is kept. The candidates go
+  in as one ``ForkParameters: Groups`` dimension (exact bundles, no cartesian fork).
 - **build** runs Tensile with a stand-in client (``tensile_runtime.py null-client``): kernel generation,
   gfx assembly and the benchmark library, nothing timed. Outcome per kernel: ``ok`` (in the solutions YAML),
   ``rejected`` (Tensile's ``reject:`` reasons), ``register_overflow`` (``overflowed resources`` warning),
@@ -398,9 +398,9 @@ class TensileBackend:
         }
 
     # -- one Tensile invocation
-    def _invoke(self, folder: Path, config: Mapping[str, Any], client: str) -> Run:
+    def _invoke(self, folder: Path, config: Mapping[str, Any], client: str, step: str) -> Run:
         folder.mkdir(parents=True, exist_ok=True)
-        cfg_path = folder / "config.yaml"
+        cfg_path = folder / f"config-{step}.yaml"
         cfg_path.write_text(yaml.safe_dump(config, sort_keys=False, default_flow_style=None, width=120))
         cache = self.settings.asm_cache.resolve()
         cmd = [
@@ -416,7 +416,7 @@ class TensileBackend:
             str(cfg_path.resolve()),
             str((folder / "out").resolve()),
         ]
-        log_path = folder / "tensile.log"
+        log_path = folder / f"tensile-{step}.log"
         # The first run on the machine writes the assembler cache; others wait for it instead of probing.
         guard = _locked(cache) if not cache.exists() else contextlib.nullcontext()
         with guard, open(log_path, "w") as fh:
@@ -449,9 +449,10 @@ class TensileBackend:
             script.chmod(0o755)
         return str(script.resolve())
 
-    def _folder(self, root: Path, kernels: Sequence[Kernel], purpose: str) -> Path:
+    def _folder(self, root: Path, kernels: Sequence[Kernel]) -> Path:
+        """One folder per batch, shared by build and measure: Tensile's solution cache lives in its out/."""
         digest = hashlib.sha256(",".join(sorted(k.id for k in kernels)).encode()).hexdigest()[:10]
-        return root / f"{purpose}-{digest}"
+        return root / f"batch-{digest}"
 
     def _config(self, problem: Problem, kernels: Sequence[Kernel], sizes, benchmarks: int) -> dict:
         return benchmark_config(
@@ -484,9 +485,9 @@ class TensileBackend:
     def _build_batch(
         self, problem: Problem, batch: list[Kernel], root: Path, results: dict[str, BuildResult]
     ) -> Path:
-        folder = self._folder(root, batch, "build")
+        folder = self._folder(root, batch)
         size = [[64, 64, 1, 64]]  # sizes are not part of Tensile's solution cache; measure sets the real ones
-        run = self._invoke(folder, self._config(problem, batch, size, 1), self._null_client(root))
+        run = self._invoke(folder, self._config(problem, batch, size, 1), self._null_client(root), "build")
         yaml_path, _ = self._outputs(run)
         text = run.log_text()
         rejections, overflows = parse_log(text)
@@ -576,8 +577,11 @@ class TensileBackend:
         root: Path,
         cells: dict[tuple[str, int, int], tuple[str, float, str]],
     ) -> None:
-        folder = self._folder(root, batch, "measure")
-        run = self._invoke(folder, self._config(problem, batch, sizes, reps), self.settings.prebuilt_client)
+        folder = self._folder(root, batch)
+        for stale in (folder / "out" / "1_BenchmarkProblems").glob("*_00/Data/*.csv"):
+            stale.unlink()  # the build run's empty results file must not pass for this run's
+        config = self._config(problem, batch, sizes, reps)
+        run = self._invoke(folder, config, self.settings.prebuilt_client, "measure")
         yaml_path, csv_path = self._outputs(run)
         by_size: dict[tuple[int, ...], list[int]] = {}
         for i, s in enumerate(sizes):

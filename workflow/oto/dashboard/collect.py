@@ -307,7 +307,7 @@ def collect(
 ) -> dict[str, Any]:
     """Everything the pages show, from the files under ``results/<arch>/`` (missing files: empty parts).
 
-    ``libraries``: only these (default: those of deck.yaml and any library folder on disk)."""
+    ``libraries``: only these (default: those of deck.yaml, else every library folder on disk)."""
     results = Path(results)
     config = config or {}
     ceilings = _yaml(results / "ceilings.yaml") or {}
@@ -320,7 +320,8 @@ def collect(
     max_gen = config.get("max_generations")
     selected = list((deck.get("libraries") or {}).keys())
     on_disk = sorted(p.name for p in results.glob("Cijk_*") if p.is_dir()) if results.is_dir() else []
-    names = sorted(libraries) if libraries is not None else sorted(set(selected) | set(on_disk))
+    # The deck names the run's libraries; folders of an earlier selection are not part of this run.
+    names = sorted(libraries if libraries is not None else selected or on_disk)
     cache = Path(cache_dir) if cache_dir else None
     libs = []
     for name in names:

@@ -79,7 +79,9 @@ def _style() -> dict:
 
 def _svg(fig) -> str:
     buf = io.StringIO()
-    fig.savefig(buf, format="svg", bbox_inches="tight", pad_inches=0.08, metadata={"Date": None})
+    # Small multiples are laid out by hand (_grid): a tight bounding box would draw them twice.
+    tight = None if getattr(fig, "oto_fixed_layout", False) else "tight"
+    fig.savefig(buf, format="svg", bbox_inches=tight, pad_inches=0.08, metadata={"Date": None})
     plt.close(fig)
     return buf.getvalue()
 
@@ -109,9 +111,21 @@ def _grid(n: int, cols: int = 5, panel: tuple[float, float] = (2.8, 2.2)):
     cols = max(1, min(cols, n))
     rows = math.ceil(n / cols)
     panel = (max(panel[0], 8.4 / cols), panel[1] * (1.2 if n <= 2 else 1))
-    fig, axes = plt.subplots(
-        rows, cols, figsize=(panel[0] * cols, panel[1] * rows), squeeze=False, layout="constrained"
+    # Fixed margins in inches (constrained layout costs seconds at 13 panels): y labels left, the
+    # legend band on top, tick labels and the x label below each row.
+    left, right, top, bottom, gap_w, gap_h = 0.75, 0.15, 0.55, 0.5, 0.45, 0.7
+    width = left + right + panel[0] * cols
+    height = top + bottom + panel[1] * rows
+    fig, axes = plt.subplots(rows, cols, figsize=(width, height), squeeze=False)
+    fig.subplots_adjust(
+        left=left / width,
+        right=1 - right / width,
+        top=1 - top / height,
+        bottom=bottom / height,
+        wspace=gap_w / (panel[0] - gap_w),
+        hspace=gap_h / (panel[1] - gap_h),
     )
+    fig.oto_fixed_layout = True
     for ax in axes.flat[n:]:
         ax.set_visible(False)
     return fig, list(axes.flat[:n])
@@ -137,7 +151,7 @@ def _gen_axis(ax, max_gen) -> None:
 
 def _legend_above(fig, handles, labels) -> None:
     if handles:
-        fig.legend(handles, labels, loc="lower left", bbox_to_anchor=(0.0, 1.0), ncol=min(len(labels), 7))
+        fig.legend(handles, labels, loc="upper left", bbox_to_anchor=(0.0, 1.0), ncol=min(len(labels), 7))
 
 
 def _bottom_row_xlabel(axes, cols: int = 5) -> None:
@@ -237,6 +251,7 @@ def wins_ties_losses(data: Mapping):
         ax.barh(y, vals, left=left, color=STATUS[kind], height=0.62, label=label)
         left = [a + b for a, b in zip(left, vals, strict=True)]
     ax.set_yticks(y, [c[0] for c in counts])
+    ax.xaxis.set_major_locator(MaxNLocator(integer=True))
     ax.grid(axis="y", visible=False)
     ax.set_xlabel("sizes")
     ax.legend(loc="lower right", bbox_to_anchor=(1.0, 1.0), ncol=3)

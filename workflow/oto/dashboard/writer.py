@@ -90,7 +90,9 @@ def _launches(lib: Mapping) -> dict[str, int]:
 
 def page_context(data: Mapping, results: Path) -> dict[str, Any]:
     finished = data["state"] == "finished"
-    table = data["final"] if data["final"]["libraries"] else data["current"]
+    # Mid-run, the latest generation of every library (a finished library's final is not comparable
+    # with the others' tuning sizes); once all are finished, the final measurement.
+    table = data["final"] if finished else data["current"]
     headline = table["overall"]
     done, total = generations_done(data)
     lib_rows = {r["library"]: r for r in data["final"]["libraries"]}
@@ -106,7 +108,7 @@ def page_context(data: Mapping, results: Path) -> dict[str, Any]:
         "headline": headline,
         "headline_scope": (
             f"final, {headline['sizes']} deck sizes"
-            if data["final"]["libraries"]
+            if finished
             else f"latest generation, {headline['sizes']} tuning sizes"
         ),  # fmt: skip
         "gens_done": done,
@@ -116,13 +118,6 @@ def page_context(data: Mapping, results: Path) -> dict[str, Any]:
         or data["coverage"]["tuning_sizes_measured"],
         "lib_rows": lib_rows,
         "launches": {lib["library"]: _launches(lib) for lib in data["libraries"]},
-        "drift_max": {
-            lib["library"]: max(
-                (g["drift_range_pct"] for g in lib["generations"] if g.get("drift_range_pct") is not None),
-                default=None,
-            )
-            for lib in data["libraries"]
-        },  # fmt: skip
         "acceptance_link": (results / "acceptance.html").is_file(),
     }
 

@@ -34,6 +34,9 @@ from oto.stages.normalise import score_file
 
 log = logging.getLogger(__name__)
 REFERENCE_EVERY = 4  # candidates between two reference launches
+# Resamples per interval inside a race: the decisions only need the interval's ends roughly (the robust
+# t-interval floors them anyway); normalise rescores with the configured count.
+RACE_BOOTSTRAP = 100
 
 
 @contextlib.contextmanager
@@ -127,7 +130,7 @@ def run_race(
     sizes: Sequence[Size],
     candidates: Mapping[int, Sequence[str]],
     reference: Mapping[int, str],
-    score: Callable[[pd.DataFrame], pd.DataFrame],
+    score: Callable[[pd.DataFrame, set[int] | None], pd.DataFrame],
     config: Mapping,
     workdir: Path,
     seed: str,
@@ -177,7 +180,7 @@ def run(
         sizes,
         {i: candidates for i in range(len(sizes))} if candidates or reference else {},
         reference,
-        lambda df: score_file(df, library, size_lists, profile, config),
+        lambda df, only: score_file(df, library, size_lists, profile, config, only, RACE_BOOTSTRAP),
         config,
         workdir,
         f"{config['seed']}:{deck.name}:{stage}",

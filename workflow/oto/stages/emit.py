@@ -10,7 +10,7 @@ from typing import Any
 import jinja2
 
 import oto
-from oto import legality
+from oto import legality, registry
 from oto.datatypes import Library
 from oto.deck import LibraryDeck, read_library_yaml
 from oto.files import read_yaml, require, write_yaml
@@ -49,8 +49,17 @@ def reference_params(deck: LibraryDeck, size_index: int) -> dict[str, Any]:
     return dict(deck.solutions[position]["params"])
 
 
-def classify(proposals: list[Mapping], library: Library, limits: legality.Limits, seen: set[str]):
-    """Split proposals into kernels to build and rejected ones (illegal or already measured)."""
+def classify(
+    proposals: list[Mapping],
+    library: Library,
+    limits: legality.Limits,
+    seen: set[str],
+    registry_seen: frozenset[str] = frozenset(),
+):
+    """Split proposals into kernels to build and rejected ones (illegal or already measured).
+
+    ``registry_seen``: kernels earlier runs already benchmarked at these sizes under this protocol; only a
+    deliberate top-up (proposer ``topup``) may measure one again."""
     kernels, rejected = [], []
     for p in proposals:
         entry = {"proposer": p.get("proposer", "unknown"), "rationale": p.get("rationale", "")}
@@ -71,6 +80,16 @@ def classify(proposals: list[Mapping], library: Library, limits: legality.Limits
                     "params": params,
                     "class": "illegal",
                     "reason": "; ".join(verdict.reasons),
+                }
+            )
+        elif kid in registry_seen and entry["proposer"] != registry.TOPUP and kid not in seen:
+            rejected.append(
+                {
+                    **entry,
+                    "id": kid,
+                    "params": params,
+                    "class": "duplicate",
+                    "reason": "already benchmarked at these sizes under this protocol (experiment registry)",
                 }
             )
         elif kid in seen:
@@ -144,11 +163,20 @@ def run(
     seen: set[str] = set()
     if previous_selection is not None:
         seen.update(read_yaml(previous_selection).get("measured", []))
+    arch_dir = Path(out_candidates).parents[2]
+    know = None if frozen else registry.knowledge(arch_dir, profile["arch"], deck.name, config, sizes)
+    registry_seen = frozenset(know.measured) if know is not None else frozenset()
 
     kernels, rejected = (
         ([], [])
         if frozen
-        else classify(list(require(proposals_doc, "proposals", proposals_path, list)), library, limits, seen)
+        else classify(
+            list(require(proposals_doc, "proposals", proposals_path, list)),
+            library,
+            limits,
+            seen,
+            registry_seen,
+        )
     )
     reference: dict[int, str] = {}
     if not frozen:

@@ -18,7 +18,7 @@ from oto.datatypes import Library
 from oto.deck import read_library_yaml
 from oto.files import atomic_write_text, read_yaml, write_yaml
 from oto.scoring import SAMPLE_COLUMNS
-from oto.stages.benchmark import run_race
+from oto.stages.benchmark import RACE_BOOTSTRAP, run_race
 from oto.stages.common import problem_for, stream_name
 from oto.stages.emit import reference_params
 from oto.stages.normalise import score_file
@@ -69,14 +69,14 @@ def run(
         sizes,
         {i: [k for k in tuned if k in ok] for i in range(len(sizes))},
         {i: r for i, r in reference.items() if r in ok},
-        lambda df: score_file(df, library, size_lists, profile, config),
+        lambda df, only: score_file(df, library, size_lists, profile, config, only, RACE_BOOTSTRAP),
         config,
         workdir,
         f"{config['seed']}:{deck.name}:final",
     )
     df = race.samples if len(race.samples) else pd.DataFrame(columns=[*SAMPLE_COLUMNS, "round"])
     atomic_write_text(out_samples, df.to_csv(index=False))
-    scores = race.scores if len(race.scores) else score_file(df, library, size_lists, profile, config)
+    scores = score_file(df, library, size_lists, profile, config)
     stops = {i: d.stop for i, d in race.decisions.items()}
     rows = per_size_rows(
         scores,

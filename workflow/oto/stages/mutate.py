@@ -10,7 +10,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from oto import legality
+from oto import legality, registry
 from oto.agent.stage import agent_proposals, ledger_path, proposal_entries
 from oto.datatypes import Library
 from oto.deck import LibraryDeck, read_library_yaml
@@ -20,6 +20,8 @@ from oto.strategies import Evidence, Observation, make_strategy
 from oto.tensile_params import candidate_id, canonical
 
 log = logging.getLogger(__name__)
+PRIOR_KEPT = 48  # family kernels transferred as prior evidence
+TOPUPS = 2
 
 
 def shipped_seeds(deck: LibraryDeck, count: int) -> list[dict[str, Any]]:
@@ -30,22 +32,53 @@ def shipped_seeds(deck: LibraryDeck, count: int) -> list[dict[str, Any]]:
 
 
 def evidence_for(
-    deck: LibraryDeck, generation: int, selection: Mapping | None, profile: Mapping, config: Mapping
+    deck: LibraryDeck,
+    generation: int,
+    selection: Mapping | None,
+    profile: Mapping,
+    config: Mapping,
+    know: registry.Knowledge | None = None,
 ) -> Evidence:
+    """This run's evidence plus, when a registry store exists, what earlier runs learned: their
+    measurements of this library, the kernels never to measure again, and the family's other patterns."""
     library = Library.parse(deck.name)
     limits = legality.Limits.from_profile(profile)
     obs = [
         Observation(o["id"], o["params"], o.get("score"), int(o.get("sizes_won", 0)), o.get("failure", ""))
         for o in (selection or {}).get("observations", [])
     ]
+    seen = set((selection or {}).get("measured", []))
+    prior: list[Observation] = []
+    if know is not None:
+        have = {o.kernel_id for o in obs}
+        obs += [Observation(k["id"], k["params"], k["score"]) for k in know.own if k["id"] not in have]
+        obs.sort(key=lambda o: -(o.score or 0.0))
+        seen |= know.measured | know.rejected
+        prior = [Observation(k["id"], k["params"], k["score"]) for k in know.family[:PRIOR_KEPT]]
     return Evidence(
         library=library,
         generation=generation,
         observations=obs,
         seeds=shipped_seeds(deck, int(config["benchmark"]["tuning_sizes"])),
-        seen=frozenset((selection or {}).get("measured", [])),
+        seen=frozenset(seen),
         is_legal=lambda p: legality.check(library, p, limits).valid,
+        prior=prior,
     )
+
+
+def topups(know: registry.Knowledge | None, generation: int, count: int = TOPUPS) -> list[dict[str, Any]]:
+    """Deliberate re-measurements: a fresh run re-measures the registry's best kernels of this library
+    once (gen0), so they compete under this run's conditions instead of being forgotten."""
+    if know is None or generation != 0:
+        return []
+    return [
+        {
+            "params": k["params"],
+            "proposer": registry.TOPUP,
+            "rationale": f"registry: best earlier kernel (score {k['score']:.3g}), re-measured in this run",
+        }
+        for k in know.own[:count]
+    ]
 
 
 def run(
@@ -56,6 +89,8 @@ def run(
     config: Mapping,
     out_proposals: Path,
     agent_audit: Path | None = None,
+    previous_build: Path | None = None,
+    previous_candidates: Path | None = None,
 ) -> dict:
     deck = read_library_yaml(deck_path)
     selection = read_yaml(previous_selection) if previous_selection else None
@@ -71,19 +106,24 @@ def run(
         log.info("%s gen%d: frozen (%s)", deck.name, generation, doc["reason"])
         return doc
     strategy = make_strategy(config["search"]["strategy"], int(config["seed"]))
-    evidence = evidence_for(deck, generation, selection, profile, config)
+    sizes = [deck.sizes[i] for i in tuning_indices(deck.sizes, int(config["benchmark"]["tuning_sizes"]))]
+    know = registry.knowledge(Path(out_proposals).parents[2], profile["arch"], deck.name, config, sizes)
+    evidence = evidence_for(deck, generation, selection, profile, config, know)
     slots = int(config["search"]["candidates_per_generation"])
+    top = topups(know, generation)
     # The agent takes its slots first; whatever it leaves empty or loses to validation goes symbolic.
     agent = agent_proposals(
         evidence.library, generation, selection, evidence.seeds, evidence.seen, profile, config, slots,
-        ledger_path(Path(out_proposals).parents[2]), agent_audit,
+        ledger_path(Path(out_proposals).parents[2]), agent_audit, previous_build, previous_candidates,
     )  # fmt: skip
     taken = {candidate_id(p["params"]) for p in agent.proposals}
+    top = [t for t in top if candidate_id(t["params"]) not in taken]
     evidence = dataclasses.replace(evidence, seen=evidence.seen | taken)
-    proposals = strategy.ask(evidence, slots - len(taken))
+    proposals = strategy.ask(evidence, max(slots - len(taken) - len(top), 0))
     doc.update(
         proposer=f"agent+{strategy.name}" if taken else strategy.name,
         proposals=[
+            *top,
             *proposal_entries(agent),
             *(
                 {"params": dict(p.params), "proposer": p.proposer, "rationale": p.rationale}

@@ -48,12 +48,21 @@ def read_samples(path: Path) -> pd.DataFrame:
 
 
 def score_file(
-    samples: pd.DataFrame, library: Library, sizes: list[list[int]], profile: Mapping, config: Mapping
+    samples: pd.DataFrame,
+    library: Library,
+    sizes: list[list[int]],
+    profile: Mapping,
+    config: Mapping,
+    only: set[int] | None = None,
+    bootstrap: int | None = None,
 ) -> pd.DataFrame:
+    """Flag bad timings, then score (``only``: just those size indices; ``bootstrap`` overrides the
+    configured resample count; see :func:`score_samples`)."""
     flops = {i: gemm_flops(library.family, *map(int, s[:4])) for i, s in enumerate(sizes)}
     peak = family_peak_gflops(profile, library.family)
     flagged = flag_bad_timings(samples, samples["size_index"].map(flops).to_numpy(float), peak)
-    return score_samples(flagged, flops, int(config["benchmark"]["bootstrap"]), int(config["seed"]))
+    reps = int(bootstrap or config["benchmark"]["bootstrap"])
+    return score_samples(flagged, flops, reps, int(config["seed"]), only)
 
 
 def run(samples_path: Path, candidates_path: Path, profile: Mapping, config: Mapping, out_scores: Path):

@@ -1,4 +1,9 @@
-"""package: every library's logic file → one TensileLibrary.dat (Tensile's MasterSolutionLibrary, msgpack)."""
+"""package: every library's logic file → one TensileLibrary.dat (Tensile's MasterSolutionLibrary, msgpack).
+
+Where Tensile is installed (``package.create_library``: auto), TensileCreateLibrary also builds the code
+objects rocBLAS needs into ``results/<arch>/library/`` (lazy, separate architectures, msgpack; see
+:mod:`oto.tensile_package`); ``library/manifest.yaml`` says which files were built, or why none were.
+"""
 
 from __future__ import annotations
 
@@ -6,14 +11,26 @@ import logging
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
+import yaml
+
+from oto.files import atomic_write_text
 from oto.stages.logic import label_of
 from oto.tensile_library import build_master_library, write_library
+from oto.tensile_package import build_library
 
 log = logging.getLogger(__name__)
 
 
-def run(logic_paths: Sequence[Path], profile: Mapping, label: str, out: Path) -> Path:
-    _, arch, _ = label_of(profile, label)
+def run(
+    logic_paths: Sequence[Path],
+    profile: Mapping,
+    label: str,
+    out: Path,
+    manifest: Path | None = None,
+    tensile_cfg: Mapping | None = None,
+    create_library: str = "auto",
+) -> Path:
+    prefix, arch, _ = label_of(profile, label)
     library = build_master_library([Path(p) for p in logic_paths], arch=arch)
     write_library(library, out)
     log.info(
@@ -23,4 +40,20 @@ def run(logic_paths: Sequence[Path], profile: Mapping, label: str, out: Path) ->
         len(logic_paths),
         arch,
     )
+    if manifest is not None:
+        doc = {"label": label, "architecture": arch, "native_dat": str(out)}
+        built = {}
+        if create_library != "never":
+            built = build_library(logic_paths, arch, Path(manifest).parent, tensile_cfg or {}, prefix=prefix)
+            if not built and create_library == "always":
+                raise RuntimeError(
+                    "config field 'package.create_library' is 'always' but Tensile was not found "
+                    "(set tensile.python or $OTO_TENSILE_PYTHON)"
+                )
+        why = "Tensile not found" if create_library != "never" else "package.create_library is never"
+        doc["tensile_create_library"] = built or {"files": [], "why": f"not run: {why}"}
+        if built:
+            log.info("TensileCreateLibrary (%s): %s", arch, ", ".join(built["files"]))
+        Path(manifest).parent.mkdir(parents=True, exist_ok=True)
+        atomic_write_text(manifest, yaml.safe_dump(doc, sort_keys=False))
     return Path(out)

@@ -16,6 +16,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from oto import registry
 from oto.ceilings import roofline_gflops
 from oto.datatypes import Library
 from oto.files import read_yaml, write_yaml
@@ -136,6 +137,31 @@ def observations(
     return ranked[:OBSERVATIONS_KEPT]
 
 
+def novelty(cands: Mapping, rows: list[Mapping], generation: int) -> dict[str, Any]:
+    """How well the proposals of this generation were spent: new (not already measured), legal, and
+    useful (became the best kernel at one or more tuning sizes)."""
+    cand = [k for k in cands.get("kernels", []) if "candidate" in k.get("roles", [])]
+    rejected = cands.get("rejected", [])
+    proposed = len(cand) + len(rejected)
+    duplicate = sum(r.get("class") == "duplicate" for r in rejected)
+    illegal = sum(r.get("class") == "illegal" for r in rejected)
+    ids = {k["id"] for k in cand}
+    useful = len({r["winner"] for r in rows if r.get("winner") in ids and r.get("generation") == generation})
+
+    def share(x: int) -> float | None:
+        return round(x / proposed, 4) if proposed else None
+
+    return {
+        "proposed": proposed,
+        "new": proposed - duplicate,
+        "legal": proposed - illegal,
+        "useful": useful,
+        "share_new": share(proposed - duplicate),
+        "share_legal": share(proposed - illegal),
+        "share_useful": share(useful),
+    }
+
+
 def convergence(history: list[float], epsilon: float, patience: int) -> dict[str, Any]:
     if len(history) > patience:
         base, last = history[-1 - patience], history[-1]
@@ -158,6 +184,7 @@ def run(
     profile: Mapping,
     config: Mapping,
     out_selection: Path,
+    out_registry: Path | None = None,
 ) -> dict:
     cands = read_yaml(candidates_path)
     build = read_yaml(build_path)
@@ -169,6 +196,8 @@ def run(
         doc = dict(prev)
         doc.update(generation=generation, frozen=True)
         write_yaml(out_selection, doc)
+        if out_registry is not None:
+            registry.write_job_file(out_registry, [])  # converged: nothing proposed, nothing measured
         log.info("%s gen%d: frozen, carried forward from gen%d", library.name, generation, prev["generation"])
         return doc
 
@@ -226,8 +255,14 @@ def run(
             },
         ),
         "measured": measured,
+        "novelty": novelty(cands, rows, generation),
     }
     write_yaml(out_selection, doc)
+    if out_registry is not None:
+        registry.write_job_file(
+            out_registry,
+            registry.generation_records(cands, build, scores.to_dict("records"), config, profile["arch"]),
+        )
     log.info(
         "%s gen%d: geomean score %.3f, W/T/L %d/%d/%d, %s",
         library.name,

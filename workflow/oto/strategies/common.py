@@ -64,7 +64,7 @@ class SpaceCache:
 def history(evidence: Evidence, space: Space) -> History:
     pts, costs, ppts, pcosts = [], [], [], []
     for o in evidence.observations:
-        idx = space.index(o.params)
+        idx = space.known(o.kernel_id) or space.index(o.params)
         if idx is not None:
             pts.append(idx)
             costs.append(cost(o))
@@ -119,3 +119,9 @@ def fill_random(pick: Picker, rng: np.random.Generator, rationale: str) -> None:
         else:  # legal configs are rare in Tensile's product space: wander from known-legal ones
             idx = space.walk(anchors[int(rng.integers(len(anchors)))], int(rng.integers(2, 7)), rng)
         pick.offer(idx, rationale)
+    if not pick.full and space.enumerable:  # nearly exhausted: sweep the rest in random order
+        members = space.all_members()
+        for i in rng.permutation(len(members)):
+            if pick.full:
+                return
+            pick.offer(members[int(i)], rationale)

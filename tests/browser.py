@@ -1,0 +1,243 @@
+"""Render a page in headless Chromium through the DevTools protocol: console errors, evaluated values and
+a full-page screenshot. Used by the dashboard tests; skips cleanly where Chromium is absent."""
+
+from __future__ import annotations
+
+import base64
+import json
+import os
+import queue
+import re
+import shutil
+import subprocess
+import tempfile
+import threading
+import time
+import urllib.request
+from collections import Counter
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+from oto.dashboard import names
+
+CHROMIUM = os.environ.get("OTO_CHROMIUM", "/usr/bin/chromium")
+FLAGS = [
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--hide-scrollbars",
+    "--remote-debugging-port=0",
+    "--remote-allow-origins=*",
+]
+
+
+def available() -> bool:
+    return Path(CHROMIUM).is_file() and shutil.which(CHROMIUM) is not None
+
+
+@dataclass
+class Rendered:
+    errors: list[str] = field(default_factory=list)
+    values: dict[str, Any] = field(default_factory=dict)
+    screenshot: bytes = b""
+
+
+class _Session:
+    def __init__(self, ws):
+        self.ws, self.next_id, self.events = ws, 0, []
+
+    def call(self, method: str, timeout: float = 30, **params) -> dict:
+        self.next_id += 1
+        my = self.next_id
+        self.ws.send(json.dumps({"id": my, "method": method, "params": params}))
+        end = time.monotonic() + timeout
+        while time.monotonic() < end:
+            msg = json.loads(self.ws.recv())
+            if msg.get("id") == my:
+                if "error" in msg:
+                    raise RuntimeError(f"{method}: {msg['error']}")
+                return msg.get("result", {})
+            self.events.append(msg)
+        raise TimeoutError(method)
+
+    def wait_for(self, method: str, timeout: float = 30) -> dict:
+        for i, e in enumerate(self.events):
+            if e.get("method") == method:
+                return self.events.pop(i)
+        end = time.monotonic() + timeout
+        while time.monotonic() < end:
+            msg = json.loads(self.ws.recv())
+            if msg.get("method") == method:
+                return msg
+            self.events.append(msg)
+        raise TimeoutError(method)
+
+    def evaluate(self, expression: str) -> Any:
+        res = self.call("Runtime.evaluate", expression=expression, returnByValue=True, awaitPromise=True)
+        if "exceptionDetails" in res:
+            raise RuntimeError(f"{expression}: {res['exceptionDetails']}")
+        return res["result"].get("value")
+
+
+def _errors(events: list[dict]) -> list[str]:
+    out = []
+    for e in events:
+        m, p = e.get("method"), e.get("params", {})
+        if m == "Runtime.consoleAPICalled" and p.get("type") in ("error", "assert"):
+            out.append("console: " + " ".join(str(a.get("value", a.get("description"))) for a in p["args"]))
+        elif m == "Runtime.exceptionThrown":
+            out.append("exception: " + p["exceptionDetails"].get("text", ""))
+        elif m == "Log.entryAdded" and p["entry"].get("level") == "error":
+            out.append(f"log: {p['entry'].get('text')} {p['entry'].get('url', '')}")
+    return out
+
+
+def render(page: Path, expressions: dict[str, str], width: int = 1440, height: int = 900) -> Rendered:
+    """Open ``page`` (a file), evaluate each JavaScript expression, screenshot the whole page."""
+    import websocket  # test dependency (websocket-client)
+
+    with tempfile.TemporaryDirectory(prefix="oto-chromium-") as profile:
+        proc = subprocess.Popen(
+            [
+                CHROMIUM,
+                *FLAGS,
+                f"--user-data-dir={profile}",
+                f"--window-size={width},{height}",
+                "about:blank",
+            ],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        try:
+            lines: queue.Queue = queue.Queue()
+            # Keep draining stderr (dbus noise) so chromium never blocks on a full pipe.
+            threading.Thread(target=lambda: [lines.put(x) for x in proc.stderr], daemon=True).start()
+            port = None
+            end = time.monotonic() + 60
+            while port is None and time.monotonic() < end:
+                try:
+                    line = lines.get(timeout=1)
+                except queue.Empty:
+                    if proc.poll() is not None:
+                        raise RuntimeError(f"chromium exited with {proc.returncode}") from None
+                    continue
+                if m := re.search(r"DevTools listening on ws://[^:]+:(\d+)/", line):
+                    port = int(m.group(1))
+            if port is None:
+                raise TimeoutError("chromium did not open its DevTools port")
+            with urllib.request.urlopen(f"http://127.0.0.1:{port}/json/list", timeout=10) as r:
+                target = next(t for t in json.load(r) if t["type"] == "page")
+            ws = websocket.create_connection(target["webSocketDebuggerUrl"], timeout=60, suppress_origin=True)
+            try:
+                s = _Session(ws)
+                for domain in ("Page", "Runtime", "Log"):
+                    s.call(f"{domain}.enable")
+                s.call("Page.navigate", url=page.resolve().as_uri())
+                s.wait_for("Page.loadEventFired", timeout=60)
+                # Images decode asynchronously: wait until every one is complete.
+                s.evaluate(
+                    "Promise.all([...document.images].map(i => i.complete ? 0 : "
+                    "new Promise(r => { i.onload = i.onerror = r; })))"
+                )
+                out = Rendered(values={k: s.evaluate(v) for k, v in expressions.items()})
+                metrics = s.call("Page.getLayoutMetrics")
+                size = metrics.get("cssContentSize") or metrics["contentSize"]
+                shot = s.call(
+                    "Page.captureScreenshot",
+                    format="png",
+                    captureBeyondViewport=True,
+                    clip={"x": 0, "y": 0, "width": width, "height": size["height"], "scale": 1},
+                )
+                out.screenshot = base64.b64decode(shot["data"])
+                time.sleep(0.2)
+                ws.settimeout(0.5)
+                try:  # drain late console events
+                    while True:
+                        s.events.append(json.loads(ws.recv()))
+                except websocket.WebSocketTimeoutException:
+                    pass
+                out.errors = _errors(s.events)
+                return out
+            finally:
+                ws.close()
+        finally:
+            proc.terminate()
+            try:
+                proc.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()
+
+
+SHOTS = os.environ.get("OTO_SCREENSHOTS")  # keep the screenshots in this folder (to look at them)
+
+PAGE_VALUES = {
+    "images": "[...document.images].map(i => ({src: i.getAttribute('src'), w: i.naturalWidth, "
+    "h: i.naturalHeight}))",
+    "inline_svgs": "document.querySelectorAll('div.chart svg').length",
+    "state": "document.querySelector('[data-test=state]').dataset.state",
+    "numbers": "(document.querySelector('[data-test=provenance]') || {dataset: {}}).dataset.numbers",
+    "rows": "Object.fromEntries([...document.querySelectorAll('table[data-test=libraries] tr[data-library]')]"
+    ".map(tr => [tr.dataset.library, Object.fromEntries([...tr.querySelectorAll('[data-key]')]"
+    ".map(td => [td.dataset.key, td.textContent.replace(/\\s+/g, ' ').trim()]))]))",
+    "kpis": "Object.fromEntries([...document.querySelectorAll('[data-test=kpis] [data-key]')]"
+    ".map(e => [e.dataset.key, e.textContent.replace(/\\s+/g, ' ').trim()]))",
+    "waiting": "!!document.querySelector('[data-test=waiting]')",
+    "font": "getComputedStyle(document.body).fontFamily",
+    "overflow": "document.documentElement.scrollWidth > window.innerWidth + 1",
+    "tables_overflow": "[...document.querySelectorAll('.table-wrap')]"
+    ".some(e => e.scrollWidth > e.clientWidth + 1)",
+}
+
+
+def _shown(res: Path, lib: str) -> dict | None:
+    """What a library row must show: its final.yaml, else its latest selection.yaml."""
+    final = res / lib / "final.yaml"
+    if final.is_file():
+        return yaml.safe_load(final.read_text())
+    sels = sorted(res.glob(f"{lib}/gen*/selection.yaml"), key=lambda p: int(p.parent.name[3:]))
+    return yaml.safe_load(sels[-1].read_text()) if sels else None
+
+
+def check_page(res: Path, page: Path, name: str) -> dict:
+    out = render(page, PAGE_VALUES)
+    if SHOTS:
+        Path(SHOTS).mkdir(parents=True, exist_ok=True)
+        (Path(SHOTS) / f"{name}.png").write_bytes(out.screenshot)
+    assert out.screenshot[:8] == b"\x89PNG\r\n\x1a\n" and len(out.screenshot) > 10_000
+    assert out.errors == [], out.errors
+    v = out.values
+    assert "Plex" in v["font"] and "sans-serif" in v["font"], v["font"]  # the CSS was applied
+    assert not v["overflow"], "the page scrolls sideways at 1440 px"
+    assert not v["tables_overflow"], "a table is cut off at 1440 px"
+    if v["state"] == "waiting":
+        return v
+    srcs = {i["src"]: i for i in v["images"]}
+    assert set(srcs) == {f"plots/{n}.svg" for n in names.CHARTS}
+    for img in v["images"]:
+        assert img["w"] > 0 and img["h"] > 0, f"{img['src']} did not load"
+    for lib, row in v["rows"].items():
+        doc = _shown(res, lib)
+        if doc is None:
+            assert row["geomean_score"] == "—" and row["generations"].startswith("0")
+            continue
+        g = doc["summary"]["geomean_score"]
+        assert row["geomean_score"] == f"{g:.3f}×", lib
+        c = Counter(r["verdict"] for r in doc["per_size"])
+        assert row["wtl"] == f"{c['win']} / {c['tie']} / {c['loss']}", lib
+        gens = len(list(res.glob(f"{lib}/gen*/selection.yaml")))
+        assert row["generations"].split(" / ")[0] == str(gens), lib
+    finals = list(res.glob("*/final.yaml"))
+    assert v["kpis"]["libraries_finished"].split(" / ")[0] == str(len(finals))
+    assert v["kpis"]["generations_done"].split(" / ")[0] == str(len(list(res.glob("*/gen*/selection.yaml"))))
+    docs = [yaml.safe_load(p.read_text()) for p in res.glob("*/gen*/selection.yaml")]
+    assert v["numbers"] == ",".join(sorted({d["provenance"]["numbers"] for d in docs}))
+    return v

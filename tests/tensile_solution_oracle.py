@@ -1,0 +1,39 @@
+"""Run under Tensile's Python: Tensile's own Solution() verdict for each candidate (stdlib + Tensile only).
+
+stdin: JSON list of {"problem_type": {...}, "params": {...}}; stdout: JSON list of [valid, [reject reasons]]
+(valid is true/false, or "exception: ..." when Solution() raised). gfx90c (9,0,12) gets gfx900's caps, as
+oto's tensile_runtime.py registers it."""
+
+import contextlib
+import io
+import json
+import sys
+
+from Tensile.AsmCaps import getCapabilitiesCache
+from Tensile.Common import GetArchCaps, SemanticVersion, globalParameters
+from Tensile.SolutionStructs import Solution
+
+caps = getCapabilitiesCache(SemanticVersion(6, 3, 0))
+caps[(9, 0, 12)] = dict(caps[(9, 0, 0)])
+globalParameters["AsmCaps"] = caps
+globalParameters["ArchCaps"] = {i: GetArchCaps(i) for i in caps}
+globalParameters["PrintSolutionRejectionReason"] = True
+
+out = []
+for item in json.load(sys.stdin):
+    # JSON turned int dict keys (AssertStrideAEqual: {0: 1}) into strings; Tensile compares them as ints
+    state = {
+        k: {int(a) if a.isdigit() else a: b for a, b in v.items()} if isinstance(v, dict) else v
+        for k, v in item["params"].items()
+    }
+    state["ProblemType"] = item["problem_type"]
+    state["ISA"] = [9, 0, 12] if state.get("KernelLanguage", "Assembly") == "Assembly" else [0, 0, 0]
+    buf = io.StringIO()
+    with contextlib.redirect_stdout(buf):
+        try:
+            valid = bool(Solution(state)["Valid"])
+        except Exception as exc:  # Tensile asserts on some combinations instead of rejecting them
+            valid = f"exception: {exc!r}"[:200]
+    rejects = [ln[len("reject: ") :] for ln in buf.getvalue().splitlines() if ln.startswith("reject: ")]
+    out.append([valid, rejects])
+json.dump(out, sys.stdout)

@@ -1,0 +1,186 @@
+"""The dashboard: collecting the run's files, the waiting state, bad input, the charts and the page."""
+
+from __future__ import annotations
+
+import json
+import re
+
+import pytest
+import yaml
+from dashboard_helpers import CONFIG, PEAK, make_results
+from oto.dashboard import figures, names, plots
+from oto.dashboard.collect import collect
+from oto.dashboard.writer import fmt, refresh, write_dashboard
+from oto.files import StageFileError
+
+
+@pytest.fixture
+def results(tmp_path):
+    return make_results(tmp_path)
+
+
+def test_collect_reads_every_finished_generation_and_skips_the_running_one(results):
+    data = collect(results, CONFIG)
+    libs = {lib["library"]: lib for lib in data["libraries"]}
+    nn, nt = libs["Cijk_Ailk_Bljk_DB"], libs["Cijk_Ailk_Bjlk_DB"]
+    assert [g["gen"] for g in nn["generations"]] == [0, 1, 2]
+    assert [g["gen"] for g in nt["generations"]] == [0, 1]  # gen2 has no selection.yaml yet
+    assert nn["status"] == "finished" and nt["status"] == "tuning"
+    assert data["state"] == "running"
+    assert data["numbers"] == ["simulated"] and data["backends"] == ["sim"]
+
+
+def test_benchmarks_by_proposer_count_reference_launches_apart(results):
+    g = collect(results, CONFIG)["libraries"][0]["generations"][0]
+    # 60 reference launches, 180 candidate launches: ksym twice per round, kagt once.
+    assert g["launches"] == {"agent": 60, "reference": 60, "symbolic": 120}
+    assert g["candidates"] == {"agent": 1, "symbolic": 1}
+    assert g["failures"]["launch: timeout"] == 1 and g["failures"]["rejected: illegal"] == 1
+
+
+def test_failures_per_generation_are_the_differences_of_the_cumulative_counts(results):
+    nt = {lib["library"]: lib for lib in collect(results, CONFIG)["libraries"]}["Cijk_Ailk_Bjlk_DB"]
+    assert nt["generations"][0]["failures_new"] == {"illegal": 1}
+    assert nt["generations"][1]["failures_new"] == {"crash": 1, "illegal": 2}
+
+
+def test_reference_drift_is_measured_from_the_reference_samples(results):
+    g = collect(results, CONFIG)["libraries"][0]["generations"][0]
+    # The hand-made reference times rise by 20% in the middle of the batch; the running median keeps most.
+    assert 15 < g["drift_range_pct"] <= 20.0 + 1e-9
+    assert min(g["drift"]["slowdown_pct"]) == 0
+
+
+def test_family_figures_come_from_the_per_size_records(results):
+    data = collect(results, CONFIG)
+    fam = data["final"]["families"][0]
+    assert fam["family"] == "DB" and fam["patterns"] == "NN"
+    assert fam["best_pct_theoretical"] == pytest.approx(100 * 72.0 / PEAK)
+    assert (fam["wins"], fam["ties"], fam["losses"]) == (2, 1, 1)
+    current = data["current"]["families"][0]
+    assert current["patterns"] == "NN, NT" and current["sizes"] == 8
+
+
+def test_library_verdicts_use_the_tie_tolerance():
+    assert figures.library_verdict({"geomean_score": 1.05, "losses": 0}, 0.02) == "better than the spoof"
+    assert figures.library_verdict({"geomean_score": 1.01, "losses": 0}, 0.02) == "at parity with the spoof"
+    assert figures.library_verdict({"geomean_score": 1.2, "losses": 1}, 0.02).startswith("mixed")
+    assert figures.library_verdict({"geomean_score": 0.9, "losses": 3}, 0.02) == "slower than the spoof"
+    assert figures.library_verdict({}, 0.02) == "no measurement yet"
+
+
+def test_slowest_sizes_are_ordered_by_percent_of_roofline(results):
+    slow = collect(results, CONFIG)["final"]["slowest"]
+    pct = [r["pct_ceiling"] for r in slow]
+    assert pct == sorted(pct) and slow[0]["size"] == [256, 256, 1, 256]
+
+
+def test_missing_keys_from_other_stages_are_no_data_not_errors(results):
+    sel = results / "Cijk_Ailk_Bjlk_DB" / "gen1" / "selection.yaml"
+    doc = yaml.safe_load(sel.read_text())
+    for key in ("summary", "convergence", "provenance"):
+        del doc[key]
+    for row in doc["per_size"]:
+        row.pop("pct_ceiling")
+    sel.write_text(yaml.safe_dump(doc))
+    (results / "Cijk_Ailk_Bjlk_DB" / "gen1" / "build.yaml").unlink()
+    data = collect(results, CONFIG)
+    nt = {lib["library"]: lib for lib in data["libraries"]}["Cijk_Ailk_Bjlk_DB"]
+    assert nt["generations"][1]["geomean_score"] is None
+    assert nt["generations"][1]["median_pct_roofline"] is None
+
+
+def test_a_broken_file_is_named(results):
+    bad = results / "Cijk_Ailk_Bjlk_DB" / "gen1" / "selection.yaml"
+    bad.write_text("per_size: [unclosed\n")
+    with pytest.raises(StageFileError, match=re.escape(str(bad))):
+        collect(results, CONFIG)
+    samples = results / "Cijk_Ailk_Bjlk_DB" / "gen0" / "samples.csv"
+    bad.unlink()
+    samples.write_text("seq,kernel_id\n1,k\n")
+    with pytest.raises(StageFileError, match="samples.csv: missing column"):
+        collect(results, CONFIG)
+
+
+def test_refresh_keeps_the_last_good_page_and_never_raises(results):
+    write_dashboard(results, CONFIG)
+    page = (results / "dashboard" / "index.html").read_text()
+    (results / "Cijk_Ailk_Bjlk_DB" / "gen1" / "selection.yaml").write_text("a: [\n")
+    assert refresh(results, CONFIG) is False
+    assert (results / "dashboard" / "index.html").read_text() == page
+
+
+def test_generation_digests_are_cached_on_the_files(results):
+    write_dashboard(results, CONFIG)
+    cache = results / "dashboard" / "cache" / "Cijk_Ailk_Bljk_DB" / "gen0.json"
+    entry = json.loads(cache.read_text())
+    entry["value"]["geomean_score"] = 99.0  # a cached value is used while the files are unchanged
+    cache.write_text(json.dumps(entry))
+    data = collect(results, CONFIG, cache_dir=results / "dashboard" / "cache")
+    assert data["libraries"][1]["generations"][0]["geomean_score"] == 99.0
+    sel = results / "Cijk_Ailk_Bljk_DB" / "gen0" / "selection.yaml"
+    sel.write_text(sel.read_text())  # touched: new mtime, so recomputed
+    data = collect(results, CONFIG, cache_dir=results / "dashboard" / "cache")
+    assert data["libraries"][1]["generations"][0]["geomean_score"] != 99.0
+
+
+def test_waiting_state_before_any_generation_finished(tmp_path):
+    res = make_results(tmp_path, finished=False)
+    for sel in res.glob("*/gen*/selection.yaml"):
+        sel.unlink()
+    data = write_dashboard(res, CONFIG)
+    assert data["state"] == "waiting"
+    page = (res / "dashboard" / "index.html").read_text()
+    assert "Waiting for first results" in page and 'http-equiv="refresh"' in page
+    for name in names.CHARTS:
+        svg = (res / "dashboard" / "plots" / f"{name}.svg").read_text()
+        # The deck is known before any measurement, so its coverage chart is drawn already.
+        assert "<svg" in svg and ("waiting for first results" in svg) == (name != "coverage")
+
+
+def test_page_before_the_deck_exists(tmp_path):
+    data = write_dashboard(tmp_path / "results" / "gfx90c", CONFIG)
+    assert data["state"] == "waiting" and data["libraries"] == []
+    assert "Waiting for first results" in (tmp_path / "results/gfx90c/dashboard/index.html").read_text()
+
+
+def test_page_shows_every_chart_and_the_figures(results):
+    data = write_dashboard(results, CONFIG)
+    page = (results / "dashboard" / "index.html").read_text()
+    for name in names.CHARTS:
+        assert f'src="plots/{name}.svg"' in page
+        assert (results / "dashboard" / "plots" / f"{name}.svg").stat().st_size > 1000
+    assert "Simulated numbers." in page
+    assert fmt(data["final"]["overall"]["geomean_score"], ".3f", "×") in page
+    assert 'http-equiv="refresh"' in page  # NT is still running
+    assert json.loads((results / "dashboard" / "data.json").read_text())["state"] == "running"
+
+
+def test_finished_run_stops_reloading(results):
+    for lib in ("Cijk_Ailk_Bjlk_DB",):
+        src = results / "Cijk_Ailk_Bljk_DB" / "final.yaml"
+        doc = yaml.safe_load(src.read_text())
+        doc.update(library=lib, pattern="NT")
+        (results / lib / "final.yaml").write_text(yaml.safe_dump(doc))
+    data = write_dashboard(results, CONFIG)
+    assert data["state"] == "finished"
+    assert 'http-equiv="refresh"' not in (results / "dashboard" / "index.html").read_text()
+
+
+def test_chart_names_match_the_rule_outputs():
+    assert list(plots.CHARTS) == list(names.CHARTS)
+
+
+def test_charts_are_deterministic(results):
+    data = collect(results, CONFIG)
+    assert plots.progress_score(data) == plots.progress_score(data)
+
+
+def test_command_line_redraws_a_run(results, tmp_path, capsys):
+    from oto.dashboard.__main__ import main
+
+    cfg = tmp_path / "config.yaml"
+    cfg.write_text(yaml.safe_dump(CONFIG))
+    assert main([str(results), "--config", str(cfg)]) == 0
+    assert "running, 2 libraries" in capsys.readouterr().out
+    assert (results / "dashboard" / "index.html").is_file()

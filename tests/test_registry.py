@@ -1,0 +1,218 @@
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from oto import registry
+from oto.datatypes import Library
+from oto.legality import Limits
+from oto.stages.emit import classify
+from oto.stages.select import novelty
+from oto.tensile_params import candidate_id, canonical
+
+CONFIG = {"backend": "sim", "seed": 1, "benchmark": {"repetitions": 5, "tuning_sizes": 4, "bootstrap": 400}}
+LIB = "Cijk_Ailk_Bljk_DB"
+SIZES = [[64, 64, 1, 64], [128, 128, 1, 128]]
+
+
+def params(tt0: int) -> dict:
+    return canonical({"ThreadTile": [tt0, 4], "WorkGroup": [16, 16, 1], "DepthU": 16, "VectorWidth": 2})
+
+
+def generation(gen: int, kernels: list[dict], library: str = LIB) -> list[dict]:
+    cands = {
+        "library": library,
+        "generation": gen,
+        "sizes": SIZES,
+        "kernels": [
+            {"id": candidate_id(p), "params": p, "roles": ["candidate"], "proposer": "surrogate"}
+            for p in kernels
+        ],
+        "rejected": [
+            {"id": "kbad", "params": {}, "proposer": "surrogate", "class": "illegal", "reason": "LDS"}
+        ],
+    }
+    build = {
+        "provenance": {"backend": "sim", "numbers": "simulated", "model_version": "7"},
+        "kernels": [{"id": k["id"], "status": "ok"} for k in cands["kernels"]],
+    }
+    scores = [
+        {
+            "kernel_id": k["id"],
+            "size_index": i,
+            "status": "ok",
+            "score": 1.0 + 0.1 * j,
+            "time_us": 10.0,
+            "gflops": 5,
+        }
+        for j, k in enumerate(cands["kernels"])
+        for i in range(len(SIZES))
+    ]
+    return registry.generation_records(cands, build, scores, CONFIG, "gfx90c", now=1000.0 + gen)
+
+
+def write_gen(root: Path, gen: int, kernels: list[dict], library: str = LIB) -> Path:
+    path = root / "gfx90c" / library / f"gen{gen}" / "registry.jsonl"
+    registry.write_job_file(path, generation(gen, kernels, library))
+    return path
+
+
+def test_records_carry_provenance_and_roundtrip(tmp_path):
+    path = write_gen(tmp_path, 0, [params(2), params(4)])
+    res = registry.read_job_file(path)
+    assert not res.problems
+    kinds = [r["kind"] for r in res.records]
+    assert kinds.count("proposed") == 2 and kinds.count("rejected") == 1 and kinds.count("built") == 2
+    assert kinds.count("benchmarked") == 4
+    rec = next(r for r in res.records if r["kind"] == "benchmarked")
+    for field in (
+        "arch",
+        "backend",
+        "numbers",
+        "protocol",
+        "config_hash",
+        "generation",
+        "proposer",
+        "recorded_at",
+    ):
+        assert rec[field] not in (None, ""), field
+    assert json.loads(rec["tool_versions"])["model_version"] == "7"
+    assert rec["size"] == "64,64,1,64" and rec["family"] == "DB" and rec["pattern"] == "NN"
+
+
+def test_corrupted_and_half_written_files_are_reported_and_the_rest_stays_usable(tmp_path):
+    good = write_gen(tmp_path, 0, [params(2)])
+    corrupt = write_gen(tmp_path, 1, [params(4)])
+    lines = corrupt.read_text().splitlines()
+    lines[1] = lines[1][:20]  # a damaged record
+    corrupt.write_text("\n".join(lines) + "\n")
+    half = write_gen(tmp_path, 2, [params(8)])
+    half.write_text("".join(half.read_text().splitlines(keepends=True)[:3]))  # cut short: no end marker
+    store = registry.store_path(tmp_path / "gfx90c")
+    summary = registry.consolidate([good, corrupt, half], store)
+    problems = "\n".join(summary["problems"])
+    assert f"{corrupt}:2: corrupted record" in problems
+    assert f"{half}: half-written" in problems
+    assert str(good) not in problems
+    db = registry.Store(store)
+    ids = {r["kernel_id"] for r in db.query("SELECT kernel_id FROM records WHERE kind='benchmarked'")}
+    db.close()
+    assert candidate_id(params(2)) in ids and candidate_id(params(4)) in ids  # readable lines are kept
+
+
+def test_merge_is_idempotent_and_dedupes(tmp_path):
+    f = write_gen(tmp_path, 0, [params(2), params(4)])
+    store = registry.store_path(tmp_path / "gfx90c")
+    first = registry.consolidate([f], store)
+    again = registry.consolidate([f, f], store)
+    assert first["added"] > 0 and again["added"] == 0
+
+
+def test_a_corrupted_store_is_set_aside_not_lost(tmp_path):
+    store = registry.store_path(tmp_path / "gfx90c")
+    store.parent.mkdir(parents=True)
+    store.write_bytes(b"this is not sqlite" * 100)
+    summary = registry.consolidate([write_gen(tmp_path, 0, [params(2)])], store)
+    assert any("not a readable registry store" in p for p in summary["problems"])
+    assert list(store.parent.glob("registry.corrupt-*"))
+    assert summary["records"]["benchmarked"] == 2
+    assert registry.Store.open_optional(tmp_path / "missing.sqlite") is None
+
+
+def test_knowledge_dedupes_by_candidate_size_and_protocol(tmp_path):
+    f0 = write_gen(tmp_path, 0, [params(2), params(4)])
+    f1 = write_gen(tmp_path, 0, [params(8)], library="Cijk_Alik_Bljk_DB")  # another pattern of the family
+    registry.consolidate([f0, f1], registry.store_path(tmp_path / "gfx90c"))
+    know = registry.knowledge(tmp_path / "gfx90c", "gfx90c", LIB, CONFIG, SIZES)
+    assert know.measured == {candidate_id(params(2)), candidate_id(params(4))}
+    assert [k["id"] for k in know.own] == [candidate_id(params(4)), candidate_id(params(2))]  # best first
+    assert [k["id"] for k in know.family] == [candidate_id(params(8))]
+    # another size or another protocol is a different experiment
+    assert not registry.knowledge(
+        tmp_path / "gfx90c", "gfx90c", LIB, CONFIG, [*SIZES, [256, 256, 1, 256]]
+    ).measured
+    other = {**CONFIG, "benchmark": {**CONFIG["benchmark"], "repetitions": 9}}
+    assert not registry.knowledge(tmp_path / "gfx90c", "gfx90c", LIB, other, SIZES).measured
+    assert registry.knowledge(tmp_path / "nothing", "gfx90c", LIB, CONFIG, SIZES) is None
+
+
+def test_emit_rejects_registry_duplicates_except_deliberate_topups():
+    lib = Library.parse(LIB)
+    done = candidate_id(params(2))
+    props = [
+        {"params": params(2), "proposer": "surrogate"},
+        {"params": params(2), "proposer": registry.TOPUP},
+        {"params": params(4), "proposer": "surrogate"},
+    ]
+    kernels, rejected = classify(props, lib, Limits(), set(), frozenset({done}))
+    assert [k["id"] for k in kernels] == [done, candidate_id(params(4))]
+    assert kernels[0]["proposer"] == registry.TOPUP
+    assert rejected[0]["class"] == "duplicate" and "registry" in rejected[0]["reason"]
+
+
+def test_novelty_shares():
+    cands = {
+        "kernels": [
+            {"id": "a", "roles": ["candidate"]},
+            {"id": "b", "roles": ["candidate"]},
+            {"id": "r", "roles": ["reference"]},
+        ],
+        "rejected": [{"id": "c", "class": "duplicate"}, {"id": "d", "class": "illegal"}],
+    }
+    rows = [
+        {"winner": "a", "generation": 3},
+        {"winner": "a", "generation": 3},
+        {"winner": "x", "generation": 1},
+    ]
+    n = novelty(cands, rows, 3)
+    assert n == {
+        "proposed": 4,
+        "new": 3,
+        "legal": 3,
+        "useful": 1,
+        "share_new": 0.75,
+        "share_legal": 0.75,
+        "share_useful": 0.25,
+    }
+
+
+def test_export_t4(tmp_path, capsys):
+    from oto.cli import main as cli
+
+    f = write_gen(tmp_path, 0, [params(2)])
+    store = registry.store_path(tmp_path / "gfx90c")
+    registry.consolidate([f], store)
+    out = tmp_path / "t4.json"
+    assert cli(["registry", "export-t4", str(store), str(out), "--arch", "gfx90c"]) == 0
+    doc = json.loads(out.read_text())
+    assert doc["schema_version"] == "1.0.0"
+    res = doc["results"]
+    assert len(res) == 3  # two sizes measured + one rejection
+    ok = [r for r in res if r["invalidity"] == "correct"]
+    assert len(ok) == 2 and ok[0]["configuration"]["library"] == LIB and ok[0]["times"]["runtimes"] == [0.01]
+    assert {m["name"] for m in ok[0]["measurements"]} >= {"time", "score"}
+    assert [r["invalidity"] for r in res if r["invalidity"] != "correct"] == ["constraints"]
+    assert cli(["registry", "summary", str(tmp_path / "none.sqlite")]) == 2
+    assert "no registry store" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("bad", ["[]", '{"kind": "weird", "kernel_id": "k", "library": "L"}'])
+def test_records_of_the_wrong_shape_are_reported(tmp_path, bad):
+    p = tmp_path / "r.jsonl"
+    p.write_text(bad + "\n" + json.dumps({"end": True, "records": 0}) + "\n")
+    res = registry.read_job_file(p)
+    assert res.records == [] and res.problems and res.problems[0].startswith(f"{p}:1:")
+
+
+def test_a_fresh_run_starts_from_the_registry(tmp_path):
+    from oto.stages.mutate import topups
+
+    f = write_gen(tmp_path, 0, [params(2), params(4), params(8)])
+    registry.consolidate([f], registry.store_path(tmp_path / "gfx90c"))
+    know = registry.knowledge(tmp_path / "gfx90c", "gfx90c", LIB, CONFIG, SIZES)
+    top = topups(know, 0)
+    # the two best earlier kernels are re-measured once, deliberately; later generations do not repeat it
+    assert [candidate_id(t["params"]) for t in top] == [candidate_id(params(8)), candidate_id(params(4))]
+    assert all(t["proposer"] == registry.TOPUP for t in top)
+    assert topups(know, 1) == [] and topups(None, 0) == []

@@ -1,0 +1,109 @@
+"""The acceptance report (Markdown and HTML) and, end to end, the dashboard and `snakemake --report`."""
+
+from __future__ import annotations
+
+import re
+import zipfile
+from collections import Counter
+
+import pytest
+import yaml
+from browser import available, check_page
+from dashboard_helpers import CONFIG, make_results
+from oto.dashboard import names
+from oto.dashboard.collect import collect
+from oto.files import StageFileError
+from oto.stages import report
+from workflow_helpers import FAST_CONFIG, make_workdir, snakemake
+
+
+def _run(res, tmp_path):
+    finals = sorted(res.glob("*/final.yaml"))
+    md, html = tmp_path / "acceptance.md", tmp_path / "acceptance.html"
+    text = report.run(finals, res / "ceilings.yaml", res / "deck.yaml", None, CONFIG, md, html)
+    return text, html.read_text()
+
+
+def test_report_figures_are_the_dashboards(tmp_path):
+    res = make_results(tmp_path)
+    text, html = _run(res, tmp_path)
+    final = yaml.safe_load((res / "Cijk_Ailk_Bljk_DB" / "final.yaml").read_text())
+    fam = collect(res, CONFIG, libraries=["Cijk_Ailk_Bljk_DB"])["final"]["families"][0]
+    row = (
+        f"| DB | NN | 4 | 101 | {fam['best_pct_theoretical']:.1f} | {fam['median_pct_theoretical']:.1f} | "
+        f"{fam['median_pct_roofline']:.1f} | {final['summary']['geomean_score']:.3f}× | 2 | 1 | 1 |"
+    )
+    assert row in text
+    assert "tie tolerance ±2%" in text and "≥ 1.02" in text
+    assert "| Cijk_Ailk_Bljk_DB | 3 | yes | 4 | 3 | 1.198× | 2/1/1 | mixed: faster overall" in text
+    assert "| libraries | 1 | 46 |" in text and "| kernels on those sizes | 3 | 2 |" in text
+    assert "- illegal: 2" in text and "- timeout: 2" in text
+    # Slowest first: 256³ reaches 52.5% of its 40 GFLOPS roofline.
+    assert text.index("| 256, 256, 1, 256 |") < text.index("| 512, 512, 1, 512 |")
+    # The HTML twin shows the same numbers.
+    assert f"{final['summary']['geomean_score']:.3f}×" in html and "mixed: faster overall" in html
+    assert html.count("<svg") == 2 and "Simulated numbers." in html
+
+
+def test_report_names_the_broken_final(tmp_path):
+    res = make_results(tmp_path)
+    path = res / "Cijk_Ailk_Bljk_DB" / "final.yaml"
+    doc = yaml.safe_load(path.read_text())
+    del doc["per_size"][1]["verdict"]
+    path.write_text(yaml.safe_dump(doc))
+    with pytest.raises(StageFileError, match=re.escape(f"{path}: per_size[1] has no field 'verdict'")):
+        _run(res, tmp_path)
+    del doc["summary"]
+    path.write_text(yaml.safe_dump(doc))
+    with pytest.raises(StageFileError, match="missing field 'summary'"):
+        _run(res, tmp_path)
+
+
+@pytest.fixture(scope="module")
+def finished_run(tmp_path_factory):
+    work = make_workdir(tmp_path_factory.mktemp("dash"), FAST_CONFIG)
+    proc = snakemake(work, "--cores", "2")
+    assert proc.returncode == 0, proc.stderr[-4000:]
+    return work
+
+
+@pytest.mark.slow
+def test_run_writes_dashboard_after_every_generation_and_at_the_end(finished_run):
+    res = finished_run / "results" / "gfx90c"
+    logs = sorted(res.glob("logs/*/gen*/select.log"))
+    assert len(logs) == 2 * FAST_CONFIG["max_generations"]
+    for log in logs:  # every select job refreshed the page
+        assert "oto.dashboard.writer: dashboard" in log.read_text(), log
+    # The deck job wrote the first page, before any generation finished.
+    assert re.search(
+        r"dashboard \S+index.html: waiting, 2 libraries", (res / "logs" / "deck.log").read_text()
+    )
+    data = yaml.safe_load((res / "dashboard" / "data.json").read_text())
+    assert data["state"] == "finished"
+    page = (res / "dashboard" / "index.html").read_text()
+    assert 'http-equiv="refresh"' not in page and "acceptance.html" in page
+    assert (res / "acceptance.html").is_file()
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not available(), reason="no chromium at /usr/bin/chromium")
+def test_finished_dashboard_in_chromium(finished_run):
+    res = finished_run / "results" / "gfx90c"
+    v = check_page(res, res / "dashboard" / "index.html", "dashboard_run")
+    assert v["state"] == "finished"
+    finals = [yaml.safe_load(p.read_text()) for p in res.glob("*/final.yaml")]
+    c = Counter(r["verdict"] for f in finals for r in f["per_size"])
+    assert v["kpis"]["wtl"] == f"{c['win']} / {c['tie']} / {c['loss']}"
+
+
+@pytest.mark.slow
+def test_snakemake_report_holds_the_dashboard_and_the_acceptance_report(finished_run):
+    proc = snakemake(finished_run, "--report", "report.zip")
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    with zipfile.ZipFile(finished_run / "report.zip") as z:
+        files = z.namelist()
+        html = z.read("report/report.html").decode()
+    base = {f.rsplit("/", 1)[-1] for f in files}
+    assert {f"{n}.svg" for n in names.CHARTS} | {"acceptance.html"} <= base
+    # Captions (workflow/report/*.rst) are rendered into the report.
+    assert "realistic ceiling of the same sizes" in html and "slowest sizes and a verdict per library" in html

@@ -1,0 +1,238 @@
+"""tensile_runtime.py (gfx90c registration, stand-in client), oto env, the memory guard, the emitted config
+and the package manifest — all without Tensile (a minimal fake ``Tensile`` package stands in for it)."""
+
+import importlib
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+from oto import envcheck, memory_guard, tensile_runtime
+from oto.backends.base import Kernel, Launch, MeasurePlan, Problem, Sample, Size
+from oto.backends.tensile import APU_GLOBAL_PARAMETERS
+from oto.datatypes import Library
+from oto.stages import benchmark
+from oto.tensile_params import candidate_id, canonical
+
+ROOT = Path(__file__).resolve().parents[1]
+
+FAKE_COMMON = """
+globalParameters = {"SupportedISA": [(8, 0, 3), (9, 0, 0)]}
+defaultGlobalParameters = {"SupportedISA": [(8, 0, 3), (9, 0, 0)]}
+validISA = [(0, 0, 0), (8, 0, 3), (9, 0, 0)]
+architectureMap = {"gfx900": "vega10"}
+from .AsmCaps import getCapabilitiesCache
+def probed():
+    return getCapabilitiesCache(None)
+"""
+FAKE_ASMCAPS = """
+def getCapabilitiesCache(version):
+    return {(0, 0, 0): {"HasMFMA": False}, (9, 0, 0): {"HasMFMA": False, "v_mad_mix_f32": True}}
+"""
+
+
+@pytest.fixture
+def fake_tensile(tmp_path, monkeypatch):
+    pkg = tmp_path / "Tensile"
+    pkg.mkdir()
+    (pkg / "__init__.py").write_text("__version__ = '4.44.0'\n")
+    (pkg / "Common.py").write_text(FAKE_COMMON)
+    (pkg / "AsmCaps.py").write_text(FAKE_ASMCAPS)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    for m in [m for m in sys.modules if m == "Tensile" or m.startswith("Tensile.")]:
+        monkeypatch.delitem(sys.modules, m)
+    yield importlib.import_module("Tensile.Common")
+    for m in [m for m in sys.modules if m == "Tensile" or m.startswith("Tensile.")]:
+        del sys.modules[m]
+
+
+def test_isa_names():
+    assert tensile_runtime.isa_of("gfx90c") == (9, 0, 12)
+    assert tensile_runtime.isa_of("gfx1030") == (10, 3, 0)
+    assert tensile_runtime.isa_of("gfx90a:xnack-") == (9, 0, 10)
+    assert tensile_runtime.name_of((9, 0, 12)) == "gfx90c"
+    assert tensile_runtime.name_of((10, 3, 0)) == "gfx1030"
+    with pytest.raises(ValueError):
+        tensile_runtime.isa_of("all")
+    assert tensile_runtime._target_isas(["--arch", "gfx90c", "--architecture=gfx900;gfx90c", "all"]) == [
+        (9, 0, 12),
+        (9, 0, 0),
+        (9, 0, 12),
+    ]
+
+
+def test_register_copies_gfx900_caps_once(fake_tensile):
+    common = fake_tensile
+    assert tensile_runtime.register((9, 0, 12), (9, 0, 0)) is True
+    assert (9, 0, 12) in common.globalParameters["SupportedISA"]
+    assert (9, 0, 12) in common.defaultGlobalParameters["SupportedISA"]
+    assert (9, 0, 12) in common.validISA and common.architectureMap["gfx90c"] == "gfx90c"
+    caps = common.probed()  # Tensile's own call site sees the wrapped cache
+    assert caps[(9, 0, 12)] == caps[(9, 0, 0)] and caps[(9, 0, 12)] is not caps[(9, 0, 0)]
+    # a Tensile that knows the ISA is left alone
+    assert tensile_runtime.register((9, 0, 12), (9, 0, 0)) is False
+    assert common.globalParameters["SupportedISA"].count((9, 0, 12)) == 1
+    assert tensile_runtime.probe()["native"] == {"gfx90c": True}
+
+
+def test_probe_reports_missing_gfx90c(fake_tensile):
+    info = tensile_runtime.probe()
+    assert info["version"] == "4.44.0" and info["native"] == {"gfx90c": False}
+
+
+def test_null_client_writes_an_empty_results_file(tmp_path):
+    results = tmp_path / "Data" / "00_Final.csv"
+    ini = tmp_path / "ClientParameters.ini"
+    ini.write_text(f"library-file=x.dat\nresults-file={results}\n")
+    rc = subprocess.run(
+        [
+            sys.executable,
+            str(ROOT / "workflow" / "oto" / "tensile_runtime.py"),
+            "null-client",
+            "--config-file",
+            str(ini),
+        ]
+    ).returncode
+    assert rc == 0 and results.exists() and results.read_text() == ""
+
+
+def test_override_and_auto_backend(monkeypatch):
+    assert envcheck.override_arch("9.0.0") == "gfx900"
+    assert envcheck.override_arch("9.0.12") == "gfx90c"
+    assert envcheck.override_arch("10.3.0") == "gfx1030"
+    assert envcheck.override_arch("bogus") is None
+    profile = {"arch": "gfx90c"}
+    gpu = {
+        "agents": ["gfx90c"],
+        "physical": "gfx90c",
+        "effective": "gfx900",
+        "override": "9.0.0",
+        "source": "x",
+    }
+    monkeypatch.setattr(envcheck, "detect_gpu", lambda env=None: gpu)
+    monkeypatch.delenv("OTO_TENSILE_PYTHON", raising=False)
+    monkeypatch.setenv("PATH", "/nonexistent")
+    assert envcheck.auto_backend(profile, {}) == ("sim", "GPU gfx90c found but Tensile is not installed")
+    assert envcheck.auto_backend(profile, {"python": sys.executable})[0] == "tensile"
+    assert envcheck.auto_backend({"arch": "gfx1030"}, {"python": sys.executable})[0] == "sim"
+    monkeypatch.setattr(envcheck, "detect_gpu", lambda env=None: {**gpu, "physical": None, "agents": []})
+    assert envcheck.auto_backend(profile, {"python": sys.executable})[0] == "sim"
+
+
+def test_env_report_never_prints_the_key(monkeypatch, capsys):
+    monkeypatch.setenv("ANTHROPIC_API_KEY", "sk-secret-value")
+    monkeypatch.delenv("OTO_TENSILE_PYTHON", raising=False)
+    monkeypatch.chdir(ROOT)
+    assert envcheck.main([]) == 0
+    out = capsys.readouterr().out
+    assert "sk-secret" not in out and "ANTHROPIC_API_KEY set" in out and "backend auto →" in out
+
+
+# ---- memory guard ----
+
+
+@pytest.fixture
+def profile():
+    return yaml.safe_load((ROOT / "arch_profiles" / "gfx90c.yaml").read_text())
+
+
+def test_memory_guard_skips_sizes_that_do_not_fit(profile):
+    lib = Library.parse("Cijk_Ailk_Bljk_DB")
+    assert memory_guard.footprint_bytes(lib, 1024, 1024, 1, 1024) == 4 * 1024 * 1024 * 8
+    too = memory_guard.oversize(lib, [[8192, 8192, 1, 8192], [2048, 2048, 4, 2048]], profile)
+    assert set(too) == {0} and "usable device memory 1.50 GiB" in too[0]
+
+
+class _Recorder:
+    numbers = "measured"
+
+    def __init__(self):
+        self.seen = []
+
+    def measure(self, problem, plan, workdir):
+        self.seen = list(plan.launches)
+        return [
+            Sample(i, la.kernel_id, la.role, la.size_index, la.rep, 5.0, "ok")
+            for i, la in enumerate(plan.launches)
+        ]
+
+
+def test_benchmark_stage_applies_the_guard_for_every_backend(profile, tmp_path):
+    p = canonical({"ThreadTile": [4, 4], "WorkGroup": [16, 16, 1]})
+    k = Kernel(candidate_id(p), p)
+    sizes = [Size(256, 256, 1, 256), Size(8192, 8192, 1, 8192)]
+    launches = [Launch(k.id, "candidate", s, r) for r in range(2) for s in (1, 0)]
+    rec = _Recorder()
+    df = benchmark.measure_frame(
+        rec,
+        Problem(Library.parse("Cijk_Ailk_Bljk_DB"), profile, {}),
+        MeasurePlan({k.id: k}, sizes, launches),
+        tmp_path,
+    )
+    assert [la.size_index for la in rec.seen] == [0, 0]  # the backend never saw the big size
+    assert list(df["seq"]) == [0, 1, 2, 3]
+    assert list(df["status"]) == ["too_large", "ok", "too_large", "ok"]
+    assert "skipped" in df["reason"][0]
+
+
+# ---- the emitted Tensile config ----
+
+
+def test_emitted_config_matches_the_backend_settings(profile):
+    from types import SimpleNamespace
+
+    from oto.logic_writer import problem_type
+    from oto.stages.emit import render_tensile_config
+
+    Deck = SimpleNamespace(name="Cijk_Ailk_Bjlk_SB", problem_type=problem_type("Cijk_Ailk_Bjlk_SB"))
+
+    ks = [
+        canonical({"ThreadTile": [4, 4], "WorkGroup": [16, 16, 1]}),
+        canonical({"ThreadTile": [8, 8], "WorkGroup": [8, 8, 1]}),
+    ]
+    kernels = [{"id": candidate_id(p), "params": p, "roles": ["candidate"]} for p in ks]
+    ref = {"id": "kref", "params": ks[0], "roles": ["reference"]}
+    doc = yaml.safe_load(
+        render_tensile_config(Deck, profile, 1, [*kernels, ref], [[64, 64, 1, 64], [128, 96, 2, 32]], 3)
+    )
+    g = doc["GlobalParameters"]
+    for key, value in APU_GLOBAL_PARAMETERS.items():
+        assert g[key] == value, key
+    assert g["NumBenchmarks"] == 3 and g["Architecture"] == "gfx90c"
+    pt, group = doc["BenchmarkProblems"][0]
+    assert pt["TransposeB"] is True and pt["Batched"] is True
+    assert group["ForkParameters"] == [{"Groups": [ks]}]  # exact bundles, references not forked twice
+    sizes = group["BenchmarkFinalParameters"][0]["ProblemSizes"]
+    assert sizes == [{"Exact": [64, 64, 1, 64]}, {"Exact": [128, 96, 2, 32]}]
+    assert set(doc) == {"GlobalParameters", "BenchmarkProblems", "LibraryLogic"}
+    for banned in (
+        "JoinParameters",
+        "BenchmarkForkParameters",
+        "BenchmarkJoinParameters",
+        "InitialSolutionParameters",
+    ):
+        assert banned not in group
+
+
+# ---- package manifest without Tensile ----
+
+
+def test_package_without_tensile_says_why(vega10_dir, tmp_path, profile, monkeypatch):
+    from oto.stages import package
+
+    monkeypatch.delenv("OTO_TENSILE_PYTHON", raising=False)
+    monkeypatch.setenv("PATH", "/nonexistent")
+    logic = tmp_path / "gfx90c_Cijk_Ailk_Bljk_DB.yaml"
+    text = (vega10_dir / "vega10_Cijk_Ailk_Bljk_DB.yaml").read_text()
+    logic.write_text(text.replace("- vega10\n", "- gfx90c\n", 1).replace("- gfx900\n", "- gfx90c\n", 1))
+    manifest = tmp_path / "library" / "manifest.yaml"
+    package.run([logic], profile, "native", tmp_path / "TensileLibrary.dat", manifest=manifest)
+    doc = yaml.safe_load(manifest.read_text())
+    assert doc["architecture"] == "gfx90c" and doc["tensile_create_library"]["files"] == []
+    assert "Tensile not found" in doc["tensile_create_library"]["why"]
+    assert (tmp_path / "TensileLibrary.dat").stat().st_size > 0
+    with pytest.raises(RuntimeError, match="create_library"):
+        package.run(
+            [logic], profile, "native", tmp_path / "T.dat", manifest=manifest, create_library="always"
+        )
