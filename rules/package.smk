@@ -54,6 +54,9 @@ rule package:
     input:
         logic=[logic_path(lib) for lib in LIBRARIES],
         acceptance="results/{arch}/acceptance.md",
+        # The README's one target also leaves the final dashboard and the consolidated experiment registry.
+        dashboard="results/{arch}/dashboard/index.html",
+        registry="results/{arch}/registry/consolidated.yaml",
         profile=PROFILE,
     output:
         "results/{arch}/TensileLibrary.dat",

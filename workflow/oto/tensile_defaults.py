@@ -77,3 +77,25 @@ def subset(names: Iterable[str], *, frozen: bool = False) -> dict[str, Any]:
         value = copy.deepcopy(TENSILE_DEFAULTS[name])
         out[name] = tuple(value) if frozen and isinstance(value, list) else value
     return out
+
+
+# The Tensile version emitted benchmark configs require (the one verified here: research/tensile.md).
+TENSILE_MIN_VERSION = "4.44.0"
+
+# ProblemType keys a Tensile benchmark config takes; Tensile derives the rest.
+BENCHMARK_PROBLEM_KEYS = (
+    "OperationType",
+    "DataType",
+    "DestDataType",
+    "ComputeDataType",
+    "HighPrecisionAccumulate",
+    "TransposeA",
+    "TransposeB",
+    "ComplexConjugateA",
+    "ComplexConjugateB",
+    "UseBeta",
+    "Batched",
+    "StridedBatched",
+    "UseInitialStridesAB",
+    "UseInitialStridesCD",
+)

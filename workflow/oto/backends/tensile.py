@@ -47,29 +47,11 @@ import yaml
 
 from oto.backends.base import BuildResult, Kernel, MeasurePlan, Problem, Sample, Size
 from oto.tensile_csv import TensileCsvError, read_results
+from oto.tensile_defaults import BENCHMARK_PROBLEM_KEYS, TENSILE_MIN_VERSION
 
 log = logging.getLogger(__name__)
 
 RUNTIME_SCRIPT = Path(__file__).resolve().parents[1] / "tensile_runtime.py"
-TENSILE_MIN_VERSION = "4.44.0"
-
-# ProblemType keys a benchmark config takes (Tensile derives the rest).
-PROBLEM_KEYS = (
-    "OperationType",
-    "DataType",
-    "DestDataType",
-    "ComputeDataType",
-    "HighPrecisionAccumulate",
-    "TransposeA",
-    "TransposeB",
-    "ComplexConjugateA",
-    "ComplexConjugateB",
-    "UseBeta",
-    "Batched",
-    "StridedBatched",
-    "UseInitialStridesAB",
-    "UseInitialStridesCD",
-)
 
 # GlobalParameters for a consumer APU; the emitted tensile_config.yaml template uses the same values
 # (tests/test_tensile_config.py checks they agree).
@@ -176,7 +158,7 @@ def benchmark_config(
     library_logic: Mapping[str, Any] | None = None,
 ) -> dict[str, Any]:
     """A Tensile benchmark config: the candidates as one Groups fork dimension, exact sizes."""
-    problem = {k: problem_type[k] for k in PROBLEM_KEYS if k in problem_type}
+    problem = {k: problem_type[k] for k in BENCHMARK_PROBLEM_KEYS if k in problem_type}
     problem.setdefault("OperationType", "GEMM")
     doc: dict[str, Any] = {
         "GlobalParameters": {

@@ -35,14 +35,6 @@ GEN_DIR = re.compile(r"^gen(\d+)$")
 REFERENCE = "reference"  # proposer label of the spoof-floor launches
 
 
-def _num(x) -> float | None:
-    try:
-        v = float(x)
-    except (TypeError, ValueError):
-        return None
-    return v if math.isfinite(v) else None
-
-
 def _yaml(path: Path) -> Any:
     """A result file, or None while it does not exist yet."""
     if not path.is_file():
@@ -160,8 +152,8 @@ def _generation_record(gen_dir: Path, peak: float | None) -> dict:
         "finished_ts": done,
         "numbers": (selection.get("provenance") or {}).get("numbers"),
         "backend": (selection.get("provenance") or {}).get("backend"),
-        "geomean_score": _num(summary.get("geomean_score")),
-        "pct_ceiling_median": _num(summary.get("pct_ceiling_median")),
+        "geomean_score": figures.finite(summary.get("geomean_score")),
+        "pct_ceiling_median": figures.finite(summary.get("pct_ceiling_median")),
         "wins": int(summary.get("wins") or 0),
         "ties": int(summary.get("ties") or 0),
         "losses": int(summary.get("losses") or 0),
@@ -313,7 +305,7 @@ def collect(
     ceilings = _yaml(results / "ceilings.yaml") or {}
     deck = _yaml(results / "deck.yaml") or {}
     peaks = {
-        fam: _num(v.get("theoretical_gflops"))
+        fam: figures.finite(v.get("theoretical_gflops"))
         for fam, v in (ceilings.get("families") or {}).items()
         if isinstance(v, Mapping)
     }
@@ -337,7 +329,7 @@ def collect(
                 g["theoretical_gflops"] = peaks[lib["family"]]
     latest = [lib["latest"] for lib in libs if lib["latest"]]
     finals = [lib["final"] for lib in libs if lib["final"]]
-    tol = _num((config.get("benchmark") or {}).get("tie_tolerance"))
+    tol = figures.finite((config.get("benchmark") or {}).get("tie_tolerance"))
     numbers = sorted({n for lib in libs if (n := lib["numbers"])})
     backends = sorted({b for lib in libs if (b := lib["backend"])})
     return {

@@ -18,7 +18,8 @@ import numpy as np
 SLOWEST_SHOWN = 10
 
 
-def _num(x) -> float | None:
+def finite(x) -> float | None:
+    """A finite float, or None for missing, malformed or non-finite values."""
     try:
         v = float(x)
     except (TypeError, ValueError):
@@ -43,7 +44,7 @@ def verdict_counts(rows: Iterable[Mapping]) -> dict[str, int]:
 
 def library_verdict(summary: Mapping[str, Any], tolerance: float) -> str:
     """One line per library: how it compares with the spoof floor over all its sizes."""
-    g = _num(summary.get("geomean_score"))
+    g = finite(summary.get("geomean_score"))
     if g is None:
         return "no measurement yet"
     losses = int(summary.get("losses") or 0)
@@ -68,17 +69,17 @@ def verdict_kind(text: str) -> str:
 
 def size_stats(rows: Sequence[Mapping], peak: float | None) -> dict[str, Any]:
     """Medians over the sizes that have a winner: achieved GFLOPS, realistic (roofline) ceiling, % of both."""
-    measured = [r for r in rows if _num(r.get("gflops")) is not None]
-    gf = [_num(r["gflops"]) for r in measured]
+    measured = [r for r in rows if finite(r.get("gflops")) is not None]
+    gf = [finite(r["gflops"]) for r in measured]
     return {
         "sizes": len(rows),
         "measured": len(measured),
         "median_gflops": _median(gf),
-        "median_ceiling_gflops": _median(_num(r.get("ceiling_gflops")) for r in measured),
+        "median_ceiling_gflops": _median(finite(r.get("ceiling_gflops")) for r in measured),
         "best_pct_theoretical": (100 * max(gf) / peak) if gf and peak else None,
         "median_pct_theoretical": _median(100 * g / peak for g in gf) if peak else None,
-        "median_pct_roofline": _median(_num(r.get("pct_ceiling")) for r in measured),
-        "geomean_score": geomean(_num(r.get("score")) for r in rows),
+        "median_pct_roofline": _median(finite(r.get("pct_ceiling")) for r in measured),
+        "geomean_score": geomean(finite(r.get("score")) for r in rows),
         **verdict_counts(rows),
     }
 
@@ -91,7 +92,7 @@ def family_rows(libraries: Sequence[Mapping], peaks: Mapping[str, float]) -> lis
     rows = []
     for fam, libs in sorted(by_family.items()):
         per = [r for lib in libs for r in lib.get("per_size") or []]
-        peak = _num(peaks.get(fam))
+        peak = finite(peaks.get(fam))
         rows.append(
             {
                 "family": fam,
@@ -111,7 +112,7 @@ def library_rows(libraries: Sequence[Mapping], tolerance: float) -> list[dict[st
         counts = verdict_counts(per)
         summary = {
             **counts,
-            "geomean_score": s.get("geomean_score", geomean(_num(r.get("score")) for r in per)),
+            "geomean_score": s.get("geomean_score", geomean(finite(r.get("score")) for r in per)),
         }
         verdict = library_verdict(summary, tolerance)
         rows.append(
@@ -121,8 +122,8 @@ def library_rows(libraries: Sequence[Mapping], tolerance: float) -> list[dict[st
                 "pattern": lib["pattern"],
                 "sizes": len(per),
                 "kernels": len(lib.get("kernels") or {}),
-                "geomean_score": _num(summary["geomean_score"]),
-                "pct_ceiling_median": _num(s.get("pct_ceiling_median")),
+                "geomean_score": finite(summary["geomean_score"]),
+                "pct_ceiling_median": finite(s.get("pct_ceiling_median")),
                 **counts,
                 "verdict": verdict,
                 "verdict_kind": verdict_kind(verdict),
@@ -137,7 +138,7 @@ def slowest_sizes(libraries: Sequence[Mapping], n: int = SLOWEST_SHOWN) -> list[
     for lib in libraries:
         sizes = lib.get("sizes") or []
         for r in lib.get("per_size") or []:
-            pct = _num(r.get("pct_ceiling"))
+            pct = finite(r.get("pct_ceiling"))
             i = r.get("size_index")
             if pct is None or not isinstance(i, int) or not 0 <= i < len(sizes):
                 continue
@@ -145,10 +146,10 @@ def slowest_sizes(libraries: Sequence[Mapping], n: int = SLOWEST_SHOWN) -> list[
                 {
                     "library": lib["library"],
                     "size": [int(x) for x in sizes[i][:4]],
-                    "gflops": _num(r.get("gflops")),
-                    "ceiling_gflops": _num(r.get("ceiling_gflops")),
+                    "gflops": finite(r.get("gflops")),
+                    "ceiling_gflops": finite(r.get("ceiling_gflops")),
                     "pct_ceiling": pct,
-                    "score": _num(r.get("score")),
+                    "score": finite(r.get("score")),
                     "verdict": r.get("verdict"),
                 }
             )
@@ -169,7 +170,7 @@ def overall(libraries: Sequence[Mapping]) -> dict[str, Any]:
     return {
         "sizes": len(per),
         "with_winner": sum(1 for r in per if r.get("winner")),
-        "geomean_score": geomean(_num(r.get("score")) for r in per),
-        "median_pct_roofline": _median(_num(r.get("pct_ceiling")) for r in per),
+        "geomean_score": geomean(finite(r.get("score")) for r in per),
+        "median_pct_roofline": _median(finite(r.get("pct_ceiling")) for r in per),
         **verdict_counts(per),
     }

@@ -15,28 +15,10 @@ from oto.datatypes import Library
 from oto.deck import LibraryDeck, read_library_yaml
 from oto.files import read_yaml, require, write_yaml
 from oto.sizes import tuning_indices
+from oto.tensile_defaults import BENCHMARK_PROBLEM_KEYS, TENSILE_MIN_VERSION
 from oto.tensile_params import CandidateError, candidate_id, canonical
 
 log = logging.getLogger(__name__)
-
-# ProblemType keys a Tensile benchmark config takes (the rest are derived by Tensile).
-_PROBLEM_KEYS = (
-    "OperationType",
-    "DataType",
-    "DestDataType",
-    "ComputeDataType",
-    "HighPrecisionAccumulate",
-    "TransposeA",
-    "TransposeB",
-    "ComplexConjugateA",
-    "ComplexConjugateB",
-    "UseBeta",
-    "Batched",
-    "StridedBatched",
-    "UseInitialStridesAB",
-    "UseInitialStridesCD",
-)
-TENSILE_MIN_VERSION = "4.44.0"
 
 
 def tuning_sizes(deck: LibraryDeck, count: int) -> list[int]:
@@ -122,7 +104,7 @@ def render_tensile_config(
         undefined=jinja2.StrictUndefined,
         keep_trailing_newline=True,
     )
-    problem = {k: deck.problem_type[k] for k in _PROBLEM_KEYS if k in deck.problem_type}
+    problem = {k: deck.problem_type[k] for k in BENCHMARK_PROBLEM_KEYS if k in deck.problem_type}
     tensile = profile.get("tensile", {})
     cands = [k for k in kernels if "candidate" in k["roles"]]
     return env.get_template("tensile_benchmark.yaml.j2").render(
