@@ -17,6 +17,7 @@ import time
 from pathlib import Path
 
 import yaml
+from oto.tensile_csv import LEADING, TRAILING, WINNER
 
 FATE = {1: "reject", 2: "overflow", 4: "asm", 16: "invalid", 32: "crash", 64: "hang"}
 
@@ -102,26 +103,8 @@ def main(argv):
         (data / "00_Final.csv").write_text("")
         return 0
     names = [name(pt, p) for p in kept]
-    head = [
-        "GFlops",
-        "SizeI",
-        "SizeJ",
-        "SizeK",
-        "SizeL",
-        "LDD",
-        "LDC",
-        "LDA",
-        "LDB",
-        "WinnerFreq",
-        "WinnerGFlops",
-        "WinnerTimeUS",
-        "WinnerIdx",
-        "WinnerName",
-        "TotalFlops",
-        "WinnerPower",
-        "WinnerTemperature",
-        *names,
-    ]
+    # The client's column layout, as oto.tensile_csv reads it (winner columns on).
+    head = ["GFlops", "SizeI", "SizeJ", "SizeK", "SizeL", *LEADING, *WINNER, *TRAILING, *names]
     with open(data / "00_Final.csv", "w") as fh:
         fh.write(", ".join(head) + "\n")
         for _ in range(reps):
