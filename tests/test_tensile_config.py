@@ -1,7 +1,6 @@
-"""The emitted tensile_config.yaml (for people) and the tensile backend's batches agree on the APU settings."""
+"""The emitted tensile_config.yaml (for people) and the tensile backend agree on the APU settings."""
 
 import yaml
-
 from oto.arch import load_profile
 from oto.backends.tensile import APU_GLOBAL_PARAMETERS
 from oto.deck import load_deck
