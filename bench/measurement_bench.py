@@ -8,9 +8,13 @@ Two pipelines measure the same candidate sets and are graded against the truth:
   adaptive repetition (:mod:`oto.racing`).
 
 Scenarios: the simulated gfx90c (±25% drift + 3% jitter + outliers, default ``sim`` settings) on several
-libraries, graded with ``SimBackend.ground_truth``; and real repetition noise replayed from the 32 recorded
-times per configuration of the Kernel Tuner caches in ../shared/reference/replay (:mod:`oto.replay_noise`),
-alone and multiplied by the simulator's drift, graded against each configuration's recorded mean.
+libraries, with the samples' clock telemetry and without it (``no clock``: the drift from the interleaved
+reference alone), graded with ``SimBackend.ground_truth`` in the batch's median clock state (the state
+scores refer to, see oto.scoring: a memory-bound kernel's ratio to an ALU-bound reference depends on the
+state, so the truth is taken where each pipeline's batch ran); and real repetition noise replayed from the
+32 recorded times per configuration of the Kernel Tuner caches in ../shared/reference/replay
+(:mod:`oto.replay_noise`), alone and multiplied by the simulator's drift, graded against each
+configuration's recorded mean.
 
 Figures per scenario: score error vs truth (median and p90 of |score/true - 1| over every valid kernel×size,
 eliminated kernels included), Kendall tau of each size's ranking (mean), regret of the chosen winner (mean
@@ -39,7 +43,7 @@ from oto.datatypes import Library, gemm_flops
 from oto.deck import load_deck
 from oto.racing import RaceSettings, race
 from oto.replay_noise import ReplayNoise, load_times
-from oto.scoring import SAMPLE_COLUMNS, SCORE_COLUMNS, score_samples
+from oto.scoring import SAMPLE_COLUMNS, SCORE_COLUMNS, TELEMETRY_COLUMNS, score_samples
 from oto.simgpu import NoiseModel
 from oto.stages.benchmark import interleave_sizes
 from oto.stages.common import problem_for
@@ -134,7 +138,9 @@ def candidate_space(lib: Library, backend: SimBackend, profile: dict) -> list[di
     return out
 
 
-def sim_scenario(name: str, n_sizes: int, n_cands: int, naive_reps: int, seed: int, profile: dict, deck):
+def sim_scenario(
+    name: str, n_sizes: int, n_cands: int, naive_reps: int, seed: int, profile: dict, deck, clock: bool = True
+):
     lib_deck = deck.libraries[name]
     lib = Library.parse(name)
     problem = problem_for(lib_deck, profile)
@@ -156,10 +162,6 @@ def sim_scenario(name: str, n_sizes: int, n_cands: int, naive_reps: int, seed: i
         reference[j] = candidate_id(params)
         kernels.setdefault(reference[j], params)
     kmap = {k: Kernel(k, p) for k, p in kernels.items()}
-    truth = {}
-    for k, p in kernels.items():
-        t = backend.ground_truth(problem, p, sizes)
-        truth.update({(k, j): float(t[j]) for j in range(len(sizes))})
     cands = {j: [k for k in kernels if k != reference[j]] for j in range(len(sizes))}
     flops = {j: gemm_flops(lib.family, *s) for j, s in enumerate(size_lists)}
 
@@ -167,15 +169,29 @@ def sim_scenario(name: str, n_sizes: int, n_cands: int, naive_reps: int, seed: i
         def measure(launches):
             got = be.measure(problem, MeasurePlan(kmap, sizes, launches), Path("."))
             rows = [(s.seq, s.kernel_id, s.role, s.size_index, *size_lists[s.size_index], s.rep, s.time_us,
-                     s.status, s.reason, "simulated") for s in got]  # fmt: skip
-            return pd.DataFrame(rows, columns=SAMPLE_COLUMNS)
+                     s.status, s.reason, "simulated", s.clock_mhz) for s in got]  # fmt: skip
+            return pd.DataFrame(rows, columns=[*SAMPLE_COLUMNS, *TELEMETRY_COLUMNS])
 
         return measure
+
+    def score(df, only):  # without telemetry the scorer sees no clock (the bench still grades with it)
+        return score_file(df if clock else df.drop(columns=TELEMETRY_COLUMNS), lib, size_lists, profile,
+                          CONFIG, only)  # fmt: skip
+
+    def truth_at(samples: pd.DataFrame) -> dict[tuple[str, int], float]:
+        """True times in the batch's median clock state: the state scores refer to (oto.scoring)."""
+        ok = samples[samples["status"] == "ok"]
+        clock_mhz = float(np.median(ok["clock_mhz"])) if len(ok) else None
+        out = {}
+        for k, p in kernels.items():
+            t = backend.ground_truth(problem, p, sizes, clock_mhz)
+            out.update({(k, j): float(t[j]) for j in range(len(sizes))})
+        return out
 
     t0 = time.perf_counter()
     res = race(
         measure_with(backend),
-        lambda df, only: score_file(df, lib, size_lists, profile, CONFIG, only),
+        score,
         lambda per, reps, off, rnd: interleave_sizes(per, reference, reps, f"{seed}:{rnd}", off),
         cands,
         reference,
@@ -186,8 +202,8 @@ def sim_scenario(name: str, n_sizes: int, n_cands: int, naive_reps: int, seed: i
     naive = measure_with(naive_backend)(naive_plan(cands, reference, naive_reps))
     stops = pd.Series([d.stop for d in res.decisions.values()]).value_counts().to_dict()
     return (
-        grade(naive_scores(naive, flops), truth, reference, naive),
-        grade(res.scores, truth, reference, res.samples),
+        grade(naive_scores(naive, flops), truth_at(naive), reference, naive),
+        grade(res.scores, truth_at(res.samples), reference, res.samples),
         {"stops": stops, "rounds": res.rounds, "seconds": oto_s},
     )
 
@@ -247,7 +263,8 @@ def main() -> None:
     args = ap.parse_args()
     profile = load_profile(REPO / "arch_profiles" / "gfx90c.yaml")
     deck = load_deck("manifest")
-    scenarios = [(f"sim {n.removeprefix('Cijk_')}", "sim", n) for n in LIBRARIES]
+    scenarios = [(f"sim {n.removeprefix('Cijk_')}", "sim", (n, True)) for n in LIBRARIES]
+    scenarios += [(f"sim {n.removeprefix('Cijk_')} no clock", "sim", (n, False)) for n in LIBRARIES]
     for f in sorted(REPLAY.glob("*.json.gz")):
         stem = f.name.removesuffix(".json.gz")
         scenarios += [
@@ -264,7 +281,9 @@ def main() -> None:
         for seed in range(1, args.seeds + 1):
             if kind == "sim":
                 runs.append(
-                    sim_scenario(arg, args.sizes, args.candidates, args.naive_reps, seed, profile, deck)
+                    sim_scenario(
+                        arg[0], args.sizes, args.candidates, args.naive_reps, seed, profile, deck, arg[1]
+                    )
                 )
             else:
                 if not arg[0].exists():
@@ -280,7 +299,7 @@ def main() -> None:
                 stops[k] = stops.get(k, 0) + v
         for pi, pipe in enumerate(("naive", "oto")):
             m = {k: float(np.mean([r[pi][k] for r in runs])) for k in runs[0][pi]}
-            totals[pipe].append(m)
+            totals[pipe].append({**m, "kind": kind})
             extra = ", ".join(f"{k} {v}" for k, v in sorted(stops.items())) if pipe == "oto" else ""
             print(
                 f"{label:34} {pipe:8} {m['error']:7.2%} {m['error_p90']:8.2%} {m['tau']:6.3f} "
@@ -288,12 +307,16 @@ def main() -> None:
                 f"{m['launches']:9.0f}  {extra}"
             )
     print("-" * len(header))
-    for pipe, ms in totals.items():
-        keys = ("error", "tau", "regret", "win_error", "per_contender")
-        mean = {k: float(np.mean([m[k] for m in ms])) for k in keys}
-        print(f"{'mean over scenarios':34} {pipe:8} {mean['error']:7.2%} {'':8} {mean['tau']:6.3f} "
-              f"{mean['regret']:7.2%} {'':8} {mean['win_error']:8.2%} "
-              f"{mean['per_contender']:9.1f}")  # fmt: skip
+    for label, kinds in (("simulated", {"sim"}), ("replayed", {"replay"}), ("scenarios", {"sim", "replay"})):
+        for pipe, ms in totals.items():
+            ms = [m for m in ms if m["kind"] in kinds]
+            if not ms:
+                continue
+            keys = ("error", "tau", "regret", "win_error", "per_contender")
+            mean = {k: float(np.mean([m[k] for m in ms])) for k in keys}
+            print(f"{'mean over ' + label:34} {pipe:8} {mean['error']:7.2%} {'':8} {mean['tau']:6.3f} "
+                  f"{mean['regret']:7.2%} {'':8} {mean['win_error']:8.2%} "
+                  f"{mean['per_contender']:9.1f}")  # fmt: skip
     print("targets (oto, simulated): error <= 2%, regret <= 1%, <= 40 samples per contender")
 
 

@@ -159,3 +159,23 @@ def test_failures_are_counted_and_reach_the_evidence():
     assert obs["t"]["failure"] == "timeout"
     assert (obs["c"]["failure"], obs["c"]["failure_reason"]) == ("compile_error", "VGPR > 256")
     assert obs["a"]["failure"] == "" and obs["a"]["sizes_won"] == 1
+    # ... and the strategies get class and reason with each observation (mutate's evidence)
+    from pathlib import Path
+
+    from oto.arch import load_profile
+    from oto.config import load_config
+    from oto.deck import load_deck
+    from oto.stages.mutate import evidence_for
+
+    repo = Path(__file__).resolve().parents[1]
+    deck = load_deck("manifest").libraries["Cijk_Ailk_Bljk_SB"]
+    config = load_config(repo / "config" / "config.yaml")
+    ev = evidence_for(
+        deck,
+        1,
+        {"observations": list(obs.values())},
+        load_profile(repo / "arch_profiles" / "gfx90c.yaml"),
+        config,
+    )
+    got = {o.kernel_id: (o.failure, o.failure_reason) for o in ev.observations}
+    assert got["c"] == ("compile_error", "VGPR > 256") and got["v"] == ("validation_failed", "results differ")

@@ -1,7 +1,15 @@
 import numpy as np
 import pandas as pd
 import pytest
-from oto.scoring import SAMPLE_COLUMNS, flag_bad_timings, median_ci, normalise_times, score_samples, verdict
+from oto.scoring import (
+    SAMPLE_COLUMNS,
+    clock_drift,
+    flag_bad_timings,
+    median_ci,
+    normalise_times,
+    score_samples,
+    verdict,
+)
 from oto.stages.benchmark import interleave
 from oto.stages.normalise import read_samples
 
@@ -110,30 +118,80 @@ def test_excluded_timings_are_counted_with_a_reason():
     assert row.n == len(a) - 2
 
 
-def test_drift_sensitivity_of_a_memory_bound_kernel_is_learned():
-    """The reference follows the shader clock (±25%); kernel m follows the DRAM clock (±7.5%). Dividing m by
-    the reference's drift would over-correct it; the fitted sensitivity recovers its boost-clock ratio."""
-    launches = interleave(["m", "c"], {0: "ref"}, 1, 48, "beta")
-    rng = np.random.default_rng(3)
+def _two_clock_batch(state, clock=None, n=48, seed=3):
+    """A reference and ALU-bound kernel c on the shader clock (sensitivity 0.25), a memory-bound kernel m on
+    the DRAM clock (0.075), the state ``state(seq_fraction)`` in [-1, 1] (-1 = nominal clock). With
+    ``clock``, each sample carries the core clock an observer would read (nominal 1800 MHz)."""
+    launches = interleave(["m", "c"], {0: "ref"}, 1, n, "beta")
+    rng = np.random.default_rng(seed)
     true, sens = {"ref": 100.0, "m": 90.0, "c": 80.0}, {"ref": 0.25, "m": 0.075, "c": 0.25}
     rows = []
     for seq, la in enumerate(launches):
-        s = np.sin(seq / len(launches) * 2 * np.pi)
-        t = (
-            true[la.kernel_id]
-            * (1 + sens[la.kernel_id] * s)
-            / (1 - sens[la.kernel_id])
-            * rng.lognormal(0, 0.01)
-        )
-        rows.append((seq, la.kernel_id, la.role, 0, 64, 64, 1, 64, la.rep, t, "ok", "", "simulated"))
-    df = pd.DataFrame(rows, columns=SAMPLE_COLUMNS)
+        s = state(seq / len(launches))
+        k = la.kernel_id
+        t = true[k] * (1 + sens[k] * s) / (1 - sens[k]) * rng.lognormal(0, 0.01)
+        mhz = 1800 * 0.75 / (1 + 0.25 * s) * rng.lognormal(0, 0.005) if clock else np.nan
+        rows.append((seq, k, la.role, 0, 64, 64, 1, 64, la.rep, t, "ok", "", "simulated", mhz))
+    return pd.DataFrame(rows, columns=[*SAMPLE_COLUMNS, "clock_mhz"])
+
+
+def _ratio_at(state: float, a: str, b: str) -> float:
+    """True time ratio a/b in drift state ``state`` (see _two_clock_batch)."""
+    true, sens = {"ref": 100.0, "m": 90.0, "c": 80.0}, {"ref": 0.25, "m": 0.075, "c": 0.25}
+    t = {k: true[k] * (1 + sens[k] * state) / (1 - sens[k]) for k in true}
+    return t[a] / t[b]
+
+
+def test_drift_sensitivity_of_a_memory_bound_kernel_is_learned():
+    """A full drift cycle (median state 0). Dividing m by the reference's drift would over-correct it; the
+    fitted sensitivity recovers its ratio in the median state, and its time at the fastest state seen."""
+    df = _two_clock_batch(lambda f: np.sin(f * 2 * np.pi))
     scores = score_samples(df, {0: 1e6}, bootstrap=100).set_index("kernel_id")
-    assert abs(scores.loc["m", "score"] / (100 / 90) - 1) < 0.02
-    assert abs(scores.loc["c", "score"] / (100 / 80) - 1) < 0.02
-    plain = df.assign(norm=normalise_times(df, sensitivity=False))
-    ref_med = plain[plain.kernel_id == "ref"].norm.median()
-    naive_m = ref_med / plain[plain.kernel_id == "m"].norm.median()
-    assert abs(naive_m / (100 / 90) - 1) > 0.04  # what a single shared drift would have reported
+    assert abs(scores.loc["m", "score"] / _ratio_at(0.0, "ref", "m") - 1) < 0.01
+    assert abs(scores.loc["c", "score"] / _ratio_at(0.0, "ref", "c") - 1) < 0.01
+    # Times (hence GFLOPS) at the fastest state: the cycle reaches the nominal clock (state -1).
+    assert abs(scores.loc["m", "time_us"] / 90 - 1) < 0.02
+    assert abs(scores.loc["c", "time_us"] / 80 - 1) < 0.02
+    # One shared drift (the reference's) would bring m to the fastest state far too fast.
+    shared = normalise_times(df, sensitivity=False, at="peak")[df.kernel_id == "m"].median()
+    fitted = normalise_times(df, at="peak")[df.kernel_id == "m"].median()
+    assert shared / 90 - 1 < -0.15 and abs(fitted / 90 - 1) < 0.02
+
+
+def test_clock_telemetry_puts_times_at_the_nominal_clock():
+    """A batch that never leaves the throttled half of the cycle (state 0.2..0.6): without a clock the
+    fastest state seen is far from nominal and times are too long; with clock readings they are right."""
+    state = lambda f: 0.4 + 0.2 * np.sin(f * 2 * np.pi)  # noqa: E731
+    clocked = score_samples(_two_clock_batch(state, clock=True), {0: 1e6}, 100, nominal_mhz=1800.0)
+    blind = score_samples(_two_clock_batch(state, clock=False), {0: 1e6}, 100, nominal_mhz=1800.0)
+    clocked, blind = clocked.set_index("kernel_id"), blind.set_index("kernel_id")
+    # Extrapolated over a log drift of ~0.35 with a β fitted from 48 samples: a few % at worst.
+    assert abs(clocked.loc["c", "time_us"] / 80 - 1) < 0.04
+    assert abs(clocked.loc["m", "time_us"] / 90 - 1) < 0.04
+    assert blind.loc["c", "time_us"] / 80 - 1 > 0.15  # normalised only to the fastest state it saw
+    # Scores are taken in the median state (0.4) either way, and agree with the truth there.
+    for table in (clocked, blind):
+        assert abs(table.loc["m", "score"] / _ratio_at(0.4, "ref", "m") - 1) < 0.015
+        assert abs(table.loc["c", "score"] / _ratio_at(0.4, "ref", "c") - 1) < 0.015
+
+
+def test_bad_clock_readings_are_ignored_and_too_few_fall_back_to_the_reference():
+    state = lambda f: np.sin(f * 2 * np.pi)  # noqa: E731
+    df = _two_clock_batch(state, clock=True)
+    x_good = clock_drift(df, 1800.0)
+    broken = df.copy()
+    broken.loc[::7, "clock_mhz"] = [np.nan, 0.0, -5.0, 1.8e6][0]  # a few missing readings...
+    broken.loc[3, "clock_mhz"], broken.loc[11, "clock_mhz"] = 0.0, 1.8e6  # ... a zero and a unit mix-up
+    x = clock_drift(broken, 1800.0)
+    assert x is not None and np.all(np.isfinite(x))
+    assert np.abs(x - x_good).max() < 0.05  # filled in from the neighbouring readings
+    sparse = df.copy()
+    sparse.loc[sparse.index % 3 != 0, "clock_mhz"] = np.nan  # two thirds missing: not trusted
+    assert clock_drift(sparse, 1800.0) is None
+    assert clock_drift(df, None) is None and clock_drift(df.drop(columns="clock_mhz"), 1800.0) is None
+    a = score_samples(sparse, {0: 1e6}, 50, nominal_mhz=1800.0)
+    b = score_samples(df.drop(columns="clock_mhz"), {0: 1e6}, 50, nominal_mhz=1800.0)
+    pd.testing.assert_frame_equal(a, b)
 
 
 def test_read_samples_names_file_field_and_row(tmp_path):

@@ -118,6 +118,29 @@ def test_drift_moves_measurements_the_same_way_for_neighbours(tmp_path):
     assert np.max(np.abs(np.diff(np.log(ratio)))) < 0.1  # consecutive launches see nearly the same factor
 
 
+def test_samples_carry_the_clock_an_observer_would_read(tmp_path):
+    """The clock reading tells the state: ALU-bound time x clock is constant up to jitter and reading noise,
+    and ground truth at a read clock is what the kernel takes in that state."""
+    quiet = dict(drift=0.25, drift_period_s=1.0, jitter=0.0, outlier_rate=0.0, hang_rate=0.0)
+    be = backend(**quiet, clock_noise=0.0)
+    k = KERNELS[0]
+    size = Size(2048, 2048, 1, 2048)
+    p = MeasurePlan({k.id: k}, [size], [Launch(k.id, "candidate", 0, r) for r in range(300)])
+    got = be.measure(PROBLEM, p, tmp_path)
+    t, mhz = np.array([s.time_us for s in got]), np.array([s.clock_mhz for s in got])
+    nominal = gfx90c_like()["clock_mhz"]
+    assert mhz.max() <= nominal and mhz.min() >= nominal * 0.75 / 1.25 - 1  # throttling range
+    assert np.ptp(mhz) > 0.1 * nominal  # it moves with the drift
+    expected = np.array([be.ground_truth(PROBLEM, k.params, [size], c)[0] for c in mhz])
+    assert np.allclose(t, expected, rtol=2e-3)  # 1 MHz rounding of the reading
+    # A memory-bound state dependence: the same state slows a kernel less when it is less ALU-bound.
+    at = [be.ground_truth(PROBLEM, k.params, [size], c)[0] for c in (0.6 * nominal, None)]
+    assert 1.0 < at[0] / at[1] <= 1 / 0.6 + 1e-9
+    off = backend(**quiet, clock_telemetry=0).measure(PROBLEM, p, tmp_path)
+    assert all(math.isnan(s.clock_mhz) for s in off)
+    assert [s.time_us for s in off] == t.tolist()  # reading the clock never changes a timing
+
+
 def test_too_large_problems_fail_fast_without_running(tmp_path):
     sizes = [Size(512, 512, 1, 512), Size(16384, 16384, 1, 16384)]  # 4 x 1 GiB of FP32 > 1.5 GiB
     be = backend()

@@ -360,12 +360,12 @@ def test_jitter_outliers_and_hangs_have_their_rates():
     n = 20_000
     true = np.full(n, 1000.0)
     quiet = NoiseModel(5, "j", drift=0.0, jitter=0.03, outlier_rate=0.0, hang_rate=0.0)
-    t, hung = quiet.run(true, np.ones(n), np.ones(n, bool), 0.0)
+    t, hung, _ = quiet.run(true, np.ones(n), np.ones(n, bool), 0.0)
     assert not hung.any()
     assert np.std(np.log(t / true)) == pytest.approx(0.03, rel=0.1)
     assert quiet.clock_us == pytest.approx(t.sum())
     noisy = NoiseModel(5, "j", drift=0.0, jitter=0.01, outlier_rate=0.05, hang_rate=0.01, timeout_us=1e5)
-    t, hung = noisy.run(true, np.ones(n), np.ones(n, bool), 10.0)
+    t, hung, _ = noisy.run(true, np.ones(n), np.ones(n, bool), 10.0)
     assert hung.mean() == pytest.approx(0.01, abs=0.004)
     assert np.all(np.isnan(t[hung]))
     slow = t[~hung] > 1.5 * true[~hung]

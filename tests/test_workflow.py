@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import copy
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -11,8 +12,11 @@ import time
 from pathlib import Path
 
 import msgpack
+import pandas as pd
 import pytest
 import yaml
+from oto import registry
+from oto.tensile_params import candidate_id, canonical
 from workflow_helpers import FAST_CONFIG, job_counts, make_workdir, snakemake
 
 pytestmark = pytest.mark.slow
@@ -187,3 +191,28 @@ def test_sigkill_mid_benchmark_then_same_command_resumes(tmp_path):
     for path, mtime in before.items():
         assert after[path] == mtime, f"completed benchmark {path} was redone"
     assert (work / TARGET).exists()
+
+
+def test_a_fresh_run_in_the_same_results_folder_starts_from_the_registry(finished_run, tmp_path):
+    """Delete a library's generations but keep the registry: the new run re-measures the registry's best
+    kernels once (deliberate top-ups), starts its search from the earlier measurements and never benchmarks
+    an earlier kernel again by accident."""
+    work = tmp_path / "oto"
+    shutil.copytree(finished_run, work, ignore=shutil.ignore_patterns(".snakemake"))
+    lib = work / "results" / "gfx90c" / "Cijk_Ailk_Bljk_DB"
+    before = {
+        kid
+        for gen in sorted(lib.glob("gen*"))
+        for kid in pd.read_csv(gen / "samples.csv").query("role == 'candidate'")["kernel_id"]
+    }
+    assert before and (work / "results" / "gfx90c" / "registry" / "registry.sqlite").exists()
+    shutil.rmtree(lib)
+    proc = snakemake(work, "--cores", "2", "results/gfx90c/Cijk_Ailk_Bljk_DB/final.yaml")
+    assert proc.returncode == 0, proc.stderr[-4000:]
+    gen0 = yaml.safe_load((lib / "gen0" / "proposals.yaml").read_text())
+    topped = [p for p in gen0["proposals"] if p["proposer"] == registry.TOPUP]
+    assert topped, gen0["proposals"]
+    after = pd.read_csv(lib / "gen0" / "samples.csv").query("role == 'candidate'")
+    topup_ids = {candidate_id(canonical(p["params"])) for p in topped}
+    assert topup_ids <= set(after["kernel_id"])  # re-measured under this run's conditions
+    assert not (set(after["kernel_id"]) - topup_ids) & before  # nothing else measured twice

@@ -2,10 +2,22 @@
 
 On an APU, thermal and DVFS state move every kernel's time by up to ±25% over minutes, so raw times cannot
 rank kernels measured at different moments. Every batch interleaves the reference kernel (the shipped
-solution, i.e. the spoof floor) with the candidates. The slow drift is estimated from *all* reference
-samples — each divided by its own (kernel, size) median, smoothed by a running median over execution order —
-and every sample is divided by the drift at its moment. A score is then reference time / kernel time for
-the same size: 1 is the spoof floor, 1.3 is 30% faster.
+solution, i.e. the spoof floor) with the candidates, and every sample is brought to one drift state:
+
+* **The drift.** Where samples carry the core clock an observer read at each launch (``clock_mhz``), the
+  drift is log(nominal clock / read clock), exact per launch. Otherwise it is estimated from *all*
+  reference samples — each divided by its own (kernel, size) median, smoothed by a running median over
+  execution order — relative to the fastest state they saw.
+* **Each kernel's sensitivity to it** (β, :func:`fit_drift`): memory-bound kernels follow the DRAM clock and
+  drift less than ALU-bound ones.
+* **The state scores refer to: the batch's median drift.** A memory-bound kernel's ratio to an ALU-bound
+  reference really does change with the state (by the sensitivity gap times the log drift), so a score is
+  only defined at a state, and the median state is the one every kernel was measured around: no
+  extrapolation, so a β estimated from a few samples costs little. It is also the state the APU sustains a
+  long GEMM run in. Times and GFLOPS, by contrast, are reported at the peak state (the nominal clock the
+  ceilings assume with clock telemetry, else the fastest state seen), extrapolated with β.
+
+A score is reference time / kernel time at the same size and state: 1 is the spoof floor, 1.3 is 30% faster.
 
 A score's 95% interval is the bootstrap percentile interval of the median ratio, never narrower than a
 robust small-sample interval (median ± t·1.2533·σ/√n, σ the largest of stdev, 1.4826·MAD and IQR/1.349 of
@@ -16,6 +28,7 @@ drop true contenders.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 
 import numpy as np
 import pandas as pd
@@ -35,6 +48,8 @@ SAMPLE_COLUMNS = [
     "reason",
     "source",
 ]
+# Optional per-sample telemetry after the required columns: absent or NaN where a backend has no observer.
+TELEMETRY_COLUMNS = ["clock_mhz"]
 SCORE_COLUMNS = [
     "kernel_id",
     "size_index",
@@ -90,22 +105,54 @@ def drift_at(samples: pd.DataFrame) -> np.ndarray:
     return np.interp(samples["seq"].to_numpy(float), seq, drift) / drift.min()
 
 
-def normalise_times(samples: pd.DataFrame, sensitivity: bool = True) -> pd.Series:
-    """Each ok sample's time brought to the fastest state seen in the batch (NaN for failed samples).
+MIN_CLOCK_SHARE = 0.5  # clock telemetry is used when at least this share of ok samples has a sane reading
 
-    A memory-bound kernel follows the fixed DRAM clock and drifts less than an ALU-bound reference, so each
-    (kernel, size) gets its own drift sensitivity β (log t = log T + β·log drift), fitted by least squares
-    shrunk towards 1 (the reference's own) after dropping outliers: where the drift barely moved over its
-    samples, β stays ≈ 1 and nothing is lost. Ratios do not depend on the baseline, and GFLOPS from the
-    normalised times refer to the clock closest to the one the ceilings assume."""
-    x = np.log(drift_at(samples))
+
+def clock_drift(samples: pd.DataFrame, nominal_mhz: float | None) -> np.ndarray | None:
+    """log(nominal / read clock) per sample from the ``clock_mhz`` telemetry, or None when there is too
+    little of it. Readings that are missing, non-positive or above 1.5x nominal (a unit mix-up, a broken
+    observer) are ignored and filled in from their neighbours in execution order."""
+    if not nominal_mhz or "clock_mhz" not in samples.columns:
+        return None
+    clock = pd.to_numeric(samples["clock_mhz"], errors="coerce").to_numpy(float)
+    sane = np.isfinite(clock) & (clock > 0) & (clock <= 1.5 * nominal_mhz)
+    ok = (samples["status"] == "ok").to_numpy()
+    if not ok.any() or (sane & ok).sum() < MIN_CLOCK_SHARE * ok.sum():
+        return None
+    seq = samples["seq"].to_numpy(float)
+    order = np.argsort(seq[sane], kind="stable")
+    x = np.log(nominal_mhz / clock[sane])[order]
+    return np.interp(seq, seq[sane][order], x)
+
+
+@dataclass(frozen=True)
+class DriftFit:
+    """The drift model of one batch: ``x`` the log drift at each sample (0 at the nominal clock with clock
+    telemetry, else at the fastest state the references saw), ``beta`` each sample's (kernel, size) drift
+    sensitivity, and ``anchor`` the batch's median log drift: the state scores refer to."""
+
+    x: np.ndarray
+    beta: np.ndarray
+    anchor: float
+    clocked: bool  # x comes from clock telemetry
+
+
+def fit_drift(samples: pd.DataFrame, sensitivity: bool = True, nominal_mhz: float | None = None) -> DriftFit:
+    """The batch's drift and every (kernel, size)'s sensitivity to it.
+
+    A memory-bound kernel follows the fixed DRAM clock and drifts less than an ALU-bound one, so each
+    (kernel, size) gets its own β (log t = log T + β·x), fitted by least squares shrunk towards 1 after
+    dropping outliers: where the drift barely moved over its samples, β stays ≈ 1 and nothing is lost."""
+    x = clock_drift(samples, nominal_mhz)
+    clocked = x is not None
+    if x is None:
+        x = np.log(drift_at(samples))
     t = samples["time_us"].astype(float).where(samples["status"] == "ok")
-    if not sensitivity:
-        return t / np.exp(x)
     y = np.log(t.where(t > 0)).to_numpy()
     ok = np.isfinite(y)
-    if not ok.any():
-        return t / np.exp(x)
+    anchor = float(np.median(x[ok])) if ok.any() else 0.0
+    if not sensitivity or not ok.any():
+        return DriftFit(x, np.ones(len(samples)), anchor, clocked)
     # Vectorised over (kernel, size) groups: racing rescores every round.
     kernel_code, kernels = pd.factorize(samples["kernel_id"].astype(str))
     group_code, groups = pd.factorize(
@@ -134,7 +181,22 @@ def normalise_times(samples: pd.DataFrame, sensitivity: bool = True) -> pd.Serie
     b_kernel = (k_sxy + SENSITIVITY_PRIOR) / (k_sxx + SENSITIVITY_PRIOR)
     prior = b_kernel[group_kernel]
     b_group = np.where(fit, (sxy + SIZE_SENSITIVITY_PRIOR * prior) / (sxx + SIZE_SENSITIVITY_PRIOR), prior)
-    return t / np.exp(b_group[group_code] * x)
+    return DriftFit(x, b_group[group_code], anchor, clocked)
+
+
+def normalise_times(
+    samples: pd.DataFrame,
+    sensitivity: bool = True,
+    nominal_mhz: float | None = None,
+    at: str = "median",
+) -> pd.Series:
+    """Each ok sample's time brought to one drift state (NaN for failed samples): ``at="median"`` the
+    batch's median state, where scores are taken; ``at="peak"`` the nominal clock with clock telemetry,
+    else the fastest state seen, where GFLOPS are taken (see the module doc)."""
+    d = fit_drift(samples, sensitivity, nominal_mhz)
+    t = samples["time_us"].astype(float).where(samples["status"] == "ok")
+    to = d.anchor if at == "median" else 0.0
+    return t / np.exp(d.beta * (d.x - to))
 
 
 SENSITIVITY_PRIOR = 0.03**2 / 0.5**2  # jitter variance / prior variance of a kernel's β around 1
@@ -201,13 +263,17 @@ def score_samples(
     bootstrap: int = 400,
     seed: int = 0,
     sizes: set[int] | None = None,
+    nominal_mhz: float | None = None,
 ) -> pd.DataFrame:
     """One row per (kernel, size): median score vs the size's reference, its bootstrap CI, and GFLOPS.
 
     ``sizes`` limits the rows to those sizes (racing rescoring the open ones); the drift model always uses
-    every sample."""
+    every sample. ``nominal_mhz``: the arch's clock, to use the samples' clock telemetry (see module doc)."""
     s = samples.copy()
-    s["norm_us"] = normalise_times(s)
+    d = fit_drift(s, nominal_mhz=nominal_mhz)
+    t = s["time_us"].astype(float).where(s["status"] == "ok")
+    s["norm_us"] = t / np.exp(d.beta * (d.x - d.anchor))
+    peak_us = (t / np.exp(d.beta * d.x)).to_numpy(float)
     ref_time = s[(s["role"] == "reference") & s["norm_us"].notna()].groupby("size_index")["norm_us"].median()
     rng = np.random.default_rng(seed)
     norm = s["norm_us"].to_numpy(float)
@@ -234,7 +300,8 @@ def score_samples(
             rows.append((kid, size, 0, np.nan, np.nan, np.nan, np.nan, np.nan, status, reason, n_bad))
             continue
         ref = ref_time.get(size, np.nan)
-        med_t = _med(good)
+        peak = peak_us[idx]
+        med_t = _med(peak[np.isfinite(peak)])  # time and GFLOPS at the peak state, scores at the median one
         gflops = flops_by_size[int(size)] / (med_t * 1e3)
         if np.isfinite(ref):
             pending.append((len(rows), ref / good))

@@ -13,7 +13,7 @@ import json
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 
@@ -534,6 +534,12 @@ _DRIFT_PERIODS = (1.0, 1 / 3.1, 1 / 9.7)
 _DRIFT_WEIGHTS = (0.55, 0.3, 0.15)
 
 
+class Timing(NamedTuple):
+    time_us: np.ndarray  # NaN on timeout or when the launch never started
+    timed_out: np.ndarray
+    start_us: np.ndarray  # virtual time each launch started (NaN when it never started)
+
+
 class NoiseModel:
     """Launch-to-launch variation of an APU, driven by a virtual clock (microseconds since the job began).
 
@@ -543,6 +549,10 @@ class NoiseModel:
     * outliers: with probability ``outlier_rate`` a launch is 1 + outlier_scale * U(0.5, 1.5) times slower
       (a CPU burst stealing DRAM bandwidth, a page-table walk, a context switch).
     * hangs: with probability ``hang_rate`` a launch never completes and is reported after ``timeout_us``.
+    * clock telemetry: the core clock a launch started at, as an observer reads it on real hardware
+      (gpu_metrics ``average_gfxclk_frequency``; Kernel Tuner's AMDSMIObserver): the nominal clock divided
+      by the drift of a purely ALU-bound kernel, with log-normal reading noise ``clock_noise``. It tells the
+      state of the ALU clock, not how much a given kernel slows down with it: that stays for scoring to fit.
 
     Every draw comes from ``numpy.random.default_rng(SeedSequence([seed, hash(stream)]))``, so (seed, stream)
     reproduces the exact sequence; the clock and the generator advance with each call to :meth:`run`.
@@ -559,20 +569,25 @@ class NoiseModel:
         outlier_scale: float = 2.0,
         hang_rate: float = 1e-4,
         timeout_us: float = 5e6,
+        clock_noise: float = 0.005,
     ):
         if not 0 <= drift < 1:
             raise ValueError(f"drift must be in [0, 1), got {drift}")
         for name, v in (("outlier_rate", outlier_rate), ("hang_rate", hang_rate)):
             if not 0 <= v <= 1:
                 raise ValueError(f"{name} must be a probability, got {v}")
-        if jitter < 0 or outlier_scale < 0 or drift_period_s <= 0 or timeout_us <= 0:
-            raise ValueError("jitter, outlier_scale must be >= 0; drift_period_s, timeout_us must be > 0")
+        if jitter < 0 or outlier_scale < 0 or clock_noise < 0 or drift_period_s <= 0 or timeout_us <= 0:
+            raise ValueError(
+                "jitter, outlier_scale, clock_noise must be >= 0; drift_period_s, timeout_us must be > 0"
+            )
         self.settings = {
             "drift": drift, "drift_period_s": drift_period_s, "jitter": jitter, "outlier_rate": outlier_rate,
             "outlier_scale": outlier_scale, "hang_rate": hang_rate, "timeout_us": timeout_us,
+            "clock_noise": clock_noise,
         }  # fmt: skip
         self.seed, self.stream = int(seed), stream
         self._rng = np.random.default_rng(np.random.SeedSequence([self.seed, _stream_key(stream)]))
+        self._clock_rng = np.random.default_rng(np.random.SeedSequence([self.seed, _stream_key(stream), 1]))
         phases = self._rng.uniform(0, 2 * math.pi, len(_DRIFT_PERIODS))
         self._waves = tuple(
             (w, 2 * math.pi / (rel * drift_period_s * 1e6), float(ph))
@@ -589,9 +604,28 @@ class NoiseModel:
         # is 1/(1-sens) and the swing is ±sens around it, so no state beats the theoretical ceiling.
         return (1 + sens * s) / (1 - sens)
 
-    def run(self, true_us: np.ndarray, alu_fraction: np.ndarray, runs: np.ndarray, cooldown_us: float):
+    def factor_at_clock(self, clock_ratio, alu_fraction=1.0) -> np.ndarray:
+        """Ground truth: the drift multiplier of a kernel with ``alu_fraction`` in the state where the core
+        clock runs at ``clock_ratio`` x nominal (for tests and benchmarks only)."""
+        drift = self.settings["drift"]
+        if drift == 0:
+            return np.ones_like(np.asarray(alu_fraction, dtype=np.float64))
+        s = ((1 - drift) / np.asarray(clock_ratio, dtype=np.float64) - 1) / drift  # the state, in [-1, 1]
+        sens = drift * (0.3 + 0.7 * np.asarray(alu_fraction))
+        return (1 + sens * s) / (1 - sens)
+
+    def clock_reading(self, start_us: np.ndarray, nominal_mhz: float) -> np.ndarray:
+        """What a clock observer reports at each launch start (MHz, rounded): the nominal clock slowed by the
+        ALU drift, with reading noise (its own generator: reading the clock never changes the timings)."""
+        start = np.asarray(start_us, dtype=np.float64)
+        noise = np.exp(self._clock_rng.normal(0.0, self.settings["clock_noise"], len(start)))
+        return np.round(nominal_mhz / self.drift_factor(start) * noise)
+
+    def run(
+        self, true_us: np.ndarray, alu_fraction: np.ndarray, runs: np.ndarray, cooldown_us: float
+    ) -> Timing:
         """Time a sequence of launches in order. ``runs`` is False for launches that never start (e.g. the
-        allocation failed): they take no time. Returns (time_us, timed_out) arrays; time is NaN on timeout."""
+        allocation failed): they take no time. Time is NaN on timeout."""
         s = self.settings
         n = len(true_us)
         jit = np.exp(self._rng.normal(0.0, s["jitter"], n))
@@ -605,11 +639,12 @@ class NoiseModel:
         sens = (s["drift"] * (0.3 + 0.7 * np.asarray(alu_fraction, dtype=np.float64))).tolist()
         hang_l, runs_l = hang.tolist(), np.asarray(runs, dtype=bool).tolist()
         waves, timeout, sin = self._waves, s["timeout_us"], math.sin
-        times, timed_out = [math.nan] * n, [False] * n
+        times, timed_out, starts = [math.nan] * n, [False] * n, [math.nan] * n
         t = self.clock_us
         for i in range(n):  # sequential: each launch's duration moves the clock the next one sees
             if not runs_l[i]:
                 continue
+            starts[i] = t
             d = (1 + sens[i] * sum(w * sin(om * t + ph) for w, om, ph in waves)) / (1 - sens[i])
             x = base[i] * d
             if hang_l[i] or x > timeout:
@@ -619,4 +654,4 @@ class NoiseModel:
                 times[i] = x
                 t += x + cooldown_us
         self.clock_us = t
-        return np.array(times), np.array(timed_out)
+        return Timing(np.array(times), np.array(timed_out), np.array(starts))

@@ -73,6 +73,8 @@ class Sample:
     time_us: float  # NaN when status is not ok
     status: str  # one of SAMPLE_CLASSES
     reason: str = ""
+    # Core clock at the launch as an observer read it (MHz); NaN where the backend has no clock telemetry.
+    clock_mhz: float = float("nan")
 
 
 @dataclass(frozen=True)

@@ -25,7 +25,11 @@ SIM_DEFAULTS: Mapping[str, float] = {
     "hang_rate": 1e-4,  # probability a launch hangs (reported as timeout)
     "timeout_us": 5e6,  # a hung or longer launch is abandoned after this long
     "validation_fail_rate": 0.002,  # fraction of configurations that compute wrong results
-    "cooldown_us": 200.0,  # idle time the benchmark leaves between launches (advances the clock)
+    "cooldown_us": 200.0,
+    # Log-normal sigma of the core-clock readings each sample carries (as gpu_metrics reports them on an
+    # APU); clock_telemetry 0 leaves them out, as on a backend without a clock observer.
+    "clock_noise": 0.005,
+    "clock_telemetry": 1.0,  # idle time the benchmark leaves between launches (advances the clock)
     # Wall-clock seconds slept per simulated second of kernel time (0: return at once). Only for tests that
     # must interrupt a benchmark in flight; it never changes a number.
     "pace": 0.0,
@@ -38,6 +42,7 @@ _NOISE_KEYS = (
     "outlier_scale",
     "hang_rate",
     "timeout_us",
+    "clock_noise",
 )
 
 
@@ -80,14 +85,25 @@ class SimBackend:
             out.append(BuildResult(k.id, status, reason, res))
         return out
 
-    def ground_truth(self, problem: Problem, kernel_params: Mapping[str, Any], sizes: Sequence) -> np.ndarray:
-        """Noise-free launch times (µs) of one kernel at ``sizes`` (Size objects or [m, n, batch, k]).
+    def ground_truth(
+        self,
+        problem: Problem,
+        kernel_params: Mapping[str, Any],
+        sizes: Sequence,
+        clock_mhz: float | None = None,
+    ) -> np.ndarray:
+        """Noise-free launch times (µs) of one kernel at ``sizes`` (Size objects or [m, n, batch, k]): at the
+        nominal clock, or in the drift state where the core clock runs at ``clock_mhz`` (memory-bound
+        kernels slow down less than the clock in that state).
 
         For tests and benchmarks that grade the workflow against the truth; stages never call it."""
         m, n, b, k = _size_arrays(sizes)
-        return self.gpu.true_time_us(
-            problem.library.family, kernel_params, m, n, b, k, problem.library.pattern
-        )
+        fam, pattern = problem.library.family, problem.library.pattern
+        if clock_mhz is None:
+            return self.gpu.true_time_us(fam, kernel_params, m, n, b, k, pattern)
+        bd = self.gpu.breakdown(fam, kernel_params, m, n, b, k, pattern)
+        ratio = clock_mhz / self.gpu.arch.clock_mhz
+        return bd["time_us"] * self.noise.factor_at_clock(ratio, bd["alu_fraction"])
 
     def measure(self, problem: Problem, plan: MeasurePlan, workdir: Path) -> list[Sample]:
         fam, pattern = problem.library.family, problem.library.pattern
@@ -118,7 +134,14 @@ class SimBackend:
         si = np.array([la.size_index for la in launches])
         crashed = np.array([verdict.get(la.kernel_id, ("",))[0] == "crash" for la in launches])
         runs = ~too_large[si] & ~crashed
-        times, timed_out = self.noise.run(true[ki, si], alu[ki, si], runs, self.settings["cooldown_us"])
+        times, timed_out, start = self.noise.run(
+            true[ki, si], alu[ki, si], runs, self.settings["cooldown_us"]
+        )
+        clock = (
+            self.noise.clock_reading(start, self.gpu.arch.clock_mhz)
+            if self.settings["clock_telemetry"]
+            else np.full(len(launches), np.nan)
+        )
 
         samples = []
         for seq, la in enumerate(launches):
@@ -134,7 +157,9 @@ class SimBackend:
                 status, reason = verdict[la.kernel_id]
             if status != "ok":
                 t = float("nan")
-            samples.append(Sample(seq, la.kernel_id, la.role, s, la.rep, t, status, reason))
+            samples.append(
+                Sample(seq, la.kernel_id, la.role, s, la.rep, t, status, reason, float(clock[seq]))
+            )
         if self.settings["pace"] > 0:  # completed kernel time only: a paced hang would sleep for hours
             time.sleep(self.settings["pace"] * float(np.nansum(times)) / 1e6)
         return samples

@@ -28,7 +28,7 @@ from oto.deck import read_library_yaml
 from oto.files import atomic_write_text, read_yaml
 from oto.memory_guard import oversize
 from oto.racing import RaceResult, RaceSettings, race
-from oto.scoring import SAMPLE_COLUMNS
+from oto.scoring import SAMPLE_COLUMNS, TELEMETRY_COLUMNS
 from oto.stages.common import problem_for, stream_name
 from oto.stages.normalise import score_file
 
@@ -117,10 +117,11 @@ def measure_frame(backend, problem, plan: MeasurePlan, workdir: Path) -> pd.Data
             s.status,
             s.reason,
             backend.numbers,
+            s.clock_mhz,
         )
         for s in samples
     ]
-    return pd.DataFrame(rows, columns=SAMPLE_COLUMNS)
+    return pd.DataFrame(rows, columns=[*SAMPLE_COLUMNS, *TELEMETRY_COLUMNS])
 
 
 def run_race(
@@ -185,7 +186,11 @@ def run(
         workdir,
         f"{config['seed']}:{deck.name}:{stage}",
     )
-    df = result.samples if len(result.samples) else pd.DataFrame(columns=[*SAMPLE_COLUMNS, "round"])
+    df = (
+        result.samples
+        if len(result.samples)
+        else pd.DataFrame(columns=[*SAMPLE_COLUMNS, *TELEMETRY_COLUMNS, "round"])
+    )
     atomic_write_text(out_samples, df.to_csv(index=False))
     stops = Counter(d.stop for d in result.decisions.values())
     log.info(

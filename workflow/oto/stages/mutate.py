@@ -44,7 +44,14 @@ def evidence_for(
     library = Library.parse(deck.name)
     limits = legality.Limits.from_profile(profile)
     obs = [
-        Observation(o["id"], o["params"], o.get("score"), int(o.get("sizes_won", 0)), o.get("failure", ""))
+        Observation(
+            o["id"],
+            o["params"],
+            o.get("score"),
+            int(o.get("sizes_won", 0)),
+            o.get("failure", ""),
+            o.get("failure_reason", ""),
+        )
         for o in (selection or {}).get("observations", [])
     ]
     seen = set((selection or {}).get("measured", []))

@@ -10,6 +10,7 @@ import logging
 from collections.abc import Mapping
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 
 from oto.backends.base import SAMPLE_CLASSES
@@ -17,7 +18,7 @@ from oto.ceilings import family_peak_gflops
 from oto.datatypes import Library, gemm_flops
 from oto.files import atomic_write_text, read_yaml
 from oto.racing import BUDGET, FIXED, annotate_scores
-from oto.scoring import SAMPLE_COLUMNS, flag_bad_timings, score_samples
+from oto.scoring import SAMPLE_COLUMNS, TELEMETRY_COLUMNS, flag_bad_timings, score_samples
 
 log = logging.getLogger(__name__)
 
@@ -44,6 +45,9 @@ def read_samples(path: Path) -> pd.DataFrame:
             )
         df[col] = v.astype(int)
     df["time_us"] = pd.to_numeric(df["time_us"], errors="coerce")
+    # Telemetry is optional (older files, backends without an observer); an unreadable value is no reading.
+    for col in TELEMETRY_COLUMNS:
+        df[col] = pd.to_numeric(df[col], errors="coerce") if col in df.columns else np.nan
     return df
 
 
@@ -62,7 +66,9 @@ def score_file(
     peak = family_peak_gflops(profile, library.family)
     flagged = flag_bad_timings(samples, samples["size_index"].map(flops).to_numpy(float), peak)
     reps = int(bootstrap or config["benchmark"]["bootstrap"])
-    return score_samples(flagged, flops, reps, int(config["seed"]), only)
+    return score_samples(
+        flagged, flops, reps, int(config["seed"]), only, nominal_mhz=float(profile["clock_mhz"])
+    )
 
 
 def run(samples_path: Path, candidates_path: Path, profile: Mapping, config: Mapping, out_scores: Path):

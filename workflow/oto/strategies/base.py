@@ -25,7 +25,8 @@ class Observation:
     params: Mapping[str, Any]
     score: float | None  # geometric-mean score over the sizes it ran on (reference = 1)
     sizes_won: int = 0
-    failure: str = ""  # failure class when it did not run
+    failure: str = ""  # failure class when it did not run or failed a launch
+    failure_reason: str = ""  # what the compiler, Tensile or the validation said
 
 
 @dataclass(frozen=True)
