@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import json
+import math
 from pathlib import Path
 
 import pytest
@@ -135,6 +136,22 @@ def test_knowledge_dedupes_by_candidate_size_and_protocol(tmp_path):
     other = {**CONFIG, "benchmark": {**CONFIG["benchmark"], "repetitions": 9}}
     assert not registry.knowledge(tmp_path / "gfx90c", "gfx90c", LIB, other, SIZES).measured
     assert registry.knowledge(tmp_path / "nothing", "gfx90c", LIB, CONFIG, SIZES) is None
+
+
+def test_knowledge_transfers_between_neighbouring_sizes():
+    small, large = ["256,256,1,256", "384,384,1,256"], ["4096,4096,1,4096", "6144,4096,1,4096"]
+    specialist_small = {**dict.fromkeys(small, 1.5), **dict.fromkeys(large, 0.8)}
+    specialist_large = {**dict.fromkeys(small, 0.8), **dict.fromkeys(large, 1.5)}
+    near_small, near_large = [[320, 256, 1, 256]], [[4096, 5120, 1, 4096]]  # measured at neither
+    t = registry.size_transfer
+    assert t(specialist_small, near_small) > 1.4 and t(specialist_small, near_large) < 0.85
+    assert t(specialist_large, near_large) > 1.4 and t(specialist_large, near_small) < 0.85
+    # far from everything measured: the kernel's overall geomean; no sizes or no scores: overall / None
+    overall = math.sqrt(1.5 * 0.8)
+    assert abs(t(specialist_small, [[1, 1, 64, 1]]) - overall) < 1e-6
+    assert abs(t(specialist_small, []) - overall) < 1e-9 and t({}, near_small) is None
+    # at exactly the measured sizes it reproduces them
+    assert abs(t({"64,64,1,64": 1.2}, [[64, 64, 1, 64]]) - 1.2) < 1e-9
 
 
 def test_emit_rejects_registry_duplicates_except_deliberate_topups():

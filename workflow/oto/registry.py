@@ -257,12 +257,46 @@ def _rec(base: Mapping, kind: str, k: Mapping, status: str, reason: str) -> dict
 
 @dataclass
 class Knowledge:
-    """What earlier runs (the consolidated store) know about one library."""
+    """What earlier runs (the consolidated store) know about one library. Scores are estimated at the
+    current tuning sizes from the sizes each kernel was measured at (:func:`size_transfer`)."""
 
     measured: set[str]  # kernel ids benchmarked at every given size under this protocol: never again
     rejected: set[str]  # kernel ids the legality checker rejected
     own: list[dict[str, Any]]  # this library's kernels {id, params, score}, best first
     family: list[dict[str, Any]]  # the other patterns of its family, best first (for transfer)
+
+
+# Sizes whose (M, N, batch, K) differ by about 1.4x in each dimension still inform each other.
+SIZE_BANDWIDTH = math.log(2) / 2
+SIZE_PRIOR_WEIGHT = 0.05  # pull towards the kernel's overall geomean where no measured size is near
+
+
+def _log_size(size: Sequence | str) -> list[float]:
+    parts = size.split(",") if isinstance(size, str) else list(size)[:4]
+    return [math.log(max(float(x), 1.0)) for x in parts]
+
+
+def size_transfer(measured: Mapping[str, float], sizes: Sequence) -> float | None:
+    """A kernel's geomean score over ``sizes``, estimated from its scores at the sizes it was measured at
+    (``{"M,N,B,K": score}``): at each wanted size a Gaussian-weighted mean of the log scores by distance in
+    log (M, N, batch, K), shrunk towards its overall geomean where nothing measured is near. A kernel that
+    excelled at small sizes ranks high for a run tuning small sizes, not for one tuning large ones."""
+    pts = [(_log_size(k), math.log(v)) for k, v in measured.items() if v and v > 0 and math.isfinite(v)]
+    if not pts:
+        return None
+    overall = sum(v for _, v in pts) / len(pts)
+    if not sizes:
+        return math.exp(overall)
+    logs = []
+    for want in sizes:
+        w0 = _log_size(want)
+        num, den = SIZE_PRIOR_WEIGHT * overall, SIZE_PRIOR_WEIGHT
+        for at, v in pts:
+            d2 = sum((a - b) ** 2 for a, b in zip(at, w0, strict=False))
+            w = math.exp(-d2 / (2 * SIZE_BANDWIDTH**2))
+            num, den = num + w * v, den + w
+        logs.append(num / den)
+    return math.exp(sum(logs) / len(logs))
 
 
 def knowledge(arch_dir: Path, arch: str, library: str, config: Mapping, sizes: Sequence) -> Knowledge | None:
@@ -276,19 +310,30 @@ def knowledge(arch_dir: Path, arch: str, library: str, config: Mapping, sizes: S
         want = {size_key(s) for s in sizes}
         measured = {k for k, got in db.measured(arch, library, protocol_of(config)).items() if want <= got}
         fam = Library.parse(library).family.code
-        rows = db.kernel_scores(arch, "family = ?", (fam,))
-        own = [_kernel(r) for r in rows if r["library"] == library]
-        family = [_kernel(r) for r in rows if r["library"] != library]
+        per: dict[tuple[str, str], dict[str, Any]] = {}
+        for r in db.size_scores(arch, "family = ?", (fam,)):
+            k = per.setdefault((r["library"], r["kernel_id"]), {"params": r["params"], "sizes": {}})
+            k["sizes"][r["size"]] = r["score"]
+        kernels = [
+            (
+                lib,
+                {
+                    "id": kid,
+                    "params": json.loads(k["params"] or "{}"),
+                    "score": size_transfer(k["sizes"], sizes),
+                },
+            )
+            for (lib, kid), k in per.items()
+        ]
+        kernels.sort(key=lambda lk: (-(lk[1]["score"] or 0.0), lk[1]["id"]))
+        own = [k for lib, k in kernels if lib == library and k["score"] is not None]
+        family = [k for lib, k in kernels if lib != library and k["score"] is not None]
         return Knowledge(measured, db.rejected(arch, library), own, family)
     except sqlite3.DatabaseError as exc:
         log.warning("ignoring the registry store %s: %s", db.path, exc)
         return None
     finally:
         db.close()
-
-
-def _kernel(r: Mapping) -> dict[str, Any]:
-    return {"id": r["kernel_id"], "params": json.loads(r["params"] or "{}"), "score": r["score"]}
 
 
 # --- the consolidated store ------------------------------------------------------------------------------
@@ -378,12 +423,12 @@ class Store:
             )
         }
 
-    def kernel_scores(self, arch: str, where: str, params: Sequence) -> list[dict[str, Any]]:
-        """Per kernel (and library): geometric-mean score over its benchmarked sizes, best first."""
+    def size_scores(self, arch: str, where: str, params: Sequence) -> list[dict[str, Any]]:
+        """Per kernel, library and size: geometric-mean score over every run that benchmarked it there."""
         return self.query(
-            "SELECT library, kernel_id, MAX(params) AS params, EXP(AVG(LN(score))) AS score, "
-            "COUNT(*) AS sizes FROM records WHERE arch=? AND kind='benchmarked' AND score > 0 AND "
-            f"{where} GROUP BY library, kernel_id ORDER BY score DESC",
+            "SELECT library, kernel_id, MAX(params) AS params, size, EXP(AVG(LN(score))) AS score "
+            "FROM records WHERE arch=? AND kind='benchmarked' AND score > 0 AND "
+            f"{where} GROUP BY library, kernel_id, size",
             (arch, *params),
         )
 
