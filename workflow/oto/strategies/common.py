@@ -107,6 +107,49 @@ class Picker:
         return True
 
 
+def lines(space: Space, idx: Index) -> list[Index]:
+    """Valid configurations that differ from ``idx`` in exactly one parameter, by any amount.
+
+    Wider than :meth:`Space.neighbours` (one rank step): tuning spaces are often multi-modal along one knob
+    (a 256-wide block beating 128 and 32 while 64 is worse), which adjacent steps cannot cross."""
+    out = []
+    for k, p in enumerate(space.parameters):
+        for j in range(len(p.values)):
+            if j != idx[k]:
+                nb = (*idx[:k], j, *idx[k + 1 :])
+                if space.valid(nb):
+                    out.append(nb)
+    return out
+
+
+def pair_lines(space: Space, idx: Index, rng: np.random.Generator, limit: int = 300) -> list[Index]:
+    """Valid configurations that differ from ``idx`` in exactly two parameters (the second neighbourhood
+    of a variable-neighbourhood descent). Complete when a validity check is a set lookup (enumerated
+    spaces); otherwise ``limit`` random draws, since every check there runs the legality checker."""
+    active = [k for k, p in enumerate(space.parameters) if len(p.values) > 1]
+    pairs = [(a, b) for i, a in enumerate(active) for b in active[i + 1 :]]
+    out: dict[Index, None] = {}
+    if space.enumerable:
+        for a, b in pairs:
+            for va in range(len(space.parameters[a].values)):
+                for vb in range(len(space.parameters[b].values)):
+                    if va != idx[a] and vb != idx[b]:
+                        nb = list(idx)
+                        nb[a], nb[b] = va, vb
+                        if space.valid(tuple(nb)):
+                            out[tuple(nb)] = None
+        return list(out)
+    for _ in range(limit if pairs else 0):
+        a, b = pairs[int(rng.integers(len(pairs)))]
+        va = int(rng.integers(len(space.parameters[a].values) - 1))
+        vb = int(rng.integers(len(space.parameters[b].values) - 1))
+        nb = list(idx)
+        nb[a], nb[b] = va + (va >= idx[a]), vb + (vb >= idx[b])  # any value but the current one
+        if space.valid(tuple(nb)):
+            out[tuple(nb)] = None
+    return list(out)
+
+
 def fill_random(pick: Picker, rng: np.random.Generator, rationale: str) -> None:
     """Top up with random valid configurations (random walks from seeds when not enumerable)."""
     space, hist = pick.hist.space, pick.hist

@@ -1,16 +1,33 @@
-"""Surrogate-guided local search: a Gaussian process over the evidence ranks a pool of candidates.
+"""Surrogate-guided local search: a Gaussian process ranks the candidates of a variable-neighbourhood
+descent that runs from several starts at once.
 
 Why this design: GPU tuning spaces are rough but locally smooth in tile geometry, evaluations are costly
 and a few hundred at most, so a GP (cheap at that size, honest about uncertainty) picking by expected
 improvement beats population methods that need thousands of evaluations (Willemsen et al., SC'21 PMBS).
-The pool mixes the neighbourhoods of the best configurations (exploitation: most gains are one knob away)
-with random valid configurations (exploration), so it works on any :class:`oto.space.Space`, enumerated
-(replay caches) or constraint-only (Tensile).
+But such spaces are also multi-modal along single knobs (block width 256 beats 128 and 32 while 64 is
+worse) and hold needles a smooth model cannot see (the convolution optimum sits in a region that is worse
+on average). So the model does not search alone; picks rotate through three kinds (``ROTATION``):
+
+- ``l`` (half): best expected improvement among the *one-parameter changes* (any value of one knob, not
+  just the adjacent one) of the best few *starts*, i.e. measured configurations no measured one-knob
+  change beats, plus the incumbent's *two-parameter changes* (escapes that need two knobs at once).
+- ``c`` (a quarter): certify the best open start, measuring its one-knob changes best-first until all are
+  measured. A certified start (a proven local optimum under one-knob moves) drops out, so the certify
+  picks move on to the next basin's best: the restart rule, with no notion of "stalled for k steps" (the
+  evidence carries no order).
+- ``e`` (a quarter): exploration, the best expected improvement among configurations that differ from
+  each of the best five in at least two parameters.
+
+The GP sees costs (minus log score) clipped at their 70% quantile, so it models the good region rather
+than how bad the worst kernels are. Candidates come from one-step neighbourhoods, one- and two-parameter
+changes, random walks and (enumerated spaces) random members; where validity is a legality check
+(Tensile's space, not enumerable) two-parameter changes are sampled, so it works on any
+:class:`oto.space.Space`.
 
 Generation 0 proposes the shipped solutions and their legal neighbourhood. Knowledge transfers through
 ``Evidence.prior`` (the family's other patterns, earlier runs): those points enter the GP with extra
 noise, so they shape the model early and are overruled by this library's own measurements.
-Deterministic for a given (seed, evidence).
+Deterministic for a given (seed, evidence): every ask rebuilds its state from the evidence.
 """
 
 from __future__ import annotations
@@ -22,7 +39,16 @@ import numpy as np
 
 from oto.space import Index
 from oto.strategies.base import Evidence, Observation, Proposal
-from oto.strategies.common import History, Picker, SpaceCache, fill_random, history, rng_for
+from oto.strategies.common import (
+    History,
+    Picker,
+    SpaceCache,
+    fill_random,
+    history,
+    lines,
+    pair_lines,
+    rng_for,
+)
 
 LENGTHSCALES = (0.15, 0.25, 0.4, 0.65, 1.0)
 NOISES = (1e-3, 0.05)
@@ -30,10 +56,17 @@ MAX_TRAIN = 200  # GP points: the best half plus a spread of the rest (keeps an 
 HYPER_TRAIN = 100  # points used to pick lengthscale and noise
 ARD_FACTORS = (0.5, 2.0, 8.0)
 REFIT_GROWTH = 1.1
-EXPLORE_EVERY = 3  # every 3rd pick looks away from the best configurations
 PRIOR_NOISE = 0.3  # variance added to transferred points (standardised units)
 POOL_RANDOM = 600  # random valid configurations scored per ask (enumerated spaces)
 TOP_NEIGHBOURHOODS = 8  # best configurations whose one-step neighbourhood is always scored
+LINE_TOPS = 3  # best configurations whose one-parameter lines (any value of one knob) are scored
+# Pick rotation (see SurrogateStrategy._local): "l" the best expected improvement among one- and
+# two-parameter changes of the best starts, "c" certify the best open start's lines, "e" exploration
+# in another basin; "g" (the whole pool) is where an empty kind falls back to.
+ROTATION = "llce"
+LOCAL_STARTS = 5  # candidate local optima whose lines the "l" picks consider
+ANCHOR_SCAN = 60  # ranked configurations scanned for starts (enumerated spaces; 4 otherwise)
+CLIP_QUANTILE = 0.7  # costs above this quantile are clipped to it before the GP sees them
 
 
 def _matern52_d2(d2: np.ndarray) -> np.ndarray:
@@ -116,6 +149,14 @@ def expected_improvement(mean: np.ndarray, sd: np.ndarray, best: float, xi: floa
     return (best - mean - xi) * cdf + sd * pdf
 
 
+WHY = {
+    "g": "max expected improvement",
+    "e": "exploration: best expected improvement in another basin",
+    "c": "local: certifying the best open start's one-parameter changes",
+    "l": "local: best expected improvement among one- and two-parameter changes",
+}
+
+
 class SurrogateStrategy:
     name = "surrogate"
     n_init = 8  # random configurations before the model is trusted (when there are no seeds)
@@ -173,6 +214,9 @@ class SurrogateStrategy:
             for nb in space.neighbours(p):
                 for nb2 in space.neighbours(nb):
                     cands[nb2] = None
+        for p in ranked[: LINE_TOPS if space.enumerable else 1]:
+            for nb in lines(space, p):
+                cands[nb] = None
         for p in ranked[:4]:
             for _ in range(12):
                 cands[space.walk(p, int(rng.integers(2, 4)), rng)] = None
@@ -184,8 +228,45 @@ class SurrogateStrategy:
         done = set(hist.points)
         return [c for c in cands if c not in done and space.key(c) not in hist.taken]
 
+    @staticmethod
+    def _local(hist: History, rng: np.random.Generator) -> tuple[list[Index], list[Index]]:
+        """Candidates for the local picks, a variable-neighbourhood descent from several starts.
+
+        A *start* is a measured configuration none of whose measured one-parameter changes beats it
+        (a candidate local optimum); one whose lines are all measured is certified and drops out.
+        Returns (lines, more): ``lines`` are the unmeasured one-parameter changes of the best open start
+        (the incumbent until certified, then the next basin's best: a restart), ``more`` adds those of
+        the next LOCAL_STARTS - 1 open starts and the incumbent's two-parameter changes, the escapes
+        that need two knobs at once (e.g. dropping shared memory *and* widening the block)."""
+        space = hist.space
+        ranked = hist.ranked()[: ANCHOR_SCAN if space.enumerable else 4]
+        if not ranked:
+            return [], []
+        cost = {p: c for p, c in hist.ok()}
+        more = [c for c in pair_lines(space, ranked[0], rng) if space.key(c) not in hist.taken]
+        first: list[Index] = []
+        starts = 0
+        for r in ranked:
+            line = lines(space, r)
+            if any(cost.get(c, math.inf) < cost[r] for c in line):
+                continue  # not a local optimum candidate: a line neighbour already beats it
+            open_ = [c for c in line if space.key(c) not in hist.taken]
+            if not open_:
+                continue  # certified
+            if not first:
+                first = open_
+            else:
+                more += open_
+            starts += 1
+            if starts >= LOCAL_STARTS:
+                break
+        return first, first + more
+
     def _model_step(self, pick: Picker, hist: History, rng: np.random.Generator) -> None:
+        line_c, pair_c = self._local(hist, rng)
         pool = self._pool(hist, rng)
+        in_pool = set(pool)
+        pool += [c for c in dict.fromkeys(line_c + pair_c) if c not in in_pool]
         if not pool:
             return
         space = hist.space
@@ -195,6 +276,11 @@ class SurrogateStrategy:
             ok = ok[: MAX_TRAIN // 2] + rest[:: max(1, len(rest) // (MAX_TRAIN // 2))][: MAX_TRAIN // 2]
         pts = [p for p, _ in ok] + hist.prior_points
         ys = [c for _, c in ok] + hist.prior_costs
+        # Clipping the worst costs (warping, as in HEBO/SMAC's log-transforms): the model spends its
+        # capacity on the good region instead of on how bad the worst kernels are, which otherwise
+        # makes a slightly worse-on-average region that holds the optimum look hopeless.
+        cap = float(np.quantile(ys, CLIP_QUANTILE))
+        ys = [min(y, cap) for y in ys]
         # Failed configurations are as bad as the worst success: the model learns to avoid their region.
         worst = max(ys)
         failed = [p for p, c in zip(hist.points, hist.costs, strict=True) if c is None][-MAX_TRAIN // 4 :]
@@ -214,20 +300,26 @@ class SurrogateStrategy:
         # one of the best five in at least two parameters: another basin, not a neighbour.
         elite = np.asarray(hist.ranked()[:5] or pts[:1])
         far = (np.asarray(pool)[:, None, :] != elite[None, :, :]).sum(2).min(1) >= 2
-        lcb = np.where(far, -score, np.inf)
+        # Local picks (see _local): "c" certifies the anchor's lines, "l" takes its lines or pairs.
+        where = {c: i for i, c in enumerate(pool)}
+        on_line = np.zeros(len(pool), dtype=bool)
+        on_line[[where[c] for c in line_c]] = True
+        on_pair = np.zeros(len(pool), dtype=bool)
+        on_pair[[where[c] for c in pair_c]] = True
+        masks = {"g": None, "e": far, "c": on_line, "l": on_pair}
+        fallback = {"g": "g", "e": "g", "c": "l", "l": "g"}
         # Batch proposals: after each pick, damp the acquisition near it so one batch spreads out.
         for j in range(pick.n):
-            explore = (len(hist.points) + j) % EXPLORE_EVERY == EXPLORE_EVERY - 1 and np.isfinite(lcb).any()
-            i = int(np.argmin(lcb)) if explore else int(np.argmax(score))
-            if not explore and (not np.isfinite(score[i]) or score[i] < 0):
+            phase = ROTATION[(len(hist.points) + j) % len(ROTATION)]
+            while True:
+                acq = score if masks[phase] is None else np.where(masks[phase], score, -np.inf)
+                if np.isfinite(acq).any() or phase == "g":
+                    break
+                phase = fallback[phase]
+            i = int(np.argmax(acq))
+            if not np.isfinite(acq[i]):
                 break
-            why = (
-                "exploration: best expected improvement in another basin"
-                if explore
-                else "max expected improvement"
-            )
-            pick.offer(pool[i], f"{why} (pred {math.exp(-mean[i]):.3g}x)")
-            lcb[i] = np.inf
+            pick.offer(pool[i], f"{WHY[phase]} (pred {math.exp(-mean[i]):.3g}x)")
             d2 = (((xq - xq[i]) / gp.ls) ** 2).sum(1)
             score = score * (1.0 - np.exp(-d2))
             score[i] = -np.inf
