@@ -29,3 +29,15 @@ def _no_paid_claude_calls(monkeypatch):
     """Tests never call the real API, even on a machine with a key: the agent tests start a local fake API
     and set a fake key themselves."""
     monkeypatch.delenv("ANTHROPIC_API_KEY", raising=False)
+
+
+@pytest.fixture
+def api():
+    """A local stand-in for the Anthropic API (tests/test_agent.py: FakeAPI), shut down after the test."""
+    from test_agent import FakeAPI
+
+    server = FakeAPI()
+    server.thread.start()
+    yield server
+    server.server.shutdown()
+    server.server.server_close()

@@ -101,15 +101,6 @@ def error(kind: str, msg: str) -> dict[str, Any]:
 
 
 @pytest.fixture
-def api():
-    server = FakeAPI()
-    server.thread.start()
-    yield server
-    server.server.shutdown()
-    server.server.server_close()
-
-
-@pytest.fixture
 def run(api, tmp_path):
     """Call the engine against the fake API; returns (outcome, audit records, sleeps)."""
     sleeps: list[float] = []

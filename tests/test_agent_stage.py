@@ -15,7 +15,7 @@ from oto.deck import SHIPPED_MANIFEST, read_manifest, write_library_yaml
 from oto.files import read_yaml
 from oto.stages import emit, mutate
 from oto.tensile_params import candidate_id
-from test_agent import GOOD, GOOD2, KEY, PROFILE, FakeAPI, message, tool_use
+from test_agent import GOOD, GOOD2, KEY, PROFILE, message, tool_use
 
 LIB = "Cijk_Ailk_Bljk_SB"
 
@@ -25,15 +25,6 @@ def deck_path(tmp_path_factory) -> Path:
     path = tmp_path_factory.mktemp("deck") / "deck.yaml"
     write_library_yaml(read_manifest(SHIPPED_MANIFEST).libraries[LIB], path, {"test": True})
     return path
-
-
-@pytest.fixture
-def api():
-    server = FakeAPI()
-    server.thread.start()
-    yield server
-    server.server.shutdown()
-    server.server.server_close()
 
 
 def _config(api_url: str | None = None, **agent) -> dict:

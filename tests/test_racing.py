@@ -1,8 +1,14 @@
+from pathlib import Path
+
 import numpy as np
 import pandas as pd
+from oto.arch import load_profile
+from oto.config import load_config
+from oto.deck import load_deck
 from oto.racing import BUDGET, NO_VALID, SEPARATED, TIE, RaceSettings, annotate_scores, decide_size, race
 from oto.scoring import SAMPLE_COLUMNS, SCORE_COLUMNS, score_samples
 from oto.stages.benchmark import interleave_sizes
+from oto.stages.mutate import evidence_for
 from oto.stages.select import measurement_failures, observations
 
 TRUE = {"ref": 100.0, "fast": 70.0, "close": 71.0, "slow": 130.0, "mid": 90.0, "bad": 50.0, "meh": 108.0}
@@ -160,13 +166,6 @@ def test_failures_are_counted_and_reach_the_evidence():
     assert (obs["c"]["failure"], obs["c"]["failure_reason"]) == ("compile_error", "VGPR > 256")
     assert obs["a"]["failure"] == "" and obs["a"]["sizes_won"] == 1
     # ... and the strategies get class and reason with each observation (mutate's evidence)
-    from pathlib import Path
-
-    from oto.arch import load_profile
-    from oto.config import load_config
-    from oto.deck import load_deck
-    from oto.stages.mutate import evidence_for
-
     repo = Path(__file__).resolve().parents[1]
     deck = load_deck("manifest").libraries["Cijk_Ailk_Bljk_SB"]
     config = load_config(repo / "config" / "config.yaml")

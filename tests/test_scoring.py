@@ -180,8 +180,9 @@ def test_bad_clock_readings_are_ignored_and_too_few_fall_back_to_the_reference()
     df = _two_clock_batch(state, clock=True)
     x_good = clock_drift(df, 1800.0)
     broken = df.copy()
-    broken.loc[::7, "clock_mhz"] = [np.nan, 0.0, -5.0, 1.8e6][0]  # a few missing readings...
+    broken.loc[::7, "clock_mhz"] = np.nan  # a few missing readings...
     broken.loc[3, "clock_mhz"], broken.loc[11, "clock_mhz"] = 0.0, 1.8e6  # ... a zero and a unit mix-up
+    broken.loc[5, "clock_mhz"] = -5.0  # ... and a negative one
     x = clock_drift(broken, 1800.0)
     assert x is not None and np.all(np.isfinite(x))
     assert np.abs(x - x_good).max() < 0.05  # filled in from the neighbouring readings

@@ -35,6 +35,7 @@ from pathlib import Path
 from typing import Any
 
 import oto
+from oto.scoring import finite
 
 log = logging.getLogger(__name__)
 
@@ -226,21 +227,13 @@ def generation_records(
         if k is None:
             continue
         i = int(s["size_index"])
-        ok = s.get("status") == "ok" and s.get("score") is not None and _finite(s.get("score"))
+        ok = s.get("status") == "ok" and s.get("score") is not None and finite(s.get("score"))
         rec = _rec(base, "benchmarked" if ok else "failed", k, str(s.get("status", "")), "")
         rec["size"] = size_key(sizes[i]) if i < len(sizes) else str(i)
         for c in ("score", "ci_low", "ci_high", "time_us", "gflops"):
-            rec[c] = _finite(s.get(c))
+            rec[c] = finite(s.get(c))
         out.append(rec)
     return out
-
-
-def _finite(x) -> float | None:
-    try:
-        x = float(x)
-    except (TypeError, ValueError):
-        return None
-    return x if math.isfinite(x) else None
 
 
 def _rec(base: Mapping, kind: str, k: Mapping, status: str, reason: str) -> dict[str, Any]:

@@ -27,6 +27,7 @@ drop true contenders.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
@@ -134,7 +135,15 @@ class DriftFit:
     x: np.ndarray
     beta: np.ndarray
     anchor: float
-    clocked: bool  # x comes from clock telemetry
+
+    def bring(self, times: pd.Series, to: float) -> pd.Series:
+        """Per-sample ``times`` brought to the log drift ``to`` (``anchor``: scores; 0: the peak state)."""
+        return times / np.exp(self.beta * (self.x - to))
+
+
+def _ok_times(samples: pd.DataFrame) -> pd.Series:
+    """Each sample's time, NaN unless its launch was ok."""
+    return samples["time_us"].astype(float).where(samples["status"] == "ok")
 
 
 def fit_drift(samples: pd.DataFrame, sensitivity: bool = True, nominal_mhz: float | None = None) -> DriftFit:
@@ -144,15 +153,14 @@ def fit_drift(samples: pd.DataFrame, sensitivity: bool = True, nominal_mhz: floa
     (kernel, size) gets its own β (log t = log T + β·x), fitted by least squares shrunk towards 1 after
     dropping outliers: where the drift barely moved over its samples, β stays ≈ 1 and nothing is lost."""
     x = clock_drift(samples, nominal_mhz)
-    clocked = x is not None
     if x is None:
         x = np.log(drift_at(samples))
-    t = samples["time_us"].astype(float).where(samples["status"] == "ok")
+    t = _ok_times(samples)
     y = np.log(t.where(t > 0)).to_numpy()
     ok = np.isfinite(y)
     anchor = float(np.median(x[ok])) if ok.any() else 0.0
     if not sensitivity or not ok.any():
-        return DriftFit(x, np.ones(len(samples)), anchor, clocked)
+        return DriftFit(x, np.ones(len(samples)), anchor)
     # Vectorised over (kernel, size) groups: racing rescores every round.
     kernel_code, kernels = pd.factorize(samples["kernel_id"].astype(str))
     group_code, groups = pd.factorize(
@@ -181,7 +189,7 @@ def fit_drift(samples: pd.DataFrame, sensitivity: bool = True, nominal_mhz: floa
     b_kernel = (k_sxy + SENSITIVITY_PRIOR) / (k_sxx + SENSITIVITY_PRIOR)
     prior = b_kernel[group_kernel]
     b_group = np.where(fit, (sxy + SIZE_SENSITIVITY_PRIOR * prior) / (sxx + SIZE_SENSITIVITY_PRIOR), prior)
-    return DriftFit(x, b_group[group_code], anchor, clocked)
+    return DriftFit(x, b_group[group_code], anchor)
 
 
 def normalise_times(
@@ -194,9 +202,7 @@ def normalise_times(
     batch's median state, where scores are taken; ``at="peak"`` the nominal clock with clock telemetry,
     else the fastest state seen, where GFLOPS are taken (see the module doc)."""
     d = fit_drift(samples, sensitivity, nominal_mhz)
-    t = samples["time_us"].astype(float).where(samples["status"] == "ok")
-    to = d.anchor if at == "median" else 0.0
-    return t / np.exp(d.beta * (d.x - to))
+    return d.bring(_ok_times(samples), d.anchor if at == "median" else 0.0)
 
 
 SENSITIVITY_PRIOR = 0.03**2 / 0.5**2  # jitter variance / prior variance of a kernel's β around 1
@@ -271,9 +277,9 @@ def score_samples(
     every sample. ``nominal_mhz``: the arch's clock, to use the samples' clock telemetry (see module doc)."""
     s = samples.copy()
     d = fit_drift(s, nominal_mhz=nominal_mhz)
-    t = s["time_us"].astype(float).where(s["status"] == "ok")
-    s["norm_us"] = t / np.exp(d.beta * (d.x - d.anchor))
-    peak_us = (t / np.exp(d.beta * d.x)).to_numpy(float)
+    t = _ok_times(s)
+    s["norm_us"] = d.bring(t, d.anchor)
+    peak_us = d.bring(t, 0.0).to_numpy(float)
     ref_time = s[(s["role"] == "reference") & s["norm_us"].notna()].groupby("size_index")["norm_us"].median()
     rng = np.random.default_rng(seed)
     norm = s["norm_us"].to_numpy(float)
@@ -330,6 +336,15 @@ def best_per_size(scores: pd.DataFrame) -> dict[int, Mapping]:
     return {
         int(r.size_index): r._asdict() for r in best.drop_duplicates("size_index").itertuples(index=False)
     }
+
+
+def finite(x) -> float | None:
+    """A finite float, or None for missing, malformed or non-finite values."""
+    try:
+        v = float(x)
+    except (TypeError, ValueError):
+        return None
+    return v if math.isfinite(v) else None
 
 
 def geomean(values: Sequence[float]) -> float:

@@ -25,11 +25,11 @@ SIM_DEFAULTS: Mapping[str, float] = {
     "hang_rate": 1e-4,  # probability a launch hangs (reported as timeout)
     "timeout_us": 5e6,  # a hung or longer launch is abandoned after this long
     "validation_fail_rate": 0.002,  # fraction of configurations that compute wrong results
-    "cooldown_us": 200.0,
+    "cooldown_us": 200.0,  # idle time the benchmark leaves between launches (advances the clock)
     # Log-normal sigma of the core-clock readings each sample carries (as gpu_metrics reports them on an
     # APU); clock_telemetry 0 leaves them out, as on a backend without a clock observer.
     "clock_noise": 0.005,
-    "clock_telemetry": 1.0,  # idle time the benchmark leaves between launches (advances the clock)
+    "clock_telemetry": 1.0,
     # Wall-clock seconds slept per simulated second of kernel time (0: return at once). Only for tests that
     # must interrupt a benchmark in flight; it never changes a number.
     "pace": 0.0,

@@ -8,23 +8,15 @@ Missing keys count as "no data", never as zero.
 
 from __future__ import annotations
 
-import math
 from collections import Counter, defaultdict
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 import numpy as np
 
+from oto.scoring import finite
+
 SLOWEST_SHOWN = 10
-
-
-def finite(x) -> float | None:
-    """A finite float, or None for missing, malformed or non-finite values."""
-    try:
-        v = float(x)
-    except (TypeError, ValueError):
-        return None
-    return v if math.isfinite(v) else None
 
 
 def _median(values: Iterable[float | None]) -> float | None:

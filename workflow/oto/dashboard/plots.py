@@ -297,13 +297,19 @@ def _stacked_by_gen(ax, per_gen: Mapping[int, Counter], colours: Mapping[str, st
     ax.set_xlabel("generation")
 
 
-@_drawn
-def benchmarks_by_proposer(data: Mapping):
-    """Where the search spent its benchmarks: timed launches per generation by who proposed the kernel."""
+def _summed_by_gen(data: Mapping, key: str) -> dict[int, Counter]:
+    """Per generation, the counts under ``key`` of every library's digest, summed over libraries."""
     per_gen: dict[int, Counter] = defaultdict(Counter)
     for lib in data["libraries"]:
         for g in lib["generations"]:
-            per_gen[g["gen"]].update(g.get("launches") or {})
+            per_gen[g["gen"]].update(g.get(key) or {})
+    return per_gen
+
+
+@_drawn
+def benchmarks_by_proposer(data: Mapping):
+    """Where the search spent its benchmarks: timed launches per generation by who proposed the kernel."""
+    per_gen = _summed_by_gen(data, "launches")
     if not any(sum(c.values()) for c in per_gen.values()):
         return None
     fig, ax = plt.subplots(figsize=(6.4, 2.6))
@@ -317,10 +323,7 @@ def benchmarks_by_proposer(data: Mapping):
 @_drawn
 def failures_over_time(data: Mapping):
     """Failure classes per generation: the failures each generation added (build, rejection and launch)."""
-    per_gen: dict[int, Counter] = defaultdict(Counter)
-    for lib in data["libraries"]:
-        for g in lib["generations"]:
-            per_gen[g["gen"]].update(g.get("failures_new") or {})
+    per_gen = _summed_by_gen(data, "failures_new")
     if not per_gen:
         return None
     fig, ax = plt.subplots(figsize=(6.4, 2.6))

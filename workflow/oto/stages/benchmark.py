@@ -149,7 +149,10 @@ def run_race(
     def measure(launches):
         return measure_frame(backend, problem, MeasurePlan(kernels, sizes, launches), workdir)
 
-    return race(measure, score, plan, candidates, reference, settings)
+    result = race(measure, score, plan, candidates, reference, settings)
+    if not len(result.samples):  # nothing to launch: samples.csv still gets its header
+        result.samples = pd.DataFrame(columns=[*SAMPLE_COLUMNS, *TELEMETRY_COLUMNS, "round"])
+    return result
 
 
 def run(
@@ -186,11 +189,7 @@ def run(
         workdir,
         f"{config['seed']}:{deck.name}:{stage}",
     )
-    df = (
-        result.samples
-        if len(result.samples)
-        else pd.DataFrame(columns=[*SAMPLE_COLUMNS, *TELEMETRY_COLUMNS, "round"])
-    )
+    df = result.samples
     atomic_write_text(out_samples, df.to_csv(index=False))
     stops = Counter(d.stop for d in result.decisions.values())
     log.info(

@@ -10,14 +10,11 @@ from collections import Counter
 from collections.abc import Mapping
 from pathlib import Path
 
-import pandas as pd
-
 from oto.backends import resolve
 from oto.backends.base import Kernel, Size
 from oto.datatypes import Library
 from oto.deck import read_library_yaml
 from oto.files import atomic_write_text, read_yaml, write_yaml
-from oto.scoring import SAMPLE_COLUMNS, TELEMETRY_COLUMNS
 from oto.stages.benchmark import RACE_BOOTSTRAP, run_race
 from oto.stages.common import problem_for, stream_name
 from oto.stages.emit import reference_params
@@ -74,11 +71,7 @@ def run(
         workdir,
         f"{config['seed']}:{deck.name}:final",
     )
-    df = (
-        race.samples
-        if len(race.samples)
-        else pd.DataFrame(columns=[*SAMPLE_COLUMNS, *TELEMETRY_COLUMNS, "round"])
-    )
+    df = race.samples
     atomic_write_text(out_samples, df.to_csv(index=False))
     scores = score_file(df, library, size_lists, profile, config)
     stops = {i: d.stop for i, d in race.decisions.items()}
