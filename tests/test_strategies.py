@@ -9,7 +9,7 @@ from oto.legality import check
 from oto.space import Parameter, Space, tensile_space
 from oto.strategies import STRATEGIES, Evidence, Observation, make_strategy
 from oto.strategies.common import history, lines, pair_lines
-from oto.strategies.surrogate import SurrogateStrategy
+from oto.strategies.surrogate import SurrogateStrategy, switch_flips
 from oto.tensile_params import candidate_id, canonical
 
 GRID = tuple(range(12))
@@ -169,13 +169,14 @@ def _stalled_evidence(certified: bool):
 def test_local_search_certifies_the_incumbent_then_restarts_in_another_basin():
     space, a, b, ev = _stalled_evidence(certified=False)
     hist = history(ev, space)
-    first, cands = SurrogateStrategy._local(hist, np.random.default_rng(0))
+    first, cands, kind = SurrogateStrategy._local(hist, np.random.default_rng(0))
+    assert kind == "c"  # the bowl has no on/off parameter, so nothing to flip
     assert first and all(_changed(c, a) == 1 for c in first)  # still certifying the incumbent
     assert any(_changed(c, a) == 2 for c in cands)  # two-knob escapes are candidates too
 
     space, a, b, ev = _stalled_evidence(certified=True)
     hist = history(ev, space)
-    first, cands = SurrogateStrategy._local(hist, np.random.default_rng(0))
+    first, cands, _ = SurrogateStrategy._local(hist, np.random.default_rng(0))
     # A is a certified local optimum: the certify picks restart from B, the best open start
     assert first and all(_changed(c, b) == 1 for c in first)
     assert set(first) <= set(cands)
@@ -212,3 +213,71 @@ def test_surrogate_finds_a_needle_one_knob_away_from_a_broad_basin():
                 obs.append(Observation(key, p.params, 1.0 / t(p.params)))
                 best = min(best, t(p.params))
         assert best == 1.0, (seed, len(obs))
+
+
+def test_power_of_two_flag_is_a_model_feature_where_a_parameter_mixes_them():
+    widths = tuple(range(16, 257, 16))
+    space = Space(
+        "pow2",
+        (
+            Parameter("bx", widths),
+            Parameter("by", (1, 2, 4, 8)),  # all powers of two: the rank says it already
+            Parameter("tile", ((2, 4), (3, 4), (4, 4))),  # per component: (2,3,4) mixes, (4,4,4) is constant
+            Parameter("shmem", (0, 1)),  # binary: no flag
+            Parameter("name", ("a", "b", "c")),  # not numbers: no flag
+        ),
+        constraint=lambda c: True,
+    )
+    idx = [(widths.index(w), 0, 1, 0, 0) for w in (32, 48, 256, 240)]
+    x = space.encode(idx)
+    # bx rank + flag, by rank, tile's two components + flag for the first, shmem, name
+    assert x.shape == (4, 2 + 1 + 2 + 1 + 1 + 1)
+    assert x[:, 1].tolist() == [1.0, 0.0, 1.0, 0.0]  # 32 and 256 are powers of two, 48 and 240 are not
+    assert x[:, 5].tolist() == [0.0] * 4  # tile (3, 4): 3 is not a power of two
+    assert space.encode([(0, 0, 0, 0, 0)])[0, 5] == 1.0
+    # The flag is a model feature only: neighbours are still one rank step away
+    nbs = {space.config(n)["bx"] for n in space.neighbours(idx[0]) if n[1:] == idx[0][1:]}
+    assert nbs == {16, 48}
+
+
+def switch_space() -> Space:
+    """x in 0..11, two on/off switches; x=11 forbids shared memory off (a constraint to respect)."""
+    params = (Parameter("x", GRID), Parameter("shmem", (0, 1)), Parameter("ro", (0, 1)))
+    return Space(
+        "switches",
+        params,
+        members=frozenset((x, s, r) for x in range(12) for s in (0, 1) for r in (0, 1) if (x, s) != (11, 0)),
+    )
+
+
+def test_switch_flips_try_every_switch_on_the_best_configuration_of_each_setting():
+    space = switch_space()
+    scores = {(2, 1, 1): 1.0, (9, 0, 1): 0.8, (11, 1, 0): 0.5, (3, 1, 0): 0.4}
+    obs = [Observation(space.key(p), space.config(p), s) for p, s in scores.items()]
+    ev = Evidence(None, 1, obs, (), frozenset(o.kernel_id for o in obs), space=space)
+    flips = switch_flips(history(ev, space))
+    # champions: shmem=1 and ro=1 -> (2,1,1); shmem=0 -> (9,0,1); ro=0 -> (11,1,0)
+    assert set(flips) == {(2, 0, 1), (2, 1, 0), (9, 1, 1), (9, 0, 0), (11, 1, 1)}  # (11,0,0) is invalid
+    assert all(space.key(f) not in ev.seen for f in flips)
+    # Once measured they are gone, and the certify picks go back to the incumbent's lines
+    more = [Observation(space.key(p), space.config(p), 0.1) for p in flips]
+    ev2 = Evidence(None, 2, obs + more, (), frozenset(o.kernel_id for o in obs + more), space=space)
+    assert switch_flips(history(ev2, space)) == []
+    certify, _, kind = SurrogateStrategy._local(history(ev2, space), np.random.default_rng(0))
+    assert kind == "c" and all(_changed(c, (2, 1, 1)) == 1 for c in certify)
+
+
+def test_certify_picks_flip_switches_on_each_settings_best_before_certifying():
+    """The convolution cache's trap in miniature: the incumbent has shared memory on (where read-only
+    loads do nothing); the best configuration without it has read-only loads on, and turning them off
+    there is the optimum. The certify pick tries exactly such flips first, whatever the GP thinks."""
+    space = switch_space()
+    scores = {(2, 1, 1): 1.0, (2, 1, 0): 0.99, (3, 1, 1): 0.95, (1, 1, 1): 0.9, (5, 1, 1): 0.8}
+    scores |= {(6, 1, 0): 0.7, (9, 0, 1): 0.7, (0, 1, 0): 0.6, (7, 0, 1): 0.5, (4, 0, 1): 0.3}
+    obs = [Observation(space.key(p), space.config(p), v) for p, v in scores.items()]
+    obs.sort(key=lambda o: -o.score)
+    ev = Evidence(None, 1, obs, (), frozenset(o.kernel_id for o in obs), space=space)
+    props = make_strategy("surrogate", 0).ask(ev, 4)
+    flips = [space.index(p.params) for p in props if p.rationale.startswith("local: switch flip")]
+    assert len(flips) == 1 and flips[0] in set(switch_flips(history(ev, space)))
+    assert flips[0] in {(2, 0, 1), (2, 0, 0), (9, 1, 1), (9, 0, 0)}

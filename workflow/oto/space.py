@@ -52,6 +52,30 @@ def _rank_features(values: Sequence) -> np.ndarray:
     return out
 
 
+def _is_int(v) -> bool:
+    return isinstance(v, int | np.integer) and not isinstance(v, bool | np.bool_)
+
+
+def _power_of_two_features(values: Sequence) -> np.ndarray:
+    """One 0/1 column per integer component whose values mix powers of two and other numbers.
+
+    GPU kernels are not smooth in their sizes: a block or tile whose width is a power of two coalesces,
+    divides the warp and the problem, and avoids bank conflicts; its neighbours need not (the convolution
+    cache's block widths 32, 64, 128 and 256 run 3x faster than 48 or 240 without shared memory). This
+    column puts the powers of two close to each other for a surrogate; components that are all powers of
+    two (Tensile's tile sizes) or binary get none, since their rank already says it."""
+    comps = [_components(v) for v in values]
+    cols = []
+    for j in range(max(len(c) for c in comps)):
+        col = [c[j] if j < len(c) else None for c in comps]
+        if not all(_is_int(v) for v in col) or len(set(col)) <= 2:
+            continue
+        flags = [float(v > 0 and v & (v - 1) == 0) for v in col]
+        if 0 < sum(flags) < len(col):
+            cols.append(flags)
+    return np.asarray(cols, dtype=float).T.reshape(len(values), len(cols))
+
+
 @dataclass
 class Space:
     """Parameters, a validity constraint, and (when known) the full set of valid configurations."""
@@ -62,6 +86,7 @@ class Space:
     members: frozenset[Index] | None = None  # enumerated valid set (e.g. a replay cache's keys)
     identify: Callable[[Mapping[str, Any]], str] | None = None  # id used for dedupe (default: key())
     _feat: list[np.ndarray] = field(init=False, repr=False)
+    _model_feat: list[np.ndarray] = field(init=False, repr=False)
     _adjacent: list[list[list[int]]] = field(init=False, repr=False)
     _member_list: list[Index] | None = field(init=False, repr=False, default=None)
     _valid_cache: dict[Index, bool] = field(init=False, repr=False, default_factory=dict)
@@ -70,6 +95,10 @@ class Space:
 
     def __post_init__(self):
         self._feat = [_rank_features(p.values) for p in self.parameters]
+        self._model_feat = [
+            np.hstack([f, _power_of_two_features(p.values)])
+            for f, p in zip(self._feat, self.parameters, strict=True)
+        ]
         # Neighbours of a value: differ in exactly one component by one rank step.
         self._adjacent = []
         for f in self._feat:
@@ -193,12 +222,13 @@ class Space:
         return cur
 
     def encode(self, idxs: Iterable[Index]) -> np.ndarray:
-        """Feature matrix in [0, 1] (component ranks of the active parameters) for surrogate models."""
+        """Feature matrix in [0, 1] for surrogate models: the component ranks of the active parameters,
+        plus a power-of-two flag for integer components that mix them with other numbers."""
         idxs = list(idxs)
         if not idxs:
-            return np.zeros((0, sum(self._feat[k].shape[1] for k in self._active)))
+            return np.zeros((0, sum(self._model_feat[k].shape[1] for k in self._active)))
         arr = np.asarray(idxs, dtype=int)
-        return np.hstack([self._feat[k][arr[:, k]] for k in self._active])
+        return np.hstack([self._model_feat[k][arr[:, k]] for k in self._active])
 
 
 def tensile_space(name: str, is_legal: Callable[[Mapping[str, Any]], bool]) -> Space:

@@ -11,10 +11,11 @@ on average). So the model does not search alone; picks rotate through three kind
 - ``l`` (half): best expected improvement among the *one-parameter changes* (any value of one knob, not
   just the adjacent one) of the best few *starts*, i.e. measured configurations no measured one-knob
   change beats, plus the incumbent's *two-parameter changes* (escapes that need two knobs at once).
-- ``c`` (a quarter): certify the best open start, measuring its one-knob changes best-first until all are
-  measured. A certified start (a proven local optimum under one-knob moves) drops out, so the certify
-  picks move on to the next basin's best: the restart rule, with no notion of "stalled for k steps" (the
-  evidence carries no order).
+- ``c`` (a quarter): first the *switch flips* (:func:`switch_flips`: every on/off parameter tried on the
+  best configuration of each switch setting), then certify the best open start, measuring its one-knob
+  changes best-first until all are measured. A certified start (a proven local optimum under one-knob
+  moves) drops out, so the certify picks move on to the next basin's best: the restart rule, with no
+  notion of "stalled for k steps" (the evidence carries no order).
 - ``e`` (a quarter): exploration, the best expected improvement among configurations that differ from
   each of the best five in at least two parameters.
 
@@ -61,12 +62,40 @@ POOL_RANDOM = 600  # random valid configurations scored per ask (enumerated spac
 TOP_NEIGHBOURHOODS = 8  # best configurations whose one-step neighbourhood is always scored
 LINE_TOPS = 3  # best configurations whose one-parameter lines (any value of one knob) are scored
 # Pick rotation (see SurrogateStrategy._local): "l" the best expected improvement among one- and
-# two-parameter changes of the best starts, "c" certify the best open start's lines, "e" exploration
-# in another basin; "g" (the whole pool) is where an empty kind falls back to.
+# two-parameter changes of the best starts, "c" switch flips then certify the best open start's lines,
+# "e" exploration in another basin; "g" (the whole pool) is where an empty kind falls back to.
 ROTATION = "llce"
 LOCAL_STARTS = 5  # candidate local optima whose lines the "l" picks consider
 ANCHOR_SCAN = 60  # ranked configurations scanned for starts (enumerated spaces; 4 otherwise)
 CLIP_QUANTILE = 0.7  # costs above this quantile are clipped to it before the GP sees them
+
+
+def switch_flips(hist: History) -> list[Index]:
+    """Unmeasured configurations one switch away from a switch setting's best configuration.
+
+    A *switch* is a two-valued parameter (shared memory on/off, read-only loads, padding; Tensile's
+    kernel language, assembly or source). Switches interact with everything else: on the convolution
+    cache the best kernels without shared memory need a power-of-two block width and read-only loads off,
+    while the shared-memory half is better on average and favours other widths, so flipping a switch on
+    the incumbent says little about the other setting. Each setting's *champion* (the best measured
+    configuration with it) is the context in which the other switches are worth trying: at most 2s*s
+    evaluations for s switches."""
+    space = hist.space
+    switches = [k for k, p in enumerate(space.parameters) if len(p.values) == 2]
+    ranked = hist.ranked()
+    champions: dict[Index, None] = {}
+    for k in switches:
+        for v in (0, 1):
+            best = next((r for r in ranked if r[k] == v), None)
+            if best is not None:
+                champions[best] = None
+    out: dict[Index, None] = {}
+    for c in champions:
+        for k in switches:
+            nb = (*c[:k], 1 - c[k], *c[k + 1 :])
+            if space.key(nb) not in hist.taken and space.valid(nb):
+                out[nb] = None
+    return list(out)
 
 
 def _matern52_d2(d2: np.ndarray) -> np.ndarray:
@@ -153,6 +182,7 @@ WHY = {
     "g": "max expected improvement",
     "e": "exploration: best expected improvement in another basin",
     "c": "local: certifying the best open start's one-parameter changes",
+    "s": "local: switch flip of the best configuration with one switch setting",
     "l": "local: best expected improvement among one- and two-parameter changes",
 }
 
@@ -229,19 +259,21 @@ class SurrogateStrategy:
         return [c for c in cands if c not in done and space.key(c) not in hist.taken]
 
     @staticmethod
-    def _local(hist: History, rng: np.random.Generator) -> tuple[list[Index], list[Index]]:
+    def _local(hist: History, rng: np.random.Generator) -> tuple[list[Index], list[Index], str]:
         """Candidates for the local picks, a variable-neighbourhood descent from several starts.
 
         A *start* is a measured configuration none of whose measured one-parameter changes beats it
         (a candidate local optimum); one whose lines are all measured is certified and drops out.
-        Returns (lines, more): ``lines`` are the unmeasured one-parameter changes of the best open start
-        (the incumbent until certified, then the next basin's best: a restart), ``more`` adds those of
-        the next LOCAL_STARTS - 1 open starts and the incumbent's two-parameter changes, the escapes
-        that need two knobs at once (e.g. dropping shared memory *and* widening the block)."""
+        Returns (certify, more, kind): ``certify`` are the open switch flips (:func:`switch_flips`,
+        kind "s") or, once those are all measured, the unmeasured one-parameter changes of the best open
+        start (kind "c"; the incumbent until certified, then the next basin's best: a restart). ``more``
+        adds those of the next LOCAL_STARTS - 1 open starts, the switch flips and the incumbent's
+        two-parameter changes, the escapes that need two knobs at once (e.g. dropping shared memory *and*
+        widening the block)."""
         space = hist.space
         ranked = hist.ranked()[: ANCHOR_SCAN if space.enumerable else 4]
         if not ranked:
-            return [], []
+            return [], [], "c"
         cost = {p: c for p, c in hist.ok()}
         more = [c for c in pair_lines(space, ranked[0], rng) if space.key(c) not in hist.taken]
         first: list[Index] = []
@@ -260,10 +292,11 @@ class SurrogateStrategy:
             starts += 1
             if starts >= LOCAL_STARTS:
                 break
-        return first, first + more
+        flips = switch_flips(hist)
+        return (flips, first + more + flips, "s") if flips else (first, first + more, "c")
 
     def _model_step(self, pick: Picker, hist: History, rng: np.random.Generator) -> None:
-        line_c, pair_c = self._local(hist, rng)
+        line_c, pair_c, certify_kind = self._local(hist, rng)
         pool = self._pool(hist, rng)
         in_pool = set(pool)
         pool += [c for c in dict.fromkeys(line_c + pair_c) if c not in in_pool]
@@ -300,7 +333,8 @@ class SurrogateStrategy:
         # one of the best five in at least two parameters: another basin, not a neighbour.
         elite = np.asarray(hist.ranked()[:5] or pts[:1])
         far = (np.asarray(pool)[:, None, :] != elite[None, :, :]).sum(2).min(1) >= 2
-        # Local picks (see _local): "c" certifies the anchor's lines, "l" takes its lines or pairs.
+        # Local picks (see _local): "c" flips switches or certifies the anchor's lines, "l" takes its
+        # lines or pairs.
         where = {c: i for i, c in enumerate(pool)}
         on_line = np.zeros(len(pool), dtype=bool)
         on_line[[where[c] for c in line_c]] = True
@@ -319,7 +353,8 @@ class SurrogateStrategy:
             i = int(np.argmax(acq))
             if not np.isfinite(acq[i]):
                 break
-            pick.offer(pool[i], f"{WHY[phase]} (pred {math.exp(-mean[i]):.3g}x)")
+            why = WHY[certify_kind if phase == "c" else phase]
+            pick.offer(pool[i], f"{why} (pred {math.exp(-mean[i]):.3g}x)")
             d2 = (((xq - xq[i]) / gp.ls) ** 2).sum(1)
             score = score * (1.0 - np.exp(-d2))
             score[i] = -np.inf
