@@ -595,14 +595,21 @@ class NoiseModel:
         )
         self.clock_us = 0.0
 
+    def _sensitivity(self, alu_fraction) -> np.ndarray:
+        """How strongly a kernel follows the drift: fully the ALU share, 30% of the rest (DRAM clock)."""
+        return self.settings["drift"] * (0.3 + 0.7 * np.asarray(alu_fraction, dtype=np.float64))
+
+    def _factor_in_state(self, state, alu_fraction) -> np.ndarray:
+        """The drift multiplier in ``state`` (in [-1, 1]). Throttling only: the fastest state is the boost
+        clock the ceilings assume (factor 1), the mean is 1/(1-sens) and the swing is ±sens around it, so
+        no state beats the theoretical ceiling. :meth:`run` inlines it per launch, for speed."""
+        sens = self._sensitivity(alu_fraction)
+        return (1 + sens * state) / (1 - sens)
+
     def drift_factor(self, t_us, alu_fraction=1.0) -> np.ndarray:
         """Ground truth: the drift multiplier at virtual time ``t_us`` (for tests and benchmarks only)."""
         t = np.asarray(t_us, dtype=np.float64)
-        s = sum(w * np.sin(om * t + ph) for w, om, ph in self._waves)
-        sens = self.settings["drift"] * (0.3 + 0.7 * np.asarray(alu_fraction))
-        # Throttling only: the fastest state is the boost clock the ceilings assume (factor 1), the mean
-        # is 1/(1-sens) and the swing is ±sens around it, so no state beats the theoretical ceiling.
-        return (1 + sens * s) / (1 - sens)
+        return self._factor_in_state(sum(w * np.sin(om * t + ph) for w, om, ph in self._waves), alu_fraction)
 
     def factor_at_clock(self, clock_ratio, alu_fraction=1.0) -> np.ndarray:
         """Ground truth: the drift multiplier of a kernel with ``alu_fraction`` in the state where the core
@@ -610,9 +617,8 @@ class NoiseModel:
         drift = self.settings["drift"]
         if drift == 0:
             return np.ones_like(np.asarray(alu_fraction, dtype=np.float64))
-        s = ((1 - drift) / np.asarray(clock_ratio, dtype=np.float64) - 1) / drift  # the state, in [-1, 1]
-        sens = drift * (0.3 + 0.7 * np.asarray(alu_fraction))
-        return (1 + sens * s) / (1 - sens)
+        state = ((1 - drift) / np.asarray(clock_ratio, dtype=np.float64) - 1) / drift
+        return self._factor_in_state(state, alu_fraction)
 
     def clock_reading(self, start_us: np.ndarray, nominal_mhz: float) -> np.ndarray:
         """What a clock observer reports at each launch start (MHz, rounded): the nominal clock slowed by the
@@ -636,7 +642,7 @@ class NoiseModel:
         )
         hang = self._rng.random(n) < s["hang_rate"]
         base = (np.asarray(true_us, dtype=np.float64) * jit * outlier).tolist()
-        sens = (s["drift"] * (0.3 + 0.7 * np.asarray(alu_fraction, dtype=np.float64))).tolist()
+        sens = self._sensitivity(alu_fraction).tolist()
         hang_l, runs_l = hang.tolist(), np.asarray(runs, dtype=bool).tolist()
         waves, timeout, sin = self._waves, s["timeout_us"], math.sin
         times, timed_out, starts = [math.nan] * n, [False] * n, [math.nan] * n

@@ -32,16 +32,20 @@ def _components(value) -> tuple:
     return tuple(value) if isinstance(value, list | tuple) else (value,)
 
 
+def _component_columns(values: Sequence) -> list[list]:
+    """The values split into one column per component (None where a tuple value is shorter)."""
+    comps = [_components(v) for v in values]
+    return [[c[j] if j < len(c) else None for c in comps] for j in range(max(len(c) for c in comps))]
+
+
 def _rank_features(values: Sequence) -> np.ndarray:
     """One row per value, one column per component, each component's rank scaled to [0, 1].
 
     Tuple values (Tensile's ThreadTile [4, 8]) get one feature per component, so a neighbour in one
     component is close in feature space; non-numeric values are ranked by their position."""
-    comps = [_components(v) for v in values]
-    width = max(len(c) for c in comps)
-    out = np.zeros((len(values), width))
-    for j in range(width):
-        col = [c[j] if j < len(c) else None for c in comps]
+    columns = _component_columns(values)
+    out = np.zeros((len(values), len(columns)))
+    for j, col in enumerate(columns):
         try:
             distinct = sorted(set(col), key=lambda x: (x is None, x))
         except TypeError:  # mixed or non-comparable values: keep the declared order
@@ -64,10 +68,8 @@ def _power_of_two_features(values: Sequence) -> np.ndarray:
     cache's block widths 32, 64, 128 and 256 run 3x faster than 48 or 240 without shared memory). This
     column puts the powers of two close to each other for a surrogate; components that are all powers of
     two (Tensile's tile sizes) or binary get none, since their rank already says it."""
-    comps = [_components(v) for v in values]
     cols = []
-    for j in range(max(len(c) for c in comps)):
-        col = [c[j] if j < len(c) else None for c in comps]
+    for col in _component_columns(values):
         if not all(_is_int(v) for v in col) or len(set(col)) <= 2:
             continue
         flags = [float(v > 0 and v & (v - 1) == 0) for v in col]
