@@ -9,6 +9,7 @@ import os
 import queue
 import re
 import shutil
+import signal
 import subprocess
 import tempfile
 import threading
@@ -115,6 +116,7 @@ def render(page: Path, expressions: dict[str, str], width: int = 1440, height: i
             stdout=subprocess.DEVNULL,
             stderr=subprocess.PIPE,
             text=True,
+            start_new_session=True,  # its own process group: teardown stops the helpers too
         )
         try:
             lines: queue.Queue = queue.Queue()
@@ -169,12 +171,26 @@ def render(page: Path, expressions: dict[str, str], width: int = 1440, height: i
             finally:
                 ws.close()
         finally:
-            proc.terminate()
+            _stop_group(proc)
+
+
+def _stop_group(proc: subprocess.Popen) -> None:
+    """Stop chromium and every helper it forked (crashpad, zygote, renderers), and wait until all are
+    gone: a helper still writing into the profile would make removing the profile folder fail."""
+    for sig, grace in ((signal.SIGTERM, 10.0), (signal.SIGKILL, 10.0)):
+        try:
+            os.killpg(proc.pid, sig)
+        except ProcessLookupError:
+            break
+        end = time.monotonic() + grace
+        while time.monotonic() < end:
+            proc.poll()  # reap the leader so the group can empty
             try:
-                proc.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait()
+                os.killpg(proc.pid, 0)
+            except ProcessLookupError:
+                return
+            time.sleep(0.05)
+    proc.wait()
 
 
 SHOTS = os.environ.get("OTO_SCREENSHOTS")  # keep the screenshots in this folder (to look at them)
