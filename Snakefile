@@ -28,6 +28,10 @@ include: "rules/dashboard.smk"
 include: "rules/registry.smk"
 
 
+onstart:
+    take_run_lock()
+
+
 rule all:
     default_target: True
     input:

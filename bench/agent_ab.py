@@ -37,19 +37,24 @@ import numpy as np
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "workflow"))
 
-from oto import legality  # noqa: E402
-from oto.agent import AgentSettings, api_key, propose, tensile_space  # noqa: E402
 from oto.agent.digest import hardware, tensile_digest  # noqa: E402
-from oto.agent.settings import KEY_ENV  # noqa: E402
-from oto.agent.space import Space, SpaceParam  # noqa: E402
-from oto.arch import load_profile  # noqa: E402
-from oto.datatypes import Library  # noqa: E402
-from oto.deck import SHIPPED_MANIFEST, read_manifest  # noqa: E402
-from oto.simgpu import SimGPU  # noqa: E402
-from oto.stages.mutate import shipped_seeds  # noqa: E402
-from oto.strategies.base import Evidence, Observation  # noqa: E402
-from oto.strategies.symbolic import SymbolicStrategy  # noqa: E402
-from oto.tensile_params import candidate_id, canonical  # noqa: E402
+from oto.agent.engine import propose  # noqa: E402
+from oto.agent.settings import (  # noqa: E402
+    KEY_ENV,  # noqa: E402
+    AgentSettings,
+    api_key,
+)
+from oto.deck.sources import SHIPPED_MANIFEST, read_manifest  # noqa: E402
+from oto.deck.tuning_sizes import shipped_seeds  # noqa: E402
+from oto.gemm import Library  # noqa: E402
+from oto.hardware.profile import load_profile  # noqa: E402
+from oto.hardware.simulated.performance import SimGPU  # noqa: E402
+from oto.search.space import Parameter, Space  # noqa: E402
+from oto.search.strategies.base import Evidence, Observation  # noqa: E402
+from oto.search.strategies.symbolic import SymbolicStrategy  # noqa: E402
+from oto.tensile import legality  # noqa: E402
+from oto.tensile.params import canonical  # noqa: E402
+from oto.tensile.space import tensile_space  # noqa: E402
 
 REPLAY_DIR = REPO.parent / "shared" / "reference" / "replay"
 SIM_LIBRARIES = ("Cijk_Ailk_Bljk_SB", "Cijk_Ailk_Bljk_DB", "Cijk_Alik_Bljk_HB")
@@ -109,7 +114,7 @@ class SimProblem:
     """One library on the simulated GPU, noise-free; a kernel's value is its score at each tuning size."""
 
     def __init__(self, name: str, profile: Mapping[str, Any], seed: int, sizes: int):
-        from oto.sizes import tuning_indices
+        from oto.deck.tuning_sizes import tuning_indices
 
         self.deck = read_manifest(SHIPPED_MANIFEST).libraries[name]
         self.library = Library.parse(name)
@@ -124,6 +129,7 @@ class SimProblem:
             [float(self._times(p)[j]) for j, p in enumerate(ref)], dtype=float
         )  # the spoof floor at each size
         self.limits = legality.Limits.from_profile(profile)
+        self.space = tensile_space(self.library, self.limits)
         self.name = f"sim:{name}"
 
     def _times(self, params: Mapping[str, Any]) -> np.ndarray:
@@ -145,12 +151,11 @@ class SimProblem:
 
     def symbolic(self, arm: Arm, generation: int, n: int, seed: int, seen: frozenset[str]) -> list[dict]:
         evidence = Evidence(
-            library=self.library,
+            space=self.space,
             generation=generation,
             observations=self._observations(arm),
             seeds=shipped_seeds(self.deck, self.n_sizes),
             seen=seen,
-            is_legal=lambda p: legality.check(self.library, p, self.limits).valid,
         )
         return [dict(p.params) for p in SymbolicStrategy(seed).ask(evidence, n)]
 
@@ -188,7 +193,7 @@ class SimProblem:
             shipped_seeds(self.deck, self.n_sizes),
             self.profile,
         )
-        return tensile_space(self.library, self.limits), digest, hardware(self.profile)
+        return self.space, digest, hardware(self.profile)
 
 
 # ---- recorded Kernel Tuner spaces -------------------------------------------------------------------------
@@ -203,11 +208,10 @@ class ReplayProblem:
         self.cache: dict[str, Any] = doc["cache"]
         self.device, self.kernel = doc.get("device_name", "?"), doc.get("kernel_name", "?")
         self.problem_size = doc.get("problem_size")
-        params = {}
-        for k in self.keys:
-            values = tuple(doc["tune_params"][k])
-            params[k] = SpaceParam(k, values, values[0], REPLAY_DOCS.get(k, ""))
-        self.space = Space(f"replay:{path.name}", params, self.key, self._violations)
+        params = tuple(
+            Parameter(k, tuple(doc["tune_params"][k]), None, REPLAY_DOCS.get(k, "")) for k in self.keys
+        )
+        self.space = Space(f"replay:{path.name}", params, identify=self.key, explain=self._violations)
         times = [v["time"] for v in self.cache.values() if isinstance(v.get("time"), int | float)]
         self.optimum = min(times)
         self.valid_keys = sorted(self.cache)
@@ -232,34 +236,18 @@ class ReplayProblem:
         return {k: rec[k] for k in self.keys}
 
     def symbolic(self, arm: Arm, generation: int, n: int, seed: int, seen: frozenset[str]) -> list[dict]:
-        """Seeded local search: one- or two-knob neighbours of the best few, a fifth random exploration."""
-        rng = np.random.default_rng(_seed(seed, self.name, generation))
-        ranked = sorted((v, k) for k, (v, _) in arm.results.items() if v is not None)
-        parents = [arm.params[k] for _, k in ranked[:4]]
-        taken, out = set(seen), []
-
-        def offer(cfg: dict[str, Any]) -> None:
-            key = self.key(cfg)
-            if key in self.cache and key not in taken:
-                taken.add(key)
-                out.append(cfg)
-
-        n_local = n - max(1, n // 5) if parents else 0
-        for _ in range(200 * n):
-            if len(out) >= n_local:
-                break
-            cfg = dict(parents[min(int(rng.geometric(0.5)) - 1, len(parents) - 1)])
-            for _ in range(1 if rng.random() < 0.7 else 2):
-                name = self.keys[int(rng.integers(len(self.keys)))]
-                values = self.space.params[name].values
-                i = values.index(cfg[name]) + int(rng.choice([-2, -1, 1, 2]))
-                cfg[name] = values[min(max(i, 0), len(values) - 1)]
-            offer(cfg)
-        for _ in range(200 * n):
-            if len(out) >= n:
-                break
-            offer(self._config(self.valid_keys[int(rng.integers(len(self.valid_keys)))]))
-        return out
+        """The symbolic strategy in the recorded space (score = 1 / recorded time)."""
+        obs = [
+            Observation(k, arm.params[k], None if v is None else 1.0 / v, 0, f)
+            for k, (v, f) in arm.results.items()
+        ]
+        evidence = Evidence(
+            space=self.space,
+            generation=generation,
+            observations=sorted(obs, key=lambda o: (o.score is None, -(o.score or 0))),
+            seen=seen,
+        )
+        return [dict(p.params) for p in SymbolicStrategy(seed).ask(evidence, n)]
 
     def agent_inputs(self, arm: Arm, generation: int) -> tuple[Space, dict, dict]:
         tried = sorted(
@@ -295,7 +283,7 @@ def run_arm(
     for gen in range(generations):
         seen = frozenset(arm.results)
         proposed = agent(problem, arm, gen, slots, seen) if agent else []
-        key_of = problem.space.key if hasattr(problem, "space") else candidate_id
+        key_of = problem.space.id_of
         taken = seen | {key_of(p) for p in proposed}
         proposed += problem.symbolic(arm, gen, per_gen - len(proposed), seed, taken)
         for cfg in proposed[:per_gen]:  # equal budget: never more than per_gen benchmarks a generation

@@ -23,12 +23,12 @@ import pandas as pd
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "workflow"))
-from oto.arch import load_profile  # noqa: E402
-from oto.ceilings import ceilings_document  # noqa: E402
-from oto.dashboard.writer import write_dashboard  # noqa: E402
-from oto.deck import SHIPPED_MANIFEST, read_manifest  # noqa: E402
+from oto.deck.sources import SHIPPED_MANIFEST, read_manifest  # noqa: E402
 from oto.files import write_yaml  # noqa: E402
-from oto.scoring import SAMPLE_COLUMNS  # noqa: E402
+from oto.hardware.ceilings import ceilings_document  # noqa: E402
+from oto.hardware.profile import load_profile  # noqa: E402
+from oto.measurement.scoring import SAMPLE_COLUMNS  # noqa: E402
+from oto.reporting.dashboard import write_dashboard  # noqa: E402
 
 TUNING, CANDS, REPS = 64, 12, 5
 PARAMS = {

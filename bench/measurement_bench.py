@@ -4,16 +4,16 @@ Two pipelines measure the same candidate sets and are graded against the truth:
 
 * **naive** — what a plain tuner does: each kernel timed ``--naive-reps`` times back to back, ranked by the
   raw median GFLOPS (score = reference median time / kernel median time);
-* **oto** — interleaved with the spoof-floor reference, drift-normalised scores (:mod:`oto.scoring`),
-  adaptive repetition (:mod:`oto.racing`).
+* **oto** — interleaved with the spoof-floor reference, drift-normalised scores
+  (:mod:`oto.measurement.scoring`), adaptive repetition (:mod:`oto.measurement.racing`).
 
 Scenarios: the simulated gfx90c (±25% drift + 3% jitter + outliers, default ``sim`` settings) on several
 libraries, with the samples' clock telemetry and without it (``no clock``: the drift from the interleaved
-reference alone), graded with ``SimBackend.ground_truth`` in the batch's median clock state (the state
-scores refer to, see oto.scoring: a memory-bound kernel's ratio to an ALU-bound reference depends on the
-state, so the truth is taken where each pipeline's batch ran); and real repetition noise replayed from the
-32 recorded times per configuration of the Kernel Tuner caches in ../shared/reference/replay
-(:mod:`oto.replay_noise`), alone and multiplied by the simulator's drift, graded against each
+reference alone), graded with ``SimBackend.ground_truth`` in the batch's median clock state (the state scores
+refer to, see oto.measurement.scoring: a memory-bound kernel's ratio to an ALU-bound reference depends on the
+state, so the truth is taken where each pipeline's batch ran); and real repetition noise replayed from the 32
+recorded times per configuration of the Kernel Tuner caches in ../shared/reference/replay
+(:mod:`oto.measurement.recorded_noise`), alone and multiplied by the simulator's drift, graded against each
 configuration's recorded mean.
 
 Figures per scenario: score error vs truth (median and p90 of |score/true - 1| over every valid kernel×size,
@@ -35,21 +35,26 @@ from pathlib import Path
 
 import numpy as np
 import pandas as pd
-from oto import legality
-from oto.arch import load_profile
+from oto.backends import problem_for
 from oto.backends.base import Kernel, Launch, MeasurePlan, Size
 from oto.backends.sim import SimBackend
-from oto.datatypes import Library, gemm_flops
-from oto.deck import load_deck
-from oto.racing import RaceSettings, race
-from oto.replay_noise import ReplayNoise, load_times
-from oto.scoring import SAMPLE_COLUMNS, SCORE_COLUMNS, TELEMETRY_COLUMNS, score_samples
-from oto.simgpu import NoiseModel
-from oto.stages.benchmark import interleave_sizes
-from oto.stages.common import problem_for
+from oto.deck.sources import load_deck
+from oto.gemm import Library, gemm_flops
+from oto.hardware.profile import load_profile
+from oto.hardware.simulated.noise import NoiseModel
+from oto.measurement.benchmarking import interleave_sizes
+from oto.measurement.racing import RaceSettings, race
+from oto.measurement.recorded_noise import ReplayNoise, load_times
+from oto.measurement.scoring import (
+    SAMPLE_COLUMNS,
+    SCORE_COLUMNS,
+    TELEMETRY_COLUMNS,
+    score_library,
+    score_samples,
+)
 from oto.stages.emit import reference_params, tuning_sizes
-from oto.stages.normalise import score_file
-from oto.tensile_params import PARAMS, candidate_id, canonical
+from oto.tensile import legality
+from oto.tensile.params import PARAMS, candidate_id, canonical
 
 REPO = Path(__file__).resolve().parents[1]
 REPLAY = REPO.parent / "shared" / "reference" / "replay"
@@ -175,11 +180,11 @@ def sim_scenario(
         return measure
 
     def score(df, only):  # without telemetry the scorer sees no clock (the bench still grades with it)
-        return score_file(df if clock else df.drop(columns=TELEMETRY_COLUMNS), lib, size_lists, profile,
+        return score_library(df if clock else df.drop(columns=TELEMETRY_COLUMNS), lib, size_lists, profile,
                           CONFIG, only)  # fmt: skip
 
     def truth_at(samples: pd.DataFrame) -> dict[tuple[str, int], float]:
-        """True times in the batch's median clock state: the state scores refer to (oto.scoring)."""
+        """True times in the batch's median clock state, the state scores refer to (measurement.scoring)."""
         ok = samples[samples["status"] == "ok"]
         clock_mhz = float(np.median(ok["clock_mhz"])) if len(ok) else None
         out = {}

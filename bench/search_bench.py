@@ -3,9 +3,9 @@
     python bench/search_bench.py [--seeds 20] [--budget 400] [--kt STRAT,...] [--json OUT]
 
 For every replay file in ../shared/reference/replay/ it runs oto's default strategy (and random search) with
-``oto.replay`` and Kernel Tuner's strategies in its simulation mode (``tune_cache``) on the same cache, seeds
-0..S-1 each, and prints the mean fraction of the optimum after 25/50/100/200/400 evaluations and the share
-of seeds that reached 95% and 99%. Evaluations are counted as Kernel Tuner counts them (unique
+``oto.search.replay_scorer`` and Kernel Tuner's strategies in its simulation mode (``tune_cache``) on the same
+cache, seeds 0..S-1 each, and prints the mean fraction of the optimum after 25/50/100/200/400 evaluations and
+the share of seeds that reached 95% and 99%. Evaluations are counted as Kernel Tuner counts them (unique
 configurations of the space; the curves use recorded times for both sides). Needs the ``bench`` extra
 (``pip install -e .[bench]``) for Kernel Tuner; without it only oto's rows are printed.
 """
@@ -29,8 +29,9 @@ from concurrent.futures import ProcessPoolExecutor  # noqa: E402
 from pathlib import Path  # noqa: E402
 
 import numpy as np  # noqa: E402
-from oto.replay import CHECKPOINTS, load_cache, run_seed, summarise  # noqa: E402
-from oto.strategies import DEFAULT_STRATEGY  # noqa: E402
+from oto.search.replay_scorer import CHECKPOINTS, run_seed, summarise  # noqa: E402
+from oto.search.strategies import DEFAULT_STRATEGY  # noqa: E402
+from oto.search.tuning_cache import load_cache
 
 REPLAY = Path(__file__).resolve().parents[2] / "shared" / "reference" / "replay"
 KT_DEFAULT = (

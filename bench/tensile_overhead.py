@@ -35,12 +35,13 @@ import yaml
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "workflow"))
 
-from oto import legality  # noqa: E402
 from oto.backends.base import Kernel, Problem  # noqa: E402
-from oto.backends.tensile import TensileBackend, tensile_python_from_path  # noqa: E402
-from oto.datatypes import Library  # noqa: E402
-from oto.logic_writer import problem_type  # noqa: E402
-from oto.tensile_params import CandidateError, candidate_id, canonical  # noqa: E402
+from oto.backends.tensile import TensileBackend  # noqa: E402
+from oto.gemm import Library  # noqa: E402
+from oto.tensile import legality  # noqa: E402
+from oto.tensile.install import tensile_python_from_path  # noqa: E402
+from oto.tensile.logic_writer import problem_type  # noqa: E402
+from oto.tensile.params import CandidateError, candidate_id, canonical  # noqa: E402
 
 STEP = re.compile(r"# Benchmark Step: \S+ - 00_Final ([0-9.]+)s")
 LIBRARY = "Cijk_Ailk_Bjlk_SB"
@@ -72,7 +73,7 @@ def projected_client_seconds(profile, prob: Problem, kernels: list[Kernel], reps
     """Client seconds to time every kernel at the library's 64 tuning sizes: (1 warm-up + reps) launches,
     each followed by Tensile's SleepPercent (50%) cool-down, plus ~50 µs launch overhead."""
     from oto.backends.sim import SimBackend
-    from oto.sizes import tuning_indices
+    from oto.deck.tuning_sizes import tuning_indices
 
     path = REPO.parent / "shared" / "reference" / "rocblas-vega10" / f"vega10_{LIBRARY}.yaml"
     rows = [r[0][:4] for r in yaml.load(path.read_text(), Loader=yaml.CSafeLoader)[7]]

@@ -6,17 +6,14 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(workflow.basedir) / "workflow"))  # the oto package of this checkout
 
-from oto.plan import PlanError, plan_run
-from oto.runlock import clear_stale_locks
+from oto.run.lock import RunLockError, acquire_run_lock
+from oto.run.plan import PlanError, plan_run
 from snakemake.exceptions import WorkflowError
 
 try:
     PLAN = plan_run(config, workflow.configfiles)
 except PlanError as exc:
     raise WorkflowError(str(exc)) from None
-
-for _lock in clear_stale_locks():
-    print(f"oto: removed stale lock {_lock} left by a killed run", file=sys.stderr)
 
 config.update(PLAN.config)  # scripts see the validated config, defaults included
 ARCH = PLAN.arch
@@ -31,6 +28,14 @@ wildcard_constraints:
     gen=r"\d+",
     family=r"[A-Za-z0-9_]+",
     prefix=r"[a-z0-9]+",
+
+
+def take_run_lock():
+    """One run per folder; called from the Snakefile's onstart (a real run, never -n or --lint)."""
+    try:
+        acquire_run_lock()
+    except RunLockError as exc:
+        raise WorkflowError(str(exc)) from None
 
 
 def library_dir(wc):

@@ -1,6 +1,6 @@
-# The dashboard's final state, once every library is finalized. While the run goes on, every select job
-# refreshes the same page best-effort (scripts/select_kernels.py), so it is at most one generation behind.
-from oto.dashboard.names import CHARTS as DASHBOARD_CHARTS
+# The final dashboard, once every library is finalized. While the run goes on, every select job
+# refreshes the live page results/<arch>/live/ best-effort (scripts/select_kernels.py): no job writes here.
+from oto.reporting.charts import CHARTS as DASHBOARD_CHARTS
 
 
 rule dashboard:

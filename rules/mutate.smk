@@ -1,7 +1,7 @@
 # The proposal step. gen0 is seeded from the shipped solutions; later generations read the previous
 # selection. With agent.provider anthropic and ANTHROPIC_API_KEY set, Claude proposes part of each generation
 # (oto.agent) and the symbolic strategy fills the rest; the same proposals.yaml contract either way.
-from oto.agent import NO_KEY_MESSAGE, agent_status
+from oto.agent.settings import agent_status, no_key_message
 
 AGENT_ON = agent_status(config)[0]
 AGENT_LLM_SLOTS = 0  # resources.llm_api taken by one mutate job
@@ -15,7 +15,7 @@ if config["agent"]["provider"] == "anthropic":
         AGENT_LLM_SLOTS = 1  # calls are serialised by the profile's llm_api budget
         AGENT_RETRIES = 2
     else:
-        print(NO_KEY_MESSAGE, file=sys.stderr)
+        print(no_key_message(config["search"]["strategy"]), file=sys.stderr)
 
 
 rule mutate:

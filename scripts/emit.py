@@ -3,7 +3,7 @@
 from pathlib import Path
 
 import _oto  # noqa: F401  (puts the oto package on sys.path)
-from oto.smk import stage
+from oto.run.context import stage
 from oto.stages import emit
 
 with stage(snakemake) as ctx:

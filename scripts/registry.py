@@ -3,11 +3,9 @@
 from pathlib import Path
 
 import _oto  # noqa: F401  (puts the oto package on sys.path)
-from oto import registry
-from oto.smk import stage
+from oto.registry.store import consolidate, store_path
+from oto.run.context import stage
 
 with stage(snakemake):
     out = Path(snakemake.output[0])
-    registry.consolidate(
-        [Path(f) for f in snakemake.input], registry.store_path(out.parents[1]), out_summary=out
-    )
+    consolidate([Path(f) for f in snakemake.input], store_path(out.parents[1]), out_summary=out)

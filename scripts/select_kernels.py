@@ -3,8 +3,8 @@
 from pathlib import Path
 
 import _oto  # noqa: F401  (puts the oto package on sys.path)
-from oto.dashboard.writer import refresh
-from oto.smk import stage
+from oto.reporting.dashboard import refresh
+from oto.run.context import stage
 from oto.stages import select
 
 with stage(snakemake) as ctx:

@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 import yaml
-from oto.dashboard import names
+from oto.reporting import charts
 
 CHROMIUM = os.environ.get("OTO_CHROMIUM", "/usr/bin/chromium")
 FLAGS = [
@@ -237,7 +237,7 @@ def check_page(res: Path, page: Path, name: str) -> dict:
     if v["state"] == "waiting":
         return v
     srcs = {i["src"]: i for i in v["images"]}
-    assert set(srcs) == {f"plots/{n}.svg" for n in names.CHARTS}
+    assert set(srcs) == {f"plots/{n}.svg" for n in charts.CHARTS}
     for img in v["images"]:
         assert img["w"] > 0 and img["h"] > 0, f"{img['src']} did not load"
     for lib, row in v["rows"].items():

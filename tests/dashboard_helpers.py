@@ -8,7 +8,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import yaml
-from oto.scoring import SAMPLE_COLUMNS
+from oto.measurement.scoring import SAMPLE_COLUMNS
 
 PEAK = 100.8
 TOL = 0.02

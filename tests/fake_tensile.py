@@ -17,7 +17,7 @@ import time
 from pathlib import Path
 
 import yaml
-from oto.tensile_csv import LEADING, TRAILING, WINNER
+from oto.tensile.results_csv import LEADING, TRAILING, WINNER
 
 FATE = {1: "reject", 2: "overflow", 4: "asm", 16: "invalid", 32: "crash", 64: "hang"}
 
@@ -103,7 +103,7 @@ def main(argv):
         (data / "00_Final.csv").write_text("")
         return 0
     names = [name(pt, p) for p in kept]
-    # The client's column layout, as oto.tensile_csv reads it (winner columns on).
+    # The client's column layout, as oto.tensile.results_csv reads it (winner columns on).
     head = ["GFlops", "SizeI", "SizeJ", "SizeK", "SizeL", *LEADING, *WINNER, *TRAILING, *names]
     with open(data / "00_Final.csv", "w") as fh:
         fh.write(", ".join(head) + "\n")

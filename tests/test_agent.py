@@ -12,15 +12,17 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from oto import legality
-from oto.agent import AgentSettings, propose, replay, tensile_space
 from oto.agent.audit import Redactor, read
 from oto.agent.digest import tensile_digest
+from oto.agent.engine import propose, revalidate_audit
 from oto.agent.ledger import Ledger
 from oto.agent.prompt import TOOL_NAME
-from oto.arch import load_profile
-from oto.datatypes import Library
-from oto.tensile_params import PARAMS, candidate_id, canonical
+from oto.agent.settings import AgentSettings
+from oto.gemm import Library
+from oto.hardware.profile import load_profile
+from oto.tensile import legality
+from oto.tensile.params import PARAMS, candidate_id, canonical
+from oto.tensile.space import tensile_space
 
 KEY = "sk-ant-api03-TESTKEY-0123456789abcdefXYZ"
 LIBRARY = Library.parse("Cijk_Ailk_Bljk_SB")
@@ -163,7 +165,7 @@ def test_valid_tool_use_reply_is_accepted_with_provenance(api, run, tmp_path):
     assert KEY not in _files_text(tmp_path)
     # Replay: the logged reply re-validates offline to the same proposals, with no request sent.
     space = tensile_space(LIBRARY, LIMITS)
-    again = replay(tmp_path / "agent.jsonl", space, frozenset({candidate_id(GOOD)}), 4)
+    again = revalidate_audit(tmp_path / "agent.jsonl", space, frozenset({candidate_id(GOOD)}), 4)
     assert [p["params"] for p in again.accepted] == [GOOD2] and len(api.requests) == 1
 
 

@@ -9,6 +9,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from oto.agent.validate import coerce
 from test_agent import GOOD, KEY, FakeAPI, message, tool_use
 
 REPO = Path(__file__).resolve().parents[1]
@@ -84,8 +85,8 @@ def test_replay_space_validates_against_the_recorded_configurations():
     assert len(arm.results) == 12 and 0 < arm.curve[-1] <= 1.0 and arm.curve[0] <= arm.curve[1]
     first = next(iter(problem.cache.values()))
     cfg = {k: first[k] for k in problem.keys}
-    assert problem.space.coerce(cfg)[0] == cfg
-    assert "out of range" in problem.space.coerce({**cfg, "block_size_x": 17})[1]
+    assert coerce(problem.space, cfg)[0] == cfg
+    assert "out of range" in coerce(problem.space, {**cfg, "block_size_x": 17})[1]
     absent = next(
         c
         for c in (
@@ -95,4 +96,4 @@ def test_replay_space_validates_against_the_recorded_configurations():
         )
         if problem.key(c) not in problem.cache
     )
-    assert "restrictions" in problem.space.coerce(absent)[1]
+    assert "restrictions" in coerce(problem.space, absent)[1]

@@ -7,14 +7,16 @@ import json
 from pathlib import Path
 
 import pytest
-from oto import legality
-from oto.agent import NO_KEY_MESSAGE, agent_status
+from oto.agent.settings import agent_status, no_key_message
 from oto.config import validate_config
-from oto.datatypes import Library
-from oto.deck import SHIPPED_MANIFEST, read_manifest, write_library_yaml
+from oto.deck.model import write_library_yaml
+from oto.deck.sources import SHIPPED_MANIFEST, read_manifest
 from oto.files import read_yaml
-from oto.stages import emit, mutate
-from oto.tensile_params import candidate_id
+from oto.gemm import Library
+from oto.search.candidates import classify_proposals
+from oto.stages import mutate
+from oto.tensile import legality
+from oto.tensile.params import candidate_id
 from test_agent import GOOD, GOOD2, KEY, PROFILE, message, tool_use
 
 LIB = "Cijk_Ailk_Bljk_SB"
@@ -58,7 +60,7 @@ def test_without_a_key_the_generation_is_symbolic_and_says_why(tmp_path, deck_pa
         "agent.provider is none",
     )
     assert agent_status(_config(), {"ANTHROPIC_API_KEY": KEY}) == (True, "")
-    assert "symbolic strategy only" in NO_KEY_MESSAGE
+    assert "the random strategy only" in no_key_message("random")
 
 
 def test_agent_takes_its_slots_and_symbolic_fills_the_rest(tmp_path, deck_path, monkeypatch, api):
@@ -83,7 +85,7 @@ def test_agent_takes_its_slots_and_symbolic_fills_the_rest(tmp_path, deck_path, 
     assert len(set(ids)) == 6  # the symbolic fill never repeats an agent proposal
     # Downstream, emit's classifier accepts every proposal as a new legal candidate.
     library = Library.parse(LIB)
-    kernels, rejected = emit.classify(props, library, legality.Limits.from_profile(PROFILE), set())
+    kernels, rejected = classify_proposals(props, library, legality.Limits.from_profile(PROFILE), set())
     assert len(kernels) == 6 and rejected == []
     assert audit.exists() and (tmp_path / "results" / "gfx90c" / "agent" / "ledger.json").exists()
     assert KEY not in _files_text(tmp_path)
@@ -169,7 +171,7 @@ def test_workflow_runs_the_agent_through_snakemake_with_a_key(tmp_path, api, mon
     target = "results/gfx90c/Cijk_Ailk_Bljk_DB/gen1/selection.yaml"
     dry = snakemake(work, target, "-n")
     proc = snakemake(work, "--cores", "2", target)
-    assert dry.returncode == 0 and "symbolic strategy only" not in dry.stderr
+    assert dry.returncode == 0 and "strategy only" not in dry.stderr
     assert proc.returncode == 0, proc.stderr[-3000:]
     res = work / "results" / "gfx90c"
     gen0 = read_yaml(res / "Cijk_Ailk_Bljk_DB" / "gen0" / "proposals.yaml")
@@ -192,4 +194,4 @@ def test_workflow_without_a_key_says_so_once(tmp_path, monkeypatch):
     work = make_workdir(tmp_path, FAST_CONFIG)
     proc = snakemake(work, "--cores", "2", "results/gfx90c/Cijk_Ailk_Bljk_DB/gen0/proposals.yaml")
     assert proc.returncode == 0, proc.stderr[-3000:]
-    assert (proc.stdout + proc.stderr).count("symbolic strategy only") == 1
+    assert (proc.stdout + proc.stderr).count("the surrogate strategy only") == 1

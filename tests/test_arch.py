@@ -6,7 +6,7 @@ from pathlib import Path
 import jsonschema
 import pytest
 import yaml
-from oto.arch import (
+from oto.hardware.profile import (
     SCHEMA_PATH,
     ProfileError,
     isa_name,

@@ -6,8 +6,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 import yaml
-from oto.arch import load_profile
-from oto.ceilings import (
+from oto.gemm import Family, gemm_flops
+from oto.hardware.ceilings import (
     VEGA10_FAMILIES,
     ceilings_document,
     family_peak_gflops,
@@ -16,7 +16,7 @@ from oto.ceilings import (
     roofline_gflops,
     theoretical_gflops,
 )
-from oto.datatypes import Family, gemm_flops
+from oto.hardware.profile import load_profile
 
 PROFILES = Path(__file__).resolve().parents[1] / "arch_profiles"
 

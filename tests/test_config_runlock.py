@@ -1,11 +1,12 @@
 import os
+import signal
 import subprocess
-import time
+import sys
 from pathlib import Path
 
 import pytest
 from oto.config import ConfigError, validate_config
-from oto.runlock import clear_stale_locks
+from oto.run.lock import RunLockError, acquire_run_lock
 
 
 def test_defaults_filled_and_errors_name_field():
@@ -17,24 +18,29 @@ def test_defaults_filled_and_errors_name_field():
         validate_config({"arch": "gfx90c", "families": ["DB"], "typo": 1}, "c.yaml")
 
 
-def test_stale_locks_removed_only_when_no_run_is_alive(tmp_path):
-    locks = tmp_path / ".snakemake" / "locks"
-    locks.mkdir(parents=True)
-    (locks / "0.input.lock").write_text("x")
-    dead = subprocess.Popen(["true"])
-    dead.wait()
-    (tmp_path / ".snakemake" / "oto-runs").mkdir()
-    (tmp_path / ".snakemake" / "oto-runs" / str(dead.pid)).touch()
-    assert clear_stale_locks(tmp_path, pid=os.getpid()) == [locks / "0.input.lock"]
-    # A live snakemake process keeps its locks.
-    (locks / "1.input.lock").write_text("x")
-    live = subprocess.Popen(["bash", "-c", "exec -a snakemake sleep 30"])
+def test_run_lock_refuses_a_second_run_and_dies_with_its_holder(tmp_path):
+    holder = subprocess.Popen(
+        [sys.executable, "-c", HOLD, str(tmp_path)], stdout=subprocess.PIPE, text=True, start_new_session=True
+    )
     try:
-        deadline = time.time() + 5
-        while b"snakemake" not in Path(f"/proc/{live.pid}/cmdline").read_bytes() and time.time() < deadline:
-            time.sleep(0.01)  # until bash has exec'd
-        (tmp_path / ".snakemake" / "oto-runs" / str(live.pid)).touch()
-        assert clear_stale_locks(tmp_path, pid=os.getpid() + 100000) == []
-        assert (locks / "1.input.lock").exists()
+        assert holder.stdout.readline().strip() == "locked"
+        with pytest.raises(RunLockError, match=rf"another oto run \(pid {holder.pid}\) is running in"):
+            acquire_run_lock(tmp_path)
+        os.kill(holder.pid, signal.SIGKILL)  # power cut: no cleanup runs, no lock file is removed
+        holder.wait(timeout=10)
+        fd = acquire_run_lock(tmp_path)  # the kernel released the dead run's lock
+        assert (tmp_path / ".snakemake" / "oto-run.lock").read_text().strip() == str(os.getpid())
+        os.close(fd)
     finally:
-        live.kill()
+        if holder.poll() is None:
+            holder.kill()
+
+
+HOLD = f"""
+import sys, time
+sys.path.insert(0, {str(Path(__file__).resolve().parents[1] / "workflow")!r})
+from oto.run.lock import acquire_run_lock
+acquire_run_lock(sys.argv[1])
+print("locked", flush=True)
+time.sleep(60)
+"""

@@ -8,10 +8,10 @@ import re
 import pytest
 import yaml
 from dashboard_helpers import CONFIG, PEAK, make_results
-from oto.dashboard import figures, names, plots
-from oto.dashboard.collect import collect
-from oto.dashboard.writer import fmt, refresh, write_dashboard
 from oto.files import StageFileError
+from oto.reporting import charts, figures, plots
+from oto.reporting.collect import collect
+from oto.reporting.dashboard import fmt, refresh, write_dashboard
 
 
 @pytest.fixture
@@ -103,24 +103,26 @@ def test_a_broken_file_is_named(results):
 
 
 def test_refresh_keeps_the_last_good_page_and_never_raises(results):
-    write_dashboard(results, CONFIG)
-    page = (results / "dashboard" / "index.html").read_text()
+    assert refresh(results, CONFIG) is True
+    live = results / "live" / "index.html"
+    page = live.read_text()
     (results / "Cijk_Ailk_Bjlk_DB" / "gen1" / "selection.yaml").write_text("a: [\n")
     assert refresh(results, CONFIG) is False
-    assert (results / "dashboard" / "index.html").read_text() == page
+    assert live.read_text() == page
+    assert not (results / "dashboard").exists(), "the live refresh wrote the dashboard rule's output"
 
 
 def test_generation_digests_are_cached_on_the_files(results):
     write_dashboard(results, CONFIG)
-    cache = results / "dashboard" / "cache" / "Cijk_Ailk_Bljk_DB" / "gen0.json"
+    cache = results / "live" / "cache" / "Cijk_Ailk_Bljk_DB" / "gen0.json"
     entry = json.loads(cache.read_text())
     entry["value"]["geomean_score"] = 99.0  # a cached value is used while the files are unchanged
     cache.write_text(json.dumps(entry))
-    data = collect(results, CONFIG, cache_dir=results / "dashboard" / "cache")
+    data = collect(results, CONFIG, cache_dir=results / "live" / "cache")
     assert data["libraries"][1]["generations"][0]["geomean_score"] == 99.0
     sel = results / "Cijk_Ailk_Bljk_DB" / "gen0" / "selection.yaml"
     sel.write_text(sel.read_text())  # touched: new mtime, so recomputed
-    data = collect(results, CONFIG, cache_dir=results / "dashboard" / "cache")
+    data = collect(results, CONFIG, cache_dir=results / "live" / "cache")
     assert data["libraries"][1]["generations"][0]["geomean_score"] != 99.0
 
 
@@ -132,7 +134,7 @@ def test_waiting_state_before_any_generation_finished(tmp_path):
     assert data["state"] == "waiting"
     page = (res / "dashboard" / "index.html").read_text()
     assert "Waiting for first results" in page and 'http-equiv="refresh"' in page
-    for name in names.CHARTS:
+    for name in charts.CHARTS:
         svg = (res / "dashboard" / "plots" / f"{name}.svg").read_text()
         # The deck is known before any measurement, so its coverage chart is drawn already.
         assert "<svg" in svg and ("waiting for first results" in svg) == (name != "coverage")
@@ -147,7 +149,7 @@ def test_page_before_the_deck_exists(tmp_path):
 def test_page_shows_every_chart_and_the_figures(results):
     data = write_dashboard(results, CONFIG)
     page = (results / "dashboard" / "index.html").read_text()
-    for name in names.CHARTS:
+    for name in charts.CHARTS:
         assert f'src="plots/{name}.svg"' in page
         assert (results / "dashboard" / "plots" / f"{name}.svg").stat().st_size > 1000
     assert "Simulated numbers." in page
@@ -168,7 +170,7 @@ def test_finished_run_stops_reloading(results):
 
 
 def test_chart_names_match_the_rule_outputs():
-    assert list(plots.CHARTS) == list(names.CHARTS)
+    assert list(plots.CHARTS) == list(charts.CHARTS)
 
 
 def test_charts_are_deterministic(results):
@@ -177,7 +179,7 @@ def test_charts_are_deterministic(results):
 
 
 def test_command_line_redraws_a_run(results, tmp_path, capsys):
-    from oto.dashboard.__main__ import main
+    from oto.reporting.__main__ import main
 
     cfg = tmp_path / "config.yaml"
     cfg.write_text(yaml.safe_dump(CONFIG))

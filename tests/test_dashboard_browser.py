@@ -1,13 +1,13 @@
 """The dashboard in a real browser (headless Chromium, installed by .ci/run): no console errors, every chart
 loaded, and the numbers on the page are the numbers in the results files (read here straight from YAML,
-not through oto.dashboard)."""
+not through oto.reporting)."""
 
 from __future__ import annotations
 
 import pytest
 from browser import available, check_page
 from dashboard_helpers import CONFIG, make_results
-from oto.dashboard.writer import write_dashboard
+from oto.reporting.dashboard import write_dashboard
 
 pytestmark = pytest.mark.skipif(not available(), reason="no chromium at /usr/bin/chromium")
 

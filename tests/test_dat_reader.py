@@ -4,9 +4,9 @@ import shutil
 
 import msgpack
 import pytest
-from oto.dat_reader import DatFileError, name_params, read_dat_file, read_rocblas_dir
-from oto.deck import deck_from_logic_files, deck_from_rocblas_dir
-from oto.logic_reader import read_logic_file
+from oto.deck.sources import deck_from_logic_files, deck_from_rocblas_dir
+from oto.tensile.dat_reader import DatFileError, name_params, read_dat_file, read_rocblas_dir
+from oto.tensile.logic_reader import read_logic_file
 
 CASES = {
     "DB_NN": "vega10_Cijk_Ailk_Bljk_DB.yaml",

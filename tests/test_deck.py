@@ -5,24 +5,26 @@ import gzip
 import shutil
 
 import pytest
-from oto.deck import (
-    SHIPPED_MANIFEST,
+from oto.deck.model import (
     Deck,
     DeckError,
     LibraryDeck,
+    read_library_yaml,
+    write_deck_yaml,
+    write_library_yaml,
+)
+from oto.deck.sources import (
+    SHIPPED_MANIFEST,
     deck_from_logic_files,
     load_deck,
     manifest_bytes,
     manifest_main,
-    read_library_yaml,
     read_manifest,
-    write_deck_yaml,
-    write_library_yaml,
     write_manifest,
 )
 from oto.files import read_yaml
-from oto.logic_reader import read_logic_dir
-from oto.tensile_params import canonical
+from oto.tensile.logic_reader import read_logic_dir
+from oto.tensile.params import canonical
 
 VEGA10_FAMILIES = [
     "CB_GB",

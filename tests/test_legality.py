@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 import yaml
-from oto.datatypes import Library
-from oto.legality import TENSILE_DEFAULTS, Limits, check, check_raw
-from oto.tensile_params import PARAMS, CandidateError, canonical
+from oto.gemm import Library
+from oto.tensile.legality import TENSILE_DEFAULTS, Limits, check, check_raw
+from oto.tensile.params import PARAMS, CandidateError, canonical
 
 SGEMM_NT = Library.build("SB", "NT")
 # The knobs of the golden benchmark config (tensile-golden/benchmark/sgemm_nt_gfx90c_tiny.yaml).
@@ -316,7 +316,7 @@ def test_shipped_derived_values_agree(shipped):
 
 def test_shipped_solutions_as_candidates(shipped):
     """Only the PARAMS knobs, everything else at Tensile's defaults (what a proposer can express)."""
-    skipped, invalid = Counter(), Counter()
+    skipped, invalid, checked = Counter(), Counter(), 0
     for lib, sol in shipped:
         knobs = {k: sol[k] for k in PARAMS if k in sol}
         try:
@@ -325,6 +325,7 @@ def test_shipped_solutions_as_candidates(shipped):
             skipped[str(e).split("=")[0]] += 1
             continue
         v = check(lib, knobs)
+        checked += 1
         if not v.valid:
             invalid[v.reasons[0]] += 1
             # Every such rejection comes from a non-PARAMS default that differs from the solution's own value.
@@ -334,6 +335,10 @@ def test_shipped_solutions_as_candidates(shipped):
     print(f"\nas candidates: skipped {dict(skipped)}; invalid with defaults {sum(invalid.values())}:")
     for reason, n in invalid.most_common():
         print(f"  {n:5d}  {reason}")
+    # Every shipped solution is expressible in PARAMS and checked; the 165 that are illegal with the other
+    # parameters at Tensile's defaults (GSU algorithm, fractional loads, GLVW) are each explained above.
+    assert checked == len(shipped) == 3066 and not skipped
+    assert sum(invalid.values()) == 165, dict(invalid)
 
 
 def test_golden_tcl_names_agree(golden_dir: Path, vega10_dir: Path):

@@ -4,8 +4,8 @@ from pathlib import Path
 
 import pytest
 import yaml
-from oto.deck import library_from_logic
-from oto.logic_reader import (
+from oto.deck.sources import library_from_logic
+from oto.tensile.logic_reader import (
     LogicFileError,
     fix_solution_indices,
     problem_type_name,

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 import yaml
-from oto.logic_writer import (
+from oto.tensile.logic_writer import (
     MINIMUM_REQUIRED_VERSION,
     logic_data,
     logic_file_name,
@@ -14,8 +14,8 @@ from oto.logic_writer import (
     solution_entry,
     write_logic_file,
 )
-from oto.tensile_library import build_master_library, read_logic
-from oto.tensile_params import PARAMS, canonical
+from oto.tensile.native_library import build_master_library, read_logic
+from oto.tensile.params import PARAMS, canonical
 
 SHIPPED = [
     "vega10_Cijk_Ailk_Bljk_DB.yaml",

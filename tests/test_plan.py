@@ -1,5 +1,5 @@
 import pytest
-from oto.plan import PlanError, plan_run
+from oto.run.plan import PlanError, plan_run
 
 BASE = {"arch": "gfx90c", "families": ["DB"]}
 

@@ -2,14 +2,23 @@ from pathlib import Path
 
 import numpy as np
 import pandas as pd
-from oto.arch import load_profile
 from oto.config import load_config
-from oto.deck import load_deck
-from oto.racing import BUDGET, NO_VALID, SEPARATED, TIE, RaceSettings, annotate_scores, decide_size, race
-from oto.scoring import SAMPLE_COLUMNS, SCORE_COLUMNS, score_samples
-from oto.stages.benchmark import interleave_sizes
-from oto.stages.mutate import evidence_for
-from oto.stages.select import measurement_failures, observations
+from oto.deck.sources import load_deck
+from oto.hardware.profile import load_profile
+from oto.measurement.benchmarking import interleave_sizes
+from oto.measurement.racing import (
+    BUDGET,
+    NO_VALID,
+    SEPARATED,
+    TIE,
+    RaceSettings,
+    annotate_scores,
+    decide_size,
+    race,
+)
+from oto.measurement.scoring import SAMPLE_COLUMNS, SCORE_COLUMNS, score_samples
+from oto.measurement.selection import measurement_failures, observations
+from oto.search.evidence import evidence_for
 
 TRUE = {"ref": 100.0, "fast": 70.0, "close": 71.0, "slow": 130.0, "mid": 90.0, "bad": 50.0, "meh": 108.0}
 

@@ -5,12 +5,15 @@ import math
 from pathlib import Path
 
 import pytest
-from oto import registry
-from oto.datatypes import Library
-from oto.legality import Limits
-from oto.stages.emit import classify
-from oto.stages.select import novelty
-from oto.tensile_params import candidate_id, canonical
+from oto.gemm import Library
+from oto.measurement.selection import novelty
+from oto.registry.job_files import read_job_file, write_job_file
+from oto.registry.records import TOPUP, generation_records
+from oto.registry.store import Store, consolidate, store_path
+from oto.registry.transfer import knowledge, size_transfer
+from oto.search.candidates import classify_proposals
+from oto.tensile.legality import Limits
+from oto.tensile.params import candidate_id, canonical
 
 CONFIG = {"backend": "sim", "seed": 1, "benchmark": {"repetitions": 5, "tuning_sizes": 4, "bootstrap": 400}}
 LIB = "Cijk_Ailk_Bljk_DB"
@@ -50,18 +53,18 @@ def generation(gen: int, kernels: list[dict], library: str = LIB) -> list[dict]:
         for j, k in enumerate(cands["kernels"])
         for i in range(len(SIZES))
     ]
-    return registry.generation_records(cands, build, scores, CONFIG, "gfx90c", now=1000.0 + gen)
+    return generation_records(cands, build, scores, CONFIG, "gfx90c", now=1000.0 + gen)
 
 
 def write_gen(root: Path, gen: int, kernels: list[dict], library: str = LIB) -> Path:
     path = root / "gfx90c" / library / f"gen{gen}" / "registry.jsonl"
-    registry.write_job_file(path, generation(gen, kernels, library))
+    write_job_file(path, generation(gen, kernels, library))
     return path
 
 
 def test_records_carry_provenance_and_roundtrip(tmp_path):
     path = write_gen(tmp_path, 0, [params(2), params(4)])
-    res = registry.read_job_file(path)
+    res = read_job_file(path)
     assert not res.problems
     kinds = [r["kind"] for r in res.records]
     assert kinds.count("proposed") == 2 and kinds.count("rejected") == 1 and kinds.count("built") == 2
@@ -90,13 +93,13 @@ def test_corrupted_and_half_written_files_are_reported_and_the_rest_stays_usable
     corrupt.write_text("\n".join(lines) + "\n")
     half = write_gen(tmp_path, 2, [params(8)])
     half.write_text("".join(half.read_text().splitlines(keepends=True)[:3]))  # cut short: no end marker
-    store = registry.store_path(tmp_path / "gfx90c")
-    summary = registry.consolidate([good, corrupt, half], store)
+    store = store_path(tmp_path / "gfx90c")
+    summary = consolidate([good, corrupt, half], store)
     problems = "\n".join(summary["problems"])
     assert f"{corrupt}:2: corrupted record" in problems
     assert f"{half}: half-written" in problems
     assert str(good) not in problems
-    db = registry.Store(store)
+    db = Store(store)
     ids = {r["kernel_id"] for r in db.query("SELECT kernel_id FROM records WHERE kind='benchmarked'")}
     db.close()
     assert candidate_id(params(2)) in ids and candidate_id(params(4)) in ids  # readable lines are kept
@@ -104,38 +107,36 @@ def test_corrupted_and_half_written_files_are_reported_and_the_rest_stays_usable
 
 def test_merge_is_idempotent_and_dedupes(tmp_path):
     f = write_gen(tmp_path, 0, [params(2), params(4)])
-    store = registry.store_path(tmp_path / "gfx90c")
-    first = registry.consolidate([f], store)
-    again = registry.consolidate([f, f], store)
+    store = store_path(tmp_path / "gfx90c")
+    first = consolidate([f], store)
+    again = consolidate([f, f], store)
     assert first["added"] > 0 and again["added"] == 0
 
 
 def test_a_corrupted_store_is_set_aside_not_lost(tmp_path):
-    store = registry.store_path(tmp_path / "gfx90c")
+    store = store_path(tmp_path / "gfx90c")
     store.parent.mkdir(parents=True)
     store.write_bytes(b"this is not sqlite" * 100)
-    summary = registry.consolidate([write_gen(tmp_path, 0, [params(2)])], store)
+    summary = consolidate([write_gen(tmp_path, 0, [params(2)])], store)
     assert any("not a readable registry store" in p for p in summary["problems"])
     assert list(store.parent.glob("registry.corrupt-*"))
     assert summary["records"]["benchmarked"] == 2
-    assert registry.Store.open_optional(tmp_path / "missing.sqlite") is None
+    assert Store.open_optional(tmp_path / "missing.sqlite") is None
 
 
 def test_knowledge_dedupes_by_candidate_size_and_protocol(tmp_path):
     f0 = write_gen(tmp_path, 0, [params(2), params(4)])
     f1 = write_gen(tmp_path, 0, [params(8)], library="Cijk_Alik_Bljk_DB")  # another pattern of the family
-    registry.consolidate([f0, f1], registry.store_path(tmp_path / "gfx90c"))
-    know = registry.knowledge(tmp_path / "gfx90c", "gfx90c", LIB, CONFIG, SIZES)
+    consolidate([f0, f1], store_path(tmp_path / "gfx90c"))
+    know = knowledge(tmp_path / "gfx90c", "gfx90c", LIB, CONFIG, SIZES)
     assert know.measured == {candidate_id(params(2)), candidate_id(params(4))}
     assert [k["id"] for k in know.own] == [candidate_id(params(4)), candidate_id(params(2))]  # best first
     assert [k["id"] for k in know.family] == [candidate_id(params(8))]
     # another size or another protocol is a different experiment
-    assert not registry.knowledge(
-        tmp_path / "gfx90c", "gfx90c", LIB, CONFIG, [*SIZES, [256, 256, 1, 256]]
-    ).measured
+    assert not knowledge(tmp_path / "gfx90c", "gfx90c", LIB, CONFIG, [*SIZES, [256, 256, 1, 256]]).measured
     other = {**CONFIG, "benchmark": {**CONFIG["benchmark"], "repetitions": 9}}
-    assert not registry.knowledge(tmp_path / "gfx90c", "gfx90c", LIB, other, SIZES).measured
-    assert registry.knowledge(tmp_path / "nothing", "gfx90c", LIB, CONFIG, SIZES) is None
+    assert not knowledge(tmp_path / "gfx90c", "gfx90c", LIB, other, SIZES).measured
+    assert knowledge(tmp_path / "nothing", "gfx90c", LIB, CONFIG, SIZES) is None
 
 
 def test_knowledge_transfers_between_neighbouring_sizes():
@@ -143,7 +144,7 @@ def test_knowledge_transfers_between_neighbouring_sizes():
     specialist_small = {**dict.fromkeys(small, 1.5), **dict.fromkeys(large, 0.8)}
     specialist_large = {**dict.fromkeys(small, 0.8), **dict.fromkeys(large, 1.5)}
     near_small, near_large = [[320, 256, 1, 256]], [[4096, 5120, 1, 4096]]  # measured at neither
-    t = registry.size_transfer
+    t = size_transfer
     assert t(specialist_small, near_small) > 1.4 and t(specialist_small, near_large) < 0.85
     assert t(specialist_large, near_large) > 1.4 and t(specialist_large, near_small) < 0.85
     # far from everything measured: the kernel's overall geomean; no sizes or no scores: overall / None
@@ -159,12 +160,12 @@ def test_emit_rejects_registry_duplicates_except_deliberate_topups():
     done = candidate_id(params(2))
     props = [
         {"params": params(2), "proposer": "surrogate"},
-        {"params": params(2), "proposer": registry.TOPUP},
+        {"params": params(2), "proposer": TOPUP},
         {"params": params(4), "proposer": "surrogate"},
     ]
-    kernels, rejected = classify(props, lib, Limits(), set(), frozenset({done}))
+    kernels, rejected = classify_proposals(props, lib, Limits(), set(), frozenset({done}))
     assert [k["id"] for k in kernels] == [done, candidate_id(params(4))]
-    assert kernels[0]["proposer"] == registry.TOPUP
+    assert kernels[0]["proposer"] == TOPUP
     assert rejected[0]["class"] == "duplicate" and "registry" in rejected[0]["reason"]
 
 
@@ -198,8 +199,8 @@ def test_export_t4(tmp_path, capsys):
     from oto.cli import main as cli
 
     f = write_gen(tmp_path, 0, [params(2)])
-    store = registry.store_path(tmp_path / "gfx90c")
-    registry.consolidate([f], store)
+    store = store_path(tmp_path / "gfx90c")
+    consolidate([f], store)
     out = tmp_path / "t4.json"
     assert cli(["registry", "export-t4", str(store), str(out), "--arch", "gfx90c"]) == 0
     doc = json.loads(out.read_text())
@@ -218,18 +219,18 @@ def test_export_t4(tmp_path, capsys):
 def test_records_of_the_wrong_shape_are_reported(tmp_path, bad):
     p = tmp_path / "r.jsonl"
     p.write_text(bad + "\n" + json.dumps({"end": True, "records": 0}) + "\n")
-    res = registry.read_job_file(p)
+    res = read_job_file(p)
     assert res.records == [] and res.problems and res.problems[0].startswith(f"{p}:1:")
 
 
 def test_a_fresh_run_starts_from_the_registry(tmp_path):
-    from oto.stages.mutate import topups
+    from oto.search.evidence import topups
 
     f = write_gen(tmp_path, 0, [params(2), params(4), params(8)])
-    registry.consolidate([f], registry.store_path(tmp_path / "gfx90c"))
-    know = registry.knowledge(tmp_path / "gfx90c", "gfx90c", LIB, CONFIG, SIZES)
+    consolidate([f], store_path(tmp_path / "gfx90c"))
+    know = knowledge(tmp_path / "gfx90c", "gfx90c", LIB, CONFIG, SIZES)
     top = topups(know, 0)
     # the two best earlier kernels are re-measured once, deliberately; later generations do not repeat it
     assert [candidate_id(t["params"]) for t in top] == [candidate_id(params(8)), candidate_id(params(4))]
-    assert all(t["proposer"] == registry.TOPUP for t in top)
+    assert all(t["proposer"] == TOPUP for t in top)
     assert topups(know, 1) == [] and topups(None, 0) == []

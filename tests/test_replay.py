@@ -8,7 +8,8 @@ import pytest
 from oto.backends import resolve
 from oto.backends.base import Kernel, Launch, MeasurePlan, Size
 from oto.cli import main as cli
-from oto.replay import CacheError, load_cache, replay, run_seed
+from oto.search.replay_scorer import replay, run_seed
+from oto.search.tuning_cache import CacheError, load_cache
 
 REPLAY = Path(__file__).resolve().parents[2] / "shared" / "reference" / "replay"
 

@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 from conftest import SHARED
 from oto.backends.base import Launch
-from oto.replay_noise import ReplayNoise, load_times
+from oto.measurement.recorded_noise import ReplayNoise, load_times
 
 REPLAY = SHARED / "reference" / "replay"
 

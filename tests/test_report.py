@@ -10,9 +10,9 @@ import pytest
 import yaml
 from browser import available, check_page
 from dashboard_helpers import CONFIG, make_results
-from oto.dashboard import names
-from oto.dashboard.collect import collect
 from oto.files import StageFileError
+from oto.reporting import charts
+from oto.reporting.collect import collect
 from oto.stages import report
 from workflow_helpers import FAST_CONFIG, make_workdir, snakemake
 
@@ -73,7 +73,7 @@ def test_run_writes_dashboard_after_every_generation_and_at_the_end(finished_run
     logs = sorted(res.glob("logs/*/gen*/select.log"))
     assert len(logs) == 2 * FAST_CONFIG["max_generations"]
     for log in logs:  # every select job refreshed the page
-        assert "oto.dashboard.writer: dashboard" in log.read_text(), log
+        assert "oto.reporting.dashboard: dashboard" in log.read_text(), log
     # The deck job wrote the first page, before any generation finished.
     assert re.search(
         r"dashboard \S+index.html: waiting, 2 libraries", (res / "logs" / "deck.log").read_text()
@@ -104,6 +104,6 @@ def test_snakemake_report_holds_the_dashboard_and_the_acceptance_report(finished
         files = z.namelist()
         html = z.read("report/report.html").decode()
     base = {f.rsplit("/", 1)[-1] for f in files}
-    assert {f"{n}.svg" for n in names.CHARTS} | {"acceptance.html"} <= base
+    assert {f"{n}.svg" for n in charts.CHARTS} | {"acceptance.html"} <= base
     # Captions (workflow/report/*.rst) are rendered into the report.
     assert "realistic ceiling of the same sizes" in html and "slowest sizes and a verdict per library" in html

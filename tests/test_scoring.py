@@ -1,7 +1,9 @@
 import numpy as np
 import pandas as pd
 import pytest
-from oto.scoring import (
+from oto.measurement.benchmarking import interleave
+from oto.measurement.samples import read_samples
+from oto.measurement.scoring import (
     SAMPLE_COLUMNS,
     clock_drift,
     flag_bad_timings,
@@ -10,8 +12,6 @@ from oto.scoring import (
     score_samples,
     verdict,
 )
-from oto.stages.benchmark import interleave
-from oto.stages.normalise import read_samples
 
 
 def _samples(drift_amp: float, seed: int = 0) -> tuple[pd.DataFrame, dict[str, float]]:

@@ -9,10 +9,11 @@ import numpy as np
 import pytest
 from oto.backends import resolve
 from oto.backends.base import BUILD_CLASSES, SAMPLE_CLASSES, Kernel, Launch, MeasurePlan, Problem, Size
-from oto.backends.sim import SIM_DEFAULTS, SimBackend
-from oto.datatypes import Library
-from oto.simgpu import MODEL_VERSION
-from oto.tensile_params import candidate_id
+from oto.backends.sim import SimBackend
+from oto.config import config_defaults
+from oto.gemm import Library
+from oto.hardware.simulated.performance import MODEL_VERSION
+from oto.tensile.params import candidate_id
 from test_simgpu import gfx90c_like
 
 LIB = Library.build("SB", "NN")
@@ -54,7 +55,7 @@ def test_resolve_builds_a_sim_backend_with_provenance():
     assert prov["model_version"] == MODEL_VERSION
     assert (prov["seed"], prov["stream"]) == (3, "lib/gen1")
     assert prov["noise"]["jitter"] == 0.05
-    assert set(prov["noise"]) == set(SIM_DEFAULTS)
+    assert set(prov["noise"]) == set(config_defaults("sim"))
 
 
 def test_unknown_sim_key_is_refused():
@@ -100,7 +101,8 @@ def test_samples_follow_plan_order_and_track_ground_truth(tmp_path):
             t = [s.time_us for s in samples if s.kernel_id == k.id and s.size_index == si]
             assert np.median(t) == pytest.approx(truth[si], rel=0.03)
     assert (
-        be.noise.clock_us >= sum(s.time_us for s in samples) + len(samples) * SIM_DEFAULTS["cooldown_us"] - 1
+        be.noise.clock_us
+        >= sum(s.time_us for s in samples) + len(samples) * config_defaults("sim")["cooldown_us"] - 1
     )
 
 

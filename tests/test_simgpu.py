@@ -9,12 +9,13 @@ from pathlib import Path
 import numpy as np
 import pytest
 import yaml
-from oto.datatypes import Library
-from oto.simgpu import NoiseModel, SimGPU
-from oto.tensile_params import PARAMS
+from oto.gemm import Library
+from oto.hardware.simulated.noise import NoiseModel
+from oto.hardware.simulated.performance import SimGPU
+from oto.tensile.params import PARAMS
 
 try:
-    from oto import legality
+    from oto.tensile import legality
 except ImportError:  # the legality validator is written in parallel; fall back to the rules below
     legality = None
 
@@ -374,7 +375,7 @@ def test_jitter_outliers_and_hangs_have_their_rates():
 
 
 def test_real_gfx90c_profile_loads_into_the_model():
-    arch = pytest.importorskip("oto.arch")
+    arch = pytest.importorskip("oto.hardware.profile")
     path = REPO / "arch_profiles" / "gfx90c.yaml"
     if not path.is_file():
         pytest.skip("arch_profiles/gfx90c.yaml not present")

@@ -1,8 +1,11 @@
 import numpy as np
-from oto.datatypes import Library
-from oto.sizes import tuning_indices
-from oto.strategies import Evidence, Observation, make_strategy
-from oto.tensile_params import candidate_id, canonical
+from oto.deck.tuning_sizes import tuning_indices
+from oto.gemm import Library
+from oto.search.space import Space
+from oto.search.strategies import Evidence, Observation, make_strategy
+from oto.tensile.legality import Limits
+from oto.tensile.params import candidate_id, canonical
+from oto.tensile.space import tensile_space
 
 
 def test_tuning_indices_spread_and_deterministic():
@@ -15,14 +18,14 @@ def test_tuning_indices_spread_and_deterministic():
 
 def _evidence(gen, observations=(), seen=frozenset()):
     seeds = [canonical({"ThreadTile": [4, 4], "WorkGroup": [16, 16, 1], "DepthU": 8, "VectorWidth": 2})]
-    return Evidence(
-        Library.parse("Cijk_Ailk_Bljk_DB"),
-        gen,
-        list(observations),
-        seeds,
-        seen,
-        lambda p: p["ThreadTile"][0] * p["WorkGroup"][0] <= 256,
+    space = tensile_space(Library.parse("Cijk_Ailk_Bljk_DB"), Limits())
+    narrow = Space(
+        "narrow",
+        space.parameters,
+        constraint=lambda p: space.valid(space.index(p)) and p["ThreadTile"][0] * p["WorkGroup"][0] <= 256,
+        identify=space.identify,
     )
+    return Evidence(narrow, gen, list(observations), seeds, seen)
 
 
 def test_symbolic_is_seeded_legal_and_new():

@@ -4,13 +4,14 @@ import math
 
 import numpy as np
 import pytest
-from oto.datatypes import Library
-from oto.legality import check
-from oto.space import Parameter, Space, tensile_space
-from oto.strategies import STRATEGIES, Evidence, Observation, make_strategy
-from oto.strategies.common import history, lines, pair_lines
-from oto.strategies.surrogate import SurrogateStrategy, switch_flips
-from oto.tensile_params import candidate_id, canonical
+from oto.gemm import Library
+from oto.search.space import Parameter, Space
+from oto.search.strategies import STRATEGIES, Evidence, Observation, make_strategy
+from oto.search.strategies.common import history, lines, pair_lines
+from oto.search.strategies.surrogate import SurrogateStrategy, switch_flips
+from oto.tensile.legality import Limits, check
+from oto.tensile.params import candidate_id, canonical
+from oto.tensile.space import tensile_space
 
 GRID = tuple(range(12))
 
@@ -38,7 +39,7 @@ def run(strategy: str, space: Space, budget: int, seed: int, batch: int = 1) -> 
     s = make_strategy(strategy, seed)
     obs, seen, best = [], set(), []
     while len(obs) < budget:
-        ev = Evidence(None, len(obs), sorted(obs, key=lambda o: -o.score), (), frozenset(seen), space=space)
+        ev = Evidence(space, len(obs), sorted(obs, key=lambda o: -o.score), (), frozenset(seen))
         props = s.ask(ev, batch)
         assert props, "a strategy must propose while unseen valid configurations remain"
         for p in props:
@@ -102,7 +103,7 @@ def test_surrogate_uses_prior_knowledge_from_related_problems():
     for x, y, z in [(8, 3, 4), (7, 3, 4), (8, 4, 4), (2, 9, 1), (0, 0, 8), (10, 10, 2), (3, 1, 2), (6, 6, 4)]:
         c = {"x": x, "y": y, "z": z}
         prior.append(Observation(f"p{x}{y}{z}", c, 1.0 / bowl_time(c)))
-    ev = Evidence(None, 0, [], (), frozenset(), space=space, prior=prior)
+    ev = Evidence(space, 0, [], (), frozenset(), prior=prior)
     props = make_strategy("surrogate", 0).ask(ev, 3)
     # With no own measurement yet, the model built on the family's evidence points at the bowl's bottom.
     assert min(bowl_time(p.params) for p in props) < 1.1
@@ -112,7 +113,8 @@ def test_surrogate_gen0_on_tensile_starts_from_shipped_solutions_and_legal_neigh
     lib = Library.build("SB", "NN")
     seed = canonical({"ThreadTile": [4, 4], "WorkGroup": [16, 16, 1], "DepthU": 16, "VectorWidth": 4})
     assert check(lib, seed).valid
-    ev = Evidence(lib, 0, [], [seed], frozenset(), is_legal=lambda p: check(lib, p).valid)
+    space = tensile_space(lib, Limits())
+    ev = Evidence(space, 0, [], [seed], frozenset())
     props = make_strategy("surrogate", 1).ask(ev, 8)
     assert props[0].proposer == "seed" and canonical(props[0].params) == seed
     ids = [candidate_id(p.params) for p in props]
@@ -123,10 +125,10 @@ def test_surrogate_gen0_on_tensile_starts_from_shipped_solutions_and_legal_neigh
         Observation(i, canonical(p.params), 1.0 + 0.01 * k)
         for k, (i, p) in enumerate(zip(ids, props, strict=True))
     ]
-    ev1 = Evidence(lib, 1, obs[::-1], [seed], frozenset(ids), is_legal=lambda p: check(lib, p).valid)
+    ev1 = Evidence(space, 1, obs[::-1], [seed], frozenset(ids))
     more = make_strategy("surrogate", 1).ask(ev1, 6)
     assert more and all(check(lib, p.params).valid and candidate_id(p.params) not in ids for p in more)
-    assert tensile_space("x", lambda p: True).key(tensile_space("x", lambda p: True).index(seed)) == ids[0]
+    assert space.key(space.index(seed)) == ids[0] == space.id_of(seed)
 
 
 def _changed(a, b) -> int:
@@ -162,21 +164,21 @@ def _stalled_evidence(certified: bool):
     obs = [Observation(space.key(p), space.config(p), 1.0 / bowl_time(space.config(p))) for p in pts]
     obs[1] = Observation(space.key(b), space.config(b), 1.0 / 9.0)  # B is bad, but its own best
     obs.sort(key=lambda o: -o.score)
-    ev = Evidence(None, 1, obs, (), frozenset(o.kernel_id for o in obs), space=space)
+    ev = Evidence(space, 1, obs, (), frozenset(o.kernel_id for o in obs))
     return space, a, b, ev
 
 
 def test_local_search_certifies_the_incumbent_then_restarts_in_another_basin():
     space, a, b, ev = _stalled_evidence(certified=False)
     hist = history(ev, space)
-    first, cands, kind = SurrogateStrategy._local(hist, np.random.default_rng(0))
+    first, cands, kind = SurrogateStrategy()._local(hist, np.random.default_rng(0))
     assert kind == "c"  # the bowl has no on/off parameter, so nothing to flip
     assert first and all(_changed(c, a) == 1 for c in first)  # still certifying the incumbent
     assert any(_changed(c, a) == 2 for c in cands)  # two-knob escapes are candidates too
 
     space, a, b, ev = _stalled_evidence(certified=True)
     hist = history(ev, space)
-    first, cands, _ = SurrogateStrategy._local(hist, np.random.default_rng(0))
+    first, cands, _ = SurrogateStrategy()._local(hist, np.random.default_rng(0))
     # A is a certified local optimum: the certify picks restart from B, the best open start
     assert first and all(_changed(c, b) == 1 for c in first)
     assert set(first) <= set(cands)
@@ -204,9 +206,7 @@ def test_surrogate_finds_a_needle_one_knob_away_from_a_broad_basin():
         s = make_strategy("surrogate", seed)
         obs, seen, best = [], set(), math.inf
         while len(obs) < 80 and best > 1.0:
-            ev = Evidence(
-                None, len(obs), sorted(obs, key=lambda o: -o.score), (), frozenset(seen), space=space
-            )
+            ev = Evidence(space, len(obs), sorted(obs, key=lambda o: -o.score), (), frozenset(seen))
             for p in s.ask(ev, 1):
                 key = space.key(space.index(p.params))
                 seen.add(key)
@@ -254,16 +254,16 @@ def test_switch_flips_try_every_switch_on_the_best_configuration_of_each_setting
     space = switch_space()
     scores = {(2, 1, 1): 1.0, (9, 0, 1): 0.8, (11, 1, 0): 0.5, (3, 1, 0): 0.4}
     obs = [Observation(space.key(p), space.config(p), s) for p, s in scores.items()]
-    ev = Evidence(None, 1, obs, (), frozenset(o.kernel_id for o in obs), space=space)
+    ev = Evidence(space, 1, obs, (), frozenset(o.kernel_id for o in obs))
     flips = switch_flips(history(ev, space))
     # champions: shmem=1 and ro=1 -> (2,1,1); shmem=0 -> (9,0,1); ro=0 -> (11,1,0)
     assert set(flips) == {(2, 0, 1), (2, 1, 0), (9, 1, 1), (9, 0, 0), (11, 1, 1)}  # (11,0,0) is invalid
     assert all(space.key(f) not in ev.seen for f in flips)
     # Once measured they are gone, and the certify picks go back to the incumbent's lines
     more = [Observation(space.key(p), space.config(p), 0.1) for p in flips]
-    ev2 = Evidence(None, 2, obs + more, (), frozenset(o.kernel_id for o in obs + more), space=space)
+    ev2 = Evidence(space, 2, obs + more, (), frozenset(o.kernel_id for o in obs + more))
     assert switch_flips(history(ev2, space)) == []
-    certify, _, kind = SurrogateStrategy._local(history(ev2, space), np.random.default_rng(0))
+    certify, _, kind = SurrogateStrategy()._local(history(ev2, space), np.random.default_rng(0))
     assert kind == "c" and all(_changed(c, (2, 1, 1)) == 1 for c in certify)
 
 
@@ -276,7 +276,7 @@ def test_certify_picks_flip_switches_on_each_settings_best_before_certifying():
     scores |= {(6, 1, 0): 0.7, (9, 0, 1): 0.7, (0, 1, 0): 0.6, (7, 0, 1): 0.5, (4, 0, 1): 0.3}
     obs = [Observation(space.key(p), space.config(p), v) for p, v in scores.items()]
     obs.sort(key=lambda o: -o.score)
-    ev = Evidence(None, 1, obs, (), frozenset(o.kernel_id for o in obs), space=space)
+    ev = Evidence(space, 1, obs, (), frozenset(o.kernel_id for o in obs))
     props = make_strategy("surrogate", 0).ask(ev, 4)
     flips = [space.index(p.params) for p in props if p.rationale.startswith("local: switch flip")]
     assert len(flips) == 1 and flips[0] in set(switch_flips(history(ev, space)))

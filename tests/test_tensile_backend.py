@@ -9,16 +9,12 @@ import pytest
 import yaml
 from oto.backends import resolve
 from oto.backends.base import Kernel, Launch, MeasurePlan, Problem, Size
-from oto.backends.tensile import (
-    TensileBackend,
-    TensileUnavailable,
-    benchmark_config,
-    name_matches,
-    parse_log,
-    solution_matches,
-)
-from oto.datatypes import Library
-from oto.tensile_params import candidate_id, canonical
+from oto.backends.tensile import TensileBackend
+from oto.gemm import Library
+from oto.tensile.benchmark_config import benchmark_config
+from oto.tensile.install import TensileUnavailable
+from oto.tensile.outputs import name_matches, parse_log, solution_matches
+from oto.tensile.params import candidate_id, canonical
 
 ROOT = Path(__file__).resolve().parents[1]
 FAKE = Path(__file__).with_name("fake_tensile.py")
@@ -214,7 +210,7 @@ def test_benchmark_config_uses_exact_groups(profile):
 
 
 def test_tensile_create_library_failure_names_the_log(tmp_path):
-    from oto.tensile_package import PackagingError, build_library
+    from oto.tensile.create_library import PackagingError, build_library
 
     logic = tmp_path / "gfx90c_Cijk_Ailk_Bjlk_SB.yaml"
     logic.write_text("- {MinimumRequiredVersion: 4.44.0}\n- gfx90c\n")

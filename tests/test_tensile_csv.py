@@ -3,7 +3,7 @@
 import math
 
 import pytest
-from oto.tensile_csv import TensileCsvError, read_results
+from oto.tensile.results_csv import TensileCsvError, read_results
 
 NAMES = [
     "Cijk_Ailk_Bjlk_SB_MT32x32x8_SN_K1_TT4_4_WG8_8_1",

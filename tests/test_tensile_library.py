@@ -7,8 +7,8 @@ from pathlib import Path
 import msgpack
 import pytest
 import yaml
-from oto import solution_fields as sf
-from oto.tensile_library import arch_index_base, build_master_library, read_logic, write_library
+from oto.tensile import solution_fields as sf
+from oto.tensile.native_library import arch_index_base, build_master_library, read_logic, write_library
 
 FAMILIES = {
     "DB_NN": "vega10_Cijk_Ailk_Bljk_DB.yaml",

@@ -21,14 +21,16 @@ from types import SimpleNamespace
 import msgpack
 import pytest
 import yaml
-from oto import legality
 from oto.backends.base import Kernel, Problem
-from oto.backends.tensile import RUNTIME_SCRIPT, TensileBackend, read_solutions, tensile_python_from_path
-from oto.datatypes import PATTERNS, Library
-from oto.logic_writer import logic_file_name, problem_type, solution_entry, write_logic_file
-from oto.tensile_library import build_master_library
-from oto.tensile_package import build_library
-from oto.tensile_params import PARAMS, CandidateError, candidate_id, canonical
+from oto.backends.tensile import TensileBackend
+from oto.gemm import PATTERNS, Library
+from oto.tensile import legality
+from oto.tensile.create_library import build_library
+from oto.tensile.install import RUNTIME_SCRIPT, tensile_python_from_path
+from oto.tensile.logic_writer import logic_file_name, problem_type, solution_entry, write_logic_file
+from oto.tensile.native_library import build_master_library
+from oto.tensile.outputs import read_solutions
+from oto.tensile.params import PARAMS, CandidateError, candidate_id, canonical
 
 ROOT = Path(__file__).resolve().parents[1]
 ORACLE = Path(__file__).with_name("tensile_solution_oracle.py")
@@ -55,7 +57,7 @@ def profile():
     return yaml.safe_load((ROOT / "arch_profiles" / "gfx90c.yaml").read_text())
 
 
-# ---- legality cross-check: oto.legality vs Tensile's own Solution() ----
+# ---- legality cross-check: oto.tensile.legality vs Tensile's own Solution() ----
 
 FAMILIES = ("SB", "DB", "HB", "HHS_BH", "HSS_BH", "SB_GB", "DB_GB", "HB_GB", "HHS_BH_GB", "CB_GB", "ZB_GB")
 # Non-PARAMS parameters worth mutating: the ones the §6 rules read.
@@ -122,9 +124,9 @@ def candidates(vega10_dir: Path, n_mutants: int, seed: int = 7) -> list[tuple[Li
     return out
 
 
-# oto.legality rejects these on purpose where Tensile's Solution() accepts: Tensile checks registers only
-# while it writes the kernel (KernelWriterAssembly overflowedResources), oto rejects a candidate whose VGPR
-# lower bound already exceeds the budget so it is never compiled.
+# oto.tensile.legality rejects these on purpose where Tensile's Solution() accepts: Tensile checks registers
+# only while it writes the kernel (KernelWriterAssembly overflowedResources), oto rejects a candidate whose
+# VGPR lower bound already exceeds the budget so it is never compiled.
 OTO_ONLY = ("VGPRs",)
 
 
@@ -180,14 +182,14 @@ def sgemm_nt():
 @pytest.mark.slow
 def test_emitted_config_assembles_for_gfx90c(tensile_python, asm_cache, profile, tmp_path):
     """The emit stage's config, as written, goes through real Tensile up to the client step."""
-    from oto.stages.emit import render_tensile_config
+    from oto.tensile.benchmark_config import render_benchmark_yaml
 
     lib, ks = sgemm_nt()
 
     deck = SimpleNamespace(name=lib.name, problem_type=problem_type(lib.name))  # what the renderer reads
 
     kernels = [{"id": k.id, "params": k.params, "roles": ["candidate"]} for k in ks[:2]]
-    text = render_tensile_config(deck, profile, 0, kernels, [[256, 256, 1, 256]], 2)
+    text = render_benchmark_yaml(deck, profile, 0, kernels, [[256, 256, 1, 256]], 2)
     cfg = tmp_path / "tensile_config.yaml"
     cfg.write_text(text)
     client = tmp_path / "null-client.sh"

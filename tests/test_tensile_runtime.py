@@ -8,12 +8,14 @@ from pathlib import Path
 
 import pytest
 import yaml
-from oto import envcheck, memory_guard, tensile_runtime
+from oto import backends, environment
 from oto.backends.base import Kernel, Launch, MeasurePlan, Problem, Sample, Size
-from oto.backends.tensile import APU_GLOBAL_PARAMETERS
-from oto.datatypes import Library
-from oto.stages import benchmark
-from oto.tensile_params import candidate_id, canonical
+from oto.gemm import Library
+from oto.hardware import detect, memory
+from oto.measurement import benchmarking
+from oto.tensile import runtime as tensile_runtime
+from oto.tensile.benchmark_config import APU_GLOBAL_PARAMETERS
+from oto.tensile.params import candidate_id, canonical
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -88,7 +90,7 @@ def test_null_client_writes_an_empty_results_file(tmp_path):
     rc = subprocess.run(
         [
             sys.executable,
-            str(ROOT / "workflow" / "oto" / "tensile_runtime.py"),
+            str(ROOT / "workflow" / "oto" / "tensile" / "runtime.py"),
             "null-client",
             "--config-file",
             str(ini),
@@ -98,10 +100,10 @@ def test_null_client_writes_an_empty_results_file(tmp_path):
 
 
 def test_override_and_auto_backend(monkeypatch):
-    assert envcheck.override_arch("9.0.0") == "gfx900"
-    assert envcheck.override_arch("9.0.12") == "gfx90c"
-    assert envcheck.override_arch("10.3.0") == "gfx1030"
-    assert envcheck.override_arch("bogus") is None
+    assert detect.override_arch("9.0.0") == "gfx900"
+    assert detect.override_arch("9.0.12") == "gfx90c"
+    assert detect.override_arch("10.3.0") == "gfx1030"
+    assert detect.override_arch("bogus") is None
     profile = {"arch": "gfx90c"}
     gpu = {
         "agents": ["gfx90c"],
@@ -110,21 +112,21 @@ def test_override_and_auto_backend(monkeypatch):
         "override": "9.0.0",
         "source": "x",
     }
-    monkeypatch.setattr(envcheck, "detect_gpu", lambda env=None: gpu)
+    monkeypatch.setattr(backends, "detect_gpu", lambda env=None: gpu)
     monkeypatch.delenv("OTO_TENSILE_PYTHON", raising=False)
     monkeypatch.setenv("PATH", "/nonexistent")
-    assert envcheck.auto_backend(profile, {}) == ("sim", "GPU gfx90c found but Tensile is not installed")
-    assert envcheck.auto_backend(profile, {"python": sys.executable})[0] == "tensile"
-    assert envcheck.auto_backend({"arch": "gfx1030"}, {"python": sys.executable})[0] == "sim"
-    monkeypatch.setattr(envcheck, "detect_gpu", lambda env=None: {**gpu, "physical": None, "agents": []})
-    assert envcheck.auto_backend(profile, {"python": sys.executable})[0] == "sim"
+    assert backends.auto_backend(profile, {}) == ("sim", "GPU gfx90c found but Tensile is not installed")
+    assert backends.auto_backend(profile, {"python": sys.executable})[0] == "tensile"
+    assert backends.auto_backend({"arch": "gfx1030"}, {"python": sys.executable})[0] == "sim"
+    monkeypatch.setattr(backends, "detect_gpu", lambda env=None: {**gpu, "physical": None, "agents": []})
+    assert backends.auto_backend(profile, {"python": sys.executable})[0] == "sim"
 
 
 def test_env_report_never_prints_the_key(monkeypatch, capsys):
     monkeypatch.setenv("ANTHROPIC_API_KEY", "sk-secret-value")
     monkeypatch.delenv("OTO_TENSILE_PYTHON", raising=False)
     monkeypatch.chdir(ROOT)
-    assert envcheck.main([]) == 0
+    assert environment.main([]) == 0
     out = capsys.readouterr().out
     assert "sk-secret" not in out and "ANTHROPIC_API_KEY set" in out and "backend auto →" in out
 
@@ -139,8 +141,8 @@ def profile():
 
 def test_memory_guard_skips_sizes_that_do_not_fit(profile):
     lib = Library.parse("Cijk_Ailk_Bljk_DB")
-    assert memory_guard.footprint_bytes(lib, 1024, 1024, 1, 1024) == 4 * 1024 * 1024 * 8
-    too = memory_guard.oversize(lib, [[8192, 8192, 1, 8192], [2048, 2048, 4, 2048]], profile)
+    assert memory.footprint_bytes(lib, 1024, 1024, 1, 1024) == 4 * 1024 * 1024 * 8
+    too = memory.oversize(lib, [[8192, 8192, 1, 8192], [2048, 2048, 4, 2048]], profile)
     assert set(too) == {0} and "usable device memory 1.50 GiB" in too[0]
 
 
@@ -164,7 +166,7 @@ def test_benchmark_stage_applies_the_guard_for_every_backend(profile, tmp_path):
     sizes = [Size(256, 256, 1, 256), Size(8192, 8192, 1, 8192)]
     launches = [Launch(k.id, "candidate", s, r) for r in range(2) for s in (1, 0)]
     rec = _Recorder()
-    df = benchmark.measure_frame(
+    df = benchmarking.measure_frame(
         rec,
         Problem(Library.parse("Cijk_Ailk_Bljk_DB"), profile, {}),
         MeasurePlan({k.id: k}, sizes, launches),
@@ -182,8 +184,8 @@ def test_benchmark_stage_applies_the_guard_for_every_backend(profile, tmp_path):
 def test_emitted_config_matches_the_backend_settings(profile):
     from types import SimpleNamespace
 
-    from oto.logic_writer import problem_type
-    from oto.stages.emit import render_tensile_config
+    from oto.tensile.benchmark_config import render_benchmark_yaml
+    from oto.tensile.logic_writer import problem_type
 
     Deck = SimpleNamespace(name="Cijk_Ailk_Bjlk_SB", problem_type=problem_type("Cijk_Ailk_Bjlk_SB"))
 
@@ -194,7 +196,7 @@ def test_emitted_config_matches_the_backend_settings(profile):
     kernels = [{"id": candidate_id(p), "params": p, "roles": ["candidate"]} for p in ks]
     ref = {"id": "kref", "params": ks[0], "roles": ["reference"]}
     doc = yaml.safe_load(
-        render_tensile_config(Deck, profile, 1, [*kernels, ref], [[64, 64, 1, 64], [128, 96, 2, 32]], 3)
+        render_benchmark_yaml(Deck, profile, 1, [*kernels, ref], [[64, 64, 1, 64], [128, 96, 2, 32]], 3)
     )
     g = doc["GlobalParameters"]
     for key, value in APU_GLOBAL_PARAMETERS.items():

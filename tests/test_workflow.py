@@ -15,8 +15,9 @@ import msgpack
 import pandas as pd
 import pytest
 import yaml
-from oto import registry
-from oto.tensile_params import candidate_id, canonical
+from oto.registry.records import TOPUP
+from oto.run.lock import LOCK_FILE, acquire_run_lock
+from oto.tensile.params import candidate_id, canonical
 from workflow_helpers import FAST_CONFIG, job_counts, make_workdir, snakemake
 
 pytestmark = pytest.mark.slow
@@ -54,6 +55,23 @@ def test_dry_run_plans_every_stage_per_generation(tmp_path):
 def test_lint_is_clean():
     proc = snakemake(Path(__file__).resolve().parents[1], "--lint")
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+
+
+def test_parsing_takes_no_lock_and_a_second_run_is_refused(tmp_path):
+    work = make_workdir(tmp_path, FAST_CONFIG)
+    for args in (("-n", TARGET), ("--lint",)):
+        proc = snakemake(work, *args)
+        assert proc.returncode == 0, proc.stderr[-3000:]
+    assert not (work / LOCK_FILE).exists(), "a dry-run or lint took the run lock"
+    fd = acquire_run_lock(work)  # a live run holds the folder
+    try:
+        assert snakemake(work, "-n", TARGET).returncode == 0  # dry-runs beside a live run are fine
+        proc = snakemake(work, "--cores", "1", TARGET)
+        assert proc.returncode != 0
+        assert f"another oto run (pid {os.getpid()}) is running in" in proc.stderr
+        assert not (work / "results").exists(), "the refused run wrote results"
+    finally:
+        os.close(fd)
 
 
 def test_main_job_outputs(finished_run):
@@ -210,7 +228,7 @@ def test_a_fresh_run_in_the_same_results_folder_starts_from_the_registry(finishe
     proc = snakemake(work, "--cores", "2", "results/gfx90c/Cijk_Ailk_Bljk_DB/final.yaml")
     assert proc.returncode == 0, proc.stderr[-4000:]
     gen0 = yaml.safe_load((lib / "gen0" / "proposals.yaml").read_text())
-    topped = [p for p in gen0["proposals"] if p["proposer"] == registry.TOPUP]
+    topped = [p for p in gen0["proposals"] if p["proposer"] == TOPUP]
     assert topped, gen0["proposals"]
     after = pd.read_csv(lib / "gen0" / "samples.csv").query("role == 'candidate'")
     topup_ids = {candidate_id(canonical(p["params"])) for p in topped}

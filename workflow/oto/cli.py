@@ -14,6 +14,10 @@ def main(argv: list[str] | None = None) -> int:
         "env": ("report GPU, ROCm, Tensile, compilers, client, API key and the auto backend", _env),
         "replay": ("score a search strategy on a recorded Kernel Tuner cache", _replay),
         "registry": ("query the experiment registry or export it as Kernel Tuner T4", _registry),
+        "strategies": (
+            "list the search strategies and their options (config search.strategy/options)",
+            _strategies,
+        ),
     }
     if not argv or argv[0] in ("-h", "--help"):
         print(f"oto {oto.__version__}\n\nusage: oto COMMAND [...]\n")
@@ -30,7 +34,7 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _deck_manifest(argv: list[str]) -> int:
-    from oto.deck import manifest_main
+    from oto.deck.sources import manifest_main
 
     return manifest_main(argv)
 
@@ -39,19 +43,32 @@ def _replay(argv: list[str]) -> int:
     import os
 
     os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")  # before numpy loads: small GP solves, no contention
-    from oto.replay import main
+    from oto.search.replay_scorer import main
 
     return main(argv)
 
 
 def _registry(argv: list[str]) -> int:
-    from oto.registry import main
+    from oto.registry.export import main
 
     return main(argv)
 
 
+def _strategies(argv: list[str]) -> int:
+    import argparse
+
+    argparse.ArgumentParser(
+        prog="oto strategies",
+        description="Print every search strategy with its options, their defaults and what they do.",
+    ).parse_args(argv)
+    from oto.search.strategies import describe
+
+    print(describe())
+    return 0
+
+
 def _env(argv: list[str]) -> int:
-    from oto.envcheck import main
+    from oto.environment import main
 
     return main(argv)
 

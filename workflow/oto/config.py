@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copy
+import functools
 import json
 from collections.abc import Mapping
 from pathlib import Path
@@ -31,9 +32,43 @@ def _fill_defaults(schema: Mapping[str, Any], data: dict[str, Any]) -> None:
             _fill_defaults(sub, data[key])
 
 
+@functools.cache
+def _schema_text() -> str:
+    return SCHEMA_PATH.read_text()
+
+
+def config_schema() -> dict[str, Any]:
+    return json.loads(_schema_text())
+
+
+def config_defaults(block: str) -> dict[str, Any]:
+    """The schema's defaults of one config block (``sim``, ``tensile``, ``agent``…), nested blocks filled:
+    the one place a default is stated. Code that takes settings without a validated config starts here."""
+    schema = config_schema()
+    sub = schema["properties"][block]
+    data: dict[str, Any] = {}
+    _fill_defaults(sub, data)
+    return data
+
+
+def config_with_defaults(config: Mapping[str, Any]) -> dict[str, Any]:
+    """A copy of a (possibly partial, unvalidated) config with every schema default filled in."""
+    data = copy.deepcopy(dict(config))
+    _fill_defaults(config_schema(), data)
+    return data
+
+
+def config_block(config: Mapping[str, Any], block: str) -> dict[str, Any]:
+    """``config[block]`` with the schema's defaults filled in (nested blocks too), for code handed a partial
+    config (tests, benchmarks, tools); a validated config already carries them."""
+    data = copy.deepcopy(dict(config.get(block) or {}))
+    _fill_defaults(config_schema()["properties"][block], data)
+    return data
+
+
 def validate_config(config: Mapping[str, Any], source: str = "config") -> dict[str, Any]:
     """Return a validated copy of ``config`` with defaults filled in."""
-    schema = json.loads(SCHEMA_PATH.read_text())
+    schema = config_schema()
     data = copy.deepcopy(dict(config))
     errors = sorted(jsonschema.Draft202012Validator(schema).iter_errors(data), key=lambda e: list(e.path))
     if errors:

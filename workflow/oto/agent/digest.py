@@ -10,8 +10,8 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from oto.ceilings import family_peak_gflops
-from oto.datatypes import Library
+from oto.gemm import Library
+from oto.hardware.ceilings import family_peak_gflops
 
 MAX_TRIED = 48
 MAX_SIZES = 64

@@ -2,7 +2,7 @@
 
 Never raises for anything the API or the reply does: every failure (no budget, HTTP errors after retries,
 timeouts, an unusable reply) comes back as an Outcome with status 'failed' and a reason, and the caller fills
-the generation with the symbolic strategy.
+the generation with the configured search strategy.
 """
 
 from __future__ import annotations
@@ -19,8 +19,8 @@ from oto.agent.audit import AuditLog, Redactor, read
 from oto.agent.client import CallFailed, call
 from oto.agent.ledger import Ledger, LedgerError
 from oto.agent.settings import AgentSettings
-from oto.agent.space import Space
 from oto.agent.validate import UnusableReply, clean_text, tool_input, validate
+from oto.search.space import Space
 
 _CHARS_PER_TOKEN = 3.0  # conservative: over-estimates tokens for JSON-heavy prompts
 
@@ -134,7 +134,7 @@ def _settings_record(s: AgentSettings) -> dict[str, Any]:
     }
 
 
-def replay(audit_path: Path, space: Space, seen: set[str] | frozenset[str], n: int):
+def revalidate_audit(audit_path: Path, space: Space, seen: set[str] | frozenset[str], n: int):
     """Re-validate the last recorded reply of an audit log offline (review a run, or re-check it against a
     changed validator) without calling the API. Returns oto.agent.validate.Validated."""
     replies = [r for r in read(audit_path) if r.get("event") == "reply"]

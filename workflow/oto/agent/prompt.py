@@ -7,7 +7,7 @@ import json
 from collections.abc import Mapping
 from typing import Any
 
-from oto.agent.space import Space
+from oto.search.space import Space
 
 TOOL_NAME = "propose_kernels"
 RATIONALE_MAX = 400
@@ -33,8 +33,8 @@ Rules:
 
 def tool_schema(space: Space, n: int) -> dict[str, Any]:
     props: dict[str, Any] = {}
-    for name, p in space.params.items():
-        sample = p.values[0]
+    for p in space.parameters:
+        name, sample = p.name, p.values[0]
         if isinstance(sample, tuple):
             axes = [sorted({v[i] for v in p.values}) for i in range(len(sample))]
             props[name] = {
@@ -78,14 +78,15 @@ def tool_schema(space: Space, n: int) -> dict[str, Any]:
 
 def _param_table(space: Space) -> str:
     lines = []
-    for name, p in space.params.items():
+    for p in space.parameters:
+        name = p.name
         vals = [list(v) if isinstance(v, tuple) else v for v in p.values]
         if isinstance(p.values[0], tuple):
             axes = [sorted({v[i] for v in p.values}) for i in range(len(p.values[0]))]
             legal = f"each axis from {axes} (only listed combinations are legal: {len(vals)} of them)"
         else:
             legal = json.dumps(vals)
-        default = list(p.default) if isinstance(p.default, tuple) else p.default
+        default = list(p.default_value) if isinstance(p.default_value, tuple) else p.default_value
         lines.append(f"- {name}: {p.doc}. Legal: {legal}. Default: {json.dumps(default)}.")
     return "\n".join(lines)
 
@@ -103,7 +104,7 @@ def system_blocks(space: Space, hardware: Mapping[str, Any], n: int) -> list[dic
     """Static per (space, arch): cached with cache_control so every generation after the first reads it."""
     text = (
         INSTRUCTIONS.format(n=n, tool=TOOL_NAME)
-        + f"\nParameter space `{space.name}` (semantics and legal values):\n"
+        + f"\nParameter space `{space.kind}` (semantics and legal values):\n"
         + _param_table(space)
         + "\n\nHardware (arch profile and ceilings):\n<hardware>\n"
         + quote(hardware)

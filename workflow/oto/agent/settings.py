@@ -7,7 +7,10 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-DEFAULT_MODEL = "claude-sonnet-5-5"
+from oto.config import config_block, config_defaults
+
+_DEFAULTS = config_defaults("agent")  # the config schema states every default
+DEFAULT_MODEL: str = _DEFAULTS["model"]
 KEY_ENV = "ANTHROPIC_API_KEY"
 
 # USD per million tokens: input, output, 5-minute cache write, cache read (platform.claude.com pricing).
@@ -21,40 +24,42 @@ PRICES: Mapping[str, tuple[float, float, float, float]] = {
 }
 _WORST_PRICE = (10.0, 50.0, 12.5, 1.0)
 
-NO_KEY_MESSAGE = (
-    f"oto agent: {KEY_ENV} is not set; proposals come from the symbolic strategy only "
-    "(set the key to let Claude propose part of each generation)"
-)
+
+def no_key_message(strategy: str) -> str:
+    """Said once per run when the agent is on in the config but has no key."""
+    return (
+        f"oto agent: {KEY_ENV} is not set; proposals come from the {strategy} strategy only "
+        "(set the key to let Claude propose part of each generation)"
+    )
 
 
 @dataclass(frozen=True)
 class AgentSettings:
-    provider: str = "anthropic"  # anthropic | none
+    provider: str = _DEFAULTS["provider"]  # anthropic | none
     model: str = DEFAULT_MODEL
-    proposals: int = 4  # agent slots per generation; the symbolic strategy fills the rest
-    max_tokens_per_run: int = 2_000_000  # input + output tokens, all jobs of a results folder together
-    max_usd_per_run: float = 5.0
-    max_output_tokens: int = 8000
-    timeout_s: float = 120.0
-    max_retries: int = 4
-    backoff_s: float = 2.0
-    base_url: str | None = None  # e.g. a gateway; None: the SDK default
+    proposals: int = _DEFAULTS["proposals_per_generation"]  # the strategy fills the other slots
+    max_tokens_per_run: int = _DEFAULTS["budget"]["tokens"]  # all jobs of a results folder together
+    max_usd_per_run: float = _DEFAULTS["budget"]["usd"]
+    max_output_tokens: int = _DEFAULTS["max_output_tokens"]
+    timeout_s: float = _DEFAULTS["timeout_s"]
+    max_retries: int = _DEFAULTS["max_retries"]
+    backoff_s: float = _DEFAULTS["backoff_s"]
+    base_url: str | None = _DEFAULTS["base_url"]  # e.g. a gateway; None: the SDK default
 
     @classmethod
     def from_config(cls, config: Mapping[str, Any]) -> AgentSettings:
-        a = config.get("agent") or {}
-        d = cls()
+        a = config_block(config, "agent")
         return cls(
-            provider=str(a.get("provider", d.provider)),
-            model=str(a.get("model") or d.model),
-            proposals=int(a.get("proposals_per_generation", d.proposals)),
-            max_tokens_per_run=int(a.get("budget", {}).get("tokens", d.max_tokens_per_run)),
-            max_usd_per_run=float(a.get("budget", {}).get("usd", d.max_usd_per_run)),
-            max_output_tokens=int(a.get("max_output_tokens", d.max_output_tokens)),
-            timeout_s=float(a.get("timeout_s", d.timeout_s)),
-            max_retries=int(a.get("max_retries", d.max_retries)),
-            backoff_s=float(a.get("backoff_s", d.backoff_s)),
-            base_url=a.get("base_url") or None,
+            provider=str(a["provider"]),
+            model=str(a["model"]),
+            proposals=int(a["proposals_per_generation"]),
+            max_tokens_per_run=int(a["budget"]["tokens"]),
+            max_usd_per_run=float(a["budget"]["usd"]),
+            max_output_tokens=int(a["max_output_tokens"]),
+            timeout_s=float(a["timeout_s"]),
+            max_retries=int(a["max_retries"]),
+            backoff_s=float(a["backoff_s"]),
+            base_url=a["base_url"] or None,
         )
 
     def price(self) -> tuple[float, float, float, float]:

@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from oto.agent.prompt import RATIONALE_MAX, TOOL_NAME
-from oto.agent.space import Space
+from oto.search.space import Parameter, Space
 
 _UNPRINTABLE = re.compile(r"[\x00-\x1f\x7f]+")
 
@@ -43,6 +43,54 @@ def tool_input(content: Iterable[Mapping[str, Any]]) -> Mapping[str, Any]:
     raise UnusableReply("reply contains no tool call")
 
 
+def coerce(space: Space, raw: Any) -> tuple[dict[str, Any] | None, str]:
+    """A reply's parameter object → (full configuration, "") or (None, why it was rejected).
+
+    Strict on JSON types: a value is accepted only if it is, exactly, one of the legal values (no strings
+    for numbers, no floats, no booleans for integers, no extra keys); a parameter left out takes its default.
+    """
+    if not isinstance(raw, dict):
+        return None, f"params must be an object, got {type(raw).__name__}"
+    names = {p.name for p in space.parameters}
+    unknown = sorted(str(k) for k in raw if k not in names)
+    if unknown:
+        return None, f"unknown parameter(s): {', '.join(unknown)}"
+    out: dict[str, Any] = {}
+    for p in space.parameters:
+        if p.name not in raw:
+            default = p.default_value
+            out[p.name] = list(default) if isinstance(default, tuple) else default
+            continue
+        value, why = _strict(raw[p.name], p)
+        if why:
+            return None, f"{p.name}: {why}"
+        out[p.name] = value
+    reasons = space.violations(out)
+    if reasons:
+        return None, "illegal: " + "; ".join(reasons)
+    return out, ""
+
+
+def _strict(value: Any, p: Parameter) -> tuple[Any, str]:
+    sample = p.values[0]
+    if isinstance(sample, tuple):
+        if not isinstance(value, list) or not all(type(v) is int for v in value):
+            return None, f"must be a list of integers, got {value!r:.80}"
+        if tuple(value) not in p.values:
+            return None, f"{value!r:.80} is out of range (legal: {_legal_text(p)})"
+        return list(value), ""
+    if type(value) is not type(sample):
+        return None, f"must be {type(sample).__name__}, got {type(value).__name__} {value!r:.80}"
+    if value not in p.values:
+        return None, f"{value!r:.80} is out of range (legal: {_legal_text(p)})"
+    return value, ""
+
+
+def _legal_text(p: Parameter, limit: int = 12) -> str:
+    vals = [list(v) if isinstance(v, tuple) else v for v in p.values]
+    return str(vals if len(vals) <= limit else [*vals[:limit], "..."])
+
+
 def validate(data: Mapping[str, Any], space: Space, seen: set[str] | frozenset[str], n: int) -> Validated:
     """Keep at most ``n`` proposals that are well-formed, legal and new (not in ``seen``, not repeated)."""
     items = data.get("proposals")
@@ -55,12 +103,12 @@ def validate(data: Mapping[str, Any], space: Space, seen: set[str] | frozenset[s
             out.rejected.append({"params": None, "class": "malformed", "reason": "proposal is not an object"})
             continue
         raw = item.get("params")
-        params, why = space.coerce(raw)
+        params, why = coerce(space, raw)
         if params is None:
             cls = "illegal" if why.startswith("illegal") else "invalid"
             out.rejected.append({"params": _shown(raw), "class": cls, "reason": clean_text(why, 600)})
             continue
-        kid = space.key(params)
+        kid = space.id_of(params)
         if kid in seen or kid in taken:
             reason = "already measured" if kid in seen else "repeated within the reply"
             out.rejected.append({"id": kid, "params": params, "class": "duplicate", "reason": reason})

@@ -1,4 +1,8 @@
-"""Measurement backends behind one interface (see :mod:`oto.backends.base`)."""
+"""Measurement backends behind one interface (see :mod:`oto.backends.base`), and which one a run gets.
+
+``backend: auto`` picks ``tensile`` only where a GPU matching the profile's arch is visible *and* Tensile is
+found; otherwise ``sim``. The GPU is checked first, so a machine without one never pays for probing Tensile.
+"""
 
 from __future__ import annotations
 
@@ -6,28 +10,49 @@ from collections.abc import Mapping
 from typing import Any
 
 from oto.backends.base import Backend
+from oto.config import config_with_defaults
+from oto.hardware.detect import detect_gpu
+from oto.tensile.install import tensile_command
 
 BACKENDS = ("sim", "tensile", "replay")
+
+
+def auto_backend(profile: Mapping[str, Any], tensile_cfg: Mapping[str, Any]) -> tuple[str, str]:
+    """(backend, why) for ``backend: auto``."""
+    gpu = detect_gpu()
+    arch = profile["arch"]
+    if not gpu["physical"]:
+        return "sim", "no AMD GPU visible (rocm_agent_enumerator/rocminfo found none)"
+    if arch not in (gpu["physical"], gpu["effective"]):
+        return "sim", f"GPU {gpu['physical']} does not match the profile's arch {arch}"
+    if tensile_command(tensile_cfg) is None:
+        return "sim", f"GPU {gpu['physical']} found but Tensile is not installed"
+    return "tensile", f"GPU {gpu['physical']} and Tensile found"
+
+
+def job_stream(library: str, stage: str) -> str:
+    """The name of one job's stream (``<library>/gen<N>`` or ``<library>/final``): seeded backends draw
+    independent, reproducible noise per stream."""
+    return f"{library}/{stage}"
 
 
 def resolve(config: Mapping[str, Any], profile: Mapping[str, Any], stream: str) -> Backend:
     """Return the configured backend. ``stream`` names the job (library/generation) so that seeded
     backends draw independent, reproducible noise per job."""
-    name = config.get("backend", "auto")
+    config = config_with_defaults(config)
+    name = config["backend"]
     if name == "auto":
-        from oto.envcheck import auto_backend
-
-        name = auto_backend(profile, config.get("tensile") or {})[0]
+        name = auto_backend(profile, config["tensile"])[0]
     if name == "tensile":
         from oto.backends.tensile import TensileBackend
 
-        return TensileBackend(profile, config.get("tensile") or {}, stream=stream)
+        return TensileBackend(profile, config["tensile"], stream=stream)
     if name == "sim":
         from oto.backends.sim import SimBackend
 
-        return SimBackend(profile, config.get("sim", {}), seed=int(config.get("seed", 0)), stream=stream)
+        return SimBackend(profile, config["sim"], seed=int(config["seed"]), stream=stream)
     if name == "replay":
         from oto.backends.replay import ReplayBackend
 
-        return ReplayBackend(config.get("replay") or {}, seed=int(config.get("seed", 0)), stream=stream)
+        return ReplayBackend(config["replay"], seed=int(config["seed"]), stream=stream)
     raise ValueError(f"config field 'backend': unknown backend {name!r} (known: auto, {', '.join(BACKENDS)})")

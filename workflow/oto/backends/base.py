@@ -10,9 +10,12 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
-from oto.datatypes import Library
+from oto.gemm import Library
+
+if TYPE_CHECKING:
+    from oto.deck.model import LibraryDeck
 
 # Outcome classes. A failure is data: it is stored with the kernel and counted, never raised.
 BUILD_OK = "ok"
@@ -84,6 +87,11 @@ class Problem:
     library: Library
     arch: Mapping[str, Any]  # the validated arch profile
     problem_type: Mapping[str, Any]  # Tensile ProblemType dict of the shipped logic file
+
+    @classmethod
+    def of(cls, deck: LibraryDeck, profile: Mapping[str, Any]) -> Problem:
+        """The problem of one library of the deck on the profile's GPU."""
+        return cls(library=Library.parse(deck.name), arch=profile, problem_type=deck.problem_type)
 
 
 class Backend(Protocol):

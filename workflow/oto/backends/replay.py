@@ -19,7 +19,7 @@ from typing import Any
 import numpy as np
 
 from oto.backends.base import BuildResult, Kernel, MeasurePlan, Problem, Sample
-from oto.replay import ReplayCache, load_cache
+from oto.search.tuning_cache import TuningCache, load_cache
 
 
 class ReplayBackend:
@@ -32,7 +32,7 @@ class ReplayBackend:
             raise ValueError(
                 "config field 'replay.cache': required with backend: replay (a Kernel Tuner cache)"
             )
-        self.cache: ReplayCache = load_cache(Path(path))
+        self.cache: TuningCache = load_cache(Path(path))
         self.seed, self.stream = seed, stream
         digest = hashlib.sha256(f"{seed}:{stream}".encode()).digest()
         self.rng = np.random.default_rng(int.from_bytes(digest[:8], "little"))

@@ -1,4 +1,5 @@
-"""The simulated backend: builds and times kernels on :class:`oto.simgpu.SimGPU` plus :class:`NoiseModel`.
+"""The simulated backend: builds and times kernels on the simulated GPU's performance model
+(:mod:`oto.hardware.simulated.performance`) plus its noise model (:mod:`oto.hardware.simulated.noise`).
 
 Every number it returns is ``simulated``. The model and its calibration are in docs/simulator.md.
 """
@@ -13,37 +14,9 @@ from typing import Any
 import numpy as np
 
 from oto.backends.base import BuildResult, Kernel, MeasurePlan, Problem, Sample, Size
-from oto.simgpu import MODEL_VERSION, NoiseModel, SimGPU
-
-# sim_config keys and their defaults. The noise keys go to NoiseModel; see its docstring for their meaning.
-SIM_DEFAULTS: Mapping[str, float] = {
-    "drift": 0.25,  # thermal/DVFS drift amplitude: factor within [1 - drift, 1 + drift]
-    "drift_period_s": 900.0,  # period of the slowest drift component (virtual seconds)
-    "jitter": 0.03,  # log-normal sigma of launch-to-launch jitter
-    "outlier_rate": 0.002,  # probability a launch is 2x-4x slow
-    "outlier_scale": 2.0,  # outlier factor 1 + outlier_scale * U(0.5, 1.5)
-    "hang_rate": 1e-4,  # probability a launch hangs (reported as timeout)
-    "timeout_us": 5e6,  # a hung or longer launch is abandoned after this long
-    "validation_fail_rate": 0.002,  # fraction of configurations that compute wrong results
-    "cooldown_us": 200.0,  # idle time the benchmark leaves between launches (advances the clock)
-    # Log-normal sigma of the core-clock readings each sample carries (as gpu_metrics reports them on an
-    # APU); clock_telemetry 0 leaves them out, as on a backend without a clock observer.
-    "clock_noise": 0.005,
-    "clock_telemetry": 1.0,
-    # Wall-clock seconds slept per simulated second of kernel time (0: return at once). Only for tests that
-    # must interrupt a benchmark in flight; it never changes a number.
-    "pace": 0.0,
-}
-_NOISE_KEYS = (
-    "drift",
-    "drift_period_s",
-    "jitter",
-    "outlier_rate",
-    "outlier_scale",
-    "hang_rate",
-    "timeout_us",
-    "clock_noise",
-)
+from oto.config import config_defaults
+from oto.hardware.simulated.noise import NOISE_KEYS, NoiseModel
+from oto.hardware.simulated.performance import MODEL_VERSION, SimGPU
 
 
 class SimBackend:
@@ -51,12 +24,13 @@ class SimBackend:
     numbers = "simulated"
 
     def __init__(self, profile: Mapping[str, Any], sim_config: Mapping[str, Any], seed: int, stream: str):
-        unknown = sorted(set(sim_config) - set(SIM_DEFAULTS))
+        defaults = config_defaults("sim")  # the config schema states every default
+        unknown = sorted(set(sim_config) - set(defaults))
         if unknown:
             raise ValueError(
-                f"config field 'sim': unknown key(s) {', '.join(unknown)} (known: {', '.join(SIM_DEFAULTS)})"
+                f"config field 'sim': unknown key(s) {', '.join(unknown)} (known: {', '.join(defaults)})"
             )
-        self.settings = {k: float(sim_config.get(k, v)) for k, v in SIM_DEFAULTS.items()}
+        self.settings = {k: float(sim_config.get(k, v)) for k, v in defaults.items()}
         st = self.settings
         if not 0 <= st["validation_fail_rate"] <= 1 or st["cooldown_us"] < 0 or st["pace"] < 0:
             raise ValueError(
@@ -64,7 +38,7 @@ class SimBackend:
             )
         self.seed, self.stream = int(seed), str(stream)
         self.gpu = SimGPU(profile, seed=self.seed)
-        self.noise = NoiseModel(self.seed, self.stream, **{k: self.settings[k] for k in _NOISE_KEYS})
+        self.noise = NoiseModel(self.seed, self.stream, **{k: self.settings[k] for k in NOISE_KEYS})
 
     def provenance(self) -> dict[str, Any]:
         return {

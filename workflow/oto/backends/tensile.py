@@ -12,10 +12,10 @@ Same interface as ``sim`` (:mod:`oto.backends.base`); every number it returns is
   ``compile_error`` (Tensile exited non-zero or timed out; the batch is bisected so one bad kernel does not
   take the others with it).
 - **measure** re-runs the same batch config with the real client (``tensile.prebuilt_client``); Tensile's
-  solution cache matches, so no kernel is regenerated. The results CSV (:mod:`oto.tensile_csv`) columns are
-  mapped to kernels through the solutions YAML; -1 GFlops → ``validation_failed``; rows missing after a
-  client crash → ``crash``; a run killed at ``tensile.timeout_s`` → ``timeout``. Failed batches are bisected
-  and re-run, so the rest of the generation is never lost.
+  solution cache matches, so no kernel is regenerated. The results CSV (:mod:`oto.tensile.results_csv`)
+  columns are mapped to kernels through the solutions YAML; -1 GFlops → ``validation_failed``; rows missing
+  after a client crash → ``crash``; a run killed at ``tensile.timeout_s`` → ``timeout``. Failed batches are
+  bisected and re-run, so the rest of the generation is never lost.
 - **Launch order.** Tensile times all solutions of one problem, then the next, ``NumBenchmarks`` times; the
   plan's launches are answered from that data (seq = plan order). The drift model sees the client's order
   only through the repetitions; this is documented in docs/tensile.md.
@@ -28,288 +28,28 @@ from __future__ import annotations
 import contextlib
 import fcntl
 import hashlib
-import json
 import logging
 import math
 import os
-import re
 import shlex
 import signal
 import subprocess
 import sys
 import time
 from collections.abc import Iterator, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import yaml
 
 from oto.backends.base import BuildResult, Kernel, MeasurePlan, Problem, Sample, Size
-from oto.tensile_csv import TensileCsvError, read_results
-from oto.tensile_defaults import BENCHMARK_PROBLEM_KEYS, TENSILE_MIN_VERSION
+from oto.tensile.benchmark_config import benchmark_config
+from oto.tensile.install import RUNTIME_SCRIPT, Settings, TensileUnavailable, probe
+from oto.tensile.outputs import name_matches, parse_log, read_solutions, solution_matches, solution_name
+from oto.tensile.results_csv import TensileCsvError, read_results
 
 log = logging.getLogger(__name__)
-
-RUNTIME_SCRIPT = Path(__file__).resolve().parents[1] / "tensile_runtime.py"
-
-# GlobalParameters for a consumer APU; the emitted tensile_config.yaml template uses the same values
-# (tests/test_tensile_config.py checks they agree).
-APU_GLOBAL_PARAMETERS: dict[str, Any] = {
-    "MinimumRequiredVersion": TENSILE_MIN_VERSION,
-    "NumElementsToValidate": 128,  # every candidate is validated: a wrong kernel can never win
-    "KernelTime": True,  # device (event) timers
-    "SleepPercent": 50,  # cool-down between data points on a thermally limited APU
-    "NumWarmups": 1,
-    "SyncsPerBenchmark": 1,
-    "EnqueuesPerSync": 1,
-    "DataInitTypeAB": 3,
-    "DataInitTypeC": 3,
-    "CSVExportWinner": True,
-    "CSVMergeSameProblemID": False,
-    "HardwareMonitor": False,  # rocm-smi clocks are not meaningful on an APU
-    "PrintSolutionRejectionReason": True,
-    "ExitOnFails": 0,  # a validation failure is recorded, the batch goes on
-    "Device": 0,
-}
-
-DEFAULTS: dict[str, Any] = {
-    "python": None,  # interpreter with Tensile importable; None: $OTO_TENSILE_PYTHON, else `Tensile` on PATH
-    "command": None,  # full command prefix replacing [python, tensile_runtime.py] (tests, custom wrappers)
-    "prebuilt_client": None,  # tensile_client binary (required to measure)
-    "asm_cache": "results/{arch}/tensile/asmcache.yaml",
-    "timeout_s": 1800,  # per Tensile invocation
-    "batch_size": 64,  # kernels per invocation
-    "max_benchmarks": 20,  # cap on NumBenchmarks per invocation (bounded benchmarking)
-    "compiler_args": ["--cxx-compiler", "hipcc", "--code-object-version", "V4"],
-    "isa": None,  # ISA to assemble for; None: the profile's arch
-}
-
-
-class TensileUnavailable(RuntimeError):
-    pass
-
-
-@dataclass(frozen=True)
-class Settings:
-    command: tuple[str, ...]  # prefix; "tensile" + args are appended
-    prebuilt_client: str | None
-    asm_cache: Path
-    timeout_s: float
-    batch_size: int
-    max_benchmarks: int
-    compiler_args: tuple[str, ...]
-    isa: str
-
-    @classmethod
-    def from_config(cls, tensile_cfg: Mapping[str, Any] | None, profile: Mapping[str, Any]) -> Settings:
-        cfg = {**DEFAULTS, **(tensile_cfg or {})}
-        unknown = sorted(set(cfg) - set(DEFAULTS))
-        if unknown:
-            raise ValueError(f"config field 'tensile': unknown key(s) {', '.join(unknown)}")
-        if cfg["command"]:
-            command = tuple(str(c) for c in cfg["command"])
-        else:
-            python = cfg["python"] or os.environ.get("OTO_TENSILE_PYTHON") or tensile_python_from_path()
-            if not python:
-                raise TensileUnavailable(
-                    "Tensile not found: set config tensile.python or $OTO_TENSILE_PYTHON to the Python that "
-                    "has Tensile installed, or put `Tensile` on PATH"
-                )
-            command = (str(python), str(RUNTIME_SCRIPT))
-        if int(cfg["batch_size"]) < 1 or float(cfg["timeout_s"]) <= 0:
-            raise ValueError("config field 'tensile': batch_size must be >= 1 and timeout_s > 0")
-        return cls(
-            command=command,
-            prebuilt_client=cfg["prebuilt_client"],
-            asm_cache=Path(str(cfg["asm_cache"]).format(arch=profile["arch"])),
-            timeout_s=float(cfg["timeout_s"]),
-            batch_size=int(cfg["batch_size"]),
-            max_benchmarks=int(cfg["max_benchmarks"]),
-            compiler_args=tuple(str(a) for a in cfg["compiler_args"]),
-            isa=str(cfg["isa"] or profile["arch"]),
-        )
-
-
-def tensile_python_from_path() -> str | None:
-    """The interpreter of a `Tensile` console script on PATH (its shebang), if any."""
-    from shutil import which
-
-    exe = which("Tensile")
-    if not exe:
-        return None
-    with contextlib.suppress(OSError, IndexError):
-        first = Path(exe).read_text(errors="replace").splitlines()[0]
-        if first.startswith("#!"):
-            parts = shlex.split(first[2:])
-            return parts[-1] if parts and "python" in parts[-1] else (parts[0] if parts else None)
-    return None
-
-
-# ---------------------------------------------------------------------------------------------- configs
-
-
-def benchmark_config(
-    problem_type: Mapping[str, Any],
-    candidates: Sequence[Mapping[str, Any]],
-    sizes: Sequence[Sequence[int]],
-    architecture: str,
-    benchmarks: int,
-    library_logic: Mapping[str, Any] | None = None,
-) -> dict[str, Any]:
-    """A Tensile benchmark config: the candidates as one Groups fork dimension, exact sizes."""
-    problem = {k: problem_type[k] for k in BENCHMARK_PROBLEM_KEYS if k in problem_type}
-    problem.setdefault("OperationType", "GEMM")
-    doc: dict[str, Any] = {
-        "GlobalParameters": {
-            **APU_GLOBAL_PARAMETERS,
-            "NumBenchmarks": int(benchmarks),
-            "Architecture": architecture,
-        },
-        "BenchmarkProblems": [
-            [
-                problem,
-                {
-                    "BenchmarkCommonParameters": [{"EdgeType": ["ShiftPtr"]}, {"LoopTail": [True]}],
-                    "ForkParameters": [{"Groups": [[_plain(c) for c in candidates]]}],
-                    "BenchmarkFinalParameters": [
-                        {"ProblemSizes": [{"Exact": [int(x) for x in s[:4]]} for s in sizes]}
-                    ],
-                },
-            ]
-        ],
-    }
-    if library_logic is not None:
-        doc["LibraryLogic"] = dict(library_logic)
-    return doc
-
-
-def _plain(params: Mapping[str, Any]) -> dict[str, Any]:
-    return {k: (list(v) if isinstance(v, list | tuple) else v) for k, v in params.items()}
-
-
-# ------------------------------------------------------------------------------------- log/YAML parsing
-
-_OVERFLOW = re.compile(r"(Cijk_[A-Za-z0-9_]+?) overflowed resources\. errorCode=(\d+), msg='([^']*)'")
-
-
-def name_matches(name: str, params: Mapping[str, Any]) -> bool:
-    """Does a Tensile kernel/solution name encode these parameters? (tokens of the full name)"""
-    n = f"_{name}_"
-    tt, wg = params.get("ThreadTile"), params.get("WorkGroup")
-    checks = []
-    if tt:
-        checks.append(f"_TT{tt[0]}_{tt[1]}_")
-    if wg:
-        checks.append(f"_WG{wg[0]}_{wg[1]}_{wg[2] if len(wg) > 2 else 1}_")
-    for key, tok in (
-        ("DepthU", "DU"),
-        ("VectorWidth", "VW"),
-        ("GlobalSplitU", "GSU"),
-        ("PrefetchGlobalRead", "PGR"),
-        ("PrefetchLocalRead", "PLR"),
-        ("WorkGroupMapping", "WGM"),
-        ("InnerUnroll", "IU"),
-    ):
-        if key in params and int(params[key]) >= 0:
-            checks.append(f"_{tok}{int(params[key])}_")
-    if "KernelLanguage" in params:
-        checks.append("_KLA_" if params["KernelLanguage"] == "Assembly" else "_KLS_")
-    return all(c in n for c in checks)
-
-
-def parse_log(text: str) -> tuple[list[tuple[str, list[str]]], list[tuple[str, int, str]]]:
-    """(rejections, overflows) from a Tensile console log.
-
-    rejections: (solution name, its ``reject:`` reasons); overflows: (kernel name, error code, message).
-    Tensile wraps long names at 80 columns; continuation lines are joined."""
-    rejections: list[tuple[str, list[str]]] = []
-    pending: list[str] = []
-    lines = text.splitlines()
-    i = 0
-    while i < len(lines):
-        line = lines[i].strip()
-        if line.startswith("reject:"):
-            pending.append(line[len("reject:") :].strip())
-        elif line.startswith("rejecting solution"):
-            name = line[len("rejecting solution") :].strip()
-            while i + 1 < len(lines) and re.fullmatch(r"[A-Za-z0-9_]+", lines[i + 1].strip() or "#"):
-                i += 1
-                name += lines[i].strip()
-            rejections.append((name, pending))
-            pending = []
-        i += 1
-    flat = text.replace("\n", "")
-    overflows = [(m.group(1), int(m.group(2)), m.group(3)) for m in _OVERFLOW.finditer(flat)]
-    return rejections, overflows
-
-
-_MATCH_KEYS = (
-    "KernelLanguage",
-    "ThreadTile",
-    "WorkGroup",
-    "GlobalSplitU",
-    "PrefetchGlobalRead",
-    "PrefetchLocalRead",
-    "WorkGroupMapping",
-    "InnerUnroll",
-)
-# Keys Tensile may resolve (-1 = auto, or forced by another setting); compared only when explicit.
-_SOFT_KEYS = (
-    "DepthU",
-    "VectorWidth",
-    "GlobalReadVectorWidth",
-    "LdsPadA",
-    "LdsPadB",
-    "StaggerU",
-    "1LDSBuffer",
-)
-
-
-def _norm(v: Any) -> Any:
-    if isinstance(v, bool):
-        return int(v)
-    if isinstance(v, list | tuple):
-        return tuple(_norm(x) for x in v)
-    return v
-
-
-def solution_matches(solution: Mapping[str, Any], params: Mapping[str, Any]) -> bool:
-    """Is this solution (a dict of Tensile's solutions YAML) the one built from ``params``?"""
-    for key in _MATCH_KEYS:
-        if key in params and key in solution and _norm(solution[key]) != _norm(params[key]):
-            return False
-    for key in _SOFT_KEYS:
-        want = params.get(key)
-        if want is None or (isinstance(want, int) and want < 0) or key not in solution:
-            continue
-        if key == "StaggerU" and int(solution[key]) == 0:
-            continue  # Tensile forces StaggerU 0 on asm without buffer loads
-        if _norm(solution[key]) != _norm(want):
-            return False
-    return True
-
-
-def read_solutions(path: Path) -> list[dict[str, Any]]:
-    """The solution dicts of Tensile's ``Data/00_Final.yaml`` (elements [2:]), in CSV column order."""
-    try:
-        doc = yaml.load(path.read_text(), Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))
-    except yaml.YAMLError as exc:
-        raise ValueError(f"{path}: not valid YAML ({exc})") from None
-    if not isinstance(doc, list) or len(doc) < 2:
-        raise ValueError(f"{path}: expected Tensile's solutions list [version, sizes, solution...]")
-    sols = doc[2:]
-    for i, s in enumerate(sols):
-        if not isinstance(s, dict) or "SolutionNameMin" not in s and "ThreadTile" not in s:
-            raise ValueError(f"{path}: element {i + 2} is not a solution dict")
-    return sols
-
-
-def solution_name(sol: Mapping[str, Any]) -> str:
-    return str(sol.get("SolutionNameMin") or sol.get("SolutionName") or "")
-
-
-# -------------------------------------------------------------------------------------------- running
 
 
 @dataclass
@@ -326,13 +66,6 @@ class Run:
     def tail(self, lines: int = 6) -> str:
         keep = [ln.strip() for ln in self.log_text().splitlines() if ln.strip()]
         return " | ".join(keep[-lines:])
-
-
-@dataclass
-class BatchOutcome:
-    solutions: list[dict[str, Any]] = field(default_factory=list)
-    columns: dict[str, int] = field(default_factory=dict)  # kernel id -> CSV column / solution index
-    runs: list[Run] = field(default_factory=list)
 
 
 @contextlib.contextmanager
@@ -357,13 +90,7 @@ class TensileBackend:
     def probe(self) -> dict[str, Any]:
         """Tensile's version and whether it knows the target ISA natively (cached per backend)."""
         if self._probe is None:
-            try:
-                out = subprocess.run(
-                    [*self.settings.command, "probe"], capture_output=True, text=True, timeout=300
-                )
-                self._probe = json.loads(out.stdout.strip().splitlines()[-1]) if out.returncode == 0 else {}
-            except (OSError, subprocess.TimeoutExpired, json.JSONDecodeError, IndexError):
-                self._probe = {}
+            self._probe = probe(self.settings.command) or {}
         return self._probe
 
     def provenance(self) -> dict[str, Any]:

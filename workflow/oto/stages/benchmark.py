@@ -1,158 +1,24 @@
-"""benchmark: race every built candidate at every tuning size, interleaved with the spoof-floor reference.
-
-The launch order is the measurement design: each size's reference kernel is re-timed after every few
-candidates, so the drift model in :mod:`oto.scoring` always has reference samples close in time. Samples
-are spent adaptively (:mod:`oto.racing`): a probe for everyone, then top-ups only where the leader is not
-yet separated from its rivals. samples.csv gets a ``round`` column (0 = probe).
-"""
+"""benchmark: race every built candidate at every tuning size, interleaved with the spoof-floor reference
+(:mod:`oto.measurement.benchmarking`); samples.csv gets a ``round`` column (0 = probe)."""
 
 from __future__ import annotations
 
-import contextlib
-import fcntl
-import hashlib
 import logging
-import tempfile
 from collections import Counter
-from collections.abc import Callable, Iterator, Mapping, Sequence
-from dataclasses import replace
+from collections.abc import Mapping
 from pathlib import Path
 
-import numpy as np
 import pandas as pd
 
-from oto.backends import resolve
-from oto.backends.base import Kernel, Launch, MeasurePlan, Sample, Size
-from oto.datatypes import Library
-from oto.deck import read_library_yaml
+from oto.backends import job_stream, resolve
+from oto.backends.base import Kernel, Problem, Size
+from oto.deck.model import read_library_yaml
 from oto.files import atomic_write_text, read_yaml
-from oto.memory_guard import oversize
-from oto.racing import RaceResult, RaceSettings, race
-from oto.scoring import SAMPLE_COLUMNS, TELEMETRY_COLUMNS
-from oto.stages.common import problem_for, stream_name
-from oto.stages.normalise import score_file
+from oto.gemm import Library
+from oto.measurement.benchmarking import RACE_BOOTSTRAP, run_race
+from oto.measurement.scoring import score_library
 
 log = logging.getLogger(__name__)
-REFERENCE_EVERY = 4  # candidates between two reference launches
-# Resamples per interval inside a race: the decisions only need the interval's ends roughly (the robust
-# t-interval floors them anyway); normalise rescores with the configured count.
-RACE_BOOTSTRAP = 100
-
-
-@contextlib.contextmanager
-def gpu_mutex(device: int = 0) -> Iterator[None]:
-    """Serialise GPU work across processes; the kernel drops the lock even after kill -9."""
-    with open(Path(tempfile.gettempdir()) / f"oto-gpu{device}.lock", "w") as fh:
-        fcntl.flock(fh, fcntl.LOCK_EX)
-        yield
-
-
-def _rng(seed: str) -> np.random.Generator:
-    return np.random.default_rng(int.from_bytes(hashlib.sha256(seed.encode()).digest()[:8], "little"))
-
-
-def interleave_sizes(
-    per_size: Mapping[int, Sequence[str]],
-    reference: Mapping[int, str],
-    repetitions: int,
-    seed: str,
-    rep_offset: int = 0,
-) -> list[Launch]:
-    """Per repetition, visit the sizes in shuffled order; at each size time ref, candidates…, ref, …, ref.
-
-    ``per_size`` names the candidates of each size (racing tops up only the contenders of unresolved
-    sizes); the reference brackets every ``REFERENCE_EVERY`` candidates so drift is sampled close by."""
-    rng = _rng(seed)
-    sizes = sorted(per_size)
-    launches: list[Launch] = []
-    for rep in range(rep_offset, rep_offset + repetitions):
-        for size in rng.permutation(sizes) if sizes else []:
-            size = int(size)
-            ref = reference.get(size)
-            cands = [c for c in per_size[size] if c != ref]
-            order = [str(c) for c in rng.permutation(cands)] if cands else []
-            if ref is not None:
-                launches.append(Launch(ref, "reference", size, rep))
-            for i, kid in enumerate(order, 1):
-                launches.append(Launch(kid, "candidate", size, rep))
-                if ref is not None and (i % REFERENCE_EVERY == 0 or i == len(order)):
-                    launches.append(Launch(ref, "reference", size, rep))
-    return launches
-
-
-def interleave(
-    candidates: Sequence[str], reference: Mapping[int, str], n_sizes: int, repetitions: int, seed: str
-) -> list[Launch]:
-    """Every candidate at every size, ``repetitions`` times (see :func:`interleave_sizes`)."""
-    return interleave_sizes({i: list(candidates) for i in range(n_sizes)}, reference, repetitions, seed)
-
-
-def measure_frame(backend, problem, plan: MeasurePlan, workdir: Path) -> pd.DataFrame:
-    """Run a plan on the backend (holding the GPU lock) and return the samples in the samples.csv layout."""
-    samples = []
-    # Memory guard, for every backend: launches at sizes that do not fit in the device memory are not run.
-    skipped = oversize(problem.library, plan.sizes, problem.arch) if "memory" in problem.arch else {}
-    runnable = [i for i, la in enumerate(plan.launches) if la.size_index not in skipped]
-    if runnable:
-        with gpu_mutex():
-            run_plan = replace(plan, launches=[plan.launches[i] for i in runnable])
-            measured = backend.measure(problem, run_plan, Path(workdir))
-            samples = [replace(s, seq=runnable[s.seq]) for s in measured]
-    for i, la in enumerate(plan.launches):
-        if la.size_index in skipped:
-            reason = skipped[la.size_index]
-            samples.append(
-                Sample(i, la.kernel_id, la.role, la.size_index, la.rep, float("nan"), "too_large", reason)
-            )
-    samples.sort(key=lambda s: s.seq)
-    rows = [
-        (
-            s.seq,
-            s.kernel_id,
-            s.role,
-            s.size_index,
-            *plan.sizes[s.size_index].as_list(),
-            s.rep,
-            s.time_us,
-            s.status,
-            s.reason,
-            backend.numbers,
-            s.clock_mhz,
-        )
-        for s in samples
-    ]
-    return pd.DataFrame(rows, columns=[*SAMPLE_COLUMNS, *TELEMETRY_COLUMNS])
-
-
-def run_race(
-    backend,
-    problem,
-    kernels: Mapping[str, Kernel],
-    sizes: Sequence[Size],
-    candidates: Mapping[int, Sequence[str]],
-    reference: Mapping[int, str],
-    score: Callable[[pd.DataFrame, set[int] | None], pd.DataFrame],
-    config: Mapping,
-    workdir: Path,
-    seed: str,
-) -> RaceResult:
-    """Race (or, with ``benchmark.racing.enabled: false``, time every kernel ``repetitions`` times)."""
-    bench = config["benchmark"]
-    settings = RaceSettings.from_config(bench)
-    if not (bench.get("racing") or {}).get("enabled", True):
-        reps = int(bench["repetitions"])
-        settings = replace(settings, probe_repetitions=reps, max_repetitions=0)
-
-    def plan(per_size, reps, rep_offset, rnd):
-        return interleave_sizes(per_size, reference, reps, f"{seed}:r{rnd}", rep_offset)
-
-    def measure(launches):
-        return measure_frame(backend, problem, MeasurePlan(kernels, sizes, launches), workdir)
-
-    result = race(measure, score, plan, candidates, reference, settings)
-    if not len(result.samples):  # nothing to launch: samples.csv still gets its header
-        result.samples = pd.DataFrame(columns=[*SAMPLE_COLUMNS, *TELEMETRY_COLUMNS, "round"])
-    return result
 
 
 def run(
@@ -169,7 +35,7 @@ def run(
     deck = read_library_yaml(deck_path)
     library = Library.parse(deck.name)
     stage = f"gen{cands['generation']}"
-    backend = resolve(config, profile, stream_name(deck.name, stage))
+    backend = resolve(config, profile, job_stream(deck.name, stage))
     built = {b["id"] for b in build.get("kernels", []) if b["status"] == "ok"}
     kernels = {k["id"]: Kernel(k["id"], k["params"]) for k in cands.get("kernels", []) if k["id"] in built}
     candidates = [k["id"] for k in cands.get("kernels", []) if "candidate" in k["roles"] and k["id"] in built]
@@ -179,12 +45,12 @@ def run(
 
     result = run_race(
         backend,
-        problem_for(deck, profile),
+        Problem.of(deck, profile),
         kernels,
         sizes,
         {i: candidates for i in range(len(sizes))} if candidates or reference else {},
         reference,
-        lambda df, only: score_file(df, library, size_lists, profile, config, only, RACE_BOOTSTRAP),
+        lambda df, only: score_library(df, library, size_lists, profile, config, only, RACE_BOOTSTRAP),
         config,
         workdir,
         f"{config['seed']}:{deck.name}:{stage}",

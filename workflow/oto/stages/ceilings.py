@@ -6,8 +6,8 @@ import logging
 from collections.abc import Mapping
 from pathlib import Path
 
-from oto.ceilings import ceilings_document
 from oto.files import write_yaml
+from oto.hardware.ceilings import ceilings_document
 
 log = logging.getLogger(__name__)
 

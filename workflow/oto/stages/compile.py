@@ -7,10 +7,10 @@ from collections import Counter
 from collections.abc import Mapping
 from pathlib import Path
 
-from oto.backends import resolve
-from oto.deck import read_library_yaml
+from oto.backends import job_stream, resolve
+from oto.backends.base import Kernel, Problem
+from oto.deck.model import read_library_yaml
 from oto.files import read_yaml, write_yaml
-from oto.stages.common import kernels_of, problem_for, stream_name
 
 log = logging.getLogger(__name__)
 
@@ -20,9 +20,9 @@ def run(
 ) -> dict:
     cands = read_yaml(candidates_path)
     deck = read_library_yaml(deck_path)
-    backend = resolve(config, profile, stream_name(deck.name, f"gen{cands['generation']}"))
-    kernels = kernels_of(cands)
-    results = backend.build(problem_for(deck, profile), kernels, Path(workdir)) if kernels else []
+    backend = resolve(config, profile, job_stream(deck.name, f"gen{cands['generation']}"))
+    kernels = [Kernel(k["id"], k["params"]) for k in cands.get("kernels", [])]
+    results = backend.build(Problem.of(deck, profile), kernels, Path(workdir)) if kernels else []
     doc = {
         "library": deck.name,
         "generation": cands["generation"],

@@ -1,7 +1,7 @@
 """finalize: measure the tuned winners on every deck size of the library, against each size's shipped
 solution, and pick the final kernel per size. This is what the logic file and the acceptance report use:
 every size of the deck gets a measured winner, not an extrapolation from the tuning sizes. The finalists
-race like a generation does (:mod:`oto.racing`); each size records why its race stopped."""
+race like a generation does (:mod:`oto.measurement.racing`); each size records why its race stopped."""
 
 from __future__ import annotations
 
@@ -10,26 +10,17 @@ from collections import Counter
 from collections.abc import Mapping
 from pathlib import Path
 
-from oto.backends import resolve
-from oto.backends.base import Kernel, Size
-from oto.datatypes import Library
-from oto.deck import read_library_yaml
+from oto.backends import job_stream, resolve
+from oto.backends.base import Kernel, Problem, Size
+from oto.deck.model import read_library_yaml
 from oto.files import atomic_write_text, read_yaml, write_yaml
-from oto.stages.benchmark import RACE_BOOTSTRAP, run_race
-from oto.stages.common import problem_for, stream_name
-from oto.stages.emit import reference_params
-from oto.stages.normalise import score_file
-from oto.stages.select import measurement_failures, per_size_rows, summarise
-from oto.tensile_params import candidate_id, canonical
+from oto.gemm import Library
+from oto.measurement.benchmarking import RACE_BOOTSTRAP, run_race
+from oto.measurement.scoring import score_library
+from oto.measurement.selection import finalists, measurement_failures, per_size_rows, summarise
+from oto.tensile.params import candidate_id, canonical
 
 log = logging.getLogger(__name__)
-MAX_FINALISTS = 8  # tuned kernels carried into the full-deck measurement, by tuning sizes won
-
-
-def finalists(selection: Mapping) -> dict[str, Mapping]:
-    won = Counter(r["winner"] for r in selection["per_size"] if r.get("winner"))
-    ranked = sorted(won, key=lambda k: (-won[k], k))[:MAX_FINALISTS]
-    return {k: selection["kernels"][k] for k in ranked}
 
 
 def run(
@@ -44,14 +35,14 @@ def run(
     selection = read_yaml(selection_path)
     deck = read_library_yaml(deck_path)
     library = Library.parse(deck.name)
-    backend = resolve(config, profile, stream_name(deck.name, "final"))
-    problem = problem_for(deck, profile)
+    backend = resolve(config, profile, job_stream(deck.name, "final"))
+    problem = Problem.of(deck, profile)
 
     tuned = finalists(selection)
     kernels = {k: Kernel(k, canonical(p)) for k, p in tuned.items()}
     reference: dict[int, str] = {}
     for i in range(len(deck.sizes)):
-        params = canonical(reference_params(deck, i))
+        params = canonical(deck.reference_params(i))
         kid = candidate_id(params)
         reference[i] = kid
         kernels.setdefault(kid, Kernel(kid, params))
@@ -66,14 +57,14 @@ def run(
         sizes,
         {i: [k for k in tuned if k in ok] for i in range(len(sizes))},
         {i: r for i, r in reference.items() if r in ok},
-        lambda df, only: score_file(df, library, size_lists, profile, config, only, RACE_BOOTSTRAP),
+        lambda df, only: score_library(df, library, size_lists, profile, config, only, RACE_BOOTSTRAP),
         config,
         workdir,
         f"{config['seed']}:{deck.name}:final",
     )
     df = race.samples
     atomic_write_text(out_samples, df.to_csv(index=False))
-    scores = score_file(df, library, size_lists, profile, config)
+    scores = score_library(df, library, size_lists, profile, config)
     stops = {i: d.stop for i, d in race.decisions.items()}
     rows = per_size_rows(
         scores,

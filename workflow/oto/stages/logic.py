@@ -6,19 +6,11 @@ import logging
 from collections.abc import Mapping
 from pathlib import Path
 
-from oto.deck import read_library_yaml
+from oto.deck.model import read_library_yaml
 from oto.files import read_yaml
-from oto.logic_writer import solution_entry, write_logic_file
+from oto.tensile.logic_writer import logic_label, solution_entry, write_logic_file
 
 log = logging.getLogger(__name__)
-
-
-def label_of(profile: Mapping, label: str) -> tuple[str, str, list[str]]:
-    """(schedule, architecture, device names) for the chosen label: the tuned arch itself, or gfx900 for a
-    drop-in library that stock rocBLAS loads under HSA_OVERRIDE_GFX_VERSION=9.0.0."""
-    if label == "gfx900":
-        return "vega10", "gfx900", list(profile["tensile"]["device_names"])
-    return profile["tensile"]["logic_prefix"], profile["arch"], list(profile["tensile"]["device_names"])
 
 
 def run(final_path: Path, deck_path: Path, profile: Mapping, label: str, out: Path) -> Path:
@@ -36,7 +28,7 @@ def run(final_path: Path, deck_path: Path, profile: Mapping, label: str, out: Pa
         index = order.setdefault(r["winner"], len(order))
         rows.append((list(deck.sizes[r["size_index"]]), index, float(r["gflops"])))
     solutions = [solution_entry(deck.problem_type, final["kernels"][kid], i) for kid, i in order.items()]
-    schedule, arch, devices = label_of(profile, label)
+    schedule, arch, devices = logic_label(profile, label)
     write_logic_file(
         out,
         problem_type=deck.problem_type,

@@ -1,91 +1,26 @@
-"""mutate: the evidence so far → next generation's proposals (symbolic strategy; the agent rule reuses this
-contract). A converged library gets a frozen, empty proposal file and costs nothing downstream."""
+"""mutate: the evidence so far → next generation's proposals: the agent's (when it runs), deliberate
+top-ups, and the configured search strategy's for the remaining slots. A converged library gets a frozen,
+empty proposal file and costs nothing downstream."""
 
 from __future__ import annotations
 
 import dataclasses
 import logging
-from collections import Counter
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from oto import legality, registry
-from oto.agent.stage import agent_proposals, ledger_path, proposal_entries
-from oto.datatypes import Library
-from oto.deck import LibraryDeck, read_library_yaml
+from oto.agent.proposals import agent_proposals, ledger_path, proposal_entries
+from oto.deck.model import read_library_yaml
+from oto.deck.tuning_sizes import tuning_indices
 from oto.files import read_yaml, write_yaml
-from oto.sizes import tuning_indices
-from oto.strategies import Evidence, Observation, make_strategy
-from oto.tensile_params import candidate_id, canonical
+from oto.gemm import Library
+from oto.registry.transfer import knowledge
+from oto.search.evidence import evidence_for, topups
+from oto.search.strategies import make_strategy
+from oto.tensile.params import candidate_id
 
 log = logging.getLogger(__name__)
-PRIOR_KEPT = 48  # family kernels transferred as prior evidence
-TOPUPS = 2
-
-
-def shipped_seeds(deck: LibraryDeck, count: int) -> list[dict[str, Any]]:
-    """Shipped solutions used at the tuning sizes, most used first (ties: lower solution index)."""
-    use = Counter(int(deck.shipped[i][0]) for i in tuning_indices(deck.sizes, count))
-    order = sorted(use, key=lambda pos: (-use[pos], pos))
-    return [canonical(deck.solutions[pos]["params"]) for pos in order]
-
-
-def evidence_for(
-    deck: LibraryDeck,
-    generation: int,
-    selection: Mapping | None,
-    profile: Mapping,
-    config: Mapping,
-    know: registry.Knowledge | None = None,
-) -> Evidence:
-    """This run's evidence plus, when a registry store exists, what earlier runs learned: their
-    measurements of this library, the kernels never to measure again, and the family's other patterns."""
-    library = Library.parse(deck.name)
-    limits = legality.Limits.from_profile(profile)
-    obs = [
-        Observation(
-            o["id"],
-            o["params"],
-            o.get("score"),
-            int(o.get("sizes_won", 0)),
-            o.get("failure", ""),
-            o.get("failure_reason", ""),
-        )
-        for o in (selection or {}).get("observations", [])
-    ]
-    seen = set((selection or {}).get("measured", []))
-    prior: list[Observation] = []
-    if know is not None:
-        have = {o.kernel_id for o in obs}
-        obs += [Observation(k["id"], k["params"], k["score"]) for k in know.own if k["id"] not in have]
-        obs.sort(key=lambda o: -(o.score or 0.0))
-        seen |= know.measured | know.rejected
-        prior = [Observation(k["id"], k["params"], k["score"]) for k in know.family[:PRIOR_KEPT]]
-    return Evidence(
-        library=library,
-        generation=generation,
-        observations=obs,
-        seeds=shipped_seeds(deck, int(config["benchmark"]["tuning_sizes"])),
-        seen=frozenset(seen),
-        is_legal=lambda p: legality.check(library, p, limits).valid,
-        prior=prior,
-    )
-
-
-def topups(know: registry.Knowledge | None, generation: int, count: int = TOPUPS) -> list[dict[str, Any]]:
-    """Deliberate re-measurements: a fresh run re-measures the registry's best kernels of this library
-    once (gen0), so they compete under this run's conditions instead of being forgotten."""
-    if know is None or generation != 0:
-        return []
-    return [
-        {
-            "params": k["params"],
-            "proposer": registry.TOPUP,
-            "rationale": f"registry: best earlier kernel (score {k['score']:.3g}), re-measured in this run",
-        }
-        for k in know.own[:count]
-    ]
 
 
 def run(
@@ -112,15 +47,16 @@ def run(
         write_yaml(out_proposals, doc)
         log.info("%s gen%d: frozen (%s)", deck.name, generation, doc["reason"])
         return doc
-    strategy = make_strategy(config["search"]["strategy"], int(config["seed"]))
+    strategy = make_strategy(config["search"]["strategy"], int(config["seed"]), config["search"]["options"])
     sizes = [deck.sizes[i] for i in tuning_indices(deck.sizes, int(config["benchmark"]["tuning_sizes"]))]
-    know = registry.knowledge(Path(out_proposals).parents[2], profile["arch"], deck.name, config, sizes)
+    know = knowledge(Path(out_proposals).parents[2], profile["arch"], deck.name, config, sizes)
     evidence = evidence_for(deck, generation, selection, profile, config, know)
     slots = int(config["search"]["candidates_per_generation"])
     top = topups(know, generation)
-    # The agent takes its slots first; whatever it leaves empty or loses to validation goes symbolic.
+    # The agent takes its slots first; whatever it leaves empty or loses to validation goes to the strategy.
     agent = agent_proposals(
-        evidence.library, generation, selection, evidence.seeds, evidence.seen, profile, config, slots,
+        Library.parse(deck.name), evidence.space, generation, selection, evidence.seeds, evidence.seen,
+        profile, config, slots,
         ledger_path(Path(out_proposals).parents[2]), agent_audit, previous_build, previous_candidates,
     )  # fmt: skip
     taken = {candidate_id(p["params"]) for p in agent.proposals}

@@ -2,7 +2,7 @@
 
 Where Tensile is installed (``package.create_library``: auto), TensileCreateLibrary also builds the code
 objects rocBLAS needs into ``results/<arch>/library/`` (lazy, separate architectures, msgpack; see
-:mod:`oto.tensile_package`); ``library/manifest.yaml`` says which files were built, or why none were.
+:mod:`oto.tensile.create_library`); ``library/manifest.yaml`` says which files were built, or why none were.
 """
 
 from __future__ import annotations
@@ -14,9 +14,9 @@ from pathlib import Path
 import yaml
 
 from oto.files import atomic_write_text
-from oto.stages.logic import label_of
-from oto.tensile_library import build_master_library, write_library
-from oto.tensile_package import build_library
+from oto.tensile.create_library import build_library
+from oto.tensile.logic_writer import logic_label
+from oto.tensile.native_library import build_master_library, write_library
 
 log = logging.getLogger(__name__)
 
@@ -30,7 +30,7 @@ def run(
     tensile_cfg: Mapping | None = None,
     create_library: str = "auto",
 ) -> Path:
-    prefix, arch, _ = label_of(profile, label)
+    prefix, arch, _ = logic_label(profile, label)
     library = build_master_library([Path(p) for p in logic_paths], arch=arch)
     write_library(library, out)
     log.info(

@@ -1,0 +1,160 @@
+"""Performance ceilings of an arch profile: theoretical peaks per datatype and a roofline per problem size.
+
+Selection compares kernels against the roofline (``pct_ceiling``): no kernel beats the peak of its rate class
+or moves its compulsory bytes faster than the sustained memory bandwidth.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Mapping
+from pathlib import Path
+
+import numpy as np
+
+from oto.gemm import Family
+
+# The 13 family codes of rocBLAS's vega10 deck, then strided families we also ceiling for completeness.
+VEGA10_FAMILIES = (
+    "SB", "DB", "HB", "HHS_BH", "HSS_BH", "SB_GB", "DB_GB", "HB_GB", "HHS_BH_GB", "CB_GB", "ZB_GB", "SBIc",
+    "SBIIc",
+)  # fmt: skip
+EXTRA_FAMILIES = ("CB", "ZB", "BBS_BH", "I8II_BH")
+
+# Workload classes reported in ceilings.yaml, each named by a representative family (which fixes its rate
+# class and whether it is complex).
+WORKLOADS = {
+    "fp32": "SB",
+    "bf16": "BBS_BH",
+    "complex_fp32": "CB",
+    "fp16_hpa": "HHS_BH",
+    "fp16_packed": "HB",
+    "fp64": "DB",
+    "complex_fp64": "ZB",
+    "int8": "I8II_BH",
+}
+EXAMPLE_FAMILIES = ("SB", "DB", "HB", "HHS_BH")
+EXAMPLE_SIZES = tuple(2**e for e in range(6, 14))  # 64 .. 8192
+
+
+def _family(family: Family | str) -> Family:
+    return family if isinstance(family, Family) else Family.parse(family)
+
+
+def _lane_flops_per_clock(profile: Mapping) -> int:
+    """FP32 flops per clock of the whole GPU: every lane retires one FMA (2 flops) per clock."""
+    return profile["compute_units"] * profile["simds_per_cu"] * profile["lanes_per_simd"] * 2
+
+
+def theoretical_gflops(profile: Mapping, rate_class: str) -> float:
+    """Peak GFLOPS (GOPS for integers) of one rate class: CUs * SIMDs * lanes * 2 * GHz * rate."""
+    rates = profile["rates"]
+    if rate_class not in rates:
+        raise ValueError(f"unknown rate class {rate_class!r}; the profile has {sorted(rates)}")
+    return _lane_flops_per_clock(profile) * profile["clock_mhz"] / 1000.0 * rates[rate_class]
+
+
+def family_peak_gflops(profile: Mapping, family: Family | str) -> float:
+    # A complex MAC is 4 real FMAs and we count it as 8 flops, so complex families peak at their base rate.
+    return theoretical_gflops(profile, _family(family).rate_class)
+
+
+def gemm_bytes(family: Family | str, m, n, batch, k):
+    """Compulsory DRAM traffic: A and B read once, C read (beta) and D written once."""
+    f = _family(family)
+    m, n, batch, k = (np.asarray(x, dtype=np.float64) for x in (m, n, batch, k))
+    return batch * ((m * k + k * n) * f.a.bytes + m * n * f.dest.bytes * 2)
+
+
+def roofline_gflops(profile: Mapping, family: Family | str, m, n, batch, k):
+    """Attainable GFLOPS of one problem: min(peak, flops / compulsory bytes * sustained bandwidth).
+
+    Accepts scalars (returns a float) or numpy-broadcastable arrays (returns an array).
+    """
+    f = _family(family)
+    sizes = [np.asarray(x, dtype=np.float64) for x in (m, n, batch, k)]
+    if any(np.any(s < 1) for s in sizes):
+        raise ValueError("GEMM sizes m, n, batch, k must all be >= 1")
+    flops = f.flops_per_mac * sizes[0] * sizes[1] * sizes[2] * sizes[3]
+    intensity = flops / gemm_bytes(f, *sizes)
+    # GB/s * flops/byte = GFLOP/s.
+    ceiling = np.minimum(
+        family_peak_gflops(profile, f), intensity * profile["memory"]["sustained_bandwidth_gbs"]
+    )
+    return float(ceiling) if ceiling.ndim == 0 else ceiling
+
+
+def ridge_point(profile: Mapping, rate_class: str) -> float:
+    """Arithmetic intensity (flops per byte) above which a problem is compute-bound."""
+    return theoretical_gflops(profile, rate_class) / profile["memory"]["sustained_bandwidth_gbs"]
+
+
+def _formula(profile: Mapping, family: Family) -> str:
+    rate = profile["rates"][family.rate_class]
+    integer = family.rate_class.startswith("int")
+    unit, per_mac = ("GOPS", "2 ops/MAC") if integer else ("GFLOPS", "2 flops/FMA")
+    note = " (complex MAC = 4 FMAs counted as 8 flops)" if family.a.complex else ""
+    return (
+        f"{profile['compute_units']} CU x {profile['simds_per_cu']} SIMD x {profile['lanes_per_simd']} lanes"
+        f" x {per_mac} x {profile['clock_mhz'] / 1000:g} GHz x rate {rate:g} ({family.rate_class})"
+        f" = {family_peak_gflops(profile, family):.1f} {unit}{note}"
+    )
+
+
+def ceilings_document(profile: Mapping, profile_source: str | Path | None = None) -> dict:
+    """Content of ``results/<arch>/ceilings.yaml``; a given profile file is recorded with its sha256."""
+    source = None
+    if profile_source is not None:
+        path = Path(profile_source)
+        source = {"path": str(path), "sha256": hashlib.sha256(path.read_bytes()).hexdigest()}
+
+    theoretical = {}
+    for workload, code in WORKLOADS.items():
+        f = Family.parse(code)
+        theoretical[workload] = {
+            "gflops": round(family_peak_gflops(profile, f), 3),
+            "unit": "GOPS" if f.rate_class.startswith("int") else "GFLOPS",
+            "rate_class": f.rate_class,
+            "formula": _formula(profile, f),
+        }
+
+    families = {}
+    for code in VEGA10_FAMILIES + EXTRA_FAMILIES:
+        f = Family.parse(code)
+        families[code] = {
+            "rate_class": f.rate_class,
+            "workload": f.workload,
+            "theoretical_gflops": round(family_peak_gflops(profile, f), 3),
+        }
+
+    memory = profile["memory"]
+    roofline = {
+        "sustained_bandwidth_gbs": memory["sustained_bandwidth_gbs"],
+        "peak_bandwidth_gbs": memory["peak_bandwidth_gbs"],
+        "traffic_model": "batch*(m*k + k*n)*bytes(A/B) + 2*batch*m*n*bytes(D): A, B, C read once, D written",
+        "ridge_point_flops_per_byte": {rc: round(ridge_point(profile, rc), 3) for rc in profile["rates"]},
+    }
+
+    examples = {}
+    sizes = np.array(EXAMPLE_SIZES, dtype=np.float64)
+    for code in EXAMPLE_FAMILIES:
+        peak = family_peak_gflops(profile, code)
+        ceiling = roofline_gflops(profile, code, sizes, sizes, 1, sizes)
+        examples[code] = [
+            {
+                "size": [int(s), int(s), 1, int(s)],
+                "gflops": round(float(c), 3),
+                "pct_peak": round(100.0 * float(c) / peak, 2),
+                "bound": "compute" if c >= peak else "memory",
+            }
+            for s, c in zip(sizes, ceiling, strict=True)
+        ]
+
+    return {
+        "arch": profile["arch"],
+        "profile": source,
+        "theoretical": theoretical,
+        "families": families,
+        "roofline": roofline,
+        "examples": examples,
+    }

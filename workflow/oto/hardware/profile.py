@@ -1,0 +1,192 @@
+"""Arch profiles: load ``arch_profiles/<arch>.yaml``, validate it, and say exactly what is wrong.
+
+Every error is a :class:`ProfileError` with a one-line message ``<file>: field '<path>': <problem>`` so the
+Snakemake config check can print it as is.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import re
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import jsonschema
+import yaml
+
+SCHEMA_PATH = Path(__file__).resolve().parents[1] / "schemas" / "arch_profile.schema.json"
+_ARCH_RE = re.compile(r"^gfx(?P<major>[0-9]{1,2})(?P<minor>[0-9])(?P<step>[0-9a-f])$")
+
+
+class ProfileError(ValueError):
+    pass
+
+
+class _UniqueKeyLoader(yaml.SafeLoader):
+    """SafeLoader that rejects duplicate keys: PyYAML would silently keep the last one."""
+
+
+def _construct_mapping(loader: _UniqueKeyLoader, node: yaml.MappingNode, deep: bool = False) -> dict:
+    seen = set()
+    for key_node, _ in node.value:
+        key = loader.construct_object(key_node, deep=deep)
+        if key in seen:
+            raise yaml.constructor.ConstructorError(None, None, f"duplicate key {key!r}", key_node.start_mark)
+        seen.add(key)
+    return loader.construct_mapping(node, deep=deep)
+
+
+_UniqueKeyLoader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, _construct_mapping)
+
+
+def isa_name(isa: list[int] | tuple[int, ...]) -> str:
+    """``[9, 0, 12]`` -> ``gfx90c``: the stepping is one hex digit, as in Tensile's ``gfxName``."""
+    major, minor, step = isa
+    return f"gfx{major}{minor}{step:x}"
+
+
+def parse_arch(arch: str) -> tuple[int, int, int]:
+    """``gfx90c`` -> ``(9, 0, 12)``."""
+    m = _ARCH_RE.match(arch)
+    if not m:
+        raise ProfileError(f"not an AMDGPU arch name: {arch!r} (expected e.g. gfx90c)")
+    return int(m["major"]), int(m["minor"]), int(m["step"], 16)
+
+
+def profile_path(arch: str, root: str | Path = "arch_profiles") -> Path:
+    parse_arch(arch)  # refuses anything that is not a gfx name, so no path can escape root
+    return Path(root) / f"{arch}.yaml"
+
+
+def load_schema() -> dict:
+    return json.loads(SCHEMA_PATH.read_text())
+
+
+def load_profile(path: str | Path) -> dict:
+    """Read and validate one profile; the file stem must equal its ``arch``."""
+    path = Path(path)
+    source = str(path)
+    try:
+        text = path.read_text()
+    except OSError as exc:
+        raise ProfileError(f"{source}: cannot read: {exc.strerror or exc}") from exc
+    try:
+        data = yaml.load(text, Loader=_UniqueKeyLoader)  # a SafeLoader subclass
+    except yaml.YAMLError as exc:
+        raise ProfileError(f"{source}: {_yaml_problem(exc)}") from exc
+    profile = validate_profile(data, source)
+    if path.stem != profile["arch"]:
+        raise ProfileError(
+            f"{source}: field 'arch': {profile['arch']!r} does not match the file name "
+            f"(expected {path.stem!r}, or rename the file to {profile['arch']}.yaml)"
+        )
+    return profile
+
+
+def validate_profile(data: Any, source: str) -> dict:
+    """Validate already-loaded profile data; return a copy with schema defaults filled in."""
+    if not isinstance(data, Mapping):
+        kind = "empty" if data is None else f"a {type(data).__name__}"
+        raise ProfileError(f"{source}: the document is {kind}, expected a mapping of profile fields")
+    schema = load_schema()
+    problems = sorted(
+        {p for e in jsonschema.Draft202012Validator(schema).iter_errors(data) for p in _problems(e)}
+    )
+    if problems:
+        field, problem = problems[0]
+        more = f" (and {len(problems) - 1} more)" if len(problems) > 1 else ""
+        raise ProfileError(f"{source}: field '{field}': {problem}{more}")
+    profile = _with_defaults(copy.deepcopy(dict(data)), schema)
+    problems = _inconsistencies(profile)
+    if problems:
+        field, problem = problems[0]
+        raise ProfileError(f"{source}: field '{field}': {problem}")
+    return profile
+
+
+def _inconsistencies(p: dict) -> list[tuple[str, str]]:
+    """Cross-field rules JSON Schema cannot state."""
+    found = []
+    mem = p["memory"]
+    if mem["sustained_bandwidth_gbs"] > mem["peak_bandwidth_gbs"]:
+        found.append(
+            (
+                "memory.sustained_bandwidth_gbs",
+                f"{mem['sustained_bandwidth_gbs']} exceeds peak_bandwidth_gbs {mem['peak_bandwidth_gbs']}",
+            )
+        )
+    expected = isa_name(p["isa"])
+    if p["arch"] != expected:
+        found.append(("isa", f"{p['isa']} names {expected}, not arch {p['arch']!r}"))
+    if p["max_lds_per_workgroup"] > p["lds_bytes_per_cu"]:
+        found.append(
+            (
+                "max_lds_per_workgroup",
+                f"{p['max_lds_per_workgroup']} exceeds lds_bytes_per_cu {p['lds_bytes_per_cu']}",
+            )
+        )
+    if p["vgprs_per_lane_max"] > p["vgpr_budget_per_simd"]:
+        found.append(
+            (
+                "vgprs_per_lane_max",
+                f"{p['vgprs_per_lane_max']} exceeds vgpr_budget_per_simd {p['vgpr_budget_per_simd']}",
+            )
+        )
+    if p["sgprs_max"] > p["sgprs_per_simd"]:
+        found.append(("sgprs_max", f"{p['sgprs_max']} exceeds sgprs_per_simd {p['sgprs_per_simd']}"))
+    if p["wavefront_size"] % p["lanes_per_simd"]:
+        found.append(
+            (
+                "wavefront_size",
+                f"{p['wavefront_size']} is not a multiple of lanes_per_simd {p['lanes_per_simd']}",
+            )
+        )
+    if p["max_workgroup_size"] % p["wavefront_size"]:
+        found.append(
+            (
+                "max_workgroup_size",
+                f"{p['max_workgroup_size']} is not a multiple of wavefront_size {p['wavefront_size']}",
+            )
+        )
+    if p["apu"] and not mem["shared_with_cpu"]:
+        found.append(("memory.shared_with_cpu", "must be true for an APU (apu: true)"))
+    return found
+
+
+def _with_defaults(instance: dict, schema: Mapping) -> dict:
+    """Fill absent optional fields from the schema's ``default`` (objects only, recursively)."""
+    for name, sub in schema.get("properties", {}).items():
+        if name not in instance and "default" in sub:
+            instance[name] = copy.deepcopy(sub["default"])
+        elif isinstance(instance.get(name), dict) and sub.get("type") == "object":
+            _with_defaults(instance[name], sub)
+    return instance
+
+
+def _problems(error: jsonschema.ValidationError) -> list[tuple[str, str]]:
+    """(field path, one-line problem) pairs of one schema error; a missing or unknown key is named itself."""
+    base = ""
+    for part in error.absolute_path:
+        base += f"[{part}]" if isinstance(part, int) else (f".{part}" if base else str(part))
+    prefix = f"{base}." if base else ""
+    instance = error.instance if isinstance(error.instance, Mapping) else {}
+    if error.validator == "required":
+        return [(prefix + k, "missing required field") for k in error.validator_value if k not in instance]
+    if error.validator == "additionalProperties":
+        known = set(error.schema.get("properties", {}))
+        unknown = [str(k) for k in instance if k not in known]
+        return [(prefix + k, "unknown field (not in the arch profile schema)") for k in unknown]
+    return [(base or "<document>", _one_line(error.message))]
+
+
+def _yaml_problem(exc: yaml.YAMLError) -> str:
+    mark = getattr(exc, "problem_mark", None)
+    problem = getattr(exc, "problem", None) or str(exc)
+    where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
+    return f"YAML syntax error{where}: {_one_line(problem)}"
+
+
+def _one_line(text: str) -> str:
+    return " ".join(str(text).split())

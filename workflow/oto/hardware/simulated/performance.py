@@ -1,0 +1,524 @@
+"""The simulated GPU's performance model: a non-MFMA gfx9 GPU running Tensile VALU GEMM kernels (resources,
+build outcomes, noise-free timing).
+
+The default backend has no GPU behind it, so every number it produces comes from this model. Each term is a
+physical effect of a tiled GEMM on a GCN CU (docs/simulator.md states the formula, the reason and the
+calibration of each one). The model is deterministic: the same configuration, size, arch and seed always
+give the same true time; only the noise model (:mod:`oto.hardware.simulated.noise`) draws random numbers.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from oto.gemm import Family
+from oto.tensile.params import PARAMS
+
+MODEL_VERSION = "simgpu-1"
+
+# GCN/Vega facts the arch profile does not carry (Vega ISA guide; per CU unless stated).
+LDS_BYTES_PER_CLK = 128  # 32 banks x 4 bytes
+# Share of the LDS peak fragment reads sustain: wide ds_read_b64/b128 issue over several passes and the
+# reading waves compete with the tile writes for the same banks.
+LDS_EFFICIENCY = 0.75
+L1_BYTES_PER_CLK = 64  # vector memory path (TA/TD): caps what one CU can pull from L2/DRAM
+MAX_WG_PER_CU = 16  # workgroup (barrier) slots per CU
+MEM_LATENCY_NS = 600.0  # DRAM latency seen by an APU shader: L2 miss, data fabric, DDR4
+BARRIER_CYCLES = 48  # two s_barrier + waitcnt drains per unrolled iteration
+EPILOGUE_CYCLES = 400  # C address set-up, alpha/beta, store issue of one workgroup
+VALU_OVERHEAD_INSTR = 4  # loop counter, pointer increments, waitcnt per wave per iteration (asm)
+# Issue efficiency of the MAC stream: Vega's 4 VGPR banks and s_waitcnt on LDS reads stall some issue slots;
+# hipcc schedules the HIP-source kernels less tightly than Tensile's hand-ordered assembly.
+ISSUE_EFFICIENCY = {"Assembly": 0.94, "Source": 0.80}
+# Extra VALU instructions per MAC instruction that a rate class needs beyond the MAC itself:
+#   fp16_packed: v_pk_fma_f16 needs its operand pairs packed in one register; Tensile's non-HPA half
+#     kernels on gfx9 spend op_sel shuffles/v_pk_mov and lose dual-rate slots to 2-wide dependency chains
+#     (calibrated so the best kernel reaches ~55% of the packed peak, as the prototype measured).
+#   bf16/int8: operands are unpacked to 32-bit registers (shift/and) before the FP32/int24 MAC.
+MAC_FIXUP = {"fp16_packed": 0.62}
+UNPACK_PER_OPERAND = {"bf16": 1.0, "int8": 1.0}
+HIDE_MAX = 0.95  # best overlap of VALU, LDS and memory work across waves
+HIDE_WAVES = 1.6  # waves per SIMD at which overlap reaches 1 - 1/e of HIDE_MAX
+ATOMIC_COST = 2.0  # GlobalSplitU without atomic add: compare-swap loops move each C element ~twice
+SPILL_OPS_PER_K = 2  # scratch load + store of each spilled VGPR per k step (HIP-source kernels only)
+CAMPING_PENALTY = 0.8  # DRAM efficiency when all workgroups stream the same channel (4 KiB strides)
+CAMPING_STRIDE = 4096
+L2_USABLE = 0.75  # share of L2 a GEMM's panels can keep (C, page tables, associativity)
+LAUNCH_US = 6.0  # HIP kernel launch + completion signal on an APU
+EXTRA_LAUNCH_US = 4.0  # the beta-scaling kernel GlobalSplitU > 1 launches first
+RUGGED_CONFIG = 0.05  # per-configuration unmodelled slowdown, uniform in [0, 5%]
+RUGGED_SIZE = 0.02  # per-(configuration, size) unmodelled slowdown, uniform in [0, 2%]
+
+
+@dataclass(frozen=True)
+class Arch:
+    """The fields of an arch profile the model reads (see arch_profiles/*.yaml)."""
+
+    name: str
+    cus: int
+    simds: int
+    lanes: int
+    wave: int
+    clock_mhz: float
+    rates: Mapping[str, float]
+    lds_per_cu: int
+    max_lds_wg: int
+    vgprs_max: int
+    vgpr_budget: int
+    vgpr_granule: int
+    sgprs_max: int
+    sgprs_per_simd: int
+    max_waves: int
+    max_wg_size: int
+    l2_bytes: int
+    sustained_gbs: float
+    usable_bytes: int
+
+    @classmethod
+    def from_profile(cls, p: Mapping[str, Any]) -> Arch:
+        try:
+            mem = p["memory"]
+            return cls(
+                name=str(p.get("arch", p.get("name", "unnamed"))),
+                cus=int(p["compute_units"]),
+                simds=int(p["simds_per_cu"]),
+                lanes=int(p["lanes_per_simd"]),
+                wave=int(p["wavefront_size"]),
+                clock_mhz=float(p["clock_mhz"]),
+                rates=dict(p["rates"]),
+                lds_per_cu=int(p["lds_bytes_per_cu"]),
+                max_lds_wg=int(p["max_lds_per_workgroup"]),
+                vgprs_max=int(p["vgprs_per_lane_max"]),
+                vgpr_budget=int(p.get("vgpr_budget_per_simd", p["vgprs_per_lane_max"])),
+                vgpr_granule=int(p.get("vgpr_alloc_granule", 4)),
+                sgprs_max=int(p["sgprs_max"]),
+                sgprs_per_simd=int(p.get("sgprs_per_simd", 800)),
+                max_waves=int(p["max_waves_per_simd"]),
+                max_wg_size=int(p["max_workgroup_size"]),
+                l2_bytes=int(p["l2_bytes"]),
+                sustained_gbs=float(mem["sustained_bandwidth_gbs"]),
+                usable_bytes=int(mem["usable_device_memory_bytes"]),
+            )
+        except KeyError as e:
+            raise ValueError(f"arch profile lacks field {e.args[0]!r} needed by the simulator") from None
+
+    @property
+    def lanes_per_cu(self) -> int:
+        return self.simds * self.lanes
+
+    def peak_gflops(self, rate_class: str) -> float:
+        return self.cus * self.lanes_per_cu * 2 * self.clock_mhz / 1000.0 * self.rates[rate_class]
+
+
+def as_family(family: Family | str) -> Family:
+    return family if isinstance(family, Family) else Family.parse(family)
+
+
+def with_defaults(params: Mapping[str, Any]) -> dict[str, Any]:
+    """Fill oto's defaults and normalise list/bool forms without judging legality (that is legality.py's
+    job), so shipped solutions with values outside PARAMS can still be timed."""
+    out: dict[str, Any] = {}
+    for name, p in PARAMS.items():
+        v = params.get(name, p.default)
+        if v is None:
+            v = p.default
+        if isinstance(v, list | tuple):
+            v = [int(x) for x in v]
+            if name == "WorkGroup" and len(v) == 2:
+                v.append(1)
+        elif isinstance(v, bool):
+            v = int(v)
+        out[name] = v
+    return out
+
+
+def config_key(family: Family, params: Mapping[str, Any], arch: str, seed: int) -> int:
+    """64-bit identity of (configuration, family, arch, seed): keys the deterministic per-config terms."""
+    return _key(family, with_defaults(params), arch, seed)
+
+
+def _key(family: Family, p: Mapping[str, Any], arch: str, seed: int) -> int:
+    text = json.dumps([p, family.code, arch, seed], sort_keys=True, separators=(",", ":"))
+    return int.from_bytes(hashlib.sha256(text.encode()).digest()[:8], "little")
+
+
+def _unit(key: int, salt: int) -> float:
+    """Deterministic uniform [0, 1) from a key and a salt (splitmix64 finaliser)."""
+    return float(_mix(np.uint64(key) ^ np.uint64(salt))) / 2.0**64
+
+
+def _mix(x: np.ndarray | np.uint64) -> np.ndarray:
+    with np.errstate(over="ignore"):
+        x = np.asarray(x, dtype=np.uint64)
+        x = (x ^ (x >> np.uint64(30))) * np.uint64(0xBF58476D1CE4E5B9)
+        x = (x ^ (x >> np.uint64(27))) * np.uint64(0x94D049BB133111EB)
+        return x ^ (x >> np.uint64(31))
+
+
+@dataclass(frozen=True)
+class Geometry:
+    """Derived shape of one kernel (Tensile's derived parameters the model needs)."""
+
+    tt0: int
+    tt1: int
+    wg0: int
+    wg1: int
+    lsu: int
+    mt0: int
+    mt1: int
+    du: int
+    threads: int
+    waves: int
+    vw: int
+    glvw_a: int
+    glvw_b: int
+    plr: int
+    pgr: int
+    gsu: int
+    iu: int
+    asm: bool
+    tlu_a: bool
+    tlu_b: bool
+    pad_a: int
+    pad_b: int
+    loads: int  # global load instructions per thread per iteration (A + B)
+
+
+def geometry(family: Family, p: Mapping[str, Any], pattern: str, wave: int) -> Geometry:
+    tt0, tt1 = p["ThreadTile"]
+    wg0, wg1, lsu = p["WorkGroup"]
+    mt0, mt1, du = tt0 * wg0, tt1 * wg1, int(p["DepthU"])
+    threads = wg0 * wg1 * lsu
+    vw = int(p["VectorWidth"])
+    grvw = int(p["GlobalReadVectorWidth"])
+    grvw = vw if grvw == -1 else grvw
+
+    def glvw(mt: int) -> int:
+        # Tensile shrinks the load vector when one pass of the workgroup would over-fetch the tile.
+        g = grvw
+        while g > 1 and mt * du < threads * g:
+            g //= 2
+        return max(1, g)
+
+    ga, gb = glvw(mt0), glvw(mt1)
+    tlu_a, tlu_b = pattern[0] == "N", pattern[1] == "T"
+    pads = []
+    for key, tlu in (("LdsPadA", tlu_a), ("LdsPadB", tlu_b)):
+        pad = int(p[key])
+        pads.append((0 if tlu else vw) if pad == -1 else pad)
+    loops = max(1, du // lsu // int(p["InnerUnroll"]))
+    loads = math.ceil(mt0 * du / (threads * ga)) + math.ceil(mt1 * du / (threads * gb))
+    return Geometry(
+        tt0, tt1, wg0, wg1, lsu, mt0, mt1, du, threads, math.ceil(threads / wave), vw, ga, gb,
+        plr=min(int(p["PrefetchLocalRead"]), loops - 1), pgr=int(p["PrefetchGlobalRead"]),
+        gsu=int(p["GlobalSplitU"]), iu=int(p["InnerUnroll"]), asm=p["KernelLanguage"] == "Assembly",
+        tlu_a=tlu_a, tlu_b=tlu_b, pad_a=pads[0], pad_b=pads[1], loads=loads,
+    )  # fmt: skip
+
+
+def _lds_elements(mt: int, du: int, pad: int, align: int | None) -> int:
+    n = mt * du + du * pad  # one pad per MacroTile-long row
+    return -(-n // align) * align if align else n
+
+
+class SimGPU:
+    """The deterministic part of the simulated GPU for one arch profile.
+
+    ``seed`` picks the virtual chip: it enters the per-configuration ruggedness and validation-failure hash,
+    so the landscape is fixed for a seed and differs between seeds.
+    """
+
+    def __init__(self, profile: Mapping[str, Any], seed: int = 0):
+        self.arch = Arch.from_profile(profile)
+        self.seed = int(seed)
+
+    # ---------------------------------------------------------------- resources and build
+    def resources(
+        self, family: Family | str, params: Mapping[str, Any], pattern: str = "NN"
+    ) -> dict[str, int]:
+        """VGPRs, SGPRs and LDS bytes of the kernel, as KernelWriterAssembly would allocate them."""
+        f, p = as_family(family), with_defaults(params)
+        return self._resources(f, p, geometry(f, p, pattern, self.arch.wave))
+
+    def _resources(self, f: Family, p: Mapping[str, Any], g: Geometry) -> dict[str, int]:
+        r_in, r_c = f.a.bytes / 4, f.compute.bytes / 4
+        acc = g.tt0 * g.tt1 * r_c  # C accumulators
+        frag = (g.tt0 + g.tt1) * r_in * (1 + g.plr) * g.iu  # A/B fragments, one set per prefetched read
+        g2l = (g.mt0 + g.mt1) * g.du / g.threads * r_in * (2 if g.pgr == 2 else 1)  # global->LDS staging
+        addr = 5 + g.loads  # kernel args, serial ids, one buffer offset per load (fit to §6.4: exact)
+        atomics = 4 if g.gsu > 1 else 0  # compare-swap old/new values
+        vgpr = math.ceil(acc + frag + g2l + addr + atomics)
+        if not g.asm:
+            vgpr = math.ceil(vgpr * 1.1)  # hipcc keeps more temporaries alive
+        # SGPRs: kernel args and loop state; alpha/beta width; WGM, StaggerU, GSU, PGR2 add bookkeeping.
+        ab_regs = 2 * math.ceil(f.compute.bytes / 4 if not f.hpa else 1)
+        sgpr = 56 + ab_regs + 3 * (p["WorkGroupMapping"] > 1) + 2 * (p["StaggerU"] > 0)
+        sgpr += 6 * (g.gsu > 1) + 4 * (g.pgr == 2) + 2 * (g.lsu > 1)
+        return {"vgpr": vgpr, "sgpr": sgpr, "lds_bytes": self._lds_bytes(f, p, g)}
+
+    def _lds_bytes(self, f: Family, p: Mapping[str, Any], g: Geometry) -> int:
+        bpe = f.a.bytes
+        align = max(1, 256 // bpe)
+        a_al = _lds_elements(g.mt0, g.du, g.pad_a, align)
+        b_al = _lds_elements(g.mt1, g.du, g.pad_b, align)
+        b = _lds_elements(g.mt1, g.du, g.pad_b, None)
+        single = a_al + b
+        double = (1 << (a_al + b_al - 1).bit_length()) + a_al + b if g.pgr else single
+        one = int(p["1LDSBuffer"])
+        if one == -1:
+            one = int(double * bpe > self.arch.max_lds_wg)
+        ab = single if (one == 1 or not g.pgr) else double
+        reduction = (f.compute.bytes // bpe) * g.lsu * g.mt0 * g.mt1 if g.lsu > 1 else 0
+        floor = self.arch.max_lds_wg // 40 // f.dest.bytes  # Tensile's MaxOccupancy (40) floor
+        return max(ab, reduction, floor) * bpe
+
+    def build_outcome(
+        self, family: Family | str, params: Mapping[str, Any], pattern: str = "NN"
+    ) -> tuple[str, str, dict[str, int]]:
+        """(status, reason, resources): status is one of backends.base.BUILD_CLASSES."""
+        f, p = as_family(family), with_defaults(params)
+        a = self.arch
+        g = geometry(f, p, pattern, a.wave)
+        res = self._resources(f, p, g)
+        if g.threads > a.max_wg_size:
+            return "rejected", f"NumThreads {g.threads} > max workgroup size {a.max_wg_size}", res
+        if g.threads % a.wave:
+            return "rejected", f"NumThreads {g.threads} is not a multiple of the wavefront ({a.wave})", res
+        if res["lds_bytes"] > a.max_lds_wg:
+            return "rejected", f"Kernel Uses {res['lds_bytes']} > {a.max_lds_wg} bytes of LDS", res
+        if g.asm:  # hipcc spills to scratch instead of failing; only the asm writer overflows
+            v = res["vgpr"]
+            if v > a.vgprs_max:
+                return (
+                    "register_overflow",
+                    f"overflowed resources. errorCode=1, msg='too many vgprs', vgprs={v}",
+                    res,
+                )
+            per_thread = a.simds * a.vgpr_budget * a.wave // g.threads
+            if v > per_thread:
+                return (
+                    "register_overflow",
+                    f"overflowed resources. errorCode=4, msg='reduce occupancy: vgprs={v} > "
+                    f"{a.simds * a.vgpr_budget * a.wave}/NumThreads"
+                    f"={per_thread}'",
+                    res,
+                )
+            if res["sgpr"] > a.sgprs_max:
+                return (
+                    "register_overflow",
+                    f"overflowed resources. errorCode=2, msg='too many sgprs', sgprs={res['sgpr']}",
+                    res,
+                )
+        return "ok", "", res
+
+    def fails_validation(self, family: Family | str, params: Mapping[str, Any], rate: float) -> bool:
+        """Deterministic: a fraction ``rate`` of configurations compute wrong results (at every size)."""
+        f = as_family(family)
+        return _unit(config_key(f, params, self.arch.name, self.seed), 0x5A11D) < rate
+
+    # ---------------------------------------------------------------- timing
+    def peak_gflops(self, family: Family | str) -> float:
+        return self.arch.peak_gflops(as_family(family).rate_class)
+
+    def problem_bytes(self, family: Family | str, m, n, batch, k) -> np.ndarray:
+        """Device memory the problem needs: A, B, C and D buffers."""
+        f = as_family(family)
+        m, n, batch, k = _arrays(m, n, batch, k)
+        return batch * ((m * k + k * n) * f.a.bytes + 2 * m * n * f.dest.bytes)
+
+    def bound_time_us(self, family: Family | str, m, n, batch, k) -> np.ndarray:
+        """Roofline lower bound: peak compute or compulsory bytes at sustained bandwidth, the slower one."""
+        f = as_family(family)
+        m, n, batch, k = _arrays(m, n, batch, k)
+        flops = f.flops_per_mac * m * n * batch * k
+        compute = flops / (self.peak_gflops(f) * 1e3)
+        traffic = self.problem_bytes(f, m, n, batch, k) / (self.arch.sustained_gbs * 1e3)
+        return np.maximum(compute, traffic)
+
+    def occupancy(self, family: Family | str, params: Mapping[str, Any], pattern: str = "NN") -> int:
+        """Workgroups one CU holds at once: the tightest of VGPRs, SGPRs, LDS, wave slots and WG slots."""
+        f, p = as_family(family), with_defaults(params)
+        g = geometry(f, p, pattern, self.arch.wave)
+        return self._occupancy(g, self._resources(f, p, g))
+
+    def _occupancy(self, g: Geometry, res: Mapping[str, int]) -> int:
+        a = self.arch
+        vg = -(-min(res["vgpr"], a.vgprs_max) // a.vgpr_granule) * a.vgpr_granule
+        w_vgpr = min(a.max_waves, a.vgpr_budget // vg)
+        w_sgpr = min(a.max_waves, a.sgprs_per_simd // (-(-res["sgpr"] // 16) * 16))
+        per_simd = -(-g.waves // a.simds)  # waves of one workgroup on its busiest SIMD
+        limits = [
+            min(w_vgpr * a.simds // g.waves, w_vgpr // per_simd),
+            min(w_sgpr * a.simds // g.waves, w_sgpr // per_simd),
+            a.lds_per_cu // max(1, res["lds_bytes"]),
+            a.max_waves * a.simds // g.waves,
+            MAX_WG_PER_CU,
+        ]
+        return max(1, min(limits))
+
+    def breakdown(
+        self, family: Family | str, params: Mapping[str, Any], m, n, batch, k, pattern: str = "NN"
+    ) -> dict[str, np.ndarray]:
+        """Every term of the timing model, vectorised over sizes (see docs/simulator.md)."""
+        f, p = as_family(family), with_defaults(params)
+        a = self.arch
+        g = geometry(f, p, pattern, a.wave)
+        res = self._resources(f, p, g)
+        occ = self._occupancy(g, res)
+        m, n, batch, k = _arrays(m, n, batch, k)
+        eb, eb_out, eb_c = f.a.bytes, f.dest.bytes, f.compute.bytes
+        rate = a.rates[f.rate_class]
+        fmas = f.flops_per_mac // 2  # real FMAs per MAC (4 for complex)
+        cyc = a.wave / a.lanes  # clocks one VALU instruction occupies its SIMD
+
+        # Tile, split and wave quantisation: the busiest CU does ceil(WGs / CUs) workgroups.
+        tiles0, tiles1 = np.ceil(m / g.mt0), np.ceil(n / g.mt1)
+        wgs = tiles0 * tiles1 * batch * g.gsu
+        iters = np.maximum(1.0, np.ceil(np.ceil(k / g.gsu) / g.du))
+        wg_cu = np.ceil(wgs / a.cus)
+        resident = np.minimum(occ, wg_cu)
+        res_waves = resident * g.waves
+        simd_util = res_waves / (a.simds * np.ceil(res_waves / a.simds))
+        waves_per_simd = res_waves / a.simds
+
+        # VALU cycles of one workgroup-iteration, on the whole CU.
+        macs_thread = g.tt0 * g.tt1 * (g.du / g.lsu) * fmas  # real FMAs per thread per iteration
+        mac_cyc = cyc * macs_thread / rate
+        extra = VALU_OVERHEAD_INSTR + g.loads
+        extra += MAC_FIXUP.get(f.rate_class, 0.0) * macs_thread / 2  # per packed instruction
+        extra += UNPACK_PER_OPERAND.get(f.rate_class, 0.0) * (g.tt0 + g.tt1) * g.du / g.lsu
+        if not g.asm and res["vgpr"] > a.vgprs_max:  # hipcc spills: a scratch load + store per k step
+            extra += SPILL_OPS_PER_K * (res["vgpr"] - a.vgprs_max) * g.du / g.lsu
+        issue = ISSUE_EFFICIENCY["Assembly" if g.asm else "Source"]
+        valu = g.waves * (mac_cyc + cyc * extra) / issue / a.simds / simd_util
+
+        # LDS cycles: fragment reads (sub-dword reads lose bandwidth), tile writes (a transposed, unpadded
+        # write of a non-TLU tensor serialises on banks when its row stride is a multiple of 128 bytes).
+        read_bytes = (g.mt0 * g.wg1 + g.mt1 * g.wg0) * g.du * eb
+        read_eff = min(1.0, g.vw * eb / 4)
+
+        def conflict(tlu: bool, mt: int, pad: int, glvw: int) -> float:
+            if tlu or glvw == 1:
+                return 1.0
+            if pad == 0:
+                return float(glvw) if (mt * eb) % 128 == 0 else 1.0 + (glvw - 1) / 4
+            return 1.0 if pad >= glvw else 1.0 + (glvw - 1) / 8
+
+        write_bytes = (
+            (
+                g.mt0 * conflict(g.tlu_a, g.mt0, g.pad_a, g.glvw_a)
+                + g.mt1 * conflict(g.tlu_b, g.mt1, g.pad_b, g.glvw_b)
+            )
+            * g.du
+            * eb
+        )
+        lds = (read_bytes / read_eff + write_bytes) / (LDS_BYTES_PER_CLK * LDS_EFFICIENCY)
+        if not g.asm:
+            lds = lds / issue
+
+        # DRAM traffic. A is re-read once per group of N-tiles that run together (WorkGroupMapping bands of
+        # concurrent workgroups share it in L2), B once per group of M-tiles; panels that fit in L2 are reused
+        # across later workgroups too. C is read (beta) and D written once; GSU adds compare-swap traffic.
+        conc = np.minimum(wgs, a.cus * occ)
+        g1 = np.minimum(tiles1, p["WorkGroupMapping"])
+        g0 = np.clip(np.ceil(conc / g1), 1, tiles0)
+        l2 = L2_USABLE * a.l2_bytes
+        k_split = np.ceil(k / g.gsu)
+        band = (g0 * g.mt0 + g1 * g.mt1) * k_split * eb
+        fit_band = np.clip(l2 / band, 0, 1) ** 2
+        fit_all = np.clip(l2 / ((m + n) * k * eb), 0, 1) ** 2
+        reuse_a = g1 + (tiles1 - g1) * fit_all
+        reuse_b = g0 + (tiles0 - g0) * np.maximum(fit_band, fit_all)
+        a_bytes = m * k * eb * tiles1 / reuse_a
+        b_bytes = n * k * eb * tiles0 / reuse_b
+        c_bytes = 2 * m * n * eb_out
+        gsu_bytes = (ATOMIC_COST * g.gsu * 2 * m * n * eb_c + 2 * m * n * eb_out) if g.gsu > 1 else 0 * m
+        dram = batch * (a_bytes + b_bytes + c_bytes + gsu_bytes)
+        # Coalescing: sub-dword global loads waste DRAM bursts; 4 KiB leading strides camp on one channel
+        # unless StaggerU staggers the start of each workgroup's summation loop.
+        glvw_bytes = min(g.glvw_a, g.glvw_b) * eb
+        bw_eff = min(1.0, 0.7 + 0.1 * math.log2(max(1, glvw_bytes)))
+        ld_a, ld_b = (m if pattern[0] == "N" else k), (k if pattern[1] == "N" else n)
+        camping = ((ld_a * eb) % CAMPING_STRIDE == 0) | ((ld_b * eb) % CAMPING_STRIDE == 0)
+        bw_eff = bw_eff * np.where(camping & (p["StaggerU"] == 0), CAMPING_PENALTY, 1.0)
+        clock_hz = a.clock_mhz * 1e6
+        active = np.minimum(a.cus, wgs)
+        cu_bw = np.minimum(L1_BYTES_PER_CLK, a.sustained_gbs * 1e9 * bw_eff / active / clock_hz)  # B/clk
+        mem = dram / (wgs * iters) / cu_bw
+
+        # Overlap: with more resident waves (and local-read prefetch) VALU, LDS and memory work of different
+        # waves overlap; the remainder serialises. A bigger thread tile gives each wave more independent FMAs
+        # to issue while its own loads are in flight (instruction-level parallelism counts like waves).
+        ilp = math.sqrt(g.tt0 * g.tt1 * fmas / 16)
+        w_eff = waves_per_simd * ilp * (1.0 if g.plr >= 1 else 0.6)
+        hide = HIDE_MAX * (1 - np.exp(-w_eff / HIDE_WAVES))
+        top = np.maximum(np.maximum(valu, lds), mem)
+        c = top + (1 - hide) * (valu + lds + mem - top)
+
+        # Latency chain of one workgroup: a global load prefetched PGR iterations ahead hides behind that
+        # much work; resident workgroups fill each other's stalls (throughput = min(1/c, R/chain)).
+        lat = MEM_LATENCY_NS * a.clock_mhz / 1e3
+        exposed = np.maximum(0.0, lat - g.pgr * c)
+        one_buffer = int(p["1LDSBuffer"]) == 1 and g.pgr
+        chain = c + exposed + BARRIER_CYCLES * (1.5 if one_buffer else 1.0) / g.iu
+        t_iter = np.maximum(c, chain / resident)
+        loop = wg_cu * iters * t_iter
+        rounds = np.ceil(wg_cu / resident)
+        prologue = (lat + EPILOGUE_CYCLES) * (1 + (rounds - 1) * (1 - hide))
+        reduction = (
+            (2 * g.mt0 * g.mt1 * g.lsu * eb_c / LDS_BYTES_PER_CLK + BARRIER_CYCLES) * wg_cu
+            if g.lsu > 1
+            else 0
+        )
+        cycles = loop + prologue + reduction
+
+        key = _key(f, p, a.name, self.seed)
+        rugged = (1 + RUGGED_CONFIG * _unit(key, 0xC0F)) * (1 + RUGGED_SIZE * _size_unit(key, m, n, batch, k))
+        launch = LAUNCH_US + (EXTRA_LAUNCH_US if g.gsu > 1 else 0.0)
+        time_us = launch + cycles / a.clock_mhz * rugged
+        busy = np.maximum(valu, np.maximum(lds, mem))
+        return {
+            "time_us": time_us,
+            "launch_us": np.full_like(time_us, launch),
+            "cycles": cycles,
+            "valu_cycles": valu,
+            "lds_cycles": lds,
+            "mem_cycles": mem,
+            "hide": hide,
+            "exposed_latency": exposed,
+            "dram_bytes": dram,
+            "workgroups": wgs,
+            "wg_per_cu": wg_cu,
+            "resident": resident,
+            "occupancy": np.full_like(time_us, occ),
+            "rugged": rugged,
+            # Share of the busy time the shader clock drives (memory-bound kernels follow the DRAM clock).
+            "alu_fraction": np.maximum(valu, lds) / busy,
+        }
+
+    def true_time_us(
+        self, family: Family | str, params: Mapping[str, Any], m, n, batch, k, pattern: str = "NN"
+    ) -> np.ndarray:
+        """Noise-free time of one launch in microseconds (arrays of sizes broadcast together)."""
+        return self.breakdown(family, params, m, n, batch, k, pattern)["time_us"]
+
+
+def _arrays(*xs) -> list[np.ndarray]:
+    arrs = np.broadcast_arrays(*(np.asarray(x, dtype=np.float64) for x in xs))
+    if any(np.any(x < 1) for x in arrs):
+        raise ValueError("GEMM sizes m, n, batch, k must all be >= 1")
+    return arrs
+
+
+def _size_unit(key: int, m, n, batch, k) -> np.ndarray:
+    h = np.uint64(key)
+    for x in (m, n, batch, k):
+        h = _mix(h ^ np.asarray(x, dtype=np.uint64))
+    return h.astype(np.float64) / 2.0**64

@@ -1,0 +1,150 @@
+"""Benchmarking kernels on a backend: the launch plan that interleaves the spoof-floor reference with the
+candidates, the GPU lock, the memory guard, and the race that decides how many launches each kernel gets.
+
+The launch order is the measurement design: each size's reference kernel is re-timed after every few
+candidates, so the drift model in :mod:`oto.measurement.scoring` always has reference samples close in time.
+Samples are spent adaptively (:mod:`oto.measurement.racing`): a probe for everyone, then top-ups only where
+the leader is not yet separated from its rivals.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import hashlib
+import logging
+import tempfile
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from dataclasses import replace
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from oto.backends.base import Kernel, Launch, MeasurePlan, Sample, Size
+from oto.config import config_block
+from oto.hardware.memory import oversize
+from oto.measurement.racing import RaceResult, RaceSettings, race
+from oto.measurement.scoring import SAMPLE_COLUMNS, TELEMETRY_COLUMNS
+
+log = logging.getLogger(__name__)
+REFERENCE_EVERY = 4  # candidates between two reference launches
+# Resamples per interval inside a race: the decisions only need the interval's ends roughly (the robust
+# t-interval floors them anyway); normalise rescores with the configured count.
+RACE_BOOTSTRAP = 100
+
+
+@contextlib.contextmanager
+def gpu_mutex(device: int = 0) -> Iterator[None]:
+    """Serialise GPU work across processes; the kernel drops the lock even after kill -9."""
+    with open(Path(tempfile.gettempdir()) / f"oto-gpu{device}.lock", "w") as fh:
+        fcntl.flock(fh, fcntl.LOCK_EX)
+        yield
+
+
+def _rng(seed: str) -> np.random.Generator:
+    return np.random.default_rng(int.from_bytes(hashlib.sha256(seed.encode()).digest()[:8], "little"))
+
+
+def interleave_sizes(
+    per_size: Mapping[int, Sequence[str]],
+    reference: Mapping[int, str],
+    repetitions: int,
+    seed: str,
+    rep_offset: int = 0,
+) -> list[Launch]:
+    """Per repetition, visit the sizes in shuffled order; at each size time ref, candidates…, ref, …, ref.
+
+    ``per_size`` names the candidates of each size (racing tops up only the contenders of unresolved
+    sizes); the reference brackets every ``REFERENCE_EVERY`` candidates so drift is sampled close by."""
+    rng = _rng(seed)
+    sizes = sorted(per_size)
+    launches: list[Launch] = []
+    for rep in range(rep_offset, rep_offset + repetitions):
+        for size in rng.permutation(sizes) if sizes else []:
+            size = int(size)
+            ref = reference.get(size)
+            cands = [c for c in per_size[size] if c != ref]
+            order = [str(c) for c in rng.permutation(cands)] if cands else []
+            if ref is not None:
+                launches.append(Launch(ref, "reference", size, rep))
+            for i, kid in enumerate(order, 1):
+                launches.append(Launch(kid, "candidate", size, rep))
+                if ref is not None and (i % REFERENCE_EVERY == 0 or i == len(order)):
+                    launches.append(Launch(ref, "reference", size, rep))
+    return launches
+
+
+def interleave(
+    candidates: Sequence[str], reference: Mapping[int, str], n_sizes: int, repetitions: int, seed: str
+) -> list[Launch]:
+    """Every candidate at every size, ``repetitions`` times (see :func:`interleave_sizes`)."""
+    return interleave_sizes({i: list(candidates) for i in range(n_sizes)}, reference, repetitions, seed)
+
+
+def measure_frame(backend, problem, plan: MeasurePlan, workdir: Path) -> pd.DataFrame:
+    """Run a plan on the backend (holding the GPU lock) and return the samples in the samples.csv layout."""
+    samples = []
+    # Memory guard, for every backend: launches at sizes that do not fit in the device memory are not run.
+    skipped = oversize(problem.library, plan.sizes, problem.arch) if "memory" in problem.arch else {}
+    runnable = [i for i, la in enumerate(plan.launches) if la.size_index not in skipped]
+    if runnable:
+        with gpu_mutex():
+            run_plan = replace(plan, launches=[plan.launches[i] for i in runnable])
+            measured = backend.measure(problem, run_plan, Path(workdir))
+            samples = [replace(s, seq=runnable[s.seq]) for s in measured]
+    for i, la in enumerate(plan.launches):
+        if la.size_index in skipped:
+            reason = skipped[la.size_index]
+            samples.append(
+                Sample(i, la.kernel_id, la.role, la.size_index, la.rep, float("nan"), "too_large", reason)
+            )
+    samples.sort(key=lambda s: s.seq)
+    rows = [
+        (
+            s.seq,
+            s.kernel_id,
+            s.role,
+            s.size_index,
+            *plan.sizes[s.size_index].as_list(),
+            s.rep,
+            s.time_us,
+            s.status,
+            s.reason,
+            backend.numbers,
+            s.clock_mhz,
+        )
+        for s in samples
+    ]
+    return pd.DataFrame(rows, columns=[*SAMPLE_COLUMNS, *TELEMETRY_COLUMNS])
+
+
+def run_race(
+    backend,
+    problem,
+    kernels: Mapping[str, Kernel],
+    sizes: Sequence[Size],
+    candidates: Mapping[int, Sequence[str]],
+    reference: Mapping[int, str],
+    score: Callable[[pd.DataFrame, set[int] | None], pd.DataFrame],
+    config: Mapping,
+    workdir: Path,
+    seed: str,
+) -> RaceResult:
+    """Race (or, with ``benchmark.racing.enabled: false``, time every kernel ``repetitions`` times)."""
+    bench = config_block(config, "benchmark")
+    settings = RaceSettings.from_config(bench)
+    if not bench["racing"]["enabled"]:
+        reps = int(bench["repetitions"])
+        settings = replace(settings, probe_repetitions=reps, max_repetitions=0)
+
+    def plan(per_size, reps, rep_offset, rnd):
+        return interleave_sizes(per_size, reference, reps, f"{seed}:r{rnd}", rep_offset)
+
+    def measure(launches):
+        return measure_frame(backend, problem, MeasurePlan(kernels, sizes, launches), workdir)
+
+    result = race(measure, score, plan, candidates, reference, settings)
+    if not len(result.samples):  # nothing to launch: samples.csv still gets its header
+        result.samples = pd.DataFrame(columns=[*SAMPLE_COLUMNS, *TELEMETRY_COLUMNS, "round"])
+    return result

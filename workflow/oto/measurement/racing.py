@@ -1,0 +1,213 @@
+"""Adaptive repetition: race the candidates of every size against each other and the spoof floor.
+
+With ±25% drift, a fixed number of repetitions is either too few to separate close kernels or wastes GPU
+seconds on kernels that lost by 30% in the first launches. Racing spends samples where the answer is still
+open:
+
+1. **Probe.** Every candidate at every size, ``probe_repetitions`` times, interleaved with the reference.
+2. **Decide per size** from the drift-normalised scores of *all* samples so far. The leader is the best
+   valid kernel (the reference, i.e. the spoof floor, is a contender like any other). A kernel whose interval
+   lies entirely below the leader's is out. The size stops as
+
+   * ``separated`` — no other kernel's interval overlaps the leader's;
+   * ``tie`` — every remaining contender is provably within ``tie_tolerance`` of the leader: the upper bound
+     of the log gap (gap + the two half-widths in quadrature) is ≤ log(1 + tolerance);
+   * ``budget`` — every contender has ``max_repetitions`` samples, or the race's launch budget
+     (``budget_per_pair`` × candidates × sizes candidate launches; the bracketing references come on top)
+     is spent.
+3. **Top up** the contenders of open sizes by ``round_repetitions``, again bracketed by the reference, and go
+   to 2. Each round is one ``measure`` call; execution order (``seq``) and repetition numbers continue across
+   rounds so the drift model sees one timeline.
+
+Kernels with any failed launch (validation, crash, timeout) have status != ok and can never lead.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+
+import numpy as np
+import pandas as pd
+
+from oto.backends.base import Launch
+from oto.config import config_block, config_defaults
+
+SEPARATED, TIE, BUDGET, FIXED, NO_VALID = "separated", "tie", "budget", "fixed", "no_valid"
+
+
+_BENCHMARK = config_defaults("benchmark")  # the config schema states every default
+
+
+@dataclass(frozen=True)
+class RaceSettings:
+    probe_repetitions: int = _BENCHMARK["racing"]["probe_repetitions"]
+    round_repetitions: int = _BENCHMARK["racing"]["round_repetitions"]
+    max_repetitions: int = _BENCHMARK["racing"]["max_repetitions"]  # per (kernel, size)
+    budget_per_pair: float = _BENCHMARK["racing"]["budget_per_pair"]  # candidate launches per pair, mean
+    tie_tolerance: float = _BENCHMARK["tie_tolerance"]
+
+    @classmethod
+    def from_config(cls, benchmark: Mapping) -> RaceSettings:
+        bench = config_block({"benchmark": benchmark}, "benchmark")
+        r = bench["racing"]
+        return cls(
+            probe_repetitions=int(r["probe_repetitions"]),
+            round_repetitions=int(r["round_repetitions"]),
+            max_repetitions=int(r["max_repetitions"]),
+            budget_per_pair=float(r["budget_per_pair"]),
+            tie_tolerance=float(bench["tie_tolerance"]),
+        )
+
+
+@dataclass(frozen=True)
+class SizeDecision:
+    """Racing state of one size: ``stop`` is None while the size is still open."""
+
+    size_index: int
+    leader: str | None
+    contenders: tuple[str, ...]  # kernels (leader included) whose interval overlaps the leader's
+    stop: str | None
+
+
+@dataclass
+class RaceResult:
+    samples: pd.DataFrame
+    scores: pd.DataFrame
+    decisions: dict[int, SizeDecision]
+    rounds: int
+    launches: int
+    log: list[str] = field(default_factory=list)
+
+
+def _half_log_width(lo: float, hi: float) -> float:
+    if not (np.isfinite(lo) and np.isfinite(hi)) or lo <= 0:
+        return math.inf
+    return (math.log(hi) - math.log(lo)) / 2
+
+
+def decide_sizes(scores: pd.DataFrame, tolerance: float, sizes=None) -> dict[int, SizeDecision]:
+    """Leader, remaining contenders and stop reason (separated / tie / no_valid / None: open) per size.
+
+    ``scores`` has the scores.csv layout; ``sizes`` limits the decision to those size indices (None: all
+    sizes in ``scores``). Plain numpy per size: racing decides hundreds of sizes per round."""
+    limit = math.log1p(tolerance)
+    size_a = scores["size_index"].to_numpy()
+    valid = ((scores["status"] == "ok") & scores["score"].notna()).to_numpy()
+    kid_a = scores["kernel_id"].astype(str).to_numpy()
+    sc, lo, hi = (scores[c].to_numpy(float) for c in ("score", "ci_low", "ci_high"))
+    wanted = set(np.unique(size_a).tolist()) if sizes is None else set(sizes)
+    out = {int(i): SizeDecision(int(i), None, (), NO_VALID) for i in wanted}
+    rows = np.flatnonzero(valid & np.isin(size_a, list(wanted)))
+    for i, idx in pd.Series(rows).groupby(size_a[rows]).groups.items():
+        r = rows[np.asarray(idx)]
+        r = r[np.lexsort((kid_a[r], -sc[r]))]  # best score first, ties by kernel id
+        lead, rivals = r[0], r[1:]
+        overlapping = rivals[hi[rivals] >= lo[lead]]
+        contenders = (str(kid_a[lead]), *map(str, kid_a[overlapping]))
+        stop = SEPARATED
+        if len(overlapping):
+            h_lead = _half_log_width(lo[lead], hi[lead])
+            tied = all(
+                math.log(sc[lead] / sc[j]) + math.hypot(h_lead, _half_log_width(lo[j], hi[j])) <= limit
+                for j in overlapping
+            )
+            stop = TIE if tied else None
+        out[int(i)] = SizeDecision(int(i), str(kid_a[lead]), contenders, stop)
+    return out
+
+
+def decide_size(scores: pd.DataFrame, size_index: int, tolerance: float) -> SizeDecision:
+    """:func:`decide_sizes` for one size."""
+    return decide_sizes(scores, tolerance, [size_index])[size_index]
+
+
+def race(
+    measure: Callable[[list[Launch]], pd.DataFrame],
+    score: Callable[[pd.DataFrame, set[int] | None], pd.DataFrame],
+    plan: Callable[[Mapping[int, Sequence[str]], int, int, int], list[Launch]],
+    candidates: Mapping[int, Sequence[str]],
+    reference: Mapping[int, str],
+    settings: RaceSettings,
+) -> RaceResult:
+    """Run the race.
+
+    * ``measure(launches)`` runs one plan and returns its samples (samples.csv layout, ``seq`` from 0);
+    * ``score(samples, sizes)`` turns all samples so far (the drift model needs them all) into scores
+      (scores.csv layout) of the given sizes (None: every size);
+    * ``plan(per_size, repetitions, rep_offset, round)`` orders the launches of one round (interleaved with
+      the reference);
+    * ``candidates[size]`` are the kernels to race at each size (the reference is added as a contender).
+    """
+    s = settings
+    frames: list[pd.DataFrame] = []
+    decisions: dict[int, SizeDecision] = {}
+    per_size = {i: [c for c in cands if c != reference.get(i)] for i, cands in candidates.items()}
+    budget = s.budget_per_pair * sum(len(c) for c in per_size.values())
+    next_seq = next_rep = launches = spent = 0
+    rnd = 0
+    reps = s.probe_repetitions
+    log: list[str] = []
+    scores = pd.DataFrame()
+    while per_size:
+        launch_plan = plan(per_size, reps, next_rep, rnd)
+        paired = sum(la.role == "candidate" for la in launch_plan)
+        if rnd > 0 and spent + paired > budget:
+            for i in per_size:
+                decisions[i] = SizeDecision(i, decisions[i].leader, decisions[i].contenders, BUDGET)
+            log.append(f"round {rnd}: budget of {budget:.0f} candidate launches spent ({spent} used)")
+            break
+        df = measure(launch_plan).copy()
+        if len(df):
+            df["seq"] = df["seq"].astype(int) + next_seq
+            df["round"] = rnd
+            next_seq = int(df["seq"].max()) + 1
+            frames.append(df)
+        launches += len(launch_plan)
+        spent += paired
+        next_rep += reps
+        samples = pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
+        if samples.empty:
+            break
+        scores = score(samples, set(per_size))
+        counts = samples[samples["status"] == "ok"].groupby(["kernel_id", "size_index"]).size()
+        open_sizes: dict[int, list[str]] = {}
+        decided = decide_sizes(scores, s.tie_tolerance, per_size)
+        for i in sorted(per_size):
+            d = decided[i]
+            if d.stop is None:
+                hungry = [k for k in d.contenders if counts.get((k, i), 0) < s.max_repetitions]
+                ref = reference.get(i)
+                # The reference is timed in every round that touches its size (it brackets the candidates),
+                # so it only needs candidates to travel with.
+                top_up = [k for k in hungry if k != ref]
+                if not top_up:
+                    d = SizeDecision(i, d.leader, d.contenders, BUDGET)
+                else:
+                    open_sizes[i] = top_up
+            decisions[i] = d
+        log.append(f"round {rnd}: {len(launch_plan)} launches, {len(open_sizes)} size(s) still open")
+        per_size = open_sizes
+        reps = s.round_repetitions
+        rnd += 1
+    samples = pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
+    scores = score(samples, None) if len(samples) else scores
+    return RaceResult(samples, scores, decisions, rnd, launches, log)
+
+
+def annotate_scores(scores: pd.DataFrame, tolerance: float, open_label: str = BUDGET) -> pd.DataFrame:
+    """Append the racing outcome to a scores table: ``race`` (why its size stopped) and ``contender``
+    (the kernel's interval still overlaps the leader's).
+
+    The decision is taken on the final scores (all samples, hence the final drift model): the race's own
+    verdict at the time a size closed is in the benchmark log. A size still open on the final scores was
+    stopped by the budget (or, without racing, by the fixed repetition count: ``open_label``)."""
+    out = scores.copy()
+    out["race"] = ""
+    out["contender"] = False
+    for i, d in sorted(decide_sizes(out, tolerance).items()):
+        at = out["size_index"] == i
+        out.loc[at, "race"] = d.stop or open_label
+        out.loc[at & out["kernel_id"].isin(d.contenders), "contender"] = True
+    return out

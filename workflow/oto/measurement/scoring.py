@@ -1,0 +1,375 @@
+"""From raw samples to drift-normalised scores with confidence intervals, and per-size verdicts.
+
+On an APU, thermal and DVFS state move every kernel's time by up to ±25% over minutes, so raw times cannot
+rank kernels measured at different moments. Every batch interleaves the reference kernel (the shipped
+solution, i.e. the spoof floor) with the candidates, and every sample is brought to one drift state:
+
+* **The drift.** Where samples carry the core clock an observer read at each launch (``clock_mhz``), the
+  drift is log(nominal clock / read clock), exact per launch. Otherwise it is estimated from *all*
+  reference samples — each divided by its own (kernel, size) median, smoothed by a running median over
+  execution order — relative to the fastest state they saw.
+* **Each kernel's sensitivity to it** (β, :func:`fit_drift`): memory-bound kernels follow the DRAM clock and
+  drift less than ALU-bound ones.
+* **The state scores refer to: the batch's median drift.** A memory-bound kernel's ratio to an ALU-bound
+  reference really does change with the state (by the sensitivity gap times the log drift), so a score is
+  only defined at a state, and the median state is the one every kernel was measured around: no
+  extrapolation, so a β estimated from a few samples costs little. It is also the state the APU sustains a
+  long GEMM run in. Times and GFLOPS, by contrast, are reported at the peak state (the nominal clock the
+  ceilings assume with clock telemetry, else the fastest state seen), extrapolated with β.
+
+A score is reference time / kernel time at the same size and state: 1 is the spoof floor, 1.3 is 30% faster.
+
+A score's 95% interval is the bootstrap percentile interval of the median ratio, never narrower than a
+robust small-sample interval (median ± t·1.2533·σ/√n, σ the largest of stdev, 1.4826·MAD and IQR/1.349 of
+the log ratios): with the 3–10 samples a racing probe takes, a bootstrap alone is overconfident and would
+drop true contenders.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+
+from oto.gemm import Library, gemm_flops
+from oto.hardware.ceilings import family_peak_gflops
+
+SAMPLE_COLUMNS = [
+    "seq",
+    "kernel_id",
+    "role",
+    "size_index",
+    "m",
+    "n",
+    "batch",
+    "k",
+    "rep",
+    "time_us",
+    "status",
+    "reason",
+    "source",
+]
+# Optional per-sample telemetry after the required columns: absent or NaN where a backend has no observer.
+TELEMETRY_COLUMNS = ["clock_mhz"]
+SCORE_COLUMNS = [
+    "kernel_id",
+    "size_index",
+    "n",
+    "score",
+    "ci_low",
+    "ci_high",
+    "time_us",
+    "gflops",
+    "status",
+    "reason",
+    "excluded",
+]
+DRIFT_WINDOW = 9
+# Two-sided 95% Student t quantiles by degrees of freedom (1..30); 1.96 beyond.
+_T95 = (12.706, 4.303, 3.182, 2.776, 2.571, 2.447, 2.365, 2.306, 2.262, 2.228, 2.201, 2.179, 2.160, 2.145,
+        2.131, 2.120, 2.110, 2.101, 2.093, 2.086, 2.080, 2.074, 2.069, 2.064, 2.060, 2.056, 2.052, 2.048,
+        2.045, 2.042)  # fmt: skip
+
+
+def flag_bad_timings(samples: pd.DataFrame, flops: np.ndarray, peak_gflops: float) -> pd.DataFrame:
+    """Mark NaN, zero, negative and physically impossible timings as excluded, with a reason."""
+    s = samples.copy()
+    ok = s["status"] == "ok"
+    t = s["time_us"].astype(float)
+    bad_value = ok & ~(np.isfinite(t) & (t > 0))
+    s.loc[bad_value, ["status", "reason"]] = ["bad_timing", "NaN, zero or negative time"]
+    gflops = flops / (t.where(t > 0) * 1e3)
+    absurd = ok & ~bad_value & (gflops > 1.05 * peak_gflops)
+    s.loc[absurd, "status"] = "bad_timing"
+    s.loc[absurd, "reason"] = [
+        f"{g:.0f} GFLOPS exceeds the theoretical {peak_gflops:.0f}" for g in gflops[absurd]
+    ]
+    return s
+
+
+def drift_series(samples: pd.DataFrame) -> tuple[np.ndarray, np.ndarray]:
+    """(seq, drift factor) estimated from the ok reference samples; empty arrays if there are none."""
+    ref = samples[(samples["role"] == "reference") & (samples["status"] == "ok")].sort_values("seq")
+    if ref.empty:
+        return np.array([]), np.array([])
+    rel = ref["time_us"] / ref.groupby(["kernel_id", "size_index"])["time_us"].transform("median")
+    smooth = rel.rolling(DRIFT_WINDOW, center=True, min_periods=1).median()
+    return ref["seq"].to_numpy(float), smooth.to_numpy(float)
+
+
+def drift_at(samples: pd.DataFrame) -> np.ndarray:
+    """The reference drift at each sample's moment, relative to the fastest state seen (≥ 1; 1 if no
+    reference sample is ok)."""
+    seq, drift = drift_series(samples)
+    if not len(seq):
+        return np.ones(len(samples))
+    return np.interp(samples["seq"].to_numpy(float), seq, drift) / drift.min()
+
+
+MIN_CLOCK_SHARE = 0.5  # clock telemetry is used when at least this share of ok samples has a sane reading
+
+
+def clock_drift(samples: pd.DataFrame, nominal_mhz: float | None) -> np.ndarray | None:
+    """log(nominal / read clock) per sample from the ``clock_mhz`` telemetry, or None when there is too
+    little of it. Readings that are missing, non-positive or above 1.5x nominal (a unit mix-up, a broken
+    observer) are ignored and filled in from their neighbours in execution order."""
+    if not nominal_mhz or "clock_mhz" not in samples.columns:
+        return None
+    clock = pd.to_numeric(samples["clock_mhz"], errors="coerce").to_numpy(float)
+    sane = np.isfinite(clock) & (clock > 0) & (clock <= 1.5 * nominal_mhz)
+    ok = (samples["status"] == "ok").to_numpy()
+    if not ok.any() or (sane & ok).sum() < MIN_CLOCK_SHARE * ok.sum():
+        return None
+    seq = samples["seq"].to_numpy(float)
+    order = np.argsort(seq[sane], kind="stable")
+    x = np.log(nominal_mhz / clock[sane])[order]
+    return np.interp(seq, seq[sane][order], x)
+
+
+@dataclass(frozen=True)
+class DriftFit:
+    """The drift model of one batch: ``x`` the log drift at each sample (0 at the nominal clock with clock
+    telemetry, else at the fastest state the references saw), ``beta`` each sample's (kernel, size) drift
+    sensitivity, and ``anchor`` the batch's median log drift: the state scores refer to."""
+
+    x: np.ndarray
+    beta: np.ndarray
+    anchor: float
+
+    def bring(self, times: pd.Series, to: float) -> pd.Series:
+        """Per-sample ``times`` brought to the log drift ``to`` (``anchor``: scores; 0: the peak state)."""
+        return times / np.exp(self.beta * (self.x - to))
+
+
+def _ok_times(samples: pd.DataFrame) -> pd.Series:
+    """Each sample's time, NaN unless its launch was ok."""
+    return samples["time_us"].astype(float).where(samples["status"] == "ok")
+
+
+def fit_drift(samples: pd.DataFrame, sensitivity: bool = True, nominal_mhz: float | None = None) -> DriftFit:
+    """The batch's drift and every (kernel, size)'s sensitivity to it.
+
+    A memory-bound kernel follows the fixed DRAM clock and drifts less than an ALU-bound one, so each
+    (kernel, size) gets its own β (log t = log T + β·x), fitted by least squares shrunk towards 1 after
+    dropping outliers: where the drift barely moved over its samples, β stays ≈ 1 and nothing is lost."""
+    x = clock_drift(samples, nominal_mhz)
+    if x is None:
+        x = np.log(drift_at(samples))
+    t = _ok_times(samples)
+    y = np.log(t.where(t > 0)).to_numpy()
+    ok = np.isfinite(y)
+    anchor = float(np.median(x[ok])) if ok.any() else 0.0
+    if not sensitivity or not ok.any():
+        return DriftFit(x, np.ones(len(samples)), anchor)
+    # Vectorised over (kernel, size) groups: racing rescores every round.
+    kernel_code, kernels = pd.factorize(samples["kernel_id"].astype(str))
+    group_code, groups = pd.factorize(
+        pd.MultiIndex.from_arrays([kernel_code, samples["size_index"].to_numpy()])
+    )
+    g, xs, ys = group_code[ok], x[ok], y[ok]
+    n_groups = len(groups)
+    # Outliers (2-4x) would swing a least-squares fit: keep residuals within 5 robust sigmas of the group's.
+    r = pd.Series(ys - xs)
+    dev = (r - r.groupby(g).transform("median")).abs()
+    mad = dev.groupby(g).transform("median").to_numpy()
+    keep = dev.to_numpy() <= 5 * np.maximum(1.4826 * mad, 0.01)
+    g, xs, ys = g[keep], xs[keep], ys[keep]
+    count = np.bincount(g, minlength=n_groups)
+    fit = count >= 3
+    with np.errstate(invalid="ignore", divide="ignore"):
+        xc = xs - (np.bincount(g, xs, n_groups) / count)[g]
+        yc = ys - (np.bincount(g, ys, n_groups) / count)[g]
+    sxy = np.where(fit, np.bincount(g, xc * yc, n_groups), 0.0)
+    sxx = np.where(fit, np.bincount(g, xc * xc, n_groups), 0.0)
+    # Two levels: the kernel's β over all its sizes (many samples) shrunk towards 1, then each size's own β
+    # shrunk towards the kernel's (its ALU share, hence its drift, changes with the shape).
+    group_kernel = np.asarray([k for k, _ in groups], dtype=int)
+    k_sxy = np.bincount(group_kernel, sxy, len(kernels))
+    k_sxx = np.bincount(group_kernel, sxx, len(kernels))
+    b_kernel = (k_sxy + SENSITIVITY_PRIOR) / (k_sxx + SENSITIVITY_PRIOR)
+    prior = b_kernel[group_kernel]
+    b_group = np.where(fit, (sxy + SIZE_SENSITIVITY_PRIOR * prior) / (sxx + SIZE_SENSITIVITY_PRIOR), prior)
+    return DriftFit(x, b_group[group_code], anchor)
+
+
+def normalise_times(
+    samples: pd.DataFrame,
+    sensitivity: bool = True,
+    nominal_mhz: float | None = None,
+    at: str = "median",
+) -> pd.Series:
+    """Each ok sample's time brought to one drift state (NaN for failed samples): ``at="median"`` the
+    batch's median state, where scores are taken; ``at="peak"`` the nominal clock with clock telemetry,
+    else the fastest state seen, where GFLOPS are taken (see the module doc)."""
+    d = fit_drift(samples, sensitivity, nominal_mhz)
+    return d.bring(_ok_times(samples), d.anchor if at == "median" else 0.0)
+
+
+SENSITIVITY_PRIOR = 0.03**2 / 0.5**2  # jitter variance / prior variance of a kernel's β around 1
+SIZE_SENSITIVITY_PRIOR = 0.03**2 / 0.15**2  # ... of one size's β around its kernel's
+
+
+def _med(x: np.ndarray) -> float:
+    """Median of a small 1-D array (np.median's overhead dominates at the 3-40 samples of a group)."""
+    xs = np.sort(x)
+    n = len(xs)
+    return float(xs[(n - 1) // 2] + xs[n // 2]) / 2
+
+
+def t95(dof: int) -> float:
+    return _T95[dof - 1] if 1 <= dof <= len(_T95) else 1.96
+
+
+def robust_sigma(x: np.ndarray) -> np.ndarray:
+    """The largest of three spread estimates along the last axis: stdev, 1.4826·MAD, IQR/1.349 (0 for
+    fewer than 2 values)."""
+    x = np.asarray(x, dtype=float)
+    if x.shape[-1] < 2:
+        return np.zeros(x.shape[:-1])
+    q1, q3 = np.percentile(x, [25, 75], axis=-1)
+    mad = np.median(np.abs(x - np.median(x, axis=-1, keepdims=True)), axis=-1)
+    return np.maximum.reduce([np.std(x, axis=-1, ddof=1), 1.4826 * mad, (q3 - q1) / 1.349])
+
+
+def median_cis(
+    groups: Sequence[np.ndarray], rng: np.random.Generator, reps: int
+) -> list[tuple[float, float]]:
+    """95% interval of each group's median ratio: bootstrap percentiles, widened to the robust t-interval.
+
+    A single sample has no spread to learn from: its interval is unbounded, so it can neither win nor be
+    eliminated on one launch. Groups of equal size share one resampling matrix (vectorised; the intervals
+    stay independent estimates of each group)."""
+    out: list[tuple[float, float]] = [(0.0, float("inf"))] * len(groups)
+    by_n: dict[int, list[int]] = {}
+    for i, g in enumerate(groups):
+        by_n.setdefault(len(g), []).append(i)
+    for n, members in by_n.items():
+        if n < 2:
+            continue
+        x = np.stack([groups[i] for i in members])  # (G, n)
+        idx = rng.integers(0, n, size=(reps, n))
+        lo, hi = np.percentile(np.median(x[:, idx], axis=2), [2.5, 97.5], axis=1)
+        logs = np.log(x)
+        half = t95(n - 1) * 1.2533 * robust_sigma(logs) / np.sqrt(n)
+        center = np.median(logs, axis=1)
+        lo, hi = np.minimum(lo, np.exp(center - half)), np.maximum(hi, np.exp(center + half))
+        for j, i in enumerate(members):
+            out[i] = (float(lo[j]), float(hi[j]))
+    return out
+
+
+def median_ci(ratios: np.ndarray, rng: np.random.Generator, reps: int) -> tuple[float, float]:
+    """:func:`median_cis` of one group."""
+    return median_cis([np.asarray(ratios, dtype=float)], rng, reps)[0]
+
+
+def score_samples(
+    samples: pd.DataFrame,
+    flops_by_size: Mapping[int, float],
+    bootstrap: int = 400,
+    seed: int = 0,
+    sizes: set[int] | None = None,
+    nominal_mhz: float | None = None,
+) -> pd.DataFrame:
+    """One row per (kernel, size): median score vs the size's reference, its bootstrap CI, and GFLOPS.
+
+    ``sizes`` limits the rows to those sizes (racing rescoring the open ones); the drift model always uses
+    every sample. ``nominal_mhz``: the arch's clock, to use the samples' clock telemetry (see module doc)."""
+    s = samples.copy()
+    d = fit_drift(s, nominal_mhz=nominal_mhz)
+    t = _ok_times(s)
+    s["norm_us"] = d.bring(t, d.anchor)
+    peak_us = d.bring(t, 0.0).to_numpy(float)
+    ref_time = s[(s["role"] == "reference") & s["norm_us"].notna()].groupby("size_index")["norm_us"].median()
+    rng = np.random.default_rng(seed)
+    norm = s["norm_us"].to_numpy(float)
+    status_a = s["status"].astype(str).to_numpy()
+    reason_a = s["reason"].fillna("").astype(str).to_numpy()
+    rows: list = []
+    pending: list[tuple[int, np.ndarray]] = []  # (row, ratios) whose interval is computed in one batch
+    # Plain numpy per group: pandas indexing per group costs ~ms, and finalize scores thousands of groups.
+    for (kid, size), idx in s.groupby(["kernel_id", "size_index"], sort=True).indices.items():
+        if sizes is not None and size not in sizes:
+            continue
+        st, good = status_a[idx], norm[idx][np.isfinite(norm[idx])]
+        bad = st == "bad_timing"
+        n_bad = int(bad.sum())
+        bad_reason = f"{n_bad} timing(s) excluded: {reason_a[idx][bad][0]}" if n_bad else ""
+        # Any failed launch (validation, crash, hang) disqualifies the kernel at this size.
+        failed = (st != "ok") if len(good) == 0 else ((st != "ok") & ~bad)
+        if failed.any():
+            classes, counts = np.unique(st[failed], return_counts=True)
+            status, reason = str(classes[np.argmax(counts)]), str(reason_a[idx][failed][0])
+        else:
+            status, reason = ("ok", bad_reason) if len(good) else ("no_samples", "")
+        if len(good) == 0:
+            rows.append((kid, size, 0, np.nan, np.nan, np.nan, np.nan, np.nan, status, reason, n_bad))
+            continue
+        ref = ref_time.get(size, np.nan)
+        peak = peak_us[idx]
+        med_t = _med(peak[np.isfinite(peak)])  # time and GFLOPS at the peak state, scores at the median one
+        gflops = flops_by_size[int(size)] / (med_t * 1e3)
+        if np.isfinite(ref):
+            pending.append((len(rows), ref / good))
+        score = _med(ref / good)
+        rows.append([kid, size, len(good), score, np.nan, np.nan, med_t, gflops, status, reason, n_bad])
+    for (r, _), ci in zip(pending, median_cis([p[1] for p in pending], rng, bootstrap), strict=True):
+        rows[r][4:6] = ci
+    return pd.DataFrame(rows, columns=SCORE_COLUMNS)
+
+
+def verdict(score: float, ci_low: float, ci_high: float, tolerance: float) -> str:
+    """Win / tie / loss against the spoof floor (score 1), with the configured tie tolerance."""
+    if not np.isfinite(score):
+        return "loss"
+    if score >= 1 + tolerance and ci_low > 1:
+        return "win"
+    if score <= 1 - tolerance and ci_high < 1:
+        return "loss"
+    return "tie"
+
+
+def best_per_size(scores: pd.DataFrame) -> dict[int, Mapping]:
+    """The best valid kernel per size (highest score; failed kernels can never win)."""
+    valid = scores[(scores["status"] == "ok") & scores["score"].notna()]
+    best = valid.sort_values(["size_index", "score", "kernel_id"], ascending=[True, False, True])
+    return {
+        int(r.size_index): r._asdict() for r in best.drop_duplicates("size_index").itertuples(index=False)
+    }
+
+
+def finite(x) -> float | None:
+    """A finite float, or None for missing, malformed or non-finite values."""
+    try:
+        v = float(x)
+    except (TypeError, ValueError):
+        return None
+    return v if math.isfinite(v) else None
+
+
+def geomean(values: Sequence[float]) -> float:
+    v = np.asarray([x for x in values if x is not None and np.isfinite(x) and x > 0], dtype=float)
+    return float(np.exp(np.log(v).mean())) if len(v) else float("nan")
+
+
+def score_library(
+    samples: pd.DataFrame,
+    library: Library,
+    sizes: list[list[int]],
+    profile: Mapping,
+    config: Mapping,
+    only: set[int] | None = None,
+    bootstrap: int | None = None,
+) -> pd.DataFrame:
+    """Flag bad timings, then score (``only``: just those size indices; ``bootstrap`` overrides the
+    configured resample count; see :func:`score_samples`)."""
+    flops = {i: gemm_flops(library.family, *map(int, s[:4])) for i, s in enumerate(sizes)}
+    peak = family_peak_gflops(profile, library.family)
+    flagged = flag_bad_timings(samples, samples["size_index"].map(flops).to_numpy(float), peak)
+    reps = int(bootstrap or config["benchmark"]["bootstrap"])
+    return score_samples(
+        flagged, flops, reps, int(config["seed"]), only, nominal_mhz=float(profile["clock_mhz"])
+    )

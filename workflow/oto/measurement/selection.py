@@ -1,0 +1,181 @@
+"""Selection: per size, the best kernel so far, its verdict against the spoof floor and its ceilings; a
+library's summary and convergence; the evidence strategies learn from; the finalists of the full-deck run.
+
+Scores are ratios to the same reference kernel at each size, so they compare across generations: the best
+of generation N is the better of generation N's winner and the carried best of N-1.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import Counter
+from collections.abc import Mapping
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from oto.gemm import Library
+from oto.hardware.ceilings import roofline_gflops
+from oto.measurement.scoring import best_per_size, geomean, verdict
+
+OBSERVATIONS_KEPT = 48  # best kernels remembered as evidence for the strategies
+
+
+def _finite(x) -> float | None:
+    return None if x is None or not math.isfinite(float(x)) else round(float(x), 6)
+
+
+def per_size_rows(
+    scores: pd.DataFrame,
+    sizes: list[list[int]],
+    library: Library,
+    profile: Mapping,
+    tolerance: float,
+    generation: int,
+    previous: Mapping[int, Mapping] | None = None,
+):
+    """Merge this batch's best per size with the carried best; add ceilings and verdicts."""
+    best = best_per_size(scores)
+    arr = np.asarray([s[:4] for s in sizes], dtype=float).reshape(-1, 4)
+    ceilings = roofline_gflops(profile, library.family, arr[:, 0], arr[:, 1], arr[:, 2], arr[:, 3])
+    rows = []
+    for i, _ in enumerate(sizes):
+        cur, prev = best.get(i), (previous or {}).get(i)
+        if cur is not None and (prev is None or prev.get("score") is None or cur["score"] > prev["score"]):
+            row = {
+                "size_index": i,
+                "winner": cur["kernel_id"],
+                "score": _finite(cur["score"]),
+                "ci_low": _finite(cur["ci_low"]),
+                "ci_high": _finite(cur["ci_high"]),
+                "gflops": _finite(cur["gflops"]),
+                "generation": generation,
+            }
+            if cur.get("race"):  # how the race at this size ended (oto.measurement.racing)
+                row["race"] = str(cur["race"])
+        elif prev is not None:
+            row = dict(prev)
+        else:
+            row = {
+                "size_index": i,
+                "winner": None,
+                "score": None,
+                "ci_low": None,
+                "ci_high": None,
+                "gflops": None,
+                "generation": generation,
+            }
+        row["ceiling_gflops"] = _finite(ceilings[i])
+        row["pct_ceiling"] = _finite(100 * row["gflops"] / ceilings[i]) if row["gflops"] else None
+        row["verdict"] = verdict(
+            *(np.nan if row[k] is None else row[k] for k in ("score", "ci_low", "ci_high")), tolerance
+        )
+        rows.append(row)
+    return rows
+
+
+def summarise(rows: list[Mapping], failures: Counter) -> dict[str, Any]:
+    verdicts = Counter(r["verdict"] for r in rows)
+    pct = [r["pct_ceiling"] for r in rows if r["pct_ceiling"] is not None]
+    return {
+        "geomean_score": _finite(geomean([r["score"] for r in rows])),
+        "pct_ceiling_median": _finite(float(np.median(pct))) if pct else None,
+        "wins": verdicts["win"],
+        "ties": verdicts["tie"],
+        "losses": verdicts["loss"],
+        "failures": dict(sorted(failures.items())),
+    }
+
+
+def measurement_failures(scores: pd.DataFrame) -> Counter:
+    """Failure classes of a scores table: one per failed (kernel, size), bad_timing per excluded sample."""
+    failures = Counter(s for s in scores["status"] if s not in ("ok", "bad_timing"))
+    if "excluded" in scores:
+        failures["bad_timing"] += int(scores["excluded"].fillna(0).sum())
+    return +failures
+
+
+def observations(
+    scores: pd.DataFrame,
+    params: Mapping[str, Mapping],
+    rows: list[Mapping],
+    previous: list[Mapping],
+    build_failures: Mapping[str, tuple[str, str]] | None = None,
+) -> list[dict]:
+    """Per kernel: geomean score over the sizes it ran, sizes won, and (as evidence for the strategies) the
+    failure class and reason of a kernel that did not build or failed a launch; merged with earlier
+    evidence."""
+    won = Counter(r["winner"] for r in rows if r["winner"])
+    obs = {o["id"]: dict(o) for o in previous}
+    for kid, (status, reason) in (build_failures or {}).items():
+        if kid in params:
+            obs[kid] = {"id": kid, "params": dict(params[kid]), "score": None, "sizes_won": 0}
+            obs[kid].update(failure=status, failure_reason=reason)
+    for kid, g in scores.groupby("kernel_id"):
+        ok = g[(g["status"] == "ok") & g["score"].notna()]
+        if kid not in params:
+            continue
+        failed = g[g["status"] != "ok"]
+        # Any failed launch disqualifies the kernel (correctness gate); its class is evidence either way.
+        failure = str(failed["status"].mode().iat[0]) if not failed.empty else ""
+        obs[kid] = {
+            "id": kid,
+            "params": dict(params[kid]),
+            "score": _finite(geomean(ok["score"].tolist())) if not ok.empty else None,
+            "sizes_won": 0,
+            "failure": failure,
+            "failure_reason": str(failed["reason"].fillna("").astype(str).iloc[0]) if failure else "",
+        }
+    for o in obs.values():
+        o["sizes_won"] = won.get(o["id"], 0)
+    ranked = sorted(obs.values(), key=lambda o: (o["score"] is None, -(o["score"] or 0), o["id"]))
+    return ranked[:OBSERVATIONS_KEPT]
+
+
+def novelty(cands: Mapping, rows: list[Mapping], generation: int) -> dict[str, Any]:
+    """How well the proposals of this generation were spent: new (not already measured), legal, and
+    useful (became the best kernel at one or more tuning sizes)."""
+    cand = [k for k in cands.get("kernels", []) if "candidate" in k.get("roles", [])]
+    rejected = cands.get("rejected", [])
+    proposed = len(cand) + len(rejected)
+    duplicate = sum(r.get("class") == "duplicate" for r in rejected)
+    illegal = sum(r.get("class") == "illegal" for r in rejected)
+    ids = {k["id"] for k in cand}
+    useful = len({r["winner"] for r in rows if r.get("winner") in ids and r.get("generation") == generation})
+
+    def share(x: int) -> float | None:
+        return round(x / proposed, 4) if proposed else None
+
+    return {
+        "proposed": proposed,
+        "new": proposed - duplicate,
+        "legal": proposed - illegal,
+        "useful": useful,
+        "share_new": share(proposed - duplicate),
+        "share_legal": share(proposed - illegal),
+        "share_useful": share(useful),
+    }
+
+
+def convergence(history: list[float], epsilon: float, patience: int) -> dict[str, Any]:
+    if len(history) > patience:
+        base, last = history[-1 - patience], history[-1]
+        gain = (last - base) / base if base else math.inf
+        if gain <= epsilon:
+            return {
+                "converged": True,
+                "history": history,
+                "reason": f"geomean score improved {gain:+.2%} over the last {patience} generations "
+                f"(threshold {epsilon:.2%})",
+            }
+    return {"converged": False, "history": history, "reason": "still improving"}
+
+
+MAX_FINALISTS = 8  # tuned kernels carried into the full-deck measurement, by tuning sizes won
+
+
+def finalists(selection: Mapping) -> dict[str, Mapping]:
+    won = Counter(r["winner"] for r in selection["per_size"] if r.get("winner"))
+    ranked = sorted(won, key=lambda k: (-won[k], k))[:MAX_FINALISTS]
+    return {k: selection["kernels"][k] for k in ranked}

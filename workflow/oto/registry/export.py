@@ -1,0 +1,98 @@
+"""Export and query the store: Kernel Tuner T4 results (``oto registry export-t4``) and counts
+(``oto registry summary``)."""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import oto
+from oto.registry.records import RegistryError
+from oto.registry.store import Store
+
+
+def export_t4(store: Path, out: Path, arch: str | None = None, library: str | None = None) -> dict[str, Any]:
+    """Write the registry's measurements as Kernel Tuner T4 results (schema 1.0.0).
+
+    One result per (kernel, library, size) measurement or failure; ``configuration`` holds the Tensile
+    parameters plus the problem (library, size) so results of different problems stay distinct."""
+    db = Store(store)
+    where, params = ["kind IN ('benchmarked', 'failed', 'rejected')"], []
+    if arch:
+        where.append("arch = ?")
+        params.append(arch)
+    if library:
+        where.append("library = ?")
+        params.append(library)
+    rows = db.query(f"SELECT * FROM records WHERE {' AND '.join(where)} ORDER BY recorded_at", params)
+    db.close()
+    invalidity = {"illegal": "constraints", "duplicate": "constraints", "timeout": "timeout"}
+    results = []
+    for r in rows:
+        ok = r["kind"] == "benchmarked"
+        conf = {**json.loads(r["params"] or "{}"), "library": r["library"], "size": r["size"]}
+        status = r["status"] or ""
+        inval = "correct" if ok else invalidity.get(status, "runtime" if r["kind"] == "failed" else "compile")
+        if status == "validation_failed":
+            inval = "correctness"
+        t_ms = (r["time_us"] or 0.0) / 1000.0
+        results.append(
+            {
+                "timestamp": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(r["recorded_at"] or 0)),
+                "configuration": conf,
+                "times": {"runtimes": [t_ms] if ok else [], "compilation": 0, "framework": 0},
+                "invalidity": inval,
+                "correctness": 1 if ok else 0,
+                "measurements": [
+                    {"name": "time", "value": t_ms if ok else 0.0, "unit": "ms"},
+                    {"name": "score", "value": r["score"] or 0.0, "unit": "ratio to reference"},
+                    {"name": "GFLOP/s", "value": r["gflops"] or 0.0, "unit": "GFLOP/s"},
+                ],
+                "objectives": ["time"],
+                "metadata": {
+                    "kernel_id": r["kernel_id"],
+                    "arch": r["arch"],
+                    "generation": r["generation"],
+                    "proposer": r["proposer"],
+                    "backend": r["backend"],
+                    "numbers": r["numbers"],
+                    "protocol": r["protocol"],
+                },
+            }
+        )
+    doc = {"schema_version": "1.0.0", "metadata": {"tool": f"oto {oto.__version__}"}, "results": results}
+    Path(out).parent.mkdir(parents=True, exist_ok=True)
+    Path(out).write_text(json.dumps(doc, indent=1) + "\n")
+    return {"results": len(results), "out": str(out)}
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """``oto registry export-t4 STORE OUT [--arch A] [--library L]`` and ``oto registry summary STORE``."""
+    import argparse
+    import sys
+
+    ap = argparse.ArgumentParser(prog="oto registry")
+    sub = ap.add_subparsers(dest="cmd", required=True)
+    ex = sub.add_parser("export-t4", help="write the registry as Kernel Tuner T4 results JSON")
+    ex.add_argument("store", type=Path)
+    ex.add_argument("out", type=Path)
+    ex.add_argument("--arch")
+    ex.add_argument("--library")
+    su = sub.add_parser("summary", help="record counts of a registry store")
+    su.add_argument("store", type=Path)
+    args = ap.parse_args(argv)
+    try:
+        if args.cmd == "export-t4":
+            res = export_t4(args.store, args.out, args.arch, args.library)
+            print(f"wrote {res['results']} T4 results to {res['out']}")
+        else:
+            db = Store(args.store)
+            print(json.dumps(db.summary(), indent=1))
+            db.close()
+    except RegistryError as exc:
+        print(f"oto registry: {exc}", file=sys.stderr)
+        return 2
+    return 0

@@ -1,0 +1,159 @@
+"""The consolidated store ``results/<arch>/registry/registry.sqlite``: every job file merged in one
+transaction, deduplicated by the records' key, queried by later runs and by ``oto registry``."""
+
+from __future__ import annotations
+
+import logging
+import sqlite3
+import time
+from collections.abc import Iterable, Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from oto.registry.job_files import read_job_file
+from oto.registry.records import COLUMNS, KEY, RegistryError
+
+log = logging.getLogger(__name__)
+
+
+def store_path(arch_dir: Path) -> Path:
+    """The consolidated store of one ``results/<arch>`` folder."""
+    return Path(arch_dir) / "registry" / "registry.sqlite"
+
+
+_REAL = ("score", "ci_low", "ci_high", "time_us", "gflops", "recorded_at")
+
+
+def _sql_type(c: str) -> str:
+    return "REAL" if c in _REAL else "INTEGER" if c == "generation" else "TEXT"
+
+
+_DDL = f"""
+CREATE TABLE IF NOT EXISTS records (
+  {", ".join(f"{c} {_sql_type(c)}" for c in COLUMNS)},
+  PRIMARY KEY ({", ".join(KEY)})
+);
+CREATE INDEX IF NOT EXISTS by_library ON records(arch, library, kind);
+CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT);
+"""
+
+
+class Store:
+    """The consolidated registry (SQLite). Open read-only for queries; ``merge`` is the only writer."""
+
+    def __init__(self, path: Path, readonly: bool = True):
+        self.path = Path(path)
+        if readonly:
+            if not self.path.is_file():
+                raise RegistryError(f"{self.path}: no registry store")
+            self.db = sqlite3.connect(f"file:{self.path}?mode=ro", uri=True)
+        else:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            self.db = sqlite3.connect(self.path)
+        self.db.row_factory = sqlite3.Row
+        try:
+            if not readonly:
+                self.db.executescript(_DDL)
+            self.db.execute("SELECT 1 FROM records LIMIT 1").fetchall()
+        except sqlite3.DatabaseError as exc:
+            self.db.close()
+            raise RegistryError(f"{self.path}: not a readable registry store ({exc})") from None
+
+    @classmethod
+    def open_optional(cls, path: Path) -> Store | None:
+        """The store as optional knowledge: None when absent; unreadable is logged, never fatal."""
+        if not Path(path).is_file():
+            return None
+        try:
+            return cls(path)
+        except RegistryError as exc:
+            log.warning("ignoring the registry store: %s", exc)
+            return None
+
+    def close(self) -> None:
+        self.db.close()
+
+    def merge(self, records: Iterable[Mapping[str, Any]]) -> int:
+        rows = [tuple(r.get(c) for c in COLUMNS) for r in records]
+        with self.db:  # one transaction: all or nothing
+            before = self.db.total_changes
+            marks = ", ".join("?" * len(COLUMNS))
+            self.db.executemany(
+                f"INSERT OR IGNORE INTO records ({', '.join(COLUMNS)}) VALUES ({marks})", rows
+            )
+            return self.db.total_changes - before
+
+    def query(self, sql: str, params: Sequence = ()) -> list[dict[str, Any]]:
+        return [dict(r) for r in self.db.execute(sql, params).fetchall()]
+
+    def measured(self, arch: str, library: str, protocol: str) -> dict[str, set[str]]:
+        """kernel id -> sizes already benchmarked (or failed) under this protocol."""
+        out: dict[str, set[str]] = {}
+        for r in self.db.execute(
+            "SELECT kernel_id, size FROM records WHERE arch=? AND library=? AND protocol=? "
+            "AND kind IN ('benchmarked', 'failed')",
+            (arch, library, protocol),
+        ):
+            out.setdefault(r["kernel_id"], set()).add(r["size"])
+        return out
+
+    def rejected(self, arch: str, library: str) -> set[str]:
+        return {
+            r["kernel_id"]
+            for r in self.db.execute(
+                "SELECT DISTINCT kernel_id FROM records WHERE arch=? AND library=? AND kind='rejected' "
+                "AND status='illegal'",
+                (arch, library),
+            )
+        }
+
+    def size_scores(self, arch: str, where: str, params: Sequence) -> list[dict[str, Any]]:
+        """Per kernel, library and size: geometric-mean score over every run that benchmarked it there."""
+        return self.query(
+            "SELECT library, kernel_id, MAX(params) AS params, size, EXP(AVG(LN(score))) AS score "
+            "FROM records WHERE arch=? AND kind='benchmarked' AND score > 0 AND "
+            f"{where} GROUP BY library, kernel_id, size",
+            (arch, *params),
+        )
+
+    def summary(self) -> dict[str, Any]:
+        rows = self.query("SELECT kind, COUNT(*) AS n FROM records GROUP BY kind")
+        libs = self.query("SELECT COUNT(DISTINCT library) AS n, COUNT(DISTINCT kernel_id) AS k FROM records")
+        return {
+            "records": {r["kind"]: r["n"] for r in rows},
+            "libraries": libs[0]["n"],
+            "kernels": libs[0]["k"],
+        }
+
+
+def consolidate(job_files: Sequence[Path], store: Path, out_summary: Path | None = None) -> dict[str, Any]:
+    """Merge per-job files into the store; a bad file is reported and its readable records kept."""
+    from oto.files import write_yaml
+
+    problems: list[str] = []
+    records: list[dict[str, Any]] = []
+    for f in job_files:
+        res = read_job_file(Path(f))
+        problems += res.problems
+        records += res.records
+    for p in problems:
+        log.warning("registry: %s", p)
+    try:
+        db = Store(store, readonly=False)
+    except RegistryError as exc:
+        # A corrupted store is set aside, never silently overwritten: its knowledge may be recoverable.
+        broken = Path(store).with_suffix(f".corrupt-{int(time.time())}")
+        Path(store).replace(broken)
+        problems.append(f"{exc}; moved aside to {broken} and started a new store")
+        log.warning("registry: %s", problems[-1])
+        db = Store(store, readonly=False)
+    try:
+        added = db.merge(records)
+        summary = {"store": str(store), "files": len(job_files), "added": added, **db.summary()}
+    finally:
+        db.close()
+    summary["problems"] = problems
+    if out_summary is not None:
+        write_yaml(out_summary, summary)
+    log.info("registry: merged %d files, %d new records into %s", len(job_files), added, store)
+    return summary

@@ -1,0 +1,99 @@
+"""What earlier runs know, handed to a new one: measurements of a library estimated at this run's tuning
+sizes (:func:`size_transfer`), kernels never to measure again, and the family's other patterns as priors."""
+
+from __future__ import annotations
+
+import json
+import logging
+import math
+import sqlite3
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from oto.registry.records import protocol_of, size_key
+from oto.registry.store import Store, store_path
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class Knowledge:
+    """What earlier runs (the consolidated store) know about one library. Scores are estimated at the
+    current tuning sizes from the sizes each kernel was measured at (:func:`size_transfer`)."""
+
+    measured: set[str]  # kernel ids benchmarked at every given size under this protocol: never again
+    rejected: set[str]  # kernel ids the legality checker rejected
+    own: list[dict[str, Any]]  # this library's kernels {id, params, score}, best first
+    family: list[dict[str, Any]]  # the other patterns of its family, best first (for transfer)
+
+
+# Sizes whose (M, N, batch, K) differ by about 1.4x in each dimension still inform each other.
+SIZE_BANDWIDTH = math.log(2) / 2
+SIZE_PRIOR_WEIGHT = 0.05  # pull towards the kernel's overall geomean where no measured size is near
+
+
+def _log_size(size: Sequence | str) -> list[float]:
+    parts = size.split(",") if isinstance(size, str) else list(size)[:4]
+    return [math.log(max(float(x), 1.0)) for x in parts]
+
+
+def size_transfer(measured: Mapping[str, float], sizes: Sequence) -> float | None:
+    """A kernel's geomean score over ``sizes``, estimated from its scores at the sizes it was measured at
+    (``{"M,N,B,K": score}``): at each wanted size a Gaussian-weighted mean of the log scores by distance in
+    log (M, N, batch, K), shrunk towards its overall geomean where nothing measured is near. A kernel that
+    excelled at small sizes ranks high for a run tuning small sizes, not for one tuning large ones."""
+    pts = [(_log_size(k), math.log(v)) for k, v in measured.items() if v and v > 0 and math.isfinite(v)]
+    if not pts:
+        return None
+    overall = sum(v for _, v in pts) / len(pts)
+    if not sizes:
+        return math.exp(overall)
+    logs = []
+    for want in sizes:
+        w0 = _log_size(want)
+        num, den = SIZE_PRIOR_WEIGHT * overall, SIZE_PRIOR_WEIGHT
+        for at, v in pts:
+            d2 = sum((a - b) ** 2 for a, b in zip(at, w0, strict=False))
+            w = math.exp(-d2 / (2 * SIZE_BANDWIDTH**2))
+            num, den = num + w * v, den + w
+        logs.append(num / den)
+    return math.exp(sum(logs) / len(logs))
+
+
+def knowledge(arch_dir: Path, arch: str, library: str, config: Mapping, sizes: Sequence) -> Knowledge | None:
+    """Optional knowledge for mutate and emit: None when there is no store yet (first run)."""
+    from oto.gemm import Library
+
+    db = Store.open_optional(store_path(arch_dir))
+    if db is None:
+        return None
+    try:
+        want = {size_key(s) for s in sizes}
+        measured = {k for k, got in db.measured(arch, library, protocol_of(config)).items() if want <= got}
+        fam = Library.parse(library).family.code
+        per: dict[tuple[str, str], dict[str, Any]] = {}
+        for r in db.size_scores(arch, "family = ?", (fam,)):
+            k = per.setdefault((r["library"], r["kernel_id"]), {"params": r["params"], "sizes": {}})
+            k["sizes"][r["size"]] = r["score"]
+        kernels = [
+            (
+                lib,
+                {
+                    "id": kid,
+                    "params": json.loads(k["params"] or "{}"),
+                    "score": size_transfer(k["sizes"], sizes),
+                },
+            )
+            for (lib, kid), k in per.items()
+        ]
+        kernels.sort(key=lambda lk: (-(lk[1]["score"] or 0.0), lk[1]["id"]))
+        own = [k for lib, k in kernels if lib == library and k["score"] is not None]
+        family = [k for lib, k in kernels if lib != library and k["score"] is not None]
+        return Knowledge(measured, db.rejected(arch, library), own, family)
+    except sqlite3.DatabaseError as exc:
+        log.warning("ignoring the registry store %s: %s", db.path, exc)
+        return None
+    finally:
+        db.close()

@@ -1,0 +1,135 @@
+"""The acceptance report, ``results/<arch>/acceptance.md`` and its HTML twin: coverage of the deck, % of the
+ceilings, wins/ties/losses against the spoof floor, the slowest sizes and a verdict per library.
+
+Every figure comes from :func:`oto.reporting.collect.collect` over the same files the dashboard reads, through
+the same functions (:mod:`oto.reporting.figures`): the report and the dashboard cannot disagree.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+
+from oto.files import StageFileError, read_yaml, require
+from oto.reporting import plots
+from oto.reporting.dashboard import css, environment, fmt
+
+NUMBERS_TEXT = {
+    "simulated": "**simulated** on oto's model of the GPU (docs/simulator.md) — no hardware was measured",
+    "replayed": "**replayed** from recorded real measurements",
+    "measured": "**measured** on the GPU",
+}
+
+
+def check_finals(final_paths: Sequence[Path]) -> None:
+    """A final.yaml the report cannot read fails here, naming the file and field."""
+    for p in final_paths:
+        doc = read_yaml(p)
+        for key, kind in (("per_size", list), ("sizes", list), ("summary", dict), ("kernels", dict)):
+            require(doc, key, p, kind)
+        for i, row in enumerate(doc["per_size"]):
+            if not isinstance(row, Mapping) or "verdict" not in row:
+                raise StageFileError(f"{p}: per_size[{i}] has no field 'verdict'")
+
+
+def _wtl(r: Mapping) -> str:
+    return f"{r['wins']}/{r['ties']}/{r['losses']}"
+
+
+def render_markdown(data: Mapping, deck_source: Mapping) -> str:
+    tol = data["tie_tolerance"] or 0.0
+    fin, cov = data["final"], data["coverage"]
+    libs = {lib["library"]: lib for lib in data["libraries"]}
+    out = [f"# oto acceptance report — {data['arch']}", "", "## Provenance", ""]
+    for n in data["numbers"] or ["unknown"]:
+        out.append(f"- Numbers are {NUMBERS_TEXT.get(n, n)}.")
+    out += [
+        f"- Backend: `{', '.join(data['backends']) or '?'}`; seed {data['seed']}; deck: "
+        f"{deck_source.get('kind', '?')} of the shipped {cov['deck_of']} library.",
+        "- Scores are drift-normalised ratios to the spoof floor (the shipped gfx900 solution for each "
+        f"size, run as under HSA_OVERRIDE_GFX_VERSION=9.0.0); tie tolerance ±{tol:.0%}: a size is a win "
+        f"when its score is ≥ {1 + tol:.2f} with the 95% interval above 1, a loss when ≤ {1 - tol:.2f} with "
+        "the interval below 1, else a tie. Scores are taken in each batch's median thermal/DVFS state (a "
+        "memory-bound kernel's ratio to the reference depends on it); GFLOPS and % of the ceiling at the "
+        "peak state: the nominal clock where samples carry clock readings, else the fastest state seen.",
+        "",
+        f"## Coverage of the deck (against the shipped {cov['deck_of']} footprint)",
+        "",
+        "| | tuned | shipped |",
+        "|---|---|---|",
+        f"| libraries | {cov['libraries_finished']} | {cov['libraries_in_source'] or '?'} |",
+        f"| deck sizes (of the tuned libraries: {cov['deck_sizes_selected']}) | "
+        f"{cov['final_sizes_with_winner']} with a measured winner | {cov['sizes_in_source'] or '?'} |",
+        f"| kernels on those sizes | {cov['final_kernels']} | {cov['final_shipped_kernels']} |",
+        f"| solutions in the tuned libraries | — | {cov['shipped_solutions_selected']} of "
+        f"{cov['solutions_in_source'] or '?'} |",
+        "",
+        "## Per family: % of the theoretical ceiling and wins / ties / losses against the spoof",
+        "",
+        "| family | patterns | sizes | theoretical GFLOPS | best % | median % | median % of roofline | "
+        "geomean speed-up | wins | ties | losses |",
+        "|---|---|---|---|---|---|---|---|---|---|---|",
+    ]
+    for r in fin["families"]:
+        out.append(
+            f"| {r['family']} | {r['patterns']} | {r['sizes']} | {fmt(r['peak'], '.0f')} | "
+            f"{fmt(r['best_pct_theoretical'], '.1f')} | {fmt(r['median_pct_theoretical'], '.1f')} | "
+            f"{fmt(r['median_pct_roofline'], '.1f')} | {fmt(r['geomean_score'], '.3f', '×')} | {r['wins']} | "
+            f"{r['ties']} | {r['losses']} |"
+        )
+    out += [
+        "",
+        "## Per library",
+        "",
+        "| library | generations | converged | sizes | kernels | geomean speed-up | W/T/L | verdict |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
+    for r in fin["libraries"]:
+        lib = libs[r["library"]]
+        out.append(
+            f"| {r['library']} | {len(lib['generations'])} | "
+            f"{'yes' if lib['convergence'].get('converged') else 'no'} | {r['sizes']} | {r['kernels']} | "
+            f"{fmt(r['geomean_score'], '.3f', '×')} | {_wtl(r)} | {r['verdict']} |"
+        )
+    out += [
+        "",
+        "## Slowest sizes (lowest % of their roofline ceiling)",
+        "",
+        "| library | M, N, batch, K | GFLOPS | roofline GFLOPS | % | speed-up vs spoof |",
+        "|---|---|---|---|---|---|",
+    ]
+    for r in fin["slowest"]:
+        out.append(
+            f"| {r['library']} | {', '.join(map(str, r['size']))} | {fmt(r['gflops'], '.2f')} | "
+            f"{fmt(r['ceiling_gflops'], '.2f')} | {fmt(r['pct_ceiling'], '.1f')} | "
+            f"{fmt(r['score'], '.3f', '×')} |"
+        )
+    out += ["", "## Failures (all generations, by class)", ""]
+    out += [f"- {k}: {v}" for k, v in fin["failures"].items()] or ["- none"]
+    out.append("")
+    return "\n".join(out)
+
+
+def inline_svg(svg: str) -> str:
+    """An SVG document as an element to inline in HTML (no XML declaration or doctype)."""
+    start = svg.find("<svg")
+    return svg[start:] if start >= 0 else svg
+
+
+def render_html(data: Mapping, deck_source: Mapping) -> str:
+    libs = {lib["library"]: lib for lib in data["libraries"]}
+    return (
+        environment()
+        .get_template("acceptance.html.j2")
+        .render(
+            d=data,
+            css=css(),
+            refresh_seconds=None,
+            libs=libs,
+            deck_kind=deck_source.get("kind", "?"),
+            charts={
+                "wins_ties_losses": inline_svg(plots.wins_ties_losses(data)),
+                "progress_score": inline_svg(plots.progress_score(data)),
+            },
+        )
+    )

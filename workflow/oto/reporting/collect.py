@@ -1,0 +1,370 @@
+"""Read a run's result files into one JSON-able document: what the dashboard and the acceptance report show.
+
+Reads ``results/<arch>/``: ceilings.yaml, deck.yaml, and per library ``deck.yaml``, ``gen<N>/{candidates.yaml,
+build.yaml, samples.csv, selection.yaml}`` and ``final.yaml``. The run is live: a generation whose
+selection.yaml is not written yet is "in progress" and skipped; keys that other stages add or leave out are
+read with defaults. A file that is not valid YAML/CSV raises an error naming it (nothing is written then, so
+the last good page stays).
+
+Per finished generation the digest of its samples (launches per proposer, reference drift, failure classes)
+is cached under ``dashboard/cache/`` keyed by the files' size and mtime, so refreshing after every generation
+of a 46-library run re-reads only the generation that just finished.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+from collections import Counter
+from collections.abc import Mapping
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from oto.files import StageFileError, atomic_write_text, read_yaml
+from oto.measurement.scoring import drift_series
+from oto.reporting import figures
+
+CACHE_VERSION = 1
+DRIFT_POINTS = 120  # per generation: the drift curve is smooth, more points only weigh the page down
+GEN_DIR = re.compile(r"^gen(\d+)$")
+REFERENCE = "reference"  # proposer label of the spoof-floor launches
+
+
+def _yaml(path: Path) -> Any:
+    """A result file, or None while it does not exist yet."""
+    if not path.is_file():
+        return None
+    doc = read_yaml(path)
+    if doc is not None and not isinstance(doc, Mapping):
+        raise StageFileError(f"{path}: expected a mapping at the top level, found {type(doc).__name__}")
+    return doc
+
+
+def _stamp(paths: list[Path]) -> list:
+    return [
+        [p.name, p.stat().st_size, p.stat().st_mtime_ns] if p.is_file() else [p.name, None] for p in paths
+    ]
+
+
+def _proposers(cands: Mapping | None) -> dict[str, str]:
+    """Kernel id → who proposed it (a kernel may be both a candidate and a size's reference)."""
+    return {
+        str(k["id"]): str(k.get("proposer") or "unknown")
+        for k in (cands or {}).get("kernels") or []
+        if isinstance(k, Mapping) and "id" in k
+    }
+
+
+def _is_candidate(k: Mapping) -> bool:
+    roles = k.get("roles") or [k.get("role", "candidate")]
+    return "candidate" in roles
+
+
+def samples_digest(samples_path: Path, cands: Mapping | None, build: Mapping | None) -> dict[str, Any]:
+    """Launches and candidates per proposer, failure classes and the reference drift of one batch."""
+    proposers = _proposers(cands)
+    candidates = Counter(
+        str(k.get("proposer") or "unknown")
+        for k in (cands or {}).get("kernels") or []
+        if isinstance(k, Mapping) and _is_candidate(k)
+    )
+    failures: Counter = Counter()
+    for b in (build or {}).get("kernels") or []:
+        if isinstance(b, Mapping) and b.get("status", "ok") != "ok":
+            failures[f"build: {b['status']}"] += 1
+    for r in (cands or {}).get("rejected") or []:
+        if isinstance(r, Mapping):
+            failures[f"rejected: {r.get('class', 'unknown')}"] += 1
+    launches: Counter = Counter()
+    drift: dict[str, list[float]] = {"seq": [], "slowdown_pct": []}
+    if samples_path.is_file():
+        try:
+            df = pd.read_csv(samples_path, dtype={"kernel_id": str, "role": str, "status": str})
+        except (pd.errors.ParserError, UnicodeDecodeError) as exc:
+            raise StageFileError(f"{samples_path}: not a readable CSV: {exc}") from exc
+        missing = {"seq", "kernel_id", "role", "time_us", "status"} - set(df.columns)
+        if missing:
+            raise StageFileError(f"{samples_path}: missing column(s) {', '.join(sorted(missing))}")
+        if not df.empty:
+            # A reference launch is the spoof floor's, whoever else proposed the same kernel.
+            who = df["kernel_id"].map(proposers).fillna("unknown").where(df["role"] != REFERENCE, REFERENCE)
+            launches.update(who.tolist())
+            failures.update(f"launch: {s}" for s in df["status"] if s != "ok")
+            seq, factor = drift_series(df)
+            if len(seq):
+                step = max(1, math.ceil(len(seq) / DRIFT_POINTS))
+                slow = 100 * (factor / factor.min() - 1)
+                drift = {
+                    "seq": [float(x) for x in seq[::step]],
+                    "slowdown_pct": [round(float(x), 3) for x in slow[::step]],
+                }
+    return {
+        "launches": dict(sorted(launches.items())),
+        "candidates": dict(sorted(candidates.items())),
+        "failures": dict(sorted(failures.items())),
+        "drift": drift,
+        "drift_range_pct": max(drift["slowdown_pct"]) if drift["slowdown_pct"] else None,
+    }
+
+
+def _cached(cache: Path | None, key: Mapping, compute) -> dict[str, Any]:
+    if cache is not None and cache.is_file():
+        try:
+            hit = json.loads(cache.read_text())
+            if hit.get("key") == key:
+                return hit["value"]
+        except (ValueError, KeyError, AttributeError):
+            pass  # a torn or old cache entry is recomputed
+    value = compute()
+    if cache is not None:
+        atomic_write_text(cache, json.dumps({"key": key, "value": value}))
+    return value
+
+
+def generation_record(gen_dir: Path, peak: float | None, cache_dir: Path | None) -> dict | None:
+    """One finished generation (None while its selection.yaml is not written), cached on its files."""
+    inputs = [gen_dir / n for n in ("selection.yaml", "candidates.yaml", "build.yaml", "samples.csv")]
+    if not inputs[0].is_file():
+        return None
+    key = {"version": CACHE_VERSION, "peak": peak, "inputs": _stamp(inputs)}
+    cache = cache_dir / gen_dir.parent.name / f"{gen_dir.name}.json" if cache_dir else None
+    return _cached(cache, key, lambda: _generation_record(gen_dir, peak))
+
+
+def _generation_record(gen_dir: Path, peak: float | None) -> dict:
+    selection = _yaml(gen_dir / "selection.yaml")
+    cands = _yaml(gen_dir / "candidates.yaml")
+    build = _yaml(gen_dir / "build.yaml")
+    digest = samples_digest(gen_dir / "samples.csv", cands, build)
+    per = selection.get("per_size") or []
+    summary = selection.get("summary") or {}
+    conv = selection.get("convergence") or {}
+    done = (gen_dir / "selection.yaml").stat().st_mtime
+    return {
+        "gen": int(selection.get("generation", GEN_DIR.match(gen_dir.name).group(1))),
+        "frozen": bool(selection.get("frozen")),
+        "finished_at": datetime.fromtimestamp(done, UTC).strftime("%Y-%m-%d %H:%M:%S"),
+        "finished_ts": done,
+        "numbers": (selection.get("provenance") or {}).get("numbers"),
+        "backend": (selection.get("provenance") or {}).get("backend"),
+        "geomean_score": figures.finite(summary.get("geomean_score")),
+        "pct_ceiling_median": figures.finite(summary.get("pct_ceiling_median")),
+        "wins": int(summary.get("wins") or 0),
+        "ties": int(summary.get("ties") or 0),
+        "losses": int(summary.get("losses") or 0),
+        "failures_cumulative": {k: int(v) for k, v in (summary.get("failures") or {}).items()},
+        "converged": bool(conv.get("converged")),
+        "reason": conv.get("reason", ""),
+        "convergence": dict(conv),
+        **{
+            k: v
+            for k, v in figures.size_stats(per, peak).items()
+            if k.startswith(("median", "sizes", "meas"))
+        },
+        **digest,
+        "selection": _figures_input(selection),
+    }
+
+
+def _failures_new(gens: list[dict]) -> None:
+    """Per generation, the failures it added: the difference of the selection's cumulative counts."""
+    before: Counter = Counter()
+    for g in gens:
+        now = Counter(g["failures_cumulative"])
+        g["failures_new"] = {k: now[k] - before[k] for k in sorted(now) if now[k] - before[k] > 0}
+        before = now
+
+
+def _library_status(gens: list[dict], final: Mapping | None, max_gen: int | None) -> str:
+    if final is not None:
+        return "finished"
+    if not gens:
+        return "waiting"
+    if gens[-1]["converged"]:
+        return "converged"
+    if max_gen is not None and len(gens) >= max_gen:
+        return "finalizing"
+    return "tuning"
+
+
+def library_record(
+    lib_dir: Path, deck: Mapping, peak: float | None, max_gen: int | None, cache_dir: Path | None
+) -> dict:
+    """One library: its deck entry (counts from deck.yaml), every finished generation, the latest
+    selection and the final."""
+    name = lib_dir.name
+    gens, latest = [], None
+    gen_dirs = sorted(
+        (int(m.group(1)), p) for p in lib_dir.iterdir() if p.is_dir() and (m := GEN_DIR.match(p.name))
+    )
+    for _, gdir in gen_dirs:
+        record = generation_record(gdir, peak, cache_dir)
+        if record is not None:  # else still running
+            gens.append(record)
+    latest = gens[-1].pop("selection") if gens else None
+    for g in gens:
+        g.pop("selection", None)
+    _failures_new(gens)
+    final = _yaml(lib_dir / "final.yaml")
+    family, pattern = _family_pattern(name, deck, final)
+    last = gens[-1] if gens else {}
+    record = {
+        "library": name,
+        "family": family,
+        "pattern": pattern,
+        "deck_sizes": int(deck.get("sizes") or 0),
+        "shipped_solutions": int(deck.get("solutions") or 0),
+        "generations": gens,
+        "status": _library_status(gens, final, max_gen),
+        "convergence": (final or {}).get("convergence") or last.get("convergence") or {},
+        "numbers": ((final or {}).get("provenance") or {}).get("numbers") or last.get("numbers"),
+        "backend": ((final or {}).get("provenance") or {}).get("backend") or last.get("backend"),
+        "final": None,
+        "latest": None,
+    }
+    if latest is not None:
+        record["latest"] = {"library": name, "family": family, "pattern": pattern, **latest}
+    if final is not None:
+        record["final"] = {"library": name, "family": family, "pattern": pattern, **_figures_input(final)}
+        record["final"]["shipped_kernels"] = int(final.get("shipped_kernels") or 0)
+    return record
+
+
+def _family_pattern(name: str, deck: Mapping, final: Mapping | None) -> tuple[str, str]:
+    family = deck.get("family") or (final or {}).get("family")
+    pattern = deck.get("pattern") or (final or {}).get("pattern")
+    if family and pattern:
+        return str(family), str(pattern)
+    from oto.gemm import Library  # parse the name only when the files do not say
+
+    lib = Library.parse(name)
+    return lib.family.code, lib.pattern
+
+
+def _figures_input(doc: Mapping) -> dict:
+    """The part of a selection/final the shared figures read (see oto.reporting.figures); kernels by id."""
+    return {
+        "sizes": doc.get("sizes") or [],
+        "per_size": doc.get("per_size") or [],
+        "kernels": {str(k): {} for k in (doc.get("kernels") or {})},
+        "summary": doc.get("summary") or {},
+    }
+
+
+def _coverage(deck: Mapping, libs: list[dict]) -> dict[str, Any]:
+    """The tuned deck against the shipped gfx900 footprint: libraries, sizes and kernels."""
+    prov = deck.get("provenance") or {}
+    source = prov.get("stats_of_source") or {}
+    finals = [lib["final"] for lib in libs if lib["final"]]
+    tuned_sizes = {
+        lib["library"]: len(((lib["latest"] or {}).get("per_size")) or []) for lib in libs if lib["latest"]
+    }
+    return {
+        "deck_of": prov.get("deck_of", "gfx900"),
+        "deck_kind": (prov.get("deck_source") or {}).get("kind"),
+        "libraries_in_source": prov.get("libraries_in_source"),
+        "sizes_in_source": source.get("unique_sizes"),
+        "solutions_in_source": source.get("solutions"),
+        "libraries_selected": len(libs),
+        "libraries_started": sum(1 for lib in libs if lib["generations"]),
+        "libraries_finished": len(finals),
+        "deck_sizes_selected": sum(lib["deck_sizes"] for lib in libs),
+        "shipped_solutions_selected": sum(lib["shipped_solutions"] for lib in libs),
+        "tuning_sizes_measured": sum(tuned_sizes.values()),
+        "final_sizes": sum(len(f["per_size"]) for f in finals),
+        "final_sizes_with_winner": sum(1 for f in finals for r in f["per_size"] if r.get("winner")),
+        "final_kernels": sum(len(f["kernels"]) for f in finals),
+        "final_shipped_kernels": sum(f.get("shipped_kernels", 0) for f in finals),
+    }
+
+
+def _state(libs: list[dict]) -> str:
+    if not libs or not any(lib["generations"] for lib in libs):
+        return "waiting"
+    if all(lib["status"] == "finished" for lib in libs):
+        return "finished"
+    return "running"
+
+
+def collect(
+    results: str | Path,
+    config: Mapping | None = None,
+    cache_dir: str | Path | None = None,
+    libraries: list[str] | None = None,
+) -> dict[str, Any]:
+    """Everything the pages show, from the files under ``results/<arch>/`` (missing files: empty parts).
+
+    ``libraries``: only these (default: those of deck.yaml, else every library folder on disk)."""
+    results = Path(results)
+    config = config or {}
+    ceilings = _yaml(results / "ceilings.yaml") or {}
+    deck = _yaml(results / "deck.yaml") or {}
+    peaks = {
+        fam: figures.finite(v.get("theoretical_gflops"))
+        for fam, v in (ceilings.get("families") or {}).items()
+        if isinstance(v, Mapping)
+    }
+    max_gen = config.get("max_generations")
+    selected = list((deck.get("libraries") or {}).keys())
+    on_disk = sorted(p.name for p in results.glob("Cijk_*") if p.is_dir()) if results.is_dir() else []
+    # The deck names the run's libraries; folders of an earlier selection are not part of this run.
+    names = sorted(libraries if libraries is not None else selected or on_disk)
+    cache = Path(cache_dir) if cache_dir else None
+    libs = []
+    for name in names:
+        lib_dir = results / name
+        if not lib_dir.is_dir():
+            continue
+        entry = (deck.get("libraries") or {}).get(name) or {}
+        fam = entry.get("family")
+        libs.append(library_record(lib_dir, entry, peaks.get(fam) if fam else None, max_gen, cache))
+    for lib in libs:  # the family is certain only after the record is read
+        if peaks.get(lib["family"]) is not None:
+            for g in lib["generations"]:
+                g["theoretical_gflops"] = peaks[lib["family"]]
+    latest = [lib["latest"] for lib in libs if lib["latest"]]
+    finals = [lib["final"] for lib in libs if lib["final"]]
+    tol = figures.finite((config.get("benchmark") or {}).get("tie_tolerance"))
+    numbers = sorted({n for lib in libs if (n := lib["numbers"])})
+    backends = sorted({b for lib in libs if (b := lib["backend"])})
+    return {
+        "arch": ceilings.get("arch") or config.get("arch") or results.name,
+        "generated_at": datetime.now(UTC).strftime("%Y-%m-%d %H:%M:%S UTC"),
+        "state": _state(libs),
+        "max_generations": max_gen,
+        "seed": config.get("seed"),
+        "tie_tolerance": tol,
+        "numbers": numbers,
+        "backends": backends,
+        "peaks": peaks,
+        "libraries": libs,
+        "coverage": _coverage(deck, libs),
+        "current": {
+            "families": figures.family_rows(latest, peaks),
+            "libraries": figures.library_rows(latest, tol or 0.0),
+            "overall": figures.overall(latest),
+            "slowest": figures.slowest_sizes(latest),
+        },
+        "final": {
+            "families": figures.family_rows(finals, peaks),
+            "libraries": figures.library_rows(finals, tol or 0.0),
+            "overall": figures.overall(finals),
+            "slowest": figures.slowest_sizes(finals),
+            "failures": figures.failure_totals(finals),
+        },
+    }
+
+
+def generations_done(data: Mapping) -> tuple[int, int | None]:
+    done = sum(len(lib["generations"]) for lib in data["libraries"])
+    total = len(data["libraries"]) * data["max_generations"] if data.get("max_generations") else None
+    return done, total
+
+
+def as_array(values) -> np.ndarray:
+    return np.asarray([np.nan if v is None else v for v in values], dtype=float)

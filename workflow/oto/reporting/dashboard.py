@@ -1,0 +1,155 @@
+"""Render the dashboard (index.html + plots/*.svg + data.json) from the run's files.
+
+Two copies, each written by one writer: the **live** page ``results/<arch>/live/``, refreshed best-effort by
+the deck job, every select job and the dashboard job (:func:`refresh`), so it is at most one generation
+behind and reloads itself until the run finishes; and the **final** page ``results/<arch>/dashboard/``, the
+dashboard rule's declared output. The page is static and opens from disk. Concurrent refreshes are
+serialised by a lock file and each file is replaced atomically, so a reader never sees half a page.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import json
+import logging
+from collections.abc import Iterator, Mapping
+from pathlib import Path
+from typing import Any
+
+import jinja2
+
+from oto.files import atomic_write_text
+from oto.reporting import plots
+from oto.reporting.collect import collect, generations_done
+
+log = logging.getLogger(__name__)
+TEMPLATES = Path(__file__).resolve().parent / "templates"
+LIVE_DIR = "live"  # results/<arch>/live/: the page every select job refreshes
+FINAL_DIR = "dashboard"  # results/<arch>/dashboard/: the dashboard rule's output
+REFRESH_SECONDS = 30
+STATE_TEXT = {
+    "waiting": "waiting for first results",
+    "running": "run in progress",
+    "finished": "run finished",
+}
+STATE_COLOUR = {
+    "waiting": "cool-gray",
+    "tuning": "blue",
+    "converged": "teal",
+    "finalizing": "purple",
+    "finished": "green",
+}
+
+
+def fmt(value: Any, spec: str = "", suffix: str = "", missing: str = "—") -> str:
+    """A number for a page: formatted, or a dash when there is none."""
+    if value is None:
+        return missing
+    try:
+        v = float(value)
+    except (TypeError, ValueError):
+        return str(value)
+    if v != v:  # NaN
+        return missing
+    return f"{v:{spec}}{suffix}"
+
+
+def environment() -> jinja2.Environment:
+    env = jinja2.Environment(
+        loader=jinja2.FileSystemLoader(TEMPLATES),
+        autoescape=jinja2.select_autoescape(["html", "j2"]),
+        undefined=jinja2.StrictUndefined,
+        trim_blocks=False,
+        lstrip_blocks=False,
+    )
+    env.filters["fmt"] = fmt
+    return env
+
+
+def css() -> str:
+    return (TEMPLATES / "carbon.css").read_text()
+
+
+@contextlib.contextmanager
+def _locked(out_dir: Path) -> Iterator[None]:
+    out_dir.mkdir(parents=True, exist_ok=True)
+    with open(out_dir / ".lock", "w") as fh:
+        fcntl.flock(fh, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(fh, fcntl.LOCK_UN)
+
+
+def _launches(lib: Mapping) -> dict[str, int]:
+    """Candidate launches by proposer, most first (the reference launches are the same for every one)."""
+    total: dict[str, int] = {}
+    for g in lib["generations"]:
+        for k, v in (g.get("launches") or {}).items():
+            if k != "reference":
+                total[k] = total.get(k, 0) + int(v)
+    return dict(sorted(((k, v) for k, v in total.items() if v), key=lambda kv: -kv[1]))
+
+
+def page_context(data: Mapping, results: Path) -> dict[str, Any]:
+    finished = data["state"] == "finished"
+    # Mid-run, the latest generation of every library (a finished library's final is not comparable
+    # with the others' tuning sizes); once all are finished, the final measurement.
+    table = data["final"] if finished else data["current"]
+    headline = table["overall"]
+    done, total = generations_done(data)
+    lib_rows = {r["library"]: r for r in data["final"]["libraries"]}
+    for r in data["current"]["libraries"]:
+        lib_rows.setdefault(r["library"], r)
+    return {
+        "d": data,
+        "css": css(),
+        "refresh_seconds": None if finished else REFRESH_SECONDS,
+        "state_text": STATE_TEXT.get(data["state"], data["state"]),
+        "state_colour": STATE_COLOUR,
+        "table": table,
+        "headline": headline,
+        "headline_scope": (
+            f"final, {headline['sizes']} deck sizes"
+            if finished
+            else f"latest generation, {headline['sizes']} tuning sizes"
+        ),  # fmt: skip
+        "gens_done": done,
+        "gens_total": total,
+        "converged": sum(1 for lib in data["libraries"] if (lib["convergence"] or {}).get("converged")),
+        "sizes_measured": data["coverage"]["final_sizes_with_winner"]
+        or data["coverage"]["tuning_sizes_measured"],
+        "lib_rows": lib_rows,
+        "launches": {lib["library"]: _launches(lib) for lib in data["libraries"]},
+        "acceptance_link": (results / "acceptance.html").is_file(),
+    }
+
+
+def write_dashboard(
+    results: str | Path, config: Mapping | None = None, out_dir: str | Path | None = None
+) -> dict:
+    """Collect, plot and render; returns the collected document (also written as data.json)."""
+    results = Path(results)
+    out_dir = Path(out_dir) if out_dir else results / FINAL_DIR
+    with _locked(out_dir):
+        # Per-generation digests are cached by the live page's refreshes; the final page reuses them.
+        data = collect(results, config, cache_dir=results / LIVE_DIR / "cache")
+        for name, chart in plots.CHARTS.items():
+            atomic_write_text(out_dir / "plots" / f"{name}.svg", chart(data))
+        atomic_write_text(out_dir / "data.json", json.dumps(data, indent=1, sort_keys=True, default=str))
+        html = environment().get_template("dashboard.html.j2").render(**page_context(data, results))
+        atomic_write_text(out_dir / "index.html", html)  # last: the page appears once its plots exist
+    log.info("dashboard %s: %s, %d libraries", out_dir / "index.html", data["state"], len(data["libraries"]))
+    return data
+
+
+def refresh(results: str | Path, config: Mapping | None = None) -> bool:
+    """The live page, best effort, for the end of a stage: a dashboard problem is logged and never fails
+    the tuning job."""
+    try:
+        write_dashboard(results, config, Path(results) / LIVE_DIR)
+        return True
+    except Exception:  # noqa: BLE001  (the measurement the stage just wrote matters more than the page)
+        log.warning("dashboard refresh failed; the next generation will try again", exc_info=True)
+        return False

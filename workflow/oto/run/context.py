@@ -1,0 +1,44 @@
+"""The glue between a rule's ``script:`` file and a stage: logging to the rule's log, the profile, config."""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import sys
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import oto
+from oto.hardware.profile import load_profile
+
+
+@dataclass
+class StageContext:
+    config: dict[str, Any]
+    profile: dict[str, Any] | None
+
+    def optional_input(self, smk, name: str) -> Path | None:
+        value = getattr(smk.input, name, None)
+        return Path(value) if value else None
+
+
+@contextlib.contextmanager
+def stage(smk) -> Iterator[StageContext]:
+    """Log to the rule's log file; record any failure there too before Snakemake reports it."""
+    handler = logging.FileHandler(smk.log[0], mode="w")
+    handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
+    root = logging.getLogger()
+    root.handlers[:] = [handler, logging.StreamHandler(sys.stderr)]
+    root.setLevel(logging.INFO)
+    profile_path = getattr(smk.input, "profile", None)
+    where = Path(oto.__file__).parent
+    logging.getLogger("oto").info("rule %s, oto %s from %s", smk.rule, oto.__version__, where)
+    try:
+        yield StageContext(dict(smk.config), load_profile(profile_path) if profile_path else None)
+    except Exception:
+        logging.getLogger("oto").exception("stage %s failed", smk.rule)
+        raise
+    finally:
+        handler.flush()

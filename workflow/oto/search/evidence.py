@@ -1,0 +1,75 @@
+"""What a strategy is asked with: this run's evidence for one library (the previous selection's observations,
+the shipped seeds, the kernels never to propose again) plus, when a registry store exists, what earlier runs
+learned; and the deliberate top-ups a fresh run re-measures."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from oto.deck.model import LibraryDeck
+from oto.deck.tuning_sizes import shipped_seeds
+from oto.gemm import Library
+from oto.registry.records import TOPUP
+from oto.registry.transfer import Knowledge
+from oto.search.strategies import Evidence, Observation
+from oto.tensile import legality
+from oto.tensile.space import tensile_space
+
+PRIOR_KEPT = 48  # family kernels transferred as prior evidence
+TOPUPS = 2
+
+
+def evidence_for(
+    deck: LibraryDeck,
+    generation: int,
+    selection: Mapping | None,
+    profile: Mapping,
+    config: Mapping,
+    know: Knowledge | None = None,
+) -> Evidence:
+    """This run's evidence plus, when a registry store exists, what earlier runs learned: their
+    measurements of this library, the kernels never to measure again, and the family's other patterns."""
+    library = Library.parse(deck.name)
+    obs = [
+        Observation(
+            o["id"],
+            o["params"],
+            o.get("score"),
+            int(o.get("sizes_won", 0)),
+            o.get("failure", ""),
+            o.get("failure_reason", ""),
+        )
+        for o in (selection or {}).get("observations", [])
+    ]
+    seen = set((selection or {}).get("measured", []))
+    prior: list[Observation] = []
+    if know is not None:
+        have = {o.kernel_id for o in obs}
+        obs += [Observation(k["id"], k["params"], k["score"]) for k in know.own if k["id"] not in have]
+        obs.sort(key=lambda o: -(o.score or 0.0))
+        seen |= know.measured | know.rejected
+        prior = [Observation(k["id"], k["params"], k["score"]) for k in know.family[:PRIOR_KEPT]]
+    return Evidence(
+        space=tensile_space(library, legality.Limits.from_profile(profile)),
+        generation=generation,
+        observations=obs,
+        seeds=shipped_seeds(deck, int(config["benchmark"]["tuning_sizes"])),
+        seen=frozenset(seen),
+        prior=prior,
+    )
+
+
+def topups(know: Knowledge | None, generation: int, count: int = TOPUPS) -> list[dict[str, Any]]:
+    """Deliberate re-measurements: a fresh run re-measures the registry's best kernels of this library
+    once (gen0), so they compete under this run's conditions instead of being forgotten."""
+    if know is None or generation != 0:
+        return []
+    return [
+        {
+            "params": k["params"],
+            "proposer": TOPUP,
+            "rationale": f"registry: best earlier kernel (score {k['score']:.3g}), re-measured in this run",
+        }
+        for k in know.own[:count]
+    ]

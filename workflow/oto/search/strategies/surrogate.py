@@ -1,0 +1,402 @@
+"""Surrogate-guided local search: a Gaussian process ranks the candidates of a variable-neighbourhood
+descent that runs from several starts at once.
+
+Why this design: GPU tuning spaces are rough but locally smooth in tile geometry, evaluations are costly
+and a few hundred at most, so a GP (cheap at that size, honest about uncertainty) picking by expected
+improvement beats population methods that need thousands of evaluations (Willemsen et al., SC'21 PMBS).
+But such spaces are also multi-modal along single knobs (block width 256 beats 128 and 32 while 64 is
+worse) and hold needles a smooth model cannot see (the convolution optimum sits in a region that is worse
+on average). So the model does not search alone; picks rotate through three kinds (``ROTATION``):
+
+- ``l`` (half): best expected improvement among the *one-parameter changes* (any value of one knob, not
+  just the adjacent one) of the best few *starts*, i.e. measured configurations no measured one-knob
+  change beats, plus the incumbent's *two-parameter changes* (escapes that need two knobs at once).
+- ``c`` (a quarter): first the *switch flips* (:func:`switch_flips`: every on/off parameter tried on the
+  best configuration of each switch setting), then certify the best open start, measuring its one-knob
+  changes best-first until all are measured. A certified start (a proven local optimum under one-knob
+  moves) drops out, so the certify picks move on to the next basin's best: the restart rule, with no
+  notion of "stalled for k steps" (the evidence carries no order).
+- ``e`` (a quarter): exploration, the best expected improvement among configurations that differ from
+  each of the best five in at least two parameters.
+
+The GP sees costs (minus log score) clipped at their 70% quantile, so it models the good region rather
+than how bad the worst kernels are. Candidates come from one-step neighbourhoods, one- and two-parameter
+changes, random walks and (enumerated spaces) random members; where validity is a legality check
+(Tensile's space, not enumerable) two-parameter changes are sampled, so it works on any
+:class:`oto.search.space.Space`.
+
+Generation 0 proposes the shipped solutions and their legal neighbourhood. Knowledge transfers through
+``Evidence.prior`` (the family's other patterns, earlier runs): those points enter the GP with extra
+noise, so they shape the model early and are overruled by this library's own measurements.
+Deterministic for a given (seed, evidence): every ask rebuilds its state from the evidence.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from oto.search.space import Index
+from oto.search.strategies.base import BaseStrategy, Evidence, Option, Proposal, StrategyError
+from oto.search.strategies.common import (
+    History,
+    Picker,
+    fill_random,
+    history,
+    lines,
+    pair_lines,
+    rng_for,
+)
+
+LENGTHSCALES = (0.15, 0.25, 0.4, 0.65, 1.0)
+NOISES = (1e-3, 0.05)
+MAX_TRAIN = 200  # GP points: the best half plus a spread of the rest (keeps an ask in milliseconds)
+HYPER_TRAIN = 100  # points used to pick lengthscale and noise
+ARD_FACTORS = (0.5, 2.0, 8.0)
+REFIT_GROWTH = 1.1
+PRIOR_NOISE = 0.3  # variance added to transferred points (standardised units)
+POOL_RANDOM = 600  # random valid configurations scored per ask (enumerated spaces)
+TOP_NEIGHBOURHOODS = 8  # best configurations whose one-step neighbourhood is always scored
+LINE_TOPS = 3  # best configurations whose one-parameter lines (any value of one knob) are scored
+# Pick rotation (see SurrogateStrategy._local): "l" the best expected improvement among one- and
+# two-parameter changes of the best starts, "c" switch flips then certify the best open start's lines,
+# "e" exploration in another basin; "g" (the whole pool) is where an empty kind falls back to.
+ROTATION = "llce"
+LOCAL_STARTS = 5  # candidate local optima whose lines the "l" picks consider
+ANCHOR_SCAN = 60  # ranked configurations scanned for starts (enumerated spaces; 4 otherwise)
+CLIP_QUANTILE = 0.7  # costs above this quantile are clipped to it before the GP sees them
+
+
+def switch_flips(hist: History) -> list[Index]:
+    """Unmeasured configurations one switch away from a switch setting's best configuration.
+
+    A *switch* is a two-valued parameter (shared memory on/off, read-only loads, padding; Tensile's
+    kernel language, assembly or source). Switches interact with everything else: on the convolution
+    cache the best kernels without shared memory need a power-of-two block width and read-only loads off,
+    while the shared-memory half is better on average and favours other widths, so flipping a switch on
+    the incumbent says little about the other setting. Each setting's *champion* (the best measured
+    configuration with it) is the context in which the other switches are worth trying: at most 2s*s
+    evaluations for s switches."""
+    space = hist.space
+    switches = [k for k, p in enumerate(space.parameters) if len(p.values) == 2]
+    ranked = hist.ranked()
+    champions: dict[Index, None] = {}
+    for k in switches:
+        for v in (0, 1):
+            best = next((r for r in ranked if r[k] == v), None)
+            if best is not None:
+                champions[best] = None
+    out: dict[Index, None] = {}
+    for c in champions:
+        for k in switches:
+            nb = (*c[:k], 1 - c[k], *c[k + 1 :])
+            if space.key(nb) not in hist.taken and space.valid(nb):
+                out[nb] = None
+    return list(out)
+
+
+def _matern52_d2(d2: np.ndarray) -> np.ndarray:
+    r = np.sqrt(5.0 * np.maximum(d2, 0.0))
+    return (1.0 + r + r * r / 3.0) * np.exp(-r)
+
+
+def _sqdist(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    return np.maximum((a * a).sum(1)[:, None] + (b * b).sum(1)[None, :] - 2 * a @ b.T, 0.0)
+
+
+class GP:
+    """Zero-mean GP on standardised costs with a Matern-5/2 kernel and per-feature lengthscales.
+
+    Hyper-parameters are picked by marginal likelihood on a spread subsample: a shared lengthscale and
+    noise from a grid, then one coordinate sweep that stretches or shrinks each feature's lengthscale
+    (a parameter that does not matter gets a huge one: automatic relevance determination)."""
+
+    def __init__(self, x: np.ndarray, y: np.ndarray, extra_noise: np.ndarray, hyper=None):
+        self.mu, self.sd = float(y.mean()), float(y.std()) or 1.0
+        ys = (y - self.mu) / self.sd
+        self.hyper = hyper or self._pick_hyper(x, ys, extra_noise)
+        self.ls, noise = self.hyper
+        self.x = x / self.ls
+        fit = self._fit(_sqdist(self.x, self.x), ys, extra_noise, noise)
+        if fit is None:
+            raise np.linalg.LinAlgError("kernel matrix not positive definite")
+        _, chol, self.alpha = fit
+        self.chol_inv = np.linalg.inv(chol)
+
+    def _pick_hyper(self, x: np.ndarray, ys: np.ndarray, extra_noise: np.ndarray):
+        sub = np.argsort(ys, kind="stable")[:: max(1, len(ys) // HYPER_TRAIN)]
+        xs, es = x[sub], extra_noise[sub]
+        diff2 = (xs[:, None, :] - xs[None, :, :]) ** 2  # per-feature squared distances, reused per trial
+
+        def lml(ls: np.ndarray, noise: float) -> float:
+            fit = self._fit(diff2 @ (1.0 / ls**2), ys[sub], es, noise)
+            return -np.inf if fit is None else fit[0]
+
+        d = x.shape[1]
+        best = max(
+            ((lml(np.full(d, ls), noise), ls, noise) for ls in LENGTHSCALES for noise in NOISES),
+            key=lambda t: t[0],
+        )
+        score, noise = best[0], best[2]
+        ls = np.full(d, best[1])
+        for k in range(d):
+            for factor in ARD_FACTORS:
+                trial = ls.copy()
+                trial[k] *= factor
+                s = lml(trial, noise)
+                if s > score + 1e-6:
+                    score, ls = s, trial
+        if not np.isfinite(score):
+            raise np.linalg.LinAlgError("no kernel setting gave a positive-definite matrix")
+        return ls, noise
+
+    @staticmethod
+    def _fit(d2, ys, extra, noise):
+        try:
+            chol = np.linalg.cholesky(_matern52_d2(d2) + np.diag(noise + extra + 1e-8))
+        except np.linalg.LinAlgError:
+            return None
+        alpha = np.linalg.solve(chol.T, np.linalg.solve(chol, ys))
+        return -0.5 * float(ys @ alpha) - float(np.log(np.diag(chol)).sum()), chol, alpha
+
+    def predict(self, xq: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        xq = xq / self.ls
+        ks = _matern52_d2(_sqdist(xq, self.x))
+        mean = ks @ self.alpha
+        v = self.chol_inv @ ks.T
+        var = np.maximum(1.0 - (v * v).sum(0), 1e-12)
+        return mean * self.sd + self.mu, np.sqrt(var) * self.sd
+
+
+def expected_improvement(mean: np.ndarray, sd: np.ndarray, best: float, xi: float = 0.0) -> np.ndarray:
+    z = (best - mean - xi) / sd
+    cdf = 0.5 * (1.0 + np.vectorize(math.erf)(z / math.sqrt(2.0)))
+    pdf = np.exp(-0.5 * z * z) / math.sqrt(2.0 * math.pi)
+    return (best - mean - xi) * cdf + sd * pdf
+
+
+WHY = {
+    "g": "max expected improvement",
+    "e": "exploration: best expected improvement in another basin",
+    "c": "local: certifying the best open start's one-parameter changes",
+    "s": "local: switch flip of the best configuration with one switch setting",
+    "l": "local: best expected improvement among one- and two-parameter changes",
+}
+
+
+class SurrogateStrategy(BaseStrategy):
+    name = "surrogate"
+    options = (
+        Option(
+            "rotation",
+            ROTATION,
+            "order of pick kinds within a batch: l = best expected improvement among one- and two-parameter "
+            "changes of the best starts, c = switch flips then certify the best open start, e = explore "
+            "another basin",
+            choices=None,
+        ),
+        Option(
+            "local_starts",
+            LOCAL_STARTS,
+            "candidate local optima whose one-knob lines the l picks weigh",
+            1,
+            50,
+        ),
+        Option(
+            "clip_quantile",
+            CLIP_QUANTILE,
+            "costs above this quantile are clipped to it before the Gaussian process sees them",
+            0.05,
+            1.0,
+        ),
+        Option(
+            "prior_noise",
+            PRIOR_NOISE,
+            "variance (standardised units) added to transferred points from related problems",
+            0.0,
+            10.0,
+        ),
+        Option(
+            "initial_design",
+            8,
+            "random configurations before the model is trusted (no seeds, no priors)",
+            1,
+            200,
+        ),
+    )
+
+    def __init__(self, seed: int = 0, **options):
+        super().__init__(seed, **options)
+        rotation = self.settings["rotation"]
+        if not rotation or set(rotation) - set("lce"):
+            raise StrategyError(
+                "search.options.rotation", f"{rotation!r} must be a non-empty string of l, c and e"
+            )
+        # Hyper-parameters are re-picked once the data grew by REFIT_GROWTH (speed only: a fresh
+        # instance given the same evidence re-picks them, so workflow jobs stay reproducible).
+        self._hyper: dict[str, tuple[int, tuple]] = {}
+
+    def ask(self, evidence: Evidence, n: int) -> list[Proposal]:
+        space = evidence.space
+        hist = history(evidence, space)
+        pick = Picker(hist, n, self.name)
+        rng = rng_for(self.seed, space, len(hist.points), f"g{evidence.generation}")
+        ok = hist.ok()
+        if not ok and hist.prior_points:  # transfer: a related problem's best kernels are the first bets
+            order = np.argsort(hist.prior_costs, kind="stable")[: max(1, n // 3)]
+            for i in order:
+                pick.offer(hist.prior_points[int(i)], "best kernel of a related problem (transfer)")
+        if not ok and hist.seeds:
+            self._seed_generation(pick, hist)
+        elif len(ok) + len(hist.prior_points) < self.settings["initial_design"]:
+            fill_random(pick, rng, "initial design: random valid configuration")
+        else:
+            self._model_step(pick, hist, rng)
+        fill_random(pick, rng, "random valid configuration (pool exhausted)")
+        return pick.out
+
+    @staticmethod
+    def _seed_generation(pick: Picker, hist: History) -> None:
+        for s in hist.seeds[: max(1, pick.n // 2)]:
+            pick.offer(s, "shipped solution used at a tuning size", proposer="seed")
+        for s in hist.seeds:
+            for nb in hist.space.neighbours(s):
+                pick.offer(nb, "one-knob neighbour of a shipped solution")
+
+    def _pool(self, hist: History, rng: np.random.Generator) -> list[Index]:
+        space = hist.space
+        prior = [
+            p for p, _ in sorted(zip(hist.prior_points, hist.prior_costs, strict=True), key=lambda pc: pc[1])
+        ]
+        ranked = hist.ranked() or prior[:TOP_NEIGHBOURHOODS] or hist.seeds
+        cands: dict[Index, None] = dict.fromkeys(prior[:TOP_NEIGHBOURHOODS])  # the family's best, as is
+        for p in ranked[: TOP_NEIGHBOURHOODS if space.enumerable else TOP_NEIGHBOURHOODS // 2]:
+            for nb in space.neighbours(p):
+                cands[nb] = None
+        # The whole two-move neighbourhood (escapes that need two knobs at once) where validity is a set
+        # lookup; constraint-checked spaces (Tensile's legality) get sampled two-move walks instead.
+        for p in ranked[: 1 if space.enumerable else 0]:
+            for nb in space.neighbours(p):
+                for nb2 in space.neighbours(nb):
+                    cands[nb2] = None
+        for p in ranked[: LINE_TOPS if space.enumerable else 1]:
+            for nb in lines(space, p):
+                cands[nb] = None
+        for p in ranked[:4]:
+            for _ in range(12):
+                cands[space.walk(p, int(rng.integers(2, 4)), rng)] = None
+        if space.enumerable:
+            members = space.all_members()
+            take = min(POOL_RANDOM, len(members))
+            for i in rng.choice(len(members), size=take, replace=False):
+                cands[members[int(i)]] = None
+        done = set(hist.points)
+        return [c for c in cands if c not in done and space.key(c) not in hist.taken]
+
+    def _local(self, hist: History, rng: np.random.Generator) -> tuple[list[Index], list[Index], str]:
+        """Candidates for the local picks, a variable-neighbourhood descent from several starts.
+
+        A *start* is a measured configuration none of whose measured one-parameter changes beats it
+        (a candidate local optimum); one whose lines are all measured is certified and drops out.
+        Returns (certify, more, kind): ``certify`` are the open switch flips (:func:`switch_flips`,
+        kind "s") or, once those are all measured, the unmeasured one-parameter changes of the best open
+        start (kind "c"; the incumbent until certified, then the next basin's best: a restart). ``more``
+        adds those of the next LOCAL_STARTS - 1 open starts, the switch flips and the incumbent's
+        two-parameter changes, the escapes that need two knobs at once (e.g. dropping shared memory *and*
+        widening the block)."""
+        space = hist.space
+        ranked = hist.ranked()[: ANCHOR_SCAN if space.enumerable else 4]
+        if not ranked:
+            return [], [], "c"
+        cost = {p: c for p, c in hist.ok()}
+        more = [c for c in pair_lines(space, ranked[0], rng) if space.key(c) not in hist.taken]
+        first: list[Index] = []
+        starts = 0
+        for r in ranked:
+            line = lines(space, r)
+            if any(cost.get(c, math.inf) < cost[r] for c in line):
+                continue  # not a local optimum candidate: a line neighbour already beats it
+            open_ = [c for c in line if space.key(c) not in hist.taken]
+            if not open_:
+                continue  # certified
+            if not first:
+                first = open_
+            else:
+                more += open_
+            starts += 1
+            if starts >= self.settings["local_starts"]:
+                break
+        flips = switch_flips(hist)
+        return (flips, first + more + flips, "s") if flips else (first, first + more, "c")
+
+    def _model_step(self, pick: Picker, hist: History, rng: np.random.Generator) -> None:
+        line_c, pair_c, certify_kind = self._local(hist, rng)
+        pool = self._pool(hist, rng)
+        in_pool = set(pool)
+        pool += [c for c in dict.fromkeys(line_c + pair_c) if c not in in_pool]
+        if not pool:
+            return
+        space = hist.space
+        ok = sorted(hist.ok(), key=lambda pc: pc[1])
+        if len(ok) > MAX_TRAIN:  # the best half, then an even spread over the rest
+            rest = ok[MAX_TRAIN // 2 :]
+            ok = ok[: MAX_TRAIN // 2] + rest[:: max(1, len(rest) // (MAX_TRAIN // 2))][: MAX_TRAIN // 2]
+        pts = [p for p, _ in ok] + hist.prior_points
+        ys = [c for _, c in ok] + hist.prior_costs
+        # Clipping the worst costs (warping, as in HEBO/SMAC's log-transforms): the model spends its
+        # capacity on the good region instead of on how bad the worst kernels are, which otherwise
+        # makes a slightly worse-on-average region that holds the optimum look hopeless.
+        cap = float(np.quantile(ys, self.settings["clip_quantile"]))
+        ys = [min(y, cap) for y in ys]
+        # Failed configurations are as bad as the worst success: the model learns to avoid their region.
+        worst = max(ys)
+        failed = [p for p, c in zip(hist.points, hist.costs, strict=True) if c is None][-MAX_TRAIN // 4 :]
+        pts += failed
+        ys += [worst] * len(failed)
+        extra = np.r_[
+            np.zeros(len(ok)),
+            np.full(len(hist.prior_points), self.settings["prior_noise"]),
+            np.zeros(len(failed)),
+        ]
+        memo = self._hyper.get(space.name)
+        hyper = memo[1] if memo and len(pts) <= memo[0] * REFIT_GROWTH else None
+        gp = GP(space.encode(pts), np.asarray(ys), extra / max(np.var(ys), 1e-12), hyper)
+        if hyper is None:
+            self._hyper[space.name] = (len(pts), gp.hyper)
+        xq = space.encode(pool)
+        mean, sd = gp.predict(xq)
+        best = min(c for _, c in ok) if ok else min(ys)
+        score = expected_improvement(mean, sd, best)
+        # Exploration picks: the best expected improvement among configurations that differ from every
+        # one of the best five in at least two parameters: another basin, not a neighbour.
+        elite = np.asarray(hist.ranked()[:5] or pts[:1])
+        far = (np.asarray(pool)[:, None, :] != elite[None, :, :]).sum(2).min(1) >= 2
+        # Local picks (see _local): "c" flips switches or certifies the anchor's lines, "l" takes its
+        # lines or pairs.
+        where = {c: i for i, c in enumerate(pool)}
+        on_line = np.zeros(len(pool), dtype=bool)
+        on_line[[where[c] for c in line_c]] = True
+        on_pair = np.zeros(len(pool), dtype=bool)
+        on_pair[[where[c] for c in pair_c]] = True
+        masks = {"g": None, "e": far, "c": on_line, "l": on_pair}
+        fallback = {"g": "g", "e": "g", "c": "l", "l": "g"}
+        # Batch proposals: after each pick, damp the acquisition near it so one batch spreads out.
+        for j in range(pick.n):
+            rotation = self.settings["rotation"]
+            phase = rotation[(len(hist.points) + j) % len(rotation)]
+            while True:
+                acq = score if masks[phase] is None else np.where(masks[phase], score, -np.inf)
+                if np.isfinite(acq).any() or phase == "g":
+                    break
+                phase = fallback[phase]
+            i = int(np.argmax(acq))
+            if not np.isfinite(acq[i]):
+                break
+            why = WHY[certify_kind if phase == "c" else phase]
+            pick.offer(pool[i], f"{why} (pred {math.exp(-mean[i]):.3g}x)")
+            d2 = (((xq - xq[i]) / gp.ls) ** 2).sum(1)
+            score = score * (1.0 - np.exp(-d2))
+            score[i] = -np.inf
+            if pick.full:
+                break

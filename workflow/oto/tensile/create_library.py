@@ -1,0 +1,130 @@
+"""TensileCreateLibrary packaging: tuned logic files → the code objects and libraries rocBLAS loads.
+
+Runs ``TensileCreateLibrary`` (through tensile_runtime.py, which registers gfx90c when the installed Tensile
+lacks it) the way rocBLAS builds its own libraries: lazy loading, separate architectures, msgpack. The
+outputs go flat into ``results/<arch>/library/``:
+
+- ``TensileLibrary_lazy_<label>.dat``: the parent library (hardware predicate → placeholders);
+- ``TensileLibrary_Type_<...>_<label>.dat``: one child per problem type (solutions, Matching table);
+- ``TensileLibrary_<...>_<label>.co`` (assembly kernels) and ``.hsaco`` (HIP-source and helper kernels).
+
+The label is the architecture the files claim: ``gfx90c`` (native: needs a rocBLAS/Tensile host that knows
+gfx90c) or ``gfx900`` (drop-in for stock rocBLAS, run with HSA_OVERRIDE_GFX_VERSION=9.0.0); the logic stage
+already named and labelled the logic files accordingly.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import shlex
+import shutil
+import subprocess
+import time
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from oto.config import config_defaults
+
+log = logging.getLogger(__name__)
+
+FLAGS = (
+    "--no-enumerate",
+    "--merge-files",
+    "--separate-architectures",
+    "--lazy-library-loading",
+    "--library-format=msgpack",
+)
+KEEP = (".dat", ".co", ".hsaco")
+
+
+class PackagingError(RuntimeError):
+    pass
+
+
+def tcl_command(arch_label: str, logic_dir: Path, out_dir: Path, tensile_cfg: Mapping[str, Any], jobs: int):
+    from oto.tensile.install import tensile_command
+
+    prefix = tensile_command(tensile_cfg)
+    if prefix is None:
+        return None
+
+    compiler = list(tensile_cfg.get("compiler_args") or config_defaults("tensile")["compiler_args"])
+    # TensileCreateLibrary spells the options with '='
+    tcl_args = [f"{a}={b}" for a, b in zip(compiler[::2], compiler[1::2], strict=False)]
+    return [
+        *prefix,
+        "tcl",
+        *FLAGS,
+        *tcl_args,
+        f"--architecture={arch_label}",
+        f"--jobs={max(1, jobs)}",
+        str(logic_dir.resolve()),
+        str(out_dir.resolve()),
+        "HIP",
+    ]
+
+
+def build_library(
+    logic_paths: Sequence[Path],
+    arch_label: str,
+    library_dir: Path,
+    tensile_cfg: Mapping[str, Any],
+    jobs: int = 0,
+    timeout_s: float = 6 * 3600,
+    prefix: str | None = None,
+) -> dict[str, Any]:
+    """Run TensileCreateLibrary on ``logic_paths``; return the manifest (files, command, seconds).
+
+    Raises PackagingError naming the log when Tensile fails; a missing Tensile returns ``{}``."""
+    library_dir = Path(library_dir)
+    work = library_dir / ".tcl"
+    if work.exists():
+        shutil.rmtree(work)
+    logic_dir, out_dir = work / "logic", work / "out"
+    logic_dir.mkdir(parents=True)
+    prefix = prefix or _prefix_for(arch_label)
+    for p in logic_paths:
+        p = Path(p)
+        if not p.name.startswith(prefix):
+            raise PackagingError(
+                f"{p}: logic file name does not start with {prefix!r}, so TensileCreateLibrary "
+                f"--architecture={arch_label} would skip it (label and logic stage disagree)"
+            )
+        shutil.copy(p, logic_dir / p.name)
+    cmd = tcl_command(arch_label, logic_dir, out_dir, tensile_cfg, jobs or (os.cpu_count() or 1))
+    if cmd is None:
+        shutil.rmtree(work)
+        return {}
+    log_path = library_dir / "tensile_create_library.log"
+    t0 = time.monotonic()
+    with open(log_path, "w") as fh:
+        fh.write("$ " + shlex.join(cmd) + "\n")
+        fh.flush()
+        try:
+            rc = subprocess.run(cmd, stdout=fh, stderr=subprocess.STDOUT, timeout=timeout_s).returncode
+        except subprocess.TimeoutExpired:
+            rc = None
+    seconds = time.monotonic() - t0
+    produced = sorted(p for p in (out_dir / "library").glob("*") if p.suffix in KEEP)
+    if rc != 0 or not any(p.suffix == ".dat" for p in produced):
+        tail = " | ".join(ln.strip() for ln in log_path.read_text(errors="replace").splitlines()[-4:])
+        raise PackagingError(
+            f"TensileCreateLibrary --architecture={arch_label} failed (rc {rc}); log {log_path}: {tail}"
+        )
+    for old in library_dir.glob("TensileLibrary*"):
+        if old.suffix in KEEP:
+            old.unlink()
+    files = []
+    for p in produced:
+        shutil.move(str(p), library_dir / p.name)
+        files.append(p.name)
+    shutil.rmtree(work)
+    return {"label": arch_label, "files": files, "command": shlex.join(cmd), "seconds": round(seconds, 1)}
+
+
+def _prefix_for(arch_label: str) -> str:
+    # TensileCreateLibrary picks logic files by architectureMap name: gfx900 → vega10; gfx90c is registered
+    # with its own name by tensile_runtime.py.
+    return "vega10" if arch_label == "gfx900" else arch_label

@@ -1,0 +1,119 @@
+"""Finding and starting Tensile: the interpreter that imports it, the command oto runs it with, the
+``tensile`` config block resolved into settings, and the probe of its version and native ISAs.
+
+oto never imports Tensile itself: it runs :mod:`oto.tensile.runtime` under Tensile's Python (a separate venv
+on the GPU box), which registers ISAs Tensile lacks before handing over to Tensile's own entry points.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import shlex
+import subprocess
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from oto.config import config_defaults
+
+RUNTIME_SCRIPT = Path(__file__).resolve().parent / "runtime.py"
+
+
+class TensileUnavailable(RuntimeError):
+    pass
+
+
+@dataclass(frozen=True)
+class Settings:
+    command: tuple[str, ...]  # prefix; "tensile" + args are appended
+    prebuilt_client: str | None
+    asm_cache: Path
+    timeout_s: float
+    batch_size: int
+    max_benchmarks: int
+    compiler_args: tuple[str, ...]
+    isa: str
+
+    @classmethod
+    def from_config(cls, tensile_cfg: Mapping[str, Any] | None, profile: Mapping[str, Any]) -> Settings:
+        known = config_defaults("tensile")  # the config schema states every default
+        unknown = sorted(set(tensile_cfg or {}) - set(known))
+        cfg = {**known, **(tensile_cfg or {})}
+        if unknown:
+            raise ValueError(f"config field 'tensile': unknown key(s) {', '.join(unknown)}")
+        if cfg["command"]:
+            command = tuple(str(c) for c in cfg["command"])
+        else:
+            python = cfg["python"] or os.environ.get("OTO_TENSILE_PYTHON") or tensile_python_from_path()
+            if not python:
+                raise TensileUnavailable(
+                    "Tensile not found: set config tensile.python or $OTO_TENSILE_PYTHON to the Python that "
+                    "has Tensile installed, or put `Tensile` on PATH"
+                )
+            command = (str(python), str(RUNTIME_SCRIPT))
+        if int(cfg["batch_size"]) < 1 or float(cfg["timeout_s"]) <= 0:
+            raise ValueError("config field 'tensile': batch_size must be >= 1 and timeout_s > 0")
+        return cls(
+            command=command,
+            prebuilt_client=cfg["prebuilt_client"],
+            asm_cache=Path(str(cfg["asm_cache"]).format(arch=profile["arch"])),
+            timeout_s=float(cfg["timeout_s"]),
+            batch_size=int(cfg["batch_size"]),
+            max_benchmarks=int(cfg["max_benchmarks"]),
+            compiler_args=tuple(str(a) for a in cfg["compiler_args"]),
+            isa=str(cfg["isa"] or profile["arch"]),
+        )
+
+
+def tensile_python_from_path() -> str | None:
+    """The interpreter of a `Tensile` console script on PATH (its shebang), if any."""
+    from shutil import which
+
+    exe = which("Tensile")
+    if not exe:
+        return None
+    with contextlib.suppress(OSError, IndexError):
+        first = Path(exe).read_text(errors="replace").splitlines()[0]
+        if first.startswith("#!"):
+            parts = shlex.split(first[2:])
+            return parts[-1] if parts and "python" in parts[-1] else (parts[0] if parts else None)
+    return None
+
+
+def tensile_command(tensile_cfg: Mapping[str, Any]) -> list[str] | None:
+    """The command prefix that runs Tensile's entry points, or None when no Tensile is configured or found."""
+    if tensile_cfg.get("command"):
+        return [str(c) for c in tensile_cfg["command"]]
+    python = tensile_cfg.get("python") or os.environ.get("OTO_TENSILE_PYTHON") or tensile_python_from_path()
+    return [str(python), str(RUNTIME_SCRIPT)] if python else None
+
+
+def probe(command: list[str] | tuple[str, ...], timeout: float = 300) -> dict[str, Any] | None:
+    """``<command> probe``: Tensile's version, Python and which ISAs it knows natively; None if it failed."""
+    try:
+        out = subprocess.run([*command, "probe"], capture_output=True, text=True, timeout=timeout)
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    if out.returncode != 0:
+        return None
+    try:
+        return json.loads(out.stdout.strip().splitlines()[-1])
+    except (json.JSONDecodeError, IndexError):
+        return None
+
+
+def tensile_info(tensile_cfg: Mapping[str, Any]) -> dict[str, Any]:
+    """{"found": True, version, python, native...} from the probe, or {"found": False, "why": ...}."""
+    cmd = tensile_command(tensile_cfg)
+    if cmd is None:
+        return {"found": False, "why": "no tensile.python, $OTO_TENSILE_PYTHON or `Tensile` on PATH"}
+    info = probe(cmd)
+    if info is None:
+        return {
+            "found": False,
+            "why": f"`{' '.join(cmd)} probe` failed or printed no JSON (Tensile not importable?)",
+        }
+    return {"found": True, **info}

@@ -1,0 +1,294 @@
+"""Reading Tensile library logic YAML (the list format rocBLAS ships, e.g. ``vega10_Cijk_Ailk_Bljk_SB.yaml``).
+
+The semantics follow ROCm/Tensile:Tensile/LibraryIO.py ``parseLibraryLogicList`` and
+SolutionLibrary.py ``MatchingLibrary.FromOriginalState``: an exact-logic row ``[[sizes], [i, gflops]]``
+refers to the solution at *position* ``i`` of the solutions list, whatever ``SolutionIndex`` says. The
+solutions' own indices are repaired like ``MasterSolutionLibrary.FixSolutionIndices`` (missing or repeated
+indices are renumbered after the maximum), which matters for the vega10 HB files that restart at 0.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from oto.gemm import DATATYPES, HPA_TYPES, datatype
+from oto.tensile.defaults import subset
+
+_Loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+
+_INDEX_CHARS = "IJKLMNOPQRSTUVWXYZ"  # Tensile globalParameters["IndexChars"]
+
+# Tensile's defaults for the knobs oto tunes: what a solution that leaves a knob out of the logic file gets
+# (old files have no StaggerU or 1LDSBuffer).
+TENSILE_KNOB_DEFAULTS: dict[str, Any] = subset(
+    (
+        "KernelLanguage",
+        "ThreadTile",
+        "WorkGroup",
+        "DepthU",
+        "VectorWidth",
+        "GlobalReadVectorWidth",
+        "GlobalSplitU",
+        "PrefetchGlobalRead",
+        "PrefetchLocalRead",
+        "LdsPadA",
+        "LdsPadB",
+        "WorkGroupMapping",
+        "StaggerU",
+        "1LDSBuffer",
+        "InnerUnroll",
+    )
+)
+
+
+class LogicFileError(ValueError):
+    """A logic file is not a Tensile list-format library logic; the message names the file and the field."""
+
+
+@dataclass
+class LogicFile:
+    path: Path
+    minimum_required_version: str
+    schedule: str
+    architecture: str | dict
+    device_names: list
+    problem_type: dict
+    solutions: list[dict]  # raw solution dicts, in file order
+    solution_indices: list[int]  # Tensile's repaired SolutionIndex of each solution (FixSolutionIndices)
+    index_order: list[int]
+    exact_rows: list[tuple[tuple[int, ...], int, float]]  # (sizes, solution position, gflops)
+    distance: str
+    perf_metric: str
+    library_name: str
+
+    @property
+    def key_length(self) -> int:
+        return len(self.exact_rows[0][0]) if self.exact_rows else 4
+
+
+def solution_knobs(solution: Mapping[str, Any]) -> tuple[dict[str, Any], list[str]]:
+    """The tunable knobs of a raw solution dict, Tensile defaults filled in, and the names filled so."""
+    knobs, defaulted = {}, []
+    for name, default in TENSILE_KNOB_DEFAULTS.items():
+        if name in solution:
+            knobs[name] = solution[name]
+        else:
+            knobs[name] = default
+            defaulted.append(name)
+    return knobs, defaulted
+
+
+def fix_solution_indices(indices: list[int | None]) -> list[int]:
+    """Tensile's MasterSolutionLibrary.FixSolutionIndices: missing/repeated indices continue after the max."""
+    present = [i for i in indices if i is not None]
+    top = max(present) if present else -1
+    seen: set[int] = set()
+    out = []
+    for i in indices:
+        if i is None or i in seen:
+            top += 1
+            out.append(top)
+        else:
+            seen.add(i)
+            out.append(i)
+    return out
+
+
+def problem_type_name(pt: Mapping[str, Any]) -> str:
+    """Tensile's ProblemType.__str__ (ROCm/Tensile:Tensile/SolutionStructs.py) for a GEMM-like problem type.
+
+    Raises KeyError naming the offending field; the caller wraps it with the file name.
+    """
+    for field in ("DataType", "DestDataType", "ComputeDataType"):
+        if field in pt:
+            try:
+                datatype(pt[field])
+            except KeyError:
+                raise KeyError(f"field {field}: unknown data type {pt[field]!r}") from None
+    if "DataType" not in pt:
+        raise KeyError("field DataType: missing")
+    a = datatype(pt["DataType"])
+    dest = datatype(pt.get("DestDataType", pt["DataType"]))
+    compute = datatype(pt.get("ComputeDataType", pt.get("DestDataType", pt["DataType"])))
+    hpa = bool(pt.get("HighPrecisionAccumulate", False))
+    if hpa and a.char == compute.char and a.char in ("H", "B"):
+        compute = DATATYPES["S"]  # Tensile converts HHH+HPA to HHS (and BBB+HPA to BBS)
+
+    num_c = int(pt.get("NumIndicesC", 3))
+    if pt.get("OperationType", "GEMM") == "GEMM":
+        # initGEMM derives the index assignments from the transposes; the file's copies are ignored.
+        ia = [3, 0, 2] if pt.get("TransposeA", False) else [0, 3, 2]
+        ib = [1, 3, 2] if pt.get("TransposeB", True) else [3, 1, 2]
+        num_c = 3
+    else:
+        try:
+            ia, ib = list(pt["IndexAssignmentsA"]), list(pt["IndexAssignmentsB"])
+        except KeyError:
+            raise KeyError("field IndexAssignmentsA/B: missing for a TensorContraction") from None
+
+    def tensor(letter: str, idx: list[int], mirror: list[int], conj: bool) -> str:
+        return (
+            letter
+            + "".join(_INDEX_CHARS[i] if i in mirror else _INDEX_CHARS[i].lower() for i in idx)
+            + ("C" if conj else "")
+        )
+
+    name = "C" + _INDEX_CHARS[:num_c].lower()
+    name += "_" + tensor("A", ia, pt.get("MirrorDimsA") or [], bool(pt.get("ComplexConjugateA", False)))
+    name += "_" + tensor("B", ib, pt.get("MirrorDimsB") or [], bool(pt.get("ComplexConjugateB", False)))
+    name += "_" + a.char
+    if (a.char, dest.char, compute.char) in HPA_TYPES:
+        name += dest.char + compute.char + "_"
+    if pt.get("UseBeta", True):
+        name += "B"
+    if hpa and not pt.get("SilentHighPrecisionAccumulate", False):
+        name += "H"
+    if pt.get("UseInitialStridesAB", False):
+        name += "I"
+    if pt.get("UseInitialStridesCD", False):
+        name += "Ic"
+    if not pt.get("StridedBatched", True):
+        name += "_GB"
+    return name
+
+
+def _element(data: list, i: int, what: str, kind: type | tuple, where: str) -> Any:
+    value = data[i]
+    if not isinstance(value, kind):
+        raise LogicFileError(f"{where}: element {i} ({what}) has type {type(value).__name__}")
+    return value
+
+
+def _exact_rows(rows: Any, n_solutions: int, where: str) -> list[tuple[tuple[int, ...], int, float]]:
+    if not isinstance(rows, list):
+        raise LogicFileError(f"{where}: element 7 (exact logic) is {type(rows).__name__}, expected a list")
+    out = []
+    key_len = None
+    for r, row in enumerate(rows):
+        ok = (
+            isinstance(row, list)
+            and len(row) == 2
+            and isinstance(row[0], list)
+            and len(row[0]) in (4, 8)
+            and all(isinstance(v, int) and not isinstance(v, bool) for v in row[0])
+            and isinstance(row[1], list)
+            and len(row[1]) == 2
+            and isinstance(row[1][0], int)
+            and not isinstance(row[1][0], bool)
+            and isinstance(row[1][1], int | float)
+            and not isinstance(row[1][1], bool)
+        )
+        if not ok:
+            raise LogicFileError(
+                f"{where}: element 7 (exact logic) row {r}: expected [[M, N, B, K(, LDD, LDC, LDA, LDB)], "
+                f"[index, gflops]], got {row!r:.120}"
+            )
+        sizes, (index, gflops) = row
+        if key_len is None:
+            key_len = len(sizes)
+        elif len(sizes) != key_len:
+            raise LogicFileError(
+                f"{where}: element 7 (exact logic) row {r}: {len(sizes)} sizes, earlier rows {key_len}"
+            )
+        if not 0 <= index < n_solutions:
+            raise LogicFileError(
+                f"{where}: element 7 (exact logic) row {r}: solution index {index} out of range "
+                f"(element 5 has {n_solutions} solutions)"
+            )
+        out.append((tuple(sizes), index, float(gflops)))
+    return out
+
+
+def parse_logic(data: Any, path: str | Path) -> LogicFile:
+    """Validate and unpack the loaded YAML of one list-format logic file."""
+    path = Path(path)
+    where = path.name
+    if isinstance(data, dict):
+        if "Solutions" in data or "LibraryType" in data:
+            raise LogicFileError(
+                f"{where}: dict-format library logic (DictLibraryLogic) is not supported; "
+                "oto reads the list format rocBLAS ships"
+            )
+        raise LogicFileError(f"{where}: top level is a mapping, expected the list-format library logic")
+    if not isinstance(data, list):
+        raise LogicFileError(f"{where}: top level is {type(data).__name__}, expected a list of >= 9 elements")
+    if len(data) < 9:
+        raise LogicFileError(f"{where}: list has {len(data)} elements, a library logic needs at least 9")
+
+    head = _element(data, 0, "version", dict, where)
+    if "MinimumRequiredVersion" not in head:
+        raise LogicFileError(f"{where}: element 0 (version) has no MinimumRequiredVersion")
+    schedule = _element(data, 1, "schedule name", str, where)
+    arch = _element(data, 2, "architecture", (str, dict), where)
+    if isinstance(arch, dict) and "Architecture" not in arch:
+        raise LogicFileError(f"{where}: element 2 (architecture) dict has no 'Architecture' field")
+    devices = data[3] if data[3] is not None else []
+    if not isinstance(devices, list):
+        raise LogicFileError(f"{where}: element 3 (device names) has type {type(devices).__name__}")
+    pt = _element(data, 4, "problem type", dict, where)
+    try:
+        name = problem_type_name(pt)
+    except KeyError as exc:
+        raise LogicFileError(f"{where}: element 4 (problem type) {exc.args[0]}") from None
+    solutions = _element(data, 5, "solutions", list, where)
+    for s, sol in enumerate(solutions):
+        if not isinstance(sol, dict):
+            raise LogicFileError(f"{where}: element 5 (solutions) entry {s} has type {type(sol).__name__}")
+        raw = sol.get("SolutionIndex")
+        if raw is not None and (not isinstance(raw, int) or isinstance(raw, bool)):
+            raise LogicFileError(
+                f"{where}: element 5 (solutions) entry {s}: SolutionIndex {raw!r} is not an int"
+            )
+    index_order = _element(data, 6, "index order", list, where)
+    rows = _exact_rows(data[7], len(solutions), where)
+
+    stem = path.stem
+    named = stem[len(schedule) + 1 :] if stem.startswith(f"{schedule}_") else None
+    if named is not None and named != name:
+        raise LogicFileError(
+            f"{where}: element 4 (problem type) describes {name}, the file name says {named}"
+        )
+    perf = data[10] if len(data) > 10 and data[10] else "DeviceEfficiency"
+    distance = data[12] if len(data) > 12 and data[12] else "Euclidean"
+    return LogicFile(
+        path=path,
+        minimum_required_version=str(head["MinimumRequiredVersion"]),
+        schedule=schedule,
+        architecture=arch,
+        device_names=list(devices),
+        problem_type=pt,
+        solutions=solutions,
+        solution_indices=fix_solution_indices([s.get("SolutionIndex") for s in solutions]),
+        index_order=list(index_order),
+        exact_rows=rows,
+        distance=str(distance),
+        perf_metric=str(perf),
+        library_name=name,
+    )
+
+
+def read_logic_file(path: str | Path) -> LogicFile:
+    path = Path(path)
+    try:
+        text = path.read_bytes()
+    except OSError as exc:
+        raise LogicFileError(f"{path}: cannot read: {exc.strerror}") from exc
+    try:
+        data = yaml.load(text, Loader=_Loader)
+    except yaml.YAMLError as exc:
+        raise LogicFileError(f"{path.name}: not valid YAML: {str(exc).splitlines()[0]}") from exc
+    return parse_logic(data, path)
+
+
+def read_logic_dir(path: str | Path) -> list[LogicFile]:
+    """Every ``*.yaml`` logic file of a folder, sorted by name."""
+    path = Path(path)
+    files = sorted(path.glob("*.yaml"))
+    if not files:
+        raise LogicFileError(f"{path}: no *.yaml logic files")
+    return [read_logic_file(f) for f in files]

@@ -1,0 +1,181 @@
+"""Write Tensile library logic files in the rocBLAS list format (what Tensile's LibraryLogic step writes).
+
+The list layout is the one ROCm/Tensile:Tensile/LibraryIO.py ``createLibraryLogicList`` writes and
+``parseLibraryLogicList`` reads: version, schedule, architecture, device names, problem type, solutions,
+index order, exact rows, range logic (retired, null), tile selection (null), performance metric, and
+optionally [11] Fp16AltImpl marker and [12] distance. Solutions carry only independent parameters: TCL
+re-derives everything else on load (``AssignedDerivedParameters`` is forced off).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from oto.files import atomic_write_text
+from oto.gemm import Library
+from oto.tensile import solution_fields as sf
+from oto.tensile.params import canonical, macro_tile
+
+# The logic format version we emit. TCL only warns when the file's version is newer than itself
+# (Common.versionIsCompatible: same major, minor.patch <= installed); 4.33.0 is the Tensile of ROCm 5.2, the
+# oldest toolchain we target, and this layout has been readable since well before it.
+MINIMUM_REQUIRED_VERSION = "4.33.0"
+
+# Fixed Tensile parameters of every oto solution: what shipped gfx9 VALU kernels use, and what TCL needs to
+# derive a kernel that loads (asm kernels need ShiftPtr edges; VALU means no matrix instruction).
+FIXED_PARAMETERS: dict[str, Any] = {
+    "EdgeType": "ShiftPtr",
+    "LoopTail": True,
+    "BufferLoad": True,
+    "BufferStore": True,
+    "MatrixInstruction": [],
+    "LdcEqualsLdd": False,
+    "PreloadKernelArguments": 0,
+    "AssignedDerivedParameters": False,
+    "AssignedProblemIndependentDerivedParameters": False,
+}
+
+
+def problem_type(library: str | Library) -> dict[str, Any]:
+    """Tensile ProblemType dict of a GEMM library such as ``Cijk_Ailk_Bljk_HHS_BH``.
+
+    Independent fields plus the index layout ProblemType.initGEMM / assignDerivedParameters derive, so that
+    readers of the file need not re-derive it.
+    """
+    lib = Library.parse(library) if isinstance(library, str) else library
+    fam = lib.family
+    ia = [3, 0, 2] if lib.transpose_a else [0, 3, 2]
+    ib = [1, 3, 2] if lib.transpose_b else [3, 1, 2]
+    return {
+        "OperationType": "GEMM",
+        "DataType": fam.a.enum,
+        "DestDataType": fam.dest.enum,
+        "ComputeDataType": fam.compute.enum,
+        "HighPrecisionAccumulate": fam.hpa,
+        "TransposeA": lib.transpose_a,
+        "TransposeB": lib.transpose_b,
+        "ComplexConjugateA": lib.conjugate_a,
+        "ComplexConjugateB": lib.conjugate_b,
+        "UseBeta": True,
+        "Batched": True,
+        "StridedBatched": fam.strided_batched,
+        "UseInitialStridesAB": fam.initial_strides_ab,
+        "UseInitialStridesCD": fam.initial_strides_cd,
+        "IndexAssignmentsA": ia,
+        "IndexAssignmentsB": ib,
+        "IndicesFree": [0, 1],
+        "IndicesBatch": [2],
+        "IndicesSummation": [3],
+        "NumIndicesC": 3,
+        "TotalIndices": 4,
+        "TLUA": not lib.transpose_a,
+        "TLUB": lib.transpose_b,
+    }
+
+
+def solution_entry(pt: Mapping[str, Any], params: Mapping[str, Any], index: int) -> dict[str, Any]:
+    """One logic solution from oto's tunable parameters (``tensile_params.PARAMS`` names).
+
+    ``params`` are canonicalised (defaults filled, illegal values rejected); the rest is
+    :data:`FIXED_PARAMETERS`, the problem type and the solution index the exact rows refer to. A few derived
+    values (macro tile, thread count) are added for readers; TCL recomputes them.
+    """
+    p = canonical(params)
+    mt0, mt1 = macro_tile(p)
+    wg = p["WorkGroup"]
+    entry: dict[str, Any] = dict(p)
+    entry.update(FIXED_PARAMETERS)
+    entry.update(
+        {
+            "ProblemType": dict(pt),
+            "SolutionIndex": index,
+            "MacroTile0": mt0,
+            "MacroTile1": mt1,
+            "LocalSplitU": wg[2],
+            "NumThreads": wg[0] * wg[1] * wg[2],
+            "LoopUnroll": p["DepthU"] // wg[2],
+            "Valid": True,
+        }
+    )
+    return entry
+
+
+def logic_file_name(schedule: str, library: str) -> str:
+    """``<schedule>_<problem type>.yaml``: TCL picks files whose stem contains the schedule name."""
+    return f"{schedule}_{library}.yaml"
+
+
+def logic_data(
+    *,
+    problem_type: Mapping[str, Any],
+    solutions: Sequence[Mapping[str, Any]],
+    exact_rows: Sequence[tuple[Sequence[int], int, float]],
+    schedule: str,
+    architecture: str | Mapping[str, Any],
+    device_names: Sequence[str],
+    minimum_required_version: str = MINIMUM_REQUIRED_VERSION,
+    index_order: Sequence[int] = (2, 3, 0, 1),
+    perf_metric: str = "DeviceEfficiency",
+    distance: str = "Euclidean",
+) -> list[Any]:
+    """The logic file's list. Solutions without ``SolutionNameMin`` get Tensile's minimal kernel name."""
+    rows = []
+    for sizes, position, gflops in exact_rows:
+        if not 0 <= int(position) < len(solutions):
+            raise ValueError(f"exact row {list(sizes)} names solution {position}, have {len(solutions)}")
+        if len(sizes) not in (4, 8):
+            raise ValueError(f"exact row sizes must be [M,N,B,K] or 8 long, got {list(sizes)}")
+        rows.append([[int(v) for v in sizes], [int(position), float(gflops)]])
+    data: list[Any] = [
+        {"MinimumRequiredVersion": minimum_required_version},
+        schedule,
+        dict(architecture) if isinstance(architecture, Mapping) else architecture,
+        list(device_names),
+        dict(problem_type),
+        _named(problem_type, solutions, architecture),
+        list(index_order),
+        rows,
+        None,
+        None,
+        perf_metric,
+    ]
+    if distance != "Euclidean":
+        data += [None, distance]
+    return data
+
+
+def _named(
+    pt: Mapping[str, Any], solutions: Sequence[Mapping[str, Any]], architecture: str | Mapping[str, Any]
+) -> list[dict[str, Any]]:
+    out = [dict(s) for s in solutions]
+    if all("SolutionNameMin" in s for s in out):
+        return out
+    arch = architecture["Architecture"] if isinstance(architecture, Mapping) else architecture
+    info = sf.ProblemTypeInfo.from_dict(pt)
+    isa = (0, 0, 0) if arch == "fallback" else sf.isa_tuple(arch)
+    states = [sf.derive(s, info, isa) for s in out]
+    naming = sf.min_naming(states)
+    for s, st in zip(out, states, strict=True):
+        s.setdefault("SolutionNameMin", sf.kernel_name(st, info, naming))
+    return out
+
+
+def write_logic_file(path: str | Path, **fields: Any) -> Path:
+    """Write ``logic_data(**fields)`` as YAML the way Tensile does (sorted keys, flow-style leaves)."""
+    data = logic_data(**fields)
+    path = Path(path)
+    text = yaml.dump(data, Dumper=yaml.CSafeDumper, default_flow_style=None)
+    atomic_write_text(path, text)  # an interrupted job never leaves half a logic file for package to read
+    return path
+
+
+def logic_label(profile: Mapping, label: str) -> tuple[str, str, list[str]]:
+    """(schedule, architecture, device names) for the chosen label: the tuned arch itself, or gfx900 for a
+    drop-in library that stock rocBLAS loads under HSA_OVERRIDE_GFX_VERSION=9.0.0."""
+    if label == "gfx900":
+        return "vega10", "gfx900", list(profile["tensile"]["device_names"])
+    return profile["tensile"]["logic_prefix"], profile["arch"], list(profile["tensile"]["device_names"])
