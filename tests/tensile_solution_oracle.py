@@ -2,7 +2,7 @@
 
 stdin: JSON list of {"problem_type": {...}, "params": {...}}; stdout: JSON list of [valid, [reject reasons]]
 (valid is true/false, or "exception: ..." when Solution() raised). gfx90c (9,0,12) gets gfx900's caps, as
-oto's tensile_runtime.py registers it."""
+oto's tensile/runtime.py registers it."""
 
 import contextlib
 import io

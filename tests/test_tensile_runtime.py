@@ -1,4 +1,4 @@
-"""tensile_runtime.py (gfx90c registration, stand-in client), oto env, the memory guard, the emitted config
+"""oto/tensile/runtime.py (gfx90c registration, stand-in client), oto env, the memory guard, the emitted config
 and the package manifest — all without Tensile (a minimal fake ``Tensile`` package stands in for it)."""
 
 import importlib
