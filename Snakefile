@@ -29,7 +29,7 @@ include: "rules/registry.smk"
 
 
 onstart:
-    take_run_lock()
+    start_run()
 
 
 rule all:

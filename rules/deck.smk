@@ -1,11 +1,12 @@
 rule deck:
     input:
-        source=PLAN.deck_input,
+        PLAN.deck_inputs,
     output:
         deck="results/{arch}/deck.yaml",
         slices=expand("results/{{arch}}/{library}/deck.yaml", library=LIBRARIES),
     params:
         kind=PLAN.deck_kind,
+        source=PLAN.deck_source,
         libraries=LIBRARIES,
     log:
         "results/{arch}/logs/deck.log",

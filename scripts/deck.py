@@ -10,7 +10,7 @@ from oto.stages import deck
 with stage(snakemake) as ctx:
     deck.run(
         snakemake.params.kind,
-        snakemake.input.source,
+        snakemake.params.source,
         snakemake.params.libraries,
         snakemake.output.deck,
         list(snakemake.output.slices),

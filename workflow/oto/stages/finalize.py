@@ -61,6 +61,7 @@ def run(
         config,
         workdir,
         f"{config['seed']}:{deck.name}:final",
+        archive=Path(out_final).parent.parent / "measurements" / deck.name / "final",
     )
     df = race.samples
     atomic_write_text(out_samples, df.to_csv(index=False))

@@ -33,7 +33,10 @@ def run(
     agent_audit: Path | None = None,
     previous_build: Path | None = None,
     previous_candidates: Path | None = None,
+    hardware: Mapping | None = None,
 ) -> dict:
+    """``profile``: the fields proposals depend on (legality); ``hardware``: the whole profile, shown to the
+    agent (default: ``profile``)."""
     deck = read_library_yaml(deck_path)
     selection = read_yaml(previous_selection) if previous_selection else None
     doc: dict[str, Any] = {"library": deck.name, "generation": generation, "frozen": False}
@@ -56,7 +59,7 @@ def run(
     # The agent takes its slots first; whatever it leaves empty or loses to validation goes to the strategy.
     agent = agent_proposals(
         Library.parse(deck.name), evidence.space, generation, selection, evidence.seeds, evidence.seen,
-        profile, config, slots,
+        hardware or profile, config, slots,
         ledger_path(Path(out_proposals).parents[2]), agent_audit, previous_build, previous_candidates,
     )  # fmt: skip
     taken = {candidate_id(p["params"]) for p in agent.proposals}
