@@ -6,6 +6,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(workflow.basedir) / "workflow"))  # the oto package of this checkout
 
+from oto.agent.breaker import reset as reset_agent_breaker
 from oto.run.lock import RunLockError, acquire_run_lock
 from oto.run.plan import PlanError, plan_run
 from oto.run.profile_views import change_note, record_profile, stage_view
@@ -38,13 +39,15 @@ wildcard_constraints:
 
 
 def start_run():
-    """The Snakefile's onstart (a real run, never -n or --lint): one run per folder, and the profile this run
-    starts with recorded for the next run's change note."""
+    """The Snakefile's onstart (a real run, never -n or --lint): one run per folder, the profile this run
+    starts with recorded for the next run's change note, and the agent's circuit breaker closed (a new run
+    tries the endpoint again)."""
     try:
         acquire_run_lock()
     except RunLockError as exc:
         raise WorkflowError(str(exc)) from None
     record_profile(PLAN.profile, PROFILE, RESULTS)
+    reset_agent_breaker(RESULTS / "agent")
 
 
 def profile_view(stage):

@@ -6,7 +6,6 @@ rule deck:
         slices=expand("results/{{arch}}/{library}/deck.yaml", library=LIBRARIES),
     params:
         kind=PLAN.deck_kind,
-        source=PLAN.deck_source,
         libraries=LIBRARIES,
     log:
         "results/{arch}/logs/deck.log",

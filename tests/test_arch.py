@@ -165,7 +165,8 @@ def test_negative_bandwidth(tmp_path):
     data["memory"]["sustained_bandwidth_gbs"] = -3
     path = write(tmp_path, data)
     assert (
-        error_of(path) == f"{path}: field 'memory.sustained_bandwidth_gbs': -3 is less than or equal to the minimum of 0"
+        error_of(path)
+        == f"{path}: field 'memory.sustained_bandwidth_gbs': -3 is less than or equal to the minimum of 0"
     )
 
 

@@ -17,6 +17,8 @@ from typing import Any
 import jsonschema
 import yaml
 
+from oto.files import yaml_problem
+
 SCHEMA_PATH = Path(__file__).resolve().parents[1] / "schemas" / "arch_profile.schema.json"
 _ARCH_RE = re.compile(r"^gfx(?P<major>[0-9]{1,2})(?P<minor>[0-9])(?P<step>[0-9a-f])$")
 
@@ -76,7 +78,7 @@ def load_profile(path: str | Path) -> dict:
     try:
         data = yaml.load(text, Loader=_UniqueKeyLoader)  # a SafeLoader subclass
     except yaml.YAMLError as exc:
-        raise ProfileError(f"{source}: {_yaml_problem(exc)}") from exc
+        raise ProfileError(f"{source}: {yaml_problem(exc)}") from exc
     profile = validate_profile(data, source)
     if path.stem != profile["arch"]:
         raise ProfileError(
@@ -194,13 +196,6 @@ def _problems(error: jsonschema.ValidationError) -> list[tuple[str, str]]:
         unknown = [str(k) for k in instance if k not in known]
         return [(prefix + k, "unknown field (not in the arch profile schema)") for k in unknown]
     return [(base or "<document>", _one_line(error.message))]
-
-
-def _yaml_problem(exc: yaml.YAMLError) -> str:
-    mark = getattr(exc, "problem_mark", None)
-    problem = getattr(exc, "problem", None) or str(exc)
-    where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
-    return f"YAML syntax error{where}: {_one_line(problem)}"
 
 
 def _one_line(text: str) -> str:

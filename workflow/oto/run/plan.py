@@ -32,8 +32,8 @@ class Plan:
     libraries: list[str]
     families: dict[str, list[str]]  # family code → its selected libraries
     deck_kind: str
-    deck_source: str  # the file or folder the deck rule reads (relative to the project when inside it)
-    deck_inputs: list[str]  # the files it reads: Snakemake tracks these (a moved project stays the same)
+    # The files the deck rule reads, relative to the project when inside it (a moved project stays the same)
+    deck_inputs: list[str]
     logic_prefix: str  # file-name prefix of logic files, like the shipped `vega10_`
     profile: dict[str, Any]  # the validated arch profile, defaults filled in
     profile_file: str  # arch_profiles/<arch>.yaml, relative to the project
@@ -93,6 +93,12 @@ def deck_library_names(kind: str, path: str | None) -> tuple[list[str], str, lis
     return sorted(set(names)), str(folder), files
 
 
+def deck_source(kind: str, inputs: Sequence[str]) -> str:
+    """The file or folder the deck stage reads, from the files the deck rule declares (the manifest, or the
+    files of one folder)."""
+    return str(inputs[0]) if kind == "manifest" else str(Path(inputs[0]).parent)
+
+
 def check_logic_sizes(folder: Path, libraries: Sequence[str]) -> None:
     """Zero, negative or out-of-range sizes in the exact rows of the selected libraries' logic files fail the
     dry-run, naming file and row, instead of the run's finalize after a night of tuning."""
@@ -137,14 +143,14 @@ def plan_run(config: Mapping[str, Any], configfiles: Sequence[str | Path] = ()) 
     except ProfileError as exc:
         raise PlanError(str(exc)) from None
     try:
-        names, deck_source, deck_inputs = deck_library_names(cfg["deck"]["source"], cfg["deck"]["path"])
+        names, source_path, deck_inputs = deck_library_names(cfg["deck"]["source"], cfg["deck"]["path"])
     except (DeckError, LogicFileError) as exc:
         raise PlanError(f"{source}: field 'deck': {exc}") from None
     families = select_libraries(names, cfg["families"], cfg["patterns"], source)
     libraries = sorted(lib for libs in families.values() for lib in libs)
     if cfg["deck"]["source"] == "logic":
         try:
-            check_logic_sizes(Path(deck_source), libraries)
+            check_logic_sizes(Path(source_path), libraries)
         except (DeckError, LogicFileError) as exc:
             raise PlanError(f"{source}: field 'deck': {exc}") from None
     try:  # the strategy's options fail the dry-run, not the first mutate job
@@ -159,7 +165,6 @@ def plan_run(config: Mapping[str, Any], configfiles: Sequence[str | Path] = ()) 
         libraries=libraries,
         families=families,
         deck_kind=cfg["deck"]["source"],
-        deck_source=project_path(deck_source),
         deck_inputs=[project_path(f) for f in deck_inputs],
         logic_prefix=prefix,
         profile=profile,

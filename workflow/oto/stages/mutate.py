@@ -13,8 +13,9 @@ from typing import Any
 from oto.agent.proposals import agent_proposals, ledger_path, proposal_entries
 from oto.deck.model import read_library_yaml
 from oto.deck.tuning_sizes import tuning_indices
-from oto.files import read_yaml, write_yaml
+from oto.files import write_yaml
 from oto.gemm import Library
+from oto.measurement.selection import read_selection
 from oto.registry.transfer import knowledge
 from oto.search.evidence import evidence_for, topups
 from oto.search.strategies import make_strategy
@@ -38,7 +39,7 @@ def run(
     """``profile``: the fields proposals depend on (legality); ``hardware``: the whole profile, shown to the
     agent (default: ``profile``)."""
     deck = read_library_yaml(deck_path)
-    selection = read_yaml(previous_selection) if previous_selection else None
+    selection = read_selection(previous_selection) if previous_selection else None
     doc: dict[str, Any] = {"library": deck.name, "generation": generation, "frozen": False}
     if selection is not None and (selection.get("frozen") or selection["convergence"]["converged"]):
         doc.update(
