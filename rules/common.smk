@@ -1,6 +1,7 @@
 # Config and arch-profile validation (the dry-run fails here, naming the file and field), the run plan,
 # wildcard constraints and the input functions that unroll generations.
 
+import functools
 import sys
 from pathlib import Path
 
@@ -50,10 +51,15 @@ def start_run():
     reset_agent_breaker(RESULTS / "agent")
 
 
+@functools.cache
+def _stage_view(stage, library):
+    return stage_view(PLAN.profile, stage, PLAN.config, library)
+
+
 def profile_view(stage):
     """The arch-profile figures a stage reads (oto.run.profile_views), as a param: a job re-runs exactly when
     one of them changes, never for a comment or a reordered key (the profile file itself is ancient)."""
-    return lambda wc: stage_view(PLAN.profile, stage, PLAN.config, getattr(wc, "library", None))
+    return lambda wc: _stage_view(stage, getattr(wc, "library", None))
 
 
 def library_dir(wc):

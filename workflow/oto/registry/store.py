@@ -13,6 +13,7 @@ import logging
 import sqlite3
 import time
 from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -80,6 +81,33 @@ def salvage(path: Path) -> list[dict[str, Any]]:
     return list(out.values())
 
 
+@dataclass(frozen=True)
+class RunChain:
+    """A run's own generations still on disk: ``run_id`` and the ``library/generation`` pairs whose job file
+    exists. Their records are that run's selection chain, not knowledge from elsewhere."""
+
+    run_id: str
+    generations: frozenset[str]
+
+    @classmethod
+    def on_disk(cls, arch_dir: Path, run_id: str) -> RunChain:
+        files = Path(arch_dir).glob("*/gen*/registry.jsonl")
+        return cls(run_id, frozenset(f"{f.parts[-3]}/{f.parts[-2][3:]}" for f in files))
+
+
+def outside(chain: RunChain | None) -> tuple[str, tuple]:
+    """SQL (and its parameters) that leaves out a run's own chain. The store is merged once a run has
+    selected every generation, so no job of the run saw those records the first time; a job Snakemake runs
+    again (its profile view changed, a forced re-run) must not either, or it would reject its own candidates
+    as already measured and lose its generation. Records of generations whose folders were deleted stay
+    knowledge, like every earlier run's."""
+    if chain is None or not chain.generations:
+        return "", ()
+    marks = ", ".join("?" * len(chain.generations))
+    sql = f" AND NOT (run_id = ? AND library || '/' || generation IN ({marks}))"
+    return sql, (chain.run_id, *sorted(chain.generations))
+
+
 class Store:
     """The consolidated registry (SQLite). Open read-only for queries; ``merge`` is the only writer."""
 
@@ -131,13 +159,17 @@ class Store:
     def query(self, sql: str, params: Sequence = ()) -> list[dict[str, Any]]:
         return [dict(r) for r in self.db.execute(sql, params).fetchall()]
 
-    def measured(self, arch: str, library: str, protocol: str) -> dict[str, set[str]]:
-        """kernel id -> sizes already benchmarked (or failed) under this protocol."""
+    def measured(
+        self, arch: str, library: str, protocol: str, chain: RunChain | None = None
+    ) -> dict[str, set[str]]:
+        """kernel id -> sizes already benchmarked (or failed) under this protocol (``chain``: records left
+        out, see :func:`outside`)."""
         out: dict[str, set[str]] = {}
+        skip, extra = outside(chain)
         for r in self.db.execute(
             "SELECT kernel_id, size FROM records WHERE arch=? AND library=? AND protocol=? "
-            "AND kind IN ('benchmarked', 'failed')",
-            (arch, library, protocol),
+            f"AND kind IN ('benchmarked', 'failed'){skip}",
+            (arch, library, protocol, *extra),
         ):
             out.setdefault(r["kernel_id"], set()).add(r["size"])
         return out

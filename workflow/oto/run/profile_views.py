@@ -144,7 +144,7 @@ def change_note(
         lines.append(
             f"  {' and '.join(measured)} measure again: the figures their measurements depend on changed"
         )
-    lines.append(f"  unaffected: {', '.join(kept) or 'none'}")
+    lines.append(f"  stages that read none of these figures: {', '.join(kept) or 'none'}")
     return "\n".join(lines)
 
 

@@ -71,6 +71,8 @@ def run(
     )
     df = race.samples
     atomic_write_text(out_samples, df.to_csv(index=False))
+    for line in race.log:
+        log.info("%s final: %s", deck.name, line)
     scores = score_library(df, library, size_lists, profile, config)
     stops = {i: d.stop for i, d in race.decisions.items()}
     rows = per_size_rows(

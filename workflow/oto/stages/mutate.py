@@ -53,7 +53,8 @@ def run(
         return doc
     strategy = make_strategy(config["search"]["strategy"], int(config["seed"]), config["search"]["options"])
     sizes = [deck.sizes[i] for i in tuning_indices(deck.sizes, int(config["benchmark"]["tuning_sizes"]))]
-    know = knowledge(Path(out_proposals).parents[2], profile["arch"], deck.name, config, sizes)
+    arch_dir = Path(out_proposals).parents[2]
+    know = knowledge(arch_dir, profile["arch"], deck.name, config, sizes, as_job=True)
     evidence = evidence_for(deck, generation, selection, profile, config, know)
     slots = int(config["search"]["candidates_per_generation"])
     top = topups(know, generation)
