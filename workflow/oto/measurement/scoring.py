@@ -35,7 +35,7 @@ import numpy as np
 import pandas as pd
 
 from oto.gemm import Library, gemm_flops
-from oto.hardware.ceilings import PEAK_FIELDS, family_peak_gflops
+from oto.hardware.ceilings import family_peak_gflops
 
 SAMPLE_COLUMNS = [
     "seq",
@@ -68,7 +68,6 @@ SCORE_COLUMNS = [
     "excluded",
 ]
 DRIFT_WINDOW = 9
-PROFILE_FIELDS = PEAK_FIELDS  # score_library: the family's peak (the timing check) and the nominal clock
 # Two-sided 95% Student t quantiles by degrees of freedom (1..30); 1.96 beyond.
 _T95 = (12.706, 4.303, 3.182, 2.776, 2.571, 2.447, 2.365, 2.306, 2.262, 2.228, 2.201, 2.179, 2.160, 2.145,
         2.131, 2.120, 2.110, 2.101, 2.093, 2.086, 2.080, 2.074, 2.069, 2.064, 2.060, 2.056, 2.052, 2.048,

@@ -19,7 +19,7 @@ import pandas as pd
 
 from oto.files import StageFileError, read_yaml
 from oto.gemm import Library
-from oto.hardware.ceilings import ROOFLINE_FIELDS, roofline_gflops
+from oto.hardware.ceilings import roofline_gflops
 from oto.measurement.scoring import best_per_size, geomean, verdict
 
 OBSERVATIONS_KEPT = 48  # best kernels remembered as evidence for the strategies
@@ -27,9 +27,6 @@ OBSERVATIONS_KEPT = 48  # best kernels remembered as evidence for the strategies
 
 def _finite(x) -> float | None:
     return None if x is None or not math.isfinite(float(x)) else round(float(x), 6)
-
-
-PROFILE_FIELDS = ROOFLINE_FIELDS  # per_size_rows: each size's roofline ceiling
 
 
 def per_size_rows(

@@ -29,9 +29,8 @@ from oto.backends import profile_fields as backend_fields
 from oto.files import atomic_write_text
 from oto.gemm import Library
 from oto.hardware import memory
-from oto.hardware.ceilings import CEILING_FIELDS
+from oto.hardware.ceilings import CEILING_FIELDS, PEAK_FIELDS, ROOFLINE_FIELDS
 from oto.hardware.profile import profile_view, view_paths
-from oto.measurement import scoring, selection
 from oto.tensile import benchmark_config
 from oto.tensile.legality import Limits
 from oto.tensile.logic_writer import LABEL_FIELDS
@@ -42,16 +41,20 @@ RECORD = "arch_profile.json"  # under results/<arch>/: the profile the last run 
 def stage_fields(config: Mapping[str, Any]) -> dict[str, tuple[str, ...]]:
     """Per stage (rule), the profile fields it reads; ``{rate_class}`` is the job's library's rate class."""
     backend = backend_fields(config["backend"])
-    measured = ("arch", *backend, *memory.PROFILE_FIELDS, *scoring.PROFILE_FIELDS)
+    # Scoring (oto.measurement.scoring.score_library) reads the family's peak, whose fields include the
+    # nominal clock; selection's per-size rows read the roofline. (Named here from oto.hardware.ceilings, not
+    # imported from the measurement modules: parsing the workflow should not load pandas.)
+    scoring, selection = PEAK_FIELDS, ROOFLINE_FIELDS
+    measured = ("arch", *backend, *memory.PROFILE_FIELDS, *scoring)
     table = {
         "ceilings": CEILING_FIELDS,
         "mutate": ("arch", *Limits.PROFILE_FIELDS),
         "emit": ("arch", *Limits.PROFILE_FIELDS, *benchmark_config.PROFILE_FIELDS),
         "compile": ("arch", *backend),
         "benchmark": measured,
-        "normalise": scoring.PROFILE_FIELDS,
-        "select": ("arch", *selection.PROFILE_FIELDS),
-        "finalize": (*measured, *selection.PROFILE_FIELDS),
+        "normalise": scoring,
+        "select": ("arch", *selection),
+        "finalize": (*measured, *selection),
         "logic": LABEL_FIELDS,
         "package": LABEL_FIELDS,
     }
