@@ -5,8 +5,7 @@ import functools
 import sys
 from pathlib import Path
 
-sys.path.insert(0, str(Path(workflow.basedir) / "workflow"))  # the oto package of this checkout
-
+# The oto package of this checkout is on sys.path: the Snakefile puts it there before reading the config.
 from oto.agent.breaker import reset as reset_agent_breaker
 from oto.run.lock import RunLockError, acquire_run_lock
 from oto.run.plan import PlanError, plan_run
