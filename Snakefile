@@ -2,12 +2,23 @@
 #   snakemake --cores 1 results/gfx90c/TensileLibrary.dat
 # Stage rules live in rules/*.smk; config validation and input functions in rules/common.smk.
 
+import sys
+from pathlib import Path
+
 from snakemake.utils import min_version
 
 min_version("9.19")
+sys.path.insert(0, str(Path(workflow.basedir) / "workflow"))  # the oto package of this checkout
+from oto.config import ConfigError, checked_config_file
+from snakemake.exceptions import WorkflowError
+
+try:  # a YAML error is named by file and line (Snakemake's loader would not say where)
+    CONFIG_FILE = checked_config_file("config/config.yaml")
+except ConfigError as exc:
+    raise WorkflowError(str(exc)) from None
 
 
-configfile: "config/config.yaml"
+configfile: CONFIG_FILE
 
 
 report: "workflow/report/workflow.rst"
@@ -29,7 +40,7 @@ include: "rules/registry.smk"
 
 
 onstart:
-    take_run_lock()
+    start_run()
 
 
 rule all:

@@ -3,11 +3,12 @@ rule benchmark:
         candidates="results/{arch}/{library}/gen{gen}/candidates.yaml",
         build="results/{arch}/{library}/gen{gen}/build.yaml",
         deck="results/{arch}/{library}/deck.yaml",
-        profile=PROFILE,
+        profile=ancient(PROFILE),
     output:
         "results/{arch}/{library}/gen{gen}/samples.csv",
     params:
         workdir=lambda wc: f"results/{wc.arch}/{wc.library}/gen{wc.gen}/work",
+        profile=profile_view("benchmark"),
     resources:
         gpu=1,
     priority: 10

@@ -1,8 +1,10 @@
 rule ceilings:
     input:
-        profile="arch_profiles/{arch}.yaml",
+        profile=ancient(PROFILE),
     output:
         "results/{arch}/ceilings.yaml",
+    params:
+        profile=profile_view("ceilings"),
     log:
         "results/{arch}/logs/ceilings.log",
     conda:

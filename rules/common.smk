@@ -1,13 +1,15 @@
 # Config and arch-profile validation (the dry-run fails here, naming the file and field), the run plan,
 # wildcard constraints and the input functions that unroll generations.
 
+import functools
 import sys
 from pathlib import Path
 
-sys.path.insert(0, str(Path(workflow.basedir) / "workflow"))  # the oto package of this checkout
-
+# The oto package of this checkout is on sys.path: the Snakefile puts it there before reading the config.
+from oto.agent.breaker import reset as reset_agent_breaker
 from oto.run.lock import RunLockError, acquire_run_lock
 from oto.run.plan import PlanError, plan_run
+from oto.run.profile_views import change_note, record_profile, stage_view
 from snakemake.exceptions import WorkflowError
 
 try:
@@ -19,7 +21,13 @@ config.update(PLAN.config)  # scripts see the validated config, defaults include
 ARCH = PLAN.arch
 MAXGEN = PLAN.max_generations
 LIBRARIES = PLAN.libraries
-PROFILE = f"arch_profiles/{ARCH}.yaml"
+PROFILE = PLAN.profile_file
+RESULTS = Path("results") / ARCH
+
+# A profile edit that changes figures some stages read: say which before any job is redone.
+PROFILE_NOTE = change_note(PLAN.profile, PROFILE, RESULTS, PLAN.config, LIBRARIES)
+if PROFILE_NOTE:
+    print(PROFILE_NOTE, file=sys.stderr)
 
 
 wildcard_constraints:
@@ -30,12 +38,27 @@ wildcard_constraints:
     prefix=r"[a-z0-9]+",
 
 
-def take_run_lock():
-    """One run per folder; called from the Snakefile's onstart (a real run, never -n or --lint)."""
+def start_run():
+    """The Snakefile's onstart (a real run, never -n or --lint): one run per folder, the profile this run
+    starts with recorded for the next run's change note, and the agent's circuit breaker closed (a new run
+    tries the endpoint again)."""
     try:
         acquire_run_lock()
     except RunLockError as exc:
         raise WorkflowError(str(exc)) from None
+    record_profile(PLAN.profile, PROFILE, RESULTS)
+    reset_agent_breaker(RESULTS / "agent")
+
+
+@functools.cache
+def _stage_view(stage, library):
+    return stage_view(PLAN.profile, stage, PLAN.config, library)
+
+
+def profile_view(stage):
+    """The arch-profile figures a stage reads (oto.run.profile_views), as a param: a job re-runs exactly when
+    one of them changes, never for a comment or a reordered key (the profile file itself is ancient)."""
+    return lambda wc: _stage_view(stage, getattr(wc, "library", None))
 
 
 def library_dir(wc):
@@ -52,7 +75,7 @@ def generation_inputs(wc, **files):
 
 
 def mutate_inputs(wc):
-    out = {"deck": f"{library_dir(wc)}/deck.yaml", "profile": PROFILE, **generation_inputs(wc)}
+    out = {"deck": f"{library_dir(wc)}/deck.yaml", "profile": ancient(PROFILE), **generation_inputs(wc)}
     if int(wc.gen) > 0:  # the agent's digest: failure reasons and kernel resources of the last generation
         prev = f"{library_dir(wc)}/gen{int(wc.gen) - 1}"
         out.update(prev_build=f"{prev}/build.yaml", prev_candidates=f"{prev}/candidates.yaml")
@@ -62,14 +85,14 @@ def mutate_inputs(wc):
 def emit_inputs(wc):
     return {
         "deck": f"{library_dir(wc)}/deck.yaml",
-        "profile": PROFILE,
+        "profile": ancient(PROFILE),
         **generation_inputs(wc, proposals="proposals.yaml"),
     }
 
 
 def select_inputs(wc):
     return {
-        "profile": PROFILE,
+        "profile": ancient(PROFILE),
         **generation_inputs(wc, scores="scores.csv", candidates="candidates.yaml",
                             build="build.yaml"),
     }

@@ -3,11 +3,12 @@ rule compile:
     input:
         candidates="results/{arch}/{library}/gen{gen}/candidates.yaml",
         deck="results/{arch}/{library}/deck.yaml",
-        profile=PROFILE,
+        profile=ancient(PROFILE),
     output:
         "results/{arch}/{library}/gen{gen}/build.yaml",
     params:
         workdir=lambda wc: f"results/{wc.arch}/{wc.library}/gen{wc.gen}/work",
+        profile=profile_view("compile"),
     log:
         "results/{arch}/logs/{library}/gen{gen}/compile.log",
     conda:

@@ -1,6 +1,6 @@
 rule deck:
     input:
-        source=PLAN.deck_input,
+        PLAN.deck_inputs,
     output:
         deck="results/{arch}/deck.yaml",
         slices=expand("results/{{arch}}/{library}/deck.yaml", library=LIBRARIES),

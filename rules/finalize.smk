@@ -3,12 +3,13 @@ rule finalize:
     input:
         selection=last_selection,
         deck="results/{arch}/{library}/deck.yaml",
-        profile=PROFILE,
+        profile=ancient(PROFILE),
     output:
         final="results/{arch}/{library}/final.yaml",
         samples="results/{arch}/{library}/final_samples.csv",
     params:
         workdir=lambda wc: f"results/{wc.arch}/{wc.library}/final_work",
+        profile=profile_view("finalize"),
     resources:
         gpu=1,
     priority: 10

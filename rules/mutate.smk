@@ -24,6 +24,7 @@ rule mutate:
     output:
         "results/{arch}/{library}/gen{gen}/proposals.yaml",
     params:
+        profile=profile_view("mutate"),
         strategy=lookup(dpath="search/strategy", within=config),
         agent=f"{config['agent']['provider']}:{config['agent']['model'] or 'default'}",
     log:

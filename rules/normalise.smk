@@ -2,9 +2,11 @@ rule normalise:
     input:
         samples="results/{arch}/{library}/gen{gen}/samples.csv",
         candidates="results/{arch}/{library}/gen{gen}/candidates.yaml",
-        profile=PROFILE,
+        profile=ancient(PROFILE),
     output:
         "results/{arch}/{library}/gen{gen}/scores.csv",
+    params:
+        profile=profile_view("normalise"),
     log:
         "results/{arch}/logs/{library}/gen{gen}/normalise.log",
     conda:

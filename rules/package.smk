@@ -2,11 +2,12 @@ rule logic:
     input:
         final="results/{arch}/{library}/final.yaml",
         deck="results/{arch}/{library}/deck.yaml",
-        profile=PROFILE,
+        profile=ancient(PROFILE),
     output:
         "results/{arch}/logic/{prefix}_{library}.yaml",
     params:
         label=lookup(dpath="package/label", within=config),
+        profile=profile_view("logic"),
     log:
         "results/{arch}/logs/{library}/logic_{prefix}.log",
     conda:
@@ -34,7 +35,6 @@ rule report:
         finals=expand("results/{{arch}}/{library}/final.yaml", library=LIBRARIES),
         ceilings="results/{arch}/ceilings.yaml",
         deck="results/{arch}/deck.yaml",
-        profile=PROFILE,
     output:
         md="results/{arch}/acceptance.md",
         html=report(
@@ -57,12 +57,13 @@ rule package:
         # The README's one target also leaves the final dashboard and the consolidated experiment registry.
         dashboard="results/{arch}/dashboard/index.html",
         registry="results/{arch}/registry/consolidated.yaml",
-        profile=PROFILE,
+        profile=ancient(PROFILE),
     output:
         "results/{arch}/TensileLibrary.dat",
         manifest="results/{arch}/library/manifest.yaml",
     params:
         label=lookup(dpath="package/label", within=config),
+        profile=profile_view("package"),
     log:
         "results/{arch}/logs/package.log",
     conda:

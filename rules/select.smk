@@ -4,6 +4,8 @@ rule select:
     output:
         "results/{arch}/{library}/gen{gen}/selection.yaml",
         registry="results/{arch}/{library}/gen{gen}/registry.jsonl",
+    params:
+        profile=profile_view("select"),
     log:
         "results/{arch}/logs/{library}/gen{gen}/select.log",
     conda:

@@ -56,10 +56,11 @@ class FakeAPI:
                 raw = payload if isinstance(payload, bytes) else json.dumps(payload).encode()
                 try:
                     self.send_response(status)
-                    self.send_header("content-type", "application/json")
+                    self.send_header("content-type", headers.get("content-type", "application/json"))
                     self.send_header("content-length", str(len(raw)))
                     for k, v in headers.items():
-                        self.send_header(k, v)
+                        if k != "content-type":
+                            self.send_header(k, v)
                     self.end_headers()
                     self.wfile.write(raw)
                 except (BrokenPipeError, ConnectionResetError):  # the client timed out and left
@@ -359,3 +360,148 @@ def test_redactor():
              "sk-ant-api03-zzzzzzzzzzzz", "list": ["s3cr3t-value"]})  # fmt: skip
     assert got == {"x-api-key": "[REDACTED]", "Authorization": "[REDACTED]",
                    "note": "key [REDACTED] and [REDACTED]", "list": ["[REDACTED]"]}  # fmt: skip
+
+
+# ---- a hostile or broken endpoint: never an exception, always a recorded failure --------------------------
+
+
+@pytest.mark.parametrize(
+    "body, ctype, why",
+    [
+        (b"<html><body>Sign in to the hotel Wi-Fi</body></html>", "text/html", "body is not JSON (text/html"),
+        (b"", "application/json", "body is not JSON"),
+        ([{"type": "message"}], "application/json", "body is a JSON list"),
+        ("just a string", "application/json", "body is a JSON str"),
+        ({"type": "error", "error": {"type": "overloaded"}}, "application/json", "of type 'error'"),
+        ({**message([]), "content": None}, "application/json", "'content' is null"),
+        ({**message([]), "content": "text"}, "application/json", "'content' is str"),
+        ({**message([]), "content": ["not a block"]}, "application/json", "'content' is list"),
+    ],
+)
+def test_a_200_that_is_not_a_messages_reply_is_a_recorded_failure(api, run, tmp_path, body, ctype, why):
+    api.push(200, body, {"content-type": ctype})
+    out, audit, sleeps = run(max_retries=3)
+    assert out.status == "failed" and why in out.reason, out.reason
+    assert out.proposals == [] and len(api.requests) == 1 and sleeps == []  # a retry cannot fix it
+    assert [r["event"] for r in audit][-2:] == ["error", "failed"]
+    assert Ledger(tmp_path / "agent" / "ledger.json").totals()["calls"] == 0  # nothing was billed
+
+
+@pytest.mark.parametrize(
+    "usage, why",
+    [
+        ({"input_tokens": "many", "output_tokens": 3}, "'usage.input_tokens' is 'many'"),
+        ({"input_tokens": -600000000, "output_tokens": 3}, "'usage.input_tokens' is '-600000000'"),
+        ({"input_tokens": 10, "output_tokens": 2.5}, "'usage.output_tokens' is '2.5'"),
+        ({"input_tokens": 10, "output_tokens": True}, "'usage.output_tokens' is 'True'"),
+        (None, "'usage' is null"),
+    ],
+)
+def test_usage_that_is_not_non_negative_integers_never_reaches_the_ledger(api, run, tmp_path, usage, why):
+    reply = message([tool_use({"proposals": [{"params": GOOD, "rationale": "r"}]})])
+    reply["usage"] = usage
+    api.push(200, reply)
+    out, _, _ = run()
+    assert out.status == "failed" and why in out.reason and out.proposals == []
+    totals = Ledger(tmp_path / "agent" / "ledger.json").totals()
+    # Charged at the call's maximum instead: a lying endpoint cannot buy itself an unlimited budget.
+    assert totals["calls"] == 1 and totals["usd"] > 0 and totals["output_tokens"] == 8000
+    assert all(isinstance(totals[f], int) and totals[f] >= 0 for f in ("input_tokens", "output_tokens"))
+
+
+@pytest.mark.parametrize(
+    "ledger, field",
+    [
+        ('{"usd": NaN, "calls": 1}', "field 'usd' is nan"),
+        ('{"usd": -600.0, "calls": 1}', "field 'usd' is -600.0"),
+        ('{"usd": 1.0, "input_tokens": "lots"}', "field 'input_tokens' is 'lots'"),
+        ('{"usd": 1.0, "output_tokens": -5}', "field 'output_tokens' is -5"),
+        ('{"usd": 1.0, "jobs": {}}', "field 'jobs' is dict"),
+    ],
+)
+def test_a_ledger_of_insane_numbers_refuses_the_call_naming_the_file(api, run, tmp_path, ledger, field):
+    path = tmp_path / "agent" / "ledger.json"
+    path.parent.mkdir()
+    path.write_text(ledger)
+    api.reply([{"params": GOOD, "rationale": "r"}])
+    out, _, _ = run()
+    assert out.status == "failed" and api.requests == []
+    assert str(path) in out.reason and field in out.reason, out.reason
+    assert path.read_text() == ledger  # left for a human to look at
+
+
+def test_the_ledger_refuses_to_record_negative_usage(tmp_path):
+    from oto.agent.ledger import LedgerError
+
+    ledger = Ledger(tmp_path / "ledger.json")
+    with pytest.raises(LedgerError, match="usage field 'input_tokens' = -5"):
+        ledger.record("j", {"input_tokens": -5}, 0.1)
+    with pytest.raises(LedgerError, match="cost nan"):
+        ledger.record("j", {"input_tokens": 5}, float("nan"))
+    assert ledger.totals()["calls"] == 0
+
+
+def test_a_hung_endpoint_is_switched_off_for_the_run_after_n_failures_and_said_once(
+    api, run, tmp_path, caplog
+):
+    for _ in range(3):
+        api.push(200, message([tool_use({"proposals": []})]), delay=1.5)
+    t0 = time.monotonic()
+    with caplog.at_level("WARNING", logger="oto.agent.breaker"):
+        first, _, _ = run(timeout_s=0.3, max_retries=4, breaker_failures=2)
+        second, audit2, _ = run(timeout_s=0.3, max_retries=4, breaker_failures=2)
+        third, _, _ = run(timeout_s=0.3, max_retries=4, breaker_failures=2)
+    assert first.status == "failed" and first.attempts == 2 and "APITimeoutError" in first.reason
+    assert second.status == third.status == "skipped" and "agent off for this run" in second.reason
+    assert len(api.requests) == 2  # two hung attempts in all, not 5 per job
+    assert [r["event"] for r in audit2] == ["start", "skipped"]
+    notes = [r.message for r in caplog.records if "no more agent calls in this run" in r.message]
+    assert len(notes) == 1 and "failed 2 times in a row" in notes[0]
+    assert time.monotonic() - t0 < 10
+    state = json.loads((tmp_path / "agent" / "breaker.json").read_text())
+    assert state[api.url]["open"] is True
+
+
+def test_a_good_reply_resets_the_breaker_and_a_new_run_closes_it(api, run, tmp_path):
+    from oto.agent.breaker import reset
+
+    api.push(500, error("api_error", "internal"))
+    api.reply([{"params": GOOD, "rationale": "r"}])
+    out, _, _ = run(breaker_failures=2)
+    assert out.status == "used" and out.attempts == 2
+    state = json.loads((tmp_path / "agent" / "breaker.json").read_text())
+    assert state[api.url] == {"failures": 0, "open": False, "last": ""}
+    for _ in range(2):
+        api.push(503, error("overloaded_error", "busy"))
+    out, _, _ = run(breaker_failures=2, max_retries=1)
+    assert out.status == "failed" and run(breaker_failures=2)[0].status == "skipped"
+    reset(tmp_path / "agent")  # the Snakefile's onstart: a new run tries the endpoint again
+    api.reply([{"params": GOOD2, "rationale": "back"}])
+    assert run(breaker_failures=2)[0].status == "used"
+
+
+def test_an_endpoint_echoing_the_key_gets_it_written_nowhere(api, run, tmp_path):
+    echo = f"your key is {KEY}"
+    reply = message(
+        [
+            {"type": "text", "text": echo},
+            tool_use(
+                {
+                    "proposals": [
+                        {"params": GOOD, "rationale": echo},
+                        {"params": {**GOOD, "KernelLanguage": KEY}, "rationale": echo},
+                        {"params": {KEY: 1}, "rationale": echo},
+                    ]
+                }
+            ),
+        ],
+        stop_reason=KEY,
+    )
+    reply["model"] = KEY
+    reply["id"] = KEY
+    api.push(200, reply, {"request-id": KEY})
+    out, audit, _ = run()
+    assert out.status == "used" and len(out.proposals) == 1
+    everything = json.dumps([out.provenance(), out.proposals, audit])
+    assert KEY not in everything and KEY not in _files_text(tmp_path)
+    assert "[REDACTED]" in out.proposals[0]["rationale"] and "[REDACTED]" in out.model

@@ -4,6 +4,7 @@ proposals.yaml carries provenance per candidate, and without a key the run is sy
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -195,3 +196,36 @@ def test_workflow_without_a_key_says_so_once(tmp_path, monkeypatch):
     proc = snakemake(work, "--cores", "2", "results/gfx90c/Cijk_Ailk_Bljk_DB/gen0/proposals.yaml")
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert (proc.stdout + proc.stderr).count("the surrogate strategy only") == 1
+
+
+@pytest.mark.parametrize(
+    ("edit", "field"),
+    [
+        (lambda s: s.update(convergence="converged"), "convergence"),
+        (lambda s: s["convergence"].update(converged="no"), "convergence.converged"),
+        (lambda s: s.update(observations={"id": "k1"}), "observations"),
+        (lambda s: s["observations"].append({"id": 3, "params": {}}), "observations[1].id"),
+        (lambda s: s.update(measured="k1"), "measured"),
+        (lambda s: s.pop("per_size"), "<document>"),
+    ],
+)
+def test_a_selection_of_the_wrong_shape_fails_mutate_naming_file_and_field(tmp_path, deck_path, edit, field):
+    from oto.files import StageFileError, write_yaml
+
+    sel = {
+        "library": LIB,
+        "generation": 0,
+        "frozen": False,
+        "sizes": [[64, 64, 1, 64]],
+        "per_size": [{"size_index": 0, "winner": "k1", "score": 1.1}],
+        "kernels": {"k1": GOOD},
+        "summary": {"geomean_score": 1.1, "failures": {}},
+        "convergence": {"converged": False, "reason": "", "history": [1.1]},
+        "observations": [{"id": "k1", "params": GOOD, "score": 1.1}],
+        "measured": ["k1"],
+    }
+    edit(sel)
+    path = tmp_path / "selection.yaml"
+    write_yaml(path, sel)
+    with pytest.raises(StageFileError, match=rf"{path}: field '{re.escape(field)}'"):
+        _run(tmp_path, deck_path, _config(provider="none"), selection=path, gen=1)

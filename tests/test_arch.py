@@ -165,7 +165,8 @@ def test_negative_bandwidth(tmp_path):
     data["memory"]["sustained_bandwidth_gbs"] = -3
     path = write(tmp_path, data)
     assert (
-        error_of(path) == f"{path}: field 'memory.sustained_bandwidth_gbs': -3 is less than the minimum of 0"
+        error_of(path)
+        == f"{path}: field 'memory.sustained_bandwidth_gbs': -3 is less than or equal to the minimum of 0"
     )
 
 
@@ -244,3 +245,119 @@ def test_profile_path_and_arch_names():
     for bad in ("../etc/passwd", "gfx90C", "vega10", "gfx9"):
         with pytest.raises(ProfileError):
             profile_path(bad)
+
+
+# ---- physical bounds, and what each stage may read -------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "text, message",
+    [
+        ("clock_mhz: .nan", "field 'clock_mhz': nan is not a finite number"),
+        ("clock_mhz: .inf", "field 'clock_mhz': inf"),
+        (
+            "compute_units: 1000000000",
+            "field 'compute_units': 1000000000 is greater than the maximum of 1024",
+        ),
+        ("lds_bytes_per_cu: 0", "field 'lds_bytes_per_cu': 0 is less than the minimum of 4096"),
+        ("max_lds_per_workgroup: 0", "field 'max_lds_per_workgroup': 0 is less than the minimum of 1024"),
+        ("clock_mhz: 1", "field 'clock_mhz': 1 is less than the minimum of 100"),
+        ("l2_bytes: -1", "field 'l2_bytes': -1 is less than the minimum of 0"),
+    ],
+)
+def test_nan_infinite_and_unphysical_values_are_refused_with_the_bound(tmp_path, text, message):
+    field, value = text.split(": ")
+    lines = (PROFILES / "gfx90c.yaml").read_text().splitlines()
+    edited = [f"{field}: {value}  # edited" if ln.startswith(f"{field}:") else ln for ln in lines]
+    path = write(tmp_path, "\n".join(edited) + "\n")
+    assert f"{path}: {message}" in error_of(path)
+
+
+def test_nested_nan_is_named_by_its_path(tmp_path):
+    data = gfx90c_data()
+    data["memory"]["peak_bandwidth_gbs"] = float("nan")
+    data["rates"]["fp64"] = float("nan")
+    msg = error_of(write(tmp_path, data))
+    assert "field 'memory.peak_bandwidth_gbs': nan is not a finite number" in msg and "(and 1 more)" in msg
+
+
+def test_a_profile_view_ignores_comments_and_key_order():
+    from oto.hardware.profile import profile_view
+
+    text = (PROFILES / "gfx90c.yaml").read_text()
+    a = validate_profile(yaml.safe_load(text), "a")
+    reordered = dict(reversed(list(yaml.safe_load(text).items())))
+    reordered["memory"] = dict(reversed(list(reordered["memory"].items())))
+    b = validate_profile(reordered, "b")
+    fields = ["clock_mhz", "memory.sustained_bandwidth_gbs", "rates"]
+    assert repr(profile_view(a, fields)) == repr(profile_view(b, fields))
+    assert profile_view({**a, "clock_mhz": 1800.0}, ["clock_mhz"]) == {"clock_mhz": 1800}
+    assert profile_view(a, ["rates.fp64", "memory.kind"]) == {
+        "memory": {"kind": "ddr4-3200"},
+        "rates": {"fp64": 0.0625},
+    }
+
+
+def test_a_stage_cannot_read_a_field_its_view_does_not_declare():
+    from oto.hardware.profile import ProfileView, UndeclaredProfileField, profile_view
+
+    p = load_profile(PROFILES / "gfx90c.yaml")
+    view = ProfileView(p, profile_view(p, ["arch", "rates.fp32", "memory.usable_device_memory_bytes"]))
+    assert view["rates"]["fp32"] == 1 and view["memory"]["usable_device_memory_bytes"] == 1610612736
+    for read in (
+        lambda: view["clock_mhz"],
+        lambda: view.get("has_mfma", False),  # a default must not hide the dependency
+        lambda: "name" in view,
+        lambda: view["rates"]["fp64"],
+        lambda: view["memory"].get("sustained_bandwidth_gbs"),
+    ):
+        with pytest.raises(UndeclaredProfileField, match="does not declare it"):
+            read()
+    assert view.get("no_such_field", 3) == 3 and "no_such_field" not in view
+
+
+def test_every_stage_runs_on_its_view(tmp_path):
+    """The declared views are enough: each stage's domain calls work on a guarded view."""
+    from oto.backends import resolve
+    from oto.backends.base import Problem
+    from oto.config import validate_config
+    from oto.deck.model import read_library_yaml, write_library_yaml
+    from oto.deck.sources import SHIPPED_MANIFEST, read_manifest
+    from oto.hardware.ceilings import ceilings_document
+    from oto.hardware.profile import ProfileView
+    from oto.measurement.selection import per_size_rows
+    from oto.run.profile_views import stage_view
+    from oto.tensile.benchmark_config import render_benchmark_yaml
+    from oto.tensile.legality import Limits
+    from oto.tensile.logic_writer import logic_label
+
+    p = load_profile(PROFILES / "gfx90c.yaml")
+    lib = "Cijk_Ailk_Bljk_DB"
+    deck_path = tmp_path / "deck.yaml"
+    write_library_yaml(read_manifest(SHIPPED_MANIFEST).libraries[lib], deck_path, {})
+    deck = read_library_yaml(deck_path)
+    config = validate_config({"arch": "gfx90c", "families": ["DB"], "backend": "sim"})
+
+    def view(stage):
+        return ProfileView(p, stage_view(p, stage, config, lib))
+
+    ceilings_document(view("ceilings"))
+    Limits.from_profile(view("mutate"))
+    render_benchmark_yaml(deck, view("emit"), 0, [], [[64, 64, 1, 64]], 3)
+    for stage in ("compile", "benchmark", "finalize"):
+        backend = resolve(config, view(stage), "x")
+        backend.build(Problem.of(deck, view(stage)), [], tmp_path)
+    import pandas as pd
+    from oto.measurement.scoring import SCORE_COLUMNS
+
+    per_size_rows(
+        pd.DataFrame(columns=SCORE_COLUMNS), [[64, 64, 1, 64]], deck_library(lib), view("select"), 0.02, 0
+    )
+    logic_label(view("logic"), "gfx90c")
+    logic_label(view("package"), "gfx900")
+
+
+def deck_library(name):
+    from oto.gemm import Library
+
+    return Library.parse(name)

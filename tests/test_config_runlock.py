@@ -44,3 +44,18 @@ acquire_run_lock(sys.argv[1])
 print("locked", flush=True)
 time.sleep(60)
 """
+
+
+def test_a_config_file_with_a_yaml_error_is_named_by_file_and_line(tmp_path):
+    from oto.config import checked_config_file, load_config
+
+    path = tmp_path / "config.yaml"
+    path.write_text("arch: gfx90c\nfamilies: [DB\nseed: 3\n")
+    for check in (checked_config_file, load_config):
+        with pytest.raises(
+            ConfigError, match=rf"^{path}: YAML syntax error at line 3, column 5: expected ','"
+        ):
+            check(path)
+    path.write_text("arch: gfx90c\n")
+    assert checked_config_file(path) == str(path)
+    assert checked_config_file(tmp_path / "absent.yaml") == str(tmp_path / "absent.yaml")  # Snakemake says

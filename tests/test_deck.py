@@ -200,3 +200,18 @@ def test_bad_manifest_and_slice(manifest_deck, tmp_path):
     write_library_yaml(LibraryDeck(**db), tmp_path / "s2.yaml", {})
     with pytest.raises(DeckError, match=r"s2.yaml: Cijk_Ailk_Bljk_DB: shipped\[0\] = \[9, 1.0\]"):
         read_library_yaml(tmp_path / "s2.yaml")
+
+
+def test_a_negative_size_in_a_deck_file_is_refused_naming_file_and_size(manifest_deck, tmp_path):
+    db = copy.deepcopy(manifest_deck.libraries["Cijk_Ailk_Bljk_DB"].to_dict())
+    db["sizes"][2] = [128, -128, 1, 64]
+    write_library_yaml(LibraryDeck(**db), tmp_path / "s3.yaml", {})
+    with pytest.raises(
+        DeckError, match=r"s3.yaml: Cijk_Ailk_Bljk_DB: sizes\[2\] \[128, -128, 1, 64\]: N = -128"
+    ):
+        read_library_yaml(tmp_path / "s3.yaml")
+    db["sizes"][2] = [128, 128, 1, 64]
+    db["shipped"][1] = [0, float("nan")]
+    write_library_yaml(LibraryDeck(**db), tmp_path / "s4.yaml", {})
+    with pytest.raises(DeckError, match=r"s4.yaml: Cijk_Ailk_Bljk_DB: shipped\[1\]: GFLOPS nan"):
+        read_library_yaml(tmp_path / "s4.yaml")

@@ -9,6 +9,7 @@ from oto.tensile.logic_reader import (
     LogicFileError,
     fix_solution_indices,
     problem_type_name,
+    read_exact_rows,
     read_logic_file,
 )
 
@@ -155,3 +156,34 @@ def test_illegal_solution_params_name_the_solution(vega10_dir, tmp_path):
     lf = read_logic_file(_write(tmp_path / DB_NN, data))
     with pytest.raises(LogicFileError, match=r"element 5 \(solutions\) entry 2: ThreadTile"):
         library_from_logic(lf)
+
+
+@pytest.mark.parametrize(
+    ("size", "why"),
+    [
+        ([-64, 64, 1, 64], "M = -64 is outside"),
+        ([64, 64, 0, 64], "B = 0 is outside"),
+        ([64, 2**31, 1, 64], "N = 2147483648"),
+    ],
+)
+def test_zero_negative_or_huge_sizes_are_refused_naming_file_and_row(vega10_dir, tmp_path, size, why):
+    data = _load(vega10_dir / DB_NN)
+    data[7][4][0] = size
+    path = _write(tmp_path / DB_NN, data)
+    pattern = rf"{DB_NN}: element 7 \(exact logic\) row 4 \[.*\]: {why}"
+    with pytest.raises(LogicFileError, match=pattern):
+        read_logic_file(path)
+    with pytest.raises(LogicFileError, match=pattern):  # the dry-run's fast reader says the same
+        read_exact_rows(path)
+
+
+def test_the_fast_exact_row_reader_matches_the_full_parse(vega10_dir):
+    for name in (DB_NN, "vega10_Cijk_Ailk_Bljk_HB.yaml"):
+        assert read_exact_rows(vega10_dir / name) == read_logic_file(vega10_dir / name).exact_rows
+
+
+def test_a_nan_gflops_in_an_exact_row_is_refused(vega10_dir, tmp_path):
+    data = _load(vega10_dir / DB_NN)
+    data[7][2][1][1] = float("nan")
+    with pytest.raises(LogicFileError, match=r"row 2 \[.*\]: GFLOPS nan is not a finite"):
+        read_exact_rows(_write(tmp_path / DB_NN, data))

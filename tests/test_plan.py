@@ -1,3 +1,6 @@
+import shutil
+from pathlib import Path
+
 import pytest
 from oto.run.plan import PlanError, plan_run
 
@@ -44,3 +47,63 @@ def test_logic_folder_and_installed_rocblas_sources(vega10_dir, golden_dir):
 def test_bad_plans_name_the_field(config, message):
     with pytest.raises(PlanError, match=message):
         plan_run(config, ["config/x.yaml"])
+
+
+def test_a_negative_size_in_a_logic_deck_fails_the_dry_run(vega10_dir, tmp_path):
+    import yaml
+
+    name = "vega10_Cijk_Ailk_Bljk_DB.yaml"
+    for f in (name, "vega10_Cijk_Ailk_Bljk_SB.yaml"):
+        shutil.copy(vega10_dir / f, tmp_path / f)
+    data = yaml.load((tmp_path / name).read_text(), Loader=yaml.CSafeLoader)
+    data[7][6][0][3] = -256
+    (tmp_path / name).write_text(yaml.dump(data, Dumper=yaml.CSafeDumper))
+    deck = {"source": "logic", "path": str(tmp_path)}
+    with pytest.raises(PlanError, match=rf"field 'deck': {name}: element 7 \(exact logic\) row 6 .*K = -256"):
+        plan_run({**BASE, "deck": deck, "patterns": ["NN"]}, ["c.yaml"])
+    # A family not selected is not read: SB alone plans.
+    assert plan_run({**BASE, "families": ["SB"], "deck": deck, "patterns": ["NN"]}).libraries == [
+        "Cijk_Ailk_Bljk_SB"
+    ]
+
+
+def test_deck_inputs_are_relative_to_the_project():
+    plan = plan_run(BASE)
+    assert plan.deck_inputs == ["workflow/oto/deck/data/deck_vega10.json.gz"]
+    assert plan.profile_file == "arch_profiles/gfx90c.yaml" and plan.profile["clock_mhz"] == 1800
+    from oto.run.plan import project_path
+
+    assert project_path("/elsewhere/logic", Path("/work/project")) == "/elsewhere/logic"
+    assert project_path("/work/project/decks/x.yaml", Path("/work/project")) == "decks/x.yaml"
+
+
+def test_a_profile_change_invalidates_exactly_the_stages_that_read_it(tmp_path):
+    from oto.run.profile_views import change_note, changed_fields, invalidated_stages, record_profile
+
+    plan = plan_run({**BASE, "backend": "replay", "replay": {"cache": "x.json"}})
+    p, cfg = plan.profile, plan.config
+    assert changed_fields(p, dict(reversed(list(p.items())))) == []
+    fp64 = {**p, "rates": {**p["rates"], "fp64": 0.125}}
+    assert changed_fields(p, fp64) == [("rates.fp64", 0.0625, 0.125)]
+    # The replay backend reads no figure: the FP64 rate changes DB's ceilings and scores, not SB's.
+    db, sb = ["Cijk_Ailk_Bljk_DB"], ["Cijk_Ailk_Bljk_SB"]
+    assert invalidated_stages(["rates.fp64"], cfg, db) == [
+        "ceilings",
+        "benchmark",
+        "normalise",
+        "select",
+        "finalize",
+    ]
+    assert invalidated_stages(["rates.fp64"], cfg, sb) == ["ceilings"]
+    assert invalidated_stages(["name"], cfg, db) == []
+    assert invalidated_stages(["max_lds_per_workgroup"], cfg, db) == ["mutate", "emit"]
+    sim = plan_run(BASE).config  # the simulated GPU is the profile: every measuring stage reads it
+    assert invalidated_stages(["l2_bytes"], sim, db) == ["compile", "benchmark", "finalize"]
+
+    arch_dir = tmp_path / "results" / "gfx90c"
+    assert change_note(fp64, "arch_profiles/gfx90c.yaml", arch_dir, cfg, db) == ""  # no run recorded yet
+    record_profile(p, "arch_profiles/gfx90c.yaml", arch_dir)
+    assert change_note({**p, "name": "renamed"}, "a.yaml", arch_dir, cfg, db) == ""  # read by no stage
+    note = change_note(fp64, "arch_profiles/gfx90c.yaml", arch_dir, cfg, db)
+    assert note.startswith("oto: arch_profiles/gfx90c.yaml changed since the last run in")
+    assert "rates.fp64 0.0625 -> 0.125" in note and "benchmark and finalize measure again" in note

@@ -234,3 +234,65 @@ def test_a_fresh_run_starts_from_the_registry(tmp_path):
     assert [candidate_id(t["params"]) for t in top] == [candidate_id(params(8)), candidate_id(params(4))]
     assert all(t["proposer"] == TOPUP for t in top)
     assert topups(know, 1) == [] and topups(None, 0) == []
+
+
+def test_a_store_damaged_inside_is_checked_moved_aside_and_rebuilt(tmp_path, caplog):
+    """Random bytes mid-file with the header intact: SQLite still opens it and takes new rows, so a merge
+    would go on writing into it; the integrity check catches it, and nothing readable is lost."""
+    import random
+    import sqlite3
+
+    files = [write_gen(tmp_path, g, [params(t) for t in (1, 2, 4, 8)]) for g in range(3)]
+    store = store_path(tmp_path / "gfx90c")
+    consolidate(files, store)
+    db = sqlite3.connect(store)  # earlier runs' knowledge: enough rows to span many pages
+    rows = db.execute("SELECT * FROM records").fetchall()
+    run_col = db.execute("SELECT * FROM records").description
+    run_at = [d[0] for d in run_col].index("run_id")
+    for i in range(3000):
+        r = list(rows[i % len(rows)])
+        r[run_at] = f"earlier-run-{i}"
+        db.execute(f"INSERT INTO records VALUES ({', '.join('?' * len(r))})", r)
+    db.commit()
+    before = db.execute("SELECT COUNT(*) FROM records").fetchone()[0]
+    db.close()
+    data = bytearray(store.read_bytes())
+    mid = len(data) // 2
+    data[mid : mid + 4096] = random.Random(1).randbytes(4096)
+    store.write_bytes(bytes(data))
+    assert data[:16] == b"SQLite format 3\x00"
+
+    with caplog.at_level("WARNING"):
+        assert Store.open_optional(store) is None  # mutate and emit ignore it, with a warning
+    assert "failed its integrity check" in caplog.text
+    summary = consolidate(files, store)
+    assert len(summary["problems"]) == 1
+    problem = summary["problems"][0]
+    assert f"{store}: not a readable registry store (failed its integrity check" in problem
+    assert "moved aside to" in problem and "rebuilt from 3 job file(s)" in problem
+    damaged = Path(summary["rebuilt"]["damaged"])
+    assert damaged.is_file() and damaged.name.startswith("registry.corrupt-")
+    total = sum(summary["records"].values())
+    assert summary["rebuilt"]["salvaged_records"] > 0.9 * before and total > 0.9 * before
+    db = Store(store)  # the new store is sound and holds every record of this run's job files
+    ids = {r["kernel_id"] for r in db.query("SELECT kernel_id FROM records WHERE run_id NOT LIKE 'earlier%'")}
+    db.close()
+    assert {candidate_id(params(t)) for t in (1, 2, 4, 8)} <= ids
+    assert consolidate(files, store)["problems"] == []
+
+
+def test_a_job_run_again_does_not_take_its_own_run_for_an_earlier_one(tmp_path):
+    """The store holds this run's records once the run is merged; a job Snakemake runs again (emit after a
+    profile edit, say) must not reject its own candidates as already measured, while generations whose
+    folders were deleted, and every other run's records, stay knowledge."""
+    arch_dir = tmp_path / "gfx90c"
+    f0 = write_gen(tmp_path, 0, [params(2), params(4)])
+    consolidate([f0], store_path(arch_dir))
+    mine = {candidate_id(params(2)), candidate_id(params(4))}
+    assert knowledge(arch_dir, "gfx90c", LIB, CONFIG, SIZES).measured == mine  # as knowledge: all of it
+    job = knowledge(arch_dir, "gfx90c", LIB, CONFIG, SIZES, as_job=True)
+    assert job.measured == set() and job.own == []  # its own chain is on disk: not knowledge
+    other = {**CONFIG, "seed": 2}  # another run's view of the same protocol's records
+    assert knowledge(arch_dir, "gfx90c", LIB, other, SIZES, as_job=True).measured == mine
+    f0.unlink()  # the library's generations deleted: what they measured is knowledge again
+    assert knowledge(arch_dir, "gfx90c", LIB, CONFIG, SIZES, as_job=True).measured == mine

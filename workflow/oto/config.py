@@ -12,6 +12,8 @@ from typing import Any
 import jsonschema
 import yaml
 
+from oto.files import yaml_problem
+
 SCHEMA_PATH = Path(__file__).parent / "schemas" / "config.schema.json"
 
 
@@ -78,11 +80,25 @@ def validate_config(config: Mapping[str, Any], source: str = "config") -> dict[s
     return data
 
 
+def checked_config_file(path: str | Path) -> str:
+    """The workflow's config file, its YAML syntax checked first (Snakemake's own loader only says "not valid
+    JSON or YAML"); a missing file is left for Snakemake to report."""
+    p = Path(path)
+    if p.is_file():
+        try:
+            yaml.safe_load(p.read_text())
+        except yaml.YAMLError as exc:
+            raise ConfigError(f"{p}: {yaml_problem(exc)}") from None
+    return str(path)
+
+
 def load_config(path: str | Path) -> dict[str, Any]:
     path = Path(path)
     try:
         data = yaml.safe_load(path.read_text())
-    except (OSError, yaml.YAMLError) as exc:
+    except yaml.YAMLError as exc:
+        raise ConfigError(f"{path}: {yaml_problem(exc)}") from exc
+    except OSError as exc:
         raise ConfigError(f"{path}: cannot read config: {exc}") from exc
     if not isinstance(data, dict):
         raise ConfigError(f"{path}: field '<top level>': expected a mapping")

@@ -41,6 +41,14 @@ def write_yaml(path: str | Path, data: Any) -> None:
     atomic_write_text(path, dump_yaml(data))
 
 
+def yaml_problem(exc: yaml.YAMLError) -> str:
+    """One line saying where a YAML document is broken: ``YAML syntax error at line 3, column 9: ...``."""
+    mark = getattr(exc, "problem_mark", None)
+    problem = getattr(exc, "problem", None) or str(exc)
+    where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
+    return f"YAML syntax error{where}: {' '.join(str(problem).split())}"
+
+
 def read_yaml(path: str | Path) -> Any:
     path = Path(path)
     try:

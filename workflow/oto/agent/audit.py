@@ -28,7 +28,8 @@ class Redactor:
         if isinstance(obj, str):
             return self.text(obj)
         if isinstance(obj, Mapping):
-            return {str(k): REDACTED if _SECRET_KEYS.search(str(k)) else self(v) for k, v in obj.items()}
+            secret = _SECRET_KEYS.search
+            return {self.text(str(k)): REDACTED if secret(str(k)) else self(v) for k, v in obj.items()}
         if isinstance(obj, list | tuple):
             return [self(v) for v in obj]
         return obj

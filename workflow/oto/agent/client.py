@@ -1,11 +1,21 @@
 """One Messages API call through the real ``anthropic`` SDK, with our own retries so every attempt is audited.
 
 Retried with exponential backoff and jitter (honouring Retry-After): 429, 5xx/529, timeouts and connection
-errors. Not retried: other 4xx (bad request, auth, permissions), which a retry cannot fix.
+errors. Not retried: other 4xx (bad request, auth, permissions) and a 200 that is not the Messages API's
+reply, which a retry cannot fix.
+
+Nothing an endpoint returns is trusted or stored as it came: the body is read raw, every string in it is
+redacted (:class:`~oto.agent.audit.Redactor`: an endpoint that echoes the API key gets it written nowhere),
+and it must have the Messages API's shape (an object with a list of content blocks and non-negative integer
+usage) before anything else sees it. A proxy or captive-portal page, a JSON list or string, ``content:
+null`` or a usage of ``"many"`` or ``-5`` tokens is a failed attempt with its reason, never an exception.
+Every failed attempt is reported to the run's :class:`~oto.agent.breaker.CircuitBreaker`, which stops
+calling an endpoint that keeps failing.
 """
 
 from __future__ import annotations
 
+import json
 import random
 import time
 from collections.abc import Callable, Mapping
@@ -15,15 +25,27 @@ from typing import Any
 import anthropic
 
 from oto.agent.audit import AuditLog
+from oto.agent.breaker import CircuitBreaker
 from oto.agent.settings import AgentSettings
 
 BACKOFF_CAP_S = 60.0
+USAGE_FIELDS = ("input_tokens", "output_tokens", "cache_creation_input_tokens", "cache_read_input_tokens")
 
 
 class CallFailed(RuntimeError):
-    def __init__(self, reason: str, attempts: int):
+    def __init__(self, reason: str, attempts: int, unaccounted: bool = False, breaker_open: bool = False):
         super().__init__(reason)
         self.attempts = attempts
+        self.unaccounted = unaccounted  # a reply came but its usage cannot be trusted: charge the reservation
+        self.breaker_open = breaker_open  # no call was made: the endpoint is off for this run
+
+
+class BadReply(ValueError):
+    """An HTTP 200 whose body is not a Messages API reply."""
+
+    def __init__(self, reason: str, unaccounted: bool = False):
+        super().__init__(reason)
+        self.unaccounted = unaccounted
 
 
 @dataclass
@@ -38,10 +60,47 @@ class Reply:
     extra: dict[str, Any] = field(default_factory=dict)
 
 
-def _usage(message: Any) -> dict[str, int]:
-    u = getattr(message, "usage", None)
-    keys = ("input_tokens", "output_tokens", "cache_creation_input_tokens", "cache_read_input_tokens")
-    return {k: int(getattr(u, k, 0) or 0) for k in keys}
+def _kind(value: Any) -> str:
+    return "null" if value is None else type(value).__name__
+
+
+def parse_reply(text: str, content_type: str, redact: Callable[[Any], Any], model: str) -> dict[str, Any]:
+    """The redacted, shape-checked body of a 200 reply: {content, usage, model, stop_reason}."""
+    try:
+        data = redact(json.loads(text))
+    except ValueError:
+        head = " ".join(redact(text)[:80].split())
+        raise BadReply(
+            f"HTTP 200 but the body is not JSON ({content_type or 'no content type'}: {head!r}); "
+            "a proxy or captive portal in the way?"
+        ) from None
+    if not isinstance(data, dict):
+        raise BadReply(f"HTTP 200 but the body is a JSON {_kind(data)}, not a Messages API object")
+    if data.get("type", "message") != "message":
+        raise BadReply(f"HTTP 200 but the body is of type {str(data.get('type'))[:40]!r}, not 'message'")
+    content = data.get("content")
+    if not isinstance(content, list) or not all(isinstance(b, dict) for b in content):
+        raise BadReply(f"reply field 'content' is {_kind(content)}, not a list of content blocks")
+    usage_in = data.get("usage")
+    if not isinstance(usage_in, dict):
+        raise BadReply(f"reply field 'usage' is {_kind(usage_in)}, not an object", unaccounted=True)
+    usage = {}
+    for name in USAGE_FIELDS:
+        v = usage_in.get(name, 0)
+        v = 0 if v is None else v
+        if isinstance(v, bool) or not isinstance(v, int) or v < 0:
+            raise BadReply(
+                f"reply field 'usage.{name}' is {str(v)[:40]!r}, not a non-negative integer", unaccounted=True
+            )
+        usage[name] = v
+    got_model = data.get("model")
+    stop = data.get("stop_reason")
+    return {
+        "content": content,
+        "usage": usage,
+        "model": got_model if isinstance(got_model, str) and got_model else model,
+        "stop_reason": stop if isinstance(stop, str) else None,
+    }
 
 
 def _retry_after(exc: Exception) -> float | None:
@@ -62,6 +121,8 @@ def _retryable(exc: Exception) -> bool:
 
 
 def _describe(exc: Exception) -> str:
+    if isinstance(exc, BadReply):
+        return f"unusable reply: {exc}"
     status = getattr(exc, "status_code", None)
     kind = type(exc).__name__
     return f"{kind} (HTTP {status})" if status else kind
@@ -73,8 +134,10 @@ def call(
     request: Mapping[str, Any],
     audit: AuditLog,
     sleep: Callable[[float], None] = time.sleep,
+    breaker: CircuitBreaker | None = None,
 ) -> Reply:
-    """Send ``request`` (Messages API keyword arguments); raise CallFailed after the last attempt."""
+    """Send ``request`` (Messages API keyword arguments); raise CallFailed after the last attempt, or as soon
+    as the breaker says the endpoint is off for this run."""
     client = anthropic.Anthropic(
         api_key=key, base_url=settings.base_url, timeout=settings.timeout_s, max_retries=0
     )
@@ -82,13 +145,19 @@ def call(
     rng = random.Random()
     last = ""
     for attempt in range(1, attempts + 1):
+        off = breaker.refusal() if breaker else ""
+        if off:
+            audit.write("breaker", attempt=attempt, reason=off)
+            raise CallFailed(off, attempt - 1, breaker_open=True)
         t0 = time.monotonic()
         audit.write("request", attempt=attempt, request=dict(request))
         try:
-            message = client.messages.create(**request)
-        except Exception as exc:  # noqa: BLE001 - every SDK failure is classified below
+            raw = client.messages.with_raw_response.create(**request)
+            body = parse_reply(raw.text(), raw.headers.get("content-type", ""), audit.redact, settings.model)
+            request_id = raw.request_id
+        except Exception as exc:  # noqa: BLE001 - anything the SDK or the endpoint does is a failed attempt
             seconds = time.monotonic() - t0
-            last = _describe(exc)
+            last = audit.redact(_describe(exc))
             retry = _retryable(exc) and attempt < attempts
             audit.write(
                 "error",
@@ -98,24 +167,27 @@ def call(
                 seconds=round(seconds, 3),
                 retry=retry,
             )
-            if not isinstance(exc, anthropic.APIError) or not retry:
-                raise CallFailed(f"{last} after {attempt} attempt(s)", attempt) from None
+            if breaker is not None and breaker.failure(last):
+                retry = False  # the breaker opened on this failure: stop here
+            if not retry:
+                unaccounted = isinstance(exc, BadReply) and exc.unaccounted
+                raise CallFailed(f"{last} after {attempt} attempt(s)", attempt, unaccounted) from None
             delay = min(BACKOFF_CAP_S, settings.backoff_s * 2 ** (attempt - 1)) * (0.5 + rng.random())
             hinted = _retry_after(exc)
             if hinted is not None:
                 delay = max(delay, min(hinted, BACKOFF_CAP_S))
             sleep(delay)
             continue
-        seconds = time.monotonic() - t0
-        content = [b.model_dump(mode="json", exclude_none=True) for b in message.content]
+        if breaker is not None:
+            breaker.success()
         reply = Reply(
-            content=content,
-            usage=_usage(message),
-            model=str(message.model),
-            stop_reason=message.stop_reason,
-            request_id=getattr(message, "_request_id", None),
+            content=body["content"],
+            usage=body["usage"],
+            model=body["model"],
+            stop_reason=body["stop_reason"],
+            request_id=request_id if isinstance(request_id, str) else None,
             attempts=attempt,
-            seconds=round(seconds, 3),
+            seconds=round(time.monotonic() - t0, 3),
         )
         audit.write(
             "reply",
@@ -123,7 +195,7 @@ def call(
             model=reply.model,
             stop_reason=reply.stop_reason,
             usage=reply.usage,
-            content=content,
+            content=reply.content,
             request_id=reply.request_id,
             seconds=reply.seconds,
         )

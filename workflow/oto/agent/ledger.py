@@ -10,6 +10,7 @@ from __future__ import annotations
 import contextlib
 import fcntl
 import json
+import math
 from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
@@ -19,6 +20,24 @@ _FIELDS = ("input_tokens", "output_tokens", "cache_creation_input_tokens", "cach
 
 class LedgerError(ValueError):
     pass
+
+
+def _count(v: Any) -> bool:
+    return isinstance(v, int) and not isinstance(v, bool) and v >= 0
+
+
+def _insane(state: Mapping[str, Any]) -> str:
+    """Why the ledger's totals cannot be trusted ('' if they can): NaN, negative or non-numeric figures would
+    silently disable the budget (NaN compares false; a negative spend is credit)."""
+    usd = state["usd"]
+    if isinstance(usd, bool) or not isinstance(usd, int | float) or not math.isfinite(usd) or usd < 0:
+        return f"field 'usd' is {usd!r}, not a finite non-negative number"
+    for f in ("calls", *_FIELDS):
+        if not _count(state[f]):
+            return f"field '{f}' is {state[f]!r}, not a non-negative integer"
+    if not isinstance(state["jobs"], list):
+        return f"field 'jobs' is {type(state['jobs']).__name__}, not a list"
+    return ""
 
 
 def _empty() -> dict[str, Any]:
@@ -50,7 +69,13 @@ class Ledger:
         except ValueError as exc:
             # Losing track of spending must not mean spending more: refuse until a human looks.
             raise LedgerError(f"{self.path}: unreadable agent ledger ({exc}); fix or delete it") from None
-        return {**_empty(), **state}
+        state = {**_empty(), **state}
+        problem = _insane(state)
+        if problem:
+            raise LedgerError(
+                f"{self.path}: {problem}; the budget cannot be checked, fix or delete the ledger"
+            )
+        return state
 
     def totals(self) -> dict[str, Any]:
         with self._locked() as state:
@@ -72,6 +97,10 @@ class Ledger:
         return ""
 
     def record(self, job: str, usage: Mapping[str, int], usd: float) -> None:
+        bad = [f for f in _FIELDS if not _count(usage.get(f, 0))]
+        if bad or not (isinstance(usd, int | float) and math.isfinite(usd) and usd >= 0):
+            what = f"usage field '{bad[0]}' = {usage.get(bad[0])!r}" if bad else f"cost {usd!r}"
+            raise LedgerError(f"{self.path}: refusing to record {what}: not a non-negative number")
         with self._locked() as state:
             state["calls"] += 1
             state["usd"] = round(float(state["usd"]) + usd, 6)

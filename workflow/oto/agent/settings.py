@@ -44,6 +44,9 @@ class AgentSettings:
     timeout_s: float = _DEFAULTS["timeout_s"]
     max_retries: int = _DEFAULTS["max_retries"]
     backoff_s: float = _DEFAULTS["backoff_s"]
+    breaker_failures: int = _DEFAULTS[
+        "breaker_failures"
+    ]  # failed attempts in a row that end calls for the run
     base_url: str | None = _DEFAULTS["base_url"]  # e.g. a gateway; None: the SDK default
 
     @classmethod
@@ -59,8 +62,14 @@ class AgentSettings:
             timeout_s=float(a["timeout_s"]),
             max_retries=int(a["max_retries"]),
             backoff_s=float(a["backoff_s"]),
+            breaker_failures=int(a["breaker_failures"]),
             base_url=a["base_url"] or None,
         )
+
+    @property
+    def endpoint(self) -> str:
+        """The endpoint calls go to, as the circuit breaker names it."""
+        return self.base_url or "https://api.anthropic.com"
 
     def price(self) -> tuple[float, float, float, float]:
         return PRICES.get(self.model, _WORST_PRICE)

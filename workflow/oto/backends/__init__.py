@@ -30,6 +30,18 @@ def auto_backend(profile: Mapping[str, Any], tensile_cfg: Mapping[str, Any]) -> 
     return "tensile", f"GPU {gpu['physical']} and Tensile found"
 
 
+def profile_fields(backend: str) -> tuple[str, ...]:
+    """The arch-profile fields the configured backend's builds and measurements depend on (``auto``: any of
+    the backends it may pick)."""
+    from oto.backends.replay import ReplayBackend
+    from oto.backends.sim import SimBackend
+    from oto.backends.tensile import TensileBackend
+
+    classes = {"sim": SimBackend, "tensile": TensileBackend, "replay": ReplayBackend}
+    chosen = [SimBackend, TensileBackend] if backend == "auto" else [classes[backend]]
+    return tuple(dict.fromkeys(f for cls in chosen for f in cls.PROFILE_FIELDS))
+
+
 def job_stream(library: str, stage: str) -> str:
     """The name of one job's stream (``<library>/gen<N>`` or ``<library>/final``): seeded backends draw
     independent, reproducible noise per stream."""

@@ -97,6 +97,8 @@ class Problem:
 class Backend(Protocol):
     name: str
     numbers: str  # "simulated" | "replayed" | "measured"
+    PROFILE_FIELDS: tuple[str, ...]  # the arch-profile fields build and measure depend on
+    launch_timeout_us: float  # no launch takes longer: a reported time above it is a bad timing
 
     def provenance(self) -> dict[str, Any]:
         """Facts that make a result reproducible: backend, numbers, versions, seeds."""

@@ -25,6 +25,8 @@ from oto.search.tuning_cache import TuningCache, load_cache
 class ReplayBackend:
     name = "replay"
     numbers = "replayed"
+    PROFILE_FIELDS = ()  # answers from the recorded cache, whatever the profile says
+    launch_timeout_us = float("inf")  # the recording's own; scoring's absolute bound still applies
 
     def __init__(self, replay_config: Mapping[str, Any], seed: int, stream: str):
         path = (replay_config or {}).get("cache")

@@ -16,12 +16,13 @@ import numpy as np
 from oto.backends.base import BuildResult, Kernel, MeasurePlan, Problem, Sample, Size
 from oto.config import config_defaults
 from oto.hardware.simulated.noise import NOISE_KEYS, NoiseModel
-from oto.hardware.simulated.performance import MODEL_VERSION, SimGPU
+from oto.hardware.simulated.performance import MODEL_VERSION, Arch, SimGPU
 
 
 class SimBackend:
     name = "sim"
     numbers = "simulated"
+    PROFILE_FIELDS = Arch.PROFILE_FIELDS  # the simulated GPU is the profile's
 
     def __init__(self, profile: Mapping[str, Any], sim_config: Mapping[str, Any], seed: int, stream: str):
         defaults = config_defaults("sim")  # the config schema states every default
@@ -39,6 +40,7 @@ class SimBackend:
         self.seed, self.stream = int(seed), str(stream)
         self.gpu = SimGPU(profile, seed=self.seed)
         self.noise = NoiseModel(self.seed, self.stream, **{k: self.settings[k] for k in NOISE_KEYS})
+        self.launch_timeout_us = st["timeout_us"]  # a slower launch is reported as a hang
 
     def provenance(self) -> dict[str, Any]:
         return {

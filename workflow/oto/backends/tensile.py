@@ -79,11 +79,13 @@ def _locked(path: Path) -> Iterator[None]:
 class TensileBackend:
     name = "tensile"
     numbers = "measured"
+    PROFILE_FIELDS = ("arch",)  # the real GPU is what it is: only its name reaches Tensile
 
     def __init__(self, profile: Mapping[str, Any], tensile_config: Mapping[str, Any] | None, stream: str):
         self.profile = profile
         self.settings = Settings.from_config(tensile_config, profile)
         self.stream = stream
+        self.launch_timeout_us = self.settings.timeout_s * 1e6  # one invocation runs many launches
         self._probe: dict[str, Any] | None = None
 
     # -- facts

@@ -8,6 +8,7 @@ keeps them as ``deck.yaml`` files (below).
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -15,12 +16,28 @@ from typing import Any
 
 from oto.files import read_yaml, write_yaml
 from oto.gemm import PATTERNS
+from oto.tensile.logic_reader import size_problem
 
 _LIBRARY_FIELDS = ("name", "family", "pattern", "problem_type", "logic", "solutions", "sizes", "shipped")
 
 
 class DeckError(ValueError):
     """A deck file is malformed or a selection is invalid; the message names the file or the codes."""
+
+
+def check_sizes(sizes: list, where: str) -> None:
+    """Every size is [M, N, B, K] (or 8 long with LDD, LDC, LDA, LDB) of integers in [1, 2^31 - 1]: a zero
+    or negative size fails here, naming the file and the size, not at finalize after a night of tuning."""
+    for i, s in enumerate(sizes):
+        if not (
+            isinstance(s, list | tuple)
+            and len(s) in (4, 8)
+            and all(isinstance(v, int) and not isinstance(v, bool) for v in s)
+        ):
+            raise DeckError(f"{where}: sizes[{i}] = {s!r:.80} is not [M, N, B, K] of integers")
+        why = size_problem(s)
+        if why:
+            raise DeckError(f"{where}: sizes[{i}] {list(s)}: {why}")
 
 
 @dataclass
@@ -54,6 +71,7 @@ class LibraryDeck:
             raise DeckError(
                 f"{where}: {lib.name}: {len(lib.sizes)} sizes but {len(lib.shipped)} shipped entries"
             )
+        check_sizes(lib.sizes, f"{where}: {lib.name}")
         n = len(lib.solutions)
         for i, entry in enumerate(lib.shipped):
             if not (
@@ -64,6 +82,11 @@ class LibraryDeck:
             ):
                 raise DeckError(
                     f"{where}: {lib.name}: shipped[{i}] = {entry!r} is not [position < {n}, gflops]"
+                )
+            gflops = entry[1]
+            if isinstance(gflops, bool) or not isinstance(gflops, int | float) or not math.isfinite(gflops):
+                raise DeckError(
+                    f"{where}: {lib.name}: shipped[{i}]: GFLOPS {gflops!r} is not a finite number"
                 )
         return lib
 

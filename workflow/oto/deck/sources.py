@@ -13,7 +13,7 @@ import tempfile
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 
-from oto.deck.model import Deck, DeckError, LibraryDeck
+from oto.deck.model import Deck, DeckError, LibraryDeck, check_sizes
 from oto.gemm import FamilyCodeError, Library
 from oto.tensile.dat_reader import DatLibrary, master_file, read_rocblas_dir
 from oto.tensile.logic_reader import LogicFile, LogicFileError, read_logic_dir, solution_knobs
@@ -122,6 +122,7 @@ def library_from_dat(dl: DatLibrary) -> LibraryDeck:
         solutions.append({"index": sol["index"], "name": sol["name"], "params": params})
     rows = (((m, n, 1, k), pos, speed) for (m, n, k), pos, speed in dl.rows)
     sizes, shipped = _unique_sizes(rows)
+    check_sizes(sizes, f"{dl.path.name}: {lib.name}")
     logic = {
         "minimum_required_version": None,
         "key_length": 4,

@@ -34,6 +34,15 @@ WORKLOADS = {
     "int8": "I8II_BH",
 }
 EXAMPLE_FAMILIES = ("SB", "DB", "HB", "HHS_BH")
+
+# The arch-profile fields each figure is derived from (oto.run.profile_views: what each stage depends on).
+# "{rate_class}" is the rate class of the library a job works on.
+PEAK_FIELDS = ("compute_units", "simds_per_cu", "lanes_per_simd", "clock_mhz", "rates.{rate_class}")
+ROOFLINE_FIELDS = (*PEAK_FIELDS, "memory.sustained_bandwidth_gbs")
+CEILING_FIELDS = (
+    "arch", "compute_units", "simds_per_cu", "lanes_per_simd", "clock_mhz", "rates",
+    "memory.peak_bandwidth_gbs", "memory.sustained_bandwidth_gbs",
+)  # fmt: skip
 EXAMPLE_SIZES = tuple(2**e for e in range(6, 14))  # 64 .. 8192
 
 

@@ -20,6 +20,9 @@ def footprint_bytes(library: Library | str, m: int, n: int, batch: int, k: int) 
     return int(batch) * ((int(m) * int(k) + int(k) * int(n)) * f.a.bytes + 2 * int(m) * int(n) * f.dest.bytes)
 
 
+PROFILE_FIELDS = ("memory.usable_device_memory_bytes",)  # what the guard reads (oto.run.profile_views)
+
+
 def usable_bytes(profile: Mapping[str, Any]) -> int:
     return int(profile["memory"]["usable_device_memory_bytes"])
 

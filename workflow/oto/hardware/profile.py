@@ -8,13 +8,16 @@ from __future__ import annotations
 
 import copy
 import json
+import math
 import re
-from collections.abc import Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
 import jsonschema
 import yaml
+
+from oto.files import yaml_problem
 
 SCHEMA_PATH = Path(__file__).resolve().parents[1] / "schemas" / "arch_profile.schema.json"
 _ARCH_RE = re.compile(r"^gfx(?P<major>[0-9]{1,2})(?P<minor>[0-9])(?P<step>[0-9a-f])$")
@@ -75,7 +78,7 @@ def load_profile(path: str | Path) -> dict:
     try:
         data = yaml.load(text, Loader=_UniqueKeyLoader)  # a SafeLoader subclass
     except yaml.YAMLError as exc:
-        raise ProfileError(f"{source}: {_yaml_problem(exc)}") from exc
+        raise ProfileError(f"{source}: {yaml_problem(exc)}") from exc
     profile = validate_profile(data, source)
     if path.stem != profile["arch"]:
         raise ProfileError(
@@ -93,6 +96,7 @@ def validate_profile(data: Any, source: str) -> dict:
     schema = load_schema()
     problems = sorted(
         {p for e in jsonschema.Draft202012Validator(schema).iter_errors(data) for p in _problems(e)}
+        | set(_non_finite(data))
     )
     if problems:
         field, problem = problems[0]
@@ -104,6 +108,19 @@ def validate_profile(data: Any, source: str) -> dict:
         field, problem = problems[0]
         raise ProfileError(f"{source}: field '{field}': {problem}")
     return profile
+
+
+def _non_finite(data: Any, base: str = "") -> Iterator[tuple[str, str]]:
+    """NaN and infinities: JSON Schema's bounds cannot catch NaN (every comparison with it is false), and a
+    NaN clock would turn every ceiling, timing check and score into NaN."""
+    if isinstance(data, float) and not math.isfinite(data):
+        yield base or "<document>", f"{data!r} is not a finite number (NaN and infinity are not physical)"
+    elif isinstance(data, Mapping):
+        for k, v in data.items():
+            yield from _non_finite(v, f"{base}.{k}" if base else str(k))
+    elif isinstance(data, list):
+        for i, v in enumerate(data):
+            yield from _non_finite(v, f"{base}[{i}]")
 
 
 def _inconsistencies(p: dict) -> list[tuple[str, str]]:
@@ -181,12 +198,90 @@ def _problems(error: jsonschema.ValidationError) -> list[tuple[str, str]]:
     return [(base or "<document>", _one_line(error.message))]
 
 
-def _yaml_problem(exc: yaml.YAMLError) -> str:
-    mark = getattr(exc, "problem_mark", None)
-    problem = getattr(exc, "problem", None) or str(exc)
-    where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
-    return f"YAML syntax error{where}: {_one_line(problem)}"
-
-
 def _one_line(text: str) -> str:
     return " ".join(str(text).split())
+
+
+# ---- what a stage may read of a profile -------------------------------------------------------------------
+
+
+class UndeclaredProfileField(RuntimeError):
+    """A stage read a profile field it does not declare (not a KeyError: ``.get`` must not hide it)."""
+
+
+def _canonical(value: Any) -> Any:
+    """Values whose repr does not depend on key order or on 1800 vs 1800.0 (the view is compared by repr)."""
+    if isinstance(value, Mapping):
+        return {str(k): _canonical(value[k]) for k in sorted(value, key=str)}
+    if isinstance(value, list | tuple):
+        return [_canonical(v) for v in value]
+    if isinstance(value, float) and value.is_integer():
+        return int(value)
+    return value
+
+
+def profile_view(profile: Mapping, fields: Iterable[str]) -> dict:
+    """The given fields (dotted paths: ``memory.sustained_bandwidth_gbs``; a parent path takes the whole
+    block) of a validated profile as a plain dict, keys sorted and numbers canonical: equal views mean the
+    figures a stage derives from the profile are equal, whatever the comments or the key order."""
+    out: dict[str, Any] = {}
+    for path in sorted(set(fields), key=lambda f: f.count(".")):
+        parts = path.split(".")
+        src, dst = profile, out
+        for part in parts[:-1]:
+            if dst.get(part) is src[part]:  # the whole block is in already
+                break
+            src, dst = src[part], dst.setdefault(part, {})
+        else:
+            dst.setdefault(parts[-1], src[parts[-1]])
+    return _canonical(out)
+
+
+def view_paths(view: Mapping, base: str = "") -> list[str]:
+    """The leaf paths of a view (inverse of :func:`profile_view` for its shape)."""
+    out = []
+    for k, v in view.items():
+        path = f"{base}{k}"
+        out += view_paths(v, f"{path}.") if isinstance(v, Mapping) else [path]
+    return out
+
+
+class ProfileView(dict):
+    """A stage's profile: only the fields of its view, with the profile's own values. Reading any other field
+    the profile has raises :class:`UndeclaredProfileField`, so a stage cannot depend on a figure that the
+    workflow does not re-run it for (``oto.run.profile_views``)."""
+
+    def __init__(self, profile: Mapping, view: Mapping, path: str = ""):
+        super().__init__(
+            {
+                k: ProfileView(profile[k], v, f"{path}{k}.") if isinstance(v, Mapping) else profile[k]
+                for k, v in view.items()
+            }
+        )
+        self._fields = frozenset(profile)
+        self._path = path
+
+    def _undeclared(self, key: Any) -> UndeclaredProfileField:
+        return UndeclaredProfileField(
+            f"arch profile field '{self._path}{key}' is read by a stage that does not declare it "
+            "(oto.run.profile_views): the workflow would not re-run the stage when it changes"
+        )
+
+    def __missing__(self, key: Any) -> Any:
+        if key in self._fields:
+            raise self._undeclared(key)
+        raise KeyError(key)
+
+    def get(self, key: Any, default: Any = None) -> Any:
+        if dict.__contains__(self, key):
+            return dict.__getitem__(self, key)
+        if key in self._fields:
+            raise self._undeclared(key)
+        return default
+
+    def __contains__(self, key: object) -> bool:
+        if dict.__contains__(self, key):
+            return True
+        if key in self._fields:
+            raise self._undeclared(key)
+        return False

@@ -5,6 +5,13 @@ The launch order is the measurement design: each size's reference kernel is re-t
 candidates, so the drift model in :mod:`oto.measurement.scoring` always has reference samples close in time.
 Samples are spent adaptively (:mod:`oto.measurement.racing`): a probe for everyone, then top-ups only where
 the leader is not yet separated from its rivals.
+
+Measurements outlive the job that took them: every race's samples are also kept in
+``results/<arch>/measurements/<library>/<job>/<key>.csv``, where the key hashes everything the experiment
+is (protocol, backend and the profile figures it reads, kernels, sizes, the launch plan's seed). Snakemake
+deletes a job's outputs before running it again; when it re-runs a benchmark for the same experiment (a
+forced re-run, an upstream job redone with the same result), the samples are taken from there instead of
+being measured again (``benchmark.reuse_measurements``).
 """
 
 from __future__ import annotations
@@ -12,8 +19,11 @@ from __future__ import annotations
 import contextlib
 import fcntl
 import hashlib
+import json
 import logging
+import math
 import tempfile
+import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import replace
 from pathlib import Path
@@ -23,9 +33,14 @@ import pandas as pd
 
 from oto.backends.base import Kernel, Launch, MeasurePlan, Sample, Size
 from oto.config import config_block
+from oto.files import atomic_write_text
+from oto.hardware import memory
 from oto.hardware.memory import oversize
-from oto.measurement.racing import RaceResult, RaceSettings, race
-from oto.measurement.scoring import SAMPLE_COLUMNS, TELEMETRY_COLUMNS
+from oto.hardware.profile import profile_view
+from oto.measurement.racing import BUDGET, RaceResult, RaceSettings, decide_sizes, race
+from oto.measurement.samples import read_samples
+from oto.measurement.scoring import SAMPLE_COLUMNS, TELEMETRY_COLUMNS, ImplausibleReference
+from oto.registry.records import protocol_of
 
 log = logging.getLogger(__name__)
 REFERENCE_EVERY = 4  # candidates between two reference launches
@@ -100,6 +115,7 @@ def measure_frame(backend, problem, plan: MeasurePlan, workdir: Path) -> pd.Data
                 Sample(i, la.kernel_id, la.role, la.size_index, la.rep, float("nan"), "too_large", reason)
             )
     samples.sort(key=lambda s: s.seq)
+    samples = [_past_timeout(s, getattr(backend, "launch_timeout_us", math.inf)) for s in samples]
     rows = [
         (
             s.seq,
@@ -119,6 +135,71 @@ def measure_frame(backend, problem, plan: MeasurePlan, workdir: Path) -> pd.Data
     return pd.DataFrame(rows, columns=[*SAMPLE_COLUMNS, *TELEMETRY_COLUMNS])
 
 
+def _past_timeout(s: Sample, timeout_us: float) -> Sample:
+    """A launch reported slower than the backend's own timeout cannot have completed: a bad timing."""
+    if s.status == "ok" and math.isfinite(s.time_us) and s.time_us > timeout_us:
+        why = f"{s.time_us:.3g} us is longer than the backend's launch timeout {timeout_us:.3g} us"
+        return replace(s, status="bad_timing", reason=why)
+    return s
+
+
+def measurement_key(
+    backend,
+    problem,
+    kernels: Mapping[str, Kernel],
+    sizes: Sequence[Size],
+    candidates: Mapping[int, Sequence[str]],
+    reference: Mapping[int, str],
+    config: Mapping,
+    seed: str,
+) -> str:
+    """The identity of one race's experiment: equal keys, the same measurement."""
+    bench = {k: v for k, v in config_block(config, "benchmark").items() if k != "reuse_measurements"}
+    fields = (*getattr(backend, "PROFILE_FIELDS", ()), *memory.PROFILE_FIELDS)
+    facts = {
+        "protocol": protocol_of(config),
+        "benchmark": bench,
+        "backend": [backend.name, backend.numbers],
+        "figures": profile_view(problem.arch, fields),
+        "library": problem.library.name,
+        "seed": seed,
+        "kernels": {k: dict(kernels[k].params) for k in sorted(kernels)},
+        "sizes": [s.as_list() for s in sizes],
+        "candidates": {str(i): list(c) for i, c in sorted(candidates.items())},
+        "reference": {str(i): r for i, r in sorted(reference.items())},
+    }
+    text = json.dumps(facts, sort_keys=True, default=str)
+    return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+
+def _kept_samples(path: Path, kernels: Mapping[str, Kernel], n_sizes: int) -> pd.DataFrame | None:
+    """The archived samples of this experiment, or None; an unreadable file is moved aside, never used."""
+    if not path.is_file():
+        return None
+    try:
+        df = read_samples(path)
+        stray = set(df["kernel_id"]) - set(kernels)
+        if stray or (len(df) and int(df["size_index"].max()) >= n_sizes):
+            raise ValueError(f"kernels or sizes outside this experiment ({sorted(stray)[:3]})")
+    except (ValueError, OSError) as exc:
+        aside = path.with_suffix(f".unreadable-{int(time.time())}")
+        path.replace(aside)
+        log.warning(
+            "kept measurements %s unreadable (%s); moved aside to %s, measuring again", path, exc, aside
+        )
+        return None
+    return df
+
+
+def _reused(samples: pd.DataFrame, score, settings: RaceSettings, path: Path) -> RaceResult:
+    scores = score(samples, None) if len(samples) else pd.DataFrame()
+    decisions = decide_sizes(scores, settings.tie_tolerance) if len(scores) else {}
+    decisions = {i: d if d.stop else replace(d, stop=BUDGET) for i, d in decisions.items()}
+    rounds = int(samples["round"].max()) + 1 if "round" in samples and len(samples) else 0
+    note = f"reused {len(samples)} launches measured earlier for this experiment ({path}): none re-measured"
+    return RaceResult(samples, scores, decisions, rounds, len(samples), [note])
+
+
 def run_race(
     backend,
     problem,
@@ -130,13 +211,23 @@ def run_race(
     config: Mapping,
     workdir: Path,
     seed: str,
+    archive: Path | None = None,
 ) -> RaceResult:
-    """Race (or, with ``benchmark.racing.enabled: false``, time every kernel ``repetitions`` times)."""
+    """Race (or, with ``benchmark.racing.enabled: false``, time every kernel ``repetitions`` times).
+
+    ``archive``: the folder that keeps this job's measurements (see the module doc); None: keep nothing."""
     bench = config_block(config, "benchmark")
     settings = RaceSettings.from_config(bench)
     if not bench["racing"]["enabled"]:
         reps = int(bench["repetitions"])
         settings = replace(settings, probe_repetitions=reps, max_repetitions=0)
+    kept = None
+    if archive is not None:
+        key = measurement_key(backend, problem, kernels, sizes, candidates, reference, config, seed)
+        kept = Path(archive) / f"{key}.csv"
+        earlier = _kept_samples(kept, kernels, len(sizes)) if bench["reuse_measurements"] else None
+        if earlier is not None:
+            return _reused(earlier, score, settings, kept)
 
     def plan(per_size, reps, rep_offset, rnd):
         return interleave_sizes(per_size, reference, reps, f"{seed}:r{rnd}", rep_offset)
@@ -144,7 +235,17 @@ def run_race(
     def measure(launches):
         return measure_frame(backend, problem, MeasurePlan(kernels, sizes, launches), workdir)
 
-    result = race(measure, score, plan, candidates, reference, settings)
+    def checked_score(samples: pd.DataFrame, only: set[int] | None) -> pd.DataFrame:
+        try:
+            return score(samples, only)
+        except ImplausibleReference as exc:  # fail loudly, but keep what was measured for inspection
+            aside = (kept or Path(workdir) / "samples.csv").with_suffix(".implausible.csv")
+            atomic_write_text(aside, samples.to_csv(index=False))
+            raise ImplausibleReference(f"{exc} (its {len(samples)} launches are kept in {aside})") from None
+
+    result = race(measure, checked_score, plan, candidates, reference, settings)
     if not len(result.samples):  # nothing to launch: samples.csv still gets its header
         result.samples = pd.DataFrame(columns=[*SAMPLE_COLUMNS, *TELEMETRY_COLUMNS, "round"])
+    if kept is not None:
+        atomic_write_text(kept, result.samples.to_csv(index=False))
     return result

@@ -74,8 +74,23 @@ _T95 = (12.706, 4.303, 3.182, 2.776, 2.571, 2.447, 2.365, 2.306, 2.262, 2.228, 2
         2.045, 2.042)  # fmt: skip
 
 
-def flag_bad_timings(samples: pd.DataFrame, flops: np.ndarray, peak_gflops: float) -> pd.DataFrame:
-    """Mark NaN, zero, negative and physically impossible timings as excluded, with a reason."""
+# No launch of a tuning run takes an hour: a slower time is a unit mix-up or a broken timer, whatever the
+# backend (the benchmark stage also flags anything above the backend's own launch timeout).
+MAX_LAUNCH_US = 3600e6
+# A reference whose timings at a size are more than this share implausible fails its batch: every score at
+# that size is a ratio to it.
+MAX_BAD_REFERENCE_SHARE = 0.5
+
+
+class ImplausibleReference(ValueError):
+    """The spoof-floor reference of a batch has implausible timings: no score against it can be trusted."""
+
+
+def flag_bad_timings(
+    samples: pd.DataFrame, flops: np.ndarray, peak_gflops: float, max_time_us: float = MAX_LAUNCH_US
+) -> pd.DataFrame:
+    """Mark timings physics rules out as ``bad_timing`` (excluded from scoring), with the reason: NaN,
+    zero or negative; faster than the theoretical peak allows (5% margin); slower than ``max_time_us``."""
     s = samples.copy()
     ok = s["status"] == "ok"
     t = s["time_us"].astype(float)
@@ -87,7 +102,31 @@ def flag_bad_timings(samples: pd.DataFrame, flops: np.ndarray, peak_gflops: floa
     s.loc[absurd, "reason"] = [
         f"{g:.0f} GFLOPS exceeds the theoretical {peak_gflops:.0f}" for g in gflops[absurd]
     ]
+    slow = ok & ~bad_value & (t > max_time_us)
+    s.loc[slow, "status"] = "bad_timing"
+    s.loc[slow, "reason"] = [
+        f"{x:.3g} us is longer than any launch can take ({max_time_us:.3g} us)" for x in t[slow]
+    ]
     return s
+
+
+def check_reference(flagged: pd.DataFrame, library: str, sizes: Sequence) -> None:
+    """Raise :class:`ImplausibleReference` when, at some size, most timings of the reference are flagged
+    ``bad_timing``: a batch scored against it would rank kernels by a broken number (every reference at
+    1e30 us once reported a 9e27x speed-up and shipped a worse kernel)."""
+    ref = flagged[flagged["role"] == "reference"]
+    timed = ref[ref["status"].isin(["ok", "bad_timing"])]
+    if timed.empty:
+        return
+    for (size, kid), group in timed.groupby(["size_index", "kernel_id"], sort=True):
+        bad = group[group["status"] == "bad_timing"]
+        if len(bad) > MAX_BAD_REFERENCE_SHARE * len(group):
+            where = list(sizes[int(size)][:4]) if int(size) < len(sizes) else size
+            raise ImplausibleReference(
+                f"{library}: the reference (shipped kernel {kid}) at size {int(size)} {where} has "
+                f"{len(bad)} implausible timing(s) of {len(group)} ({bad['reason'].iloc[0]}); "
+                "this batch is not scored against it"
+            )
 
 
 def drift_series(samples: pd.DataFrame) -> tuple[np.ndarray, np.ndarray]:
@@ -369,6 +408,7 @@ def score_library(
     flops = {i: gemm_flops(library.family, *map(int, s[:4])) for i, s in enumerate(sizes)}
     peak = family_peak_gflops(profile, library.family)
     flagged = flag_bad_timings(samples, samples["size_index"].map(flops).to_numpy(float), peak)
+    check_reference(flagged, library.name, sizes)
     reps = int(bootstrap or config["benchmark"]["bootstrap"])
     return score_samples(
         flagged, flops, reps, int(config["seed"]), only, nominal_mhz=float(profile["clock_mhz"])

@@ -1,5 +1,11 @@
 """The consolidated store ``results/<arch>/registry/registry.sqlite``: every job file merged in one
-transaction, deduplicated by the records' key, queried by later runs and by ``oto registry``."""
+transaction, deduplicated by the records' key, queried by later runs and by ``oto registry``.
+
+A store is checked before it is used (``PRAGMA quick_check``) and before a merge writes into it (``PRAGMA
+integrity_check``): a file damaged inside (a bad disk block, a copy cut short) keeps a valid header, opens,
+answers some queries and takes new rows, and would silently lose knowledge run after run. A damaged store
+is moved aside (``registry.corrupt-<time>``, never deleted) and rebuilt from the job files, with every record
+still readable in the damaged one; the merge summary says so."""
 
 from __future__ import annotations
 
@@ -7,6 +13,7 @@ import logging
 import sqlite3
 import time
 from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -38,6 +45,69 @@ CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT);
 """
 
 
+def integrity_problem(db: sqlite3.Connection, thorough: bool = False) -> str:
+    """'' when SQLite finds the file sound, else its first complaint (``integrity_check`` also compares
+    indexes with their tables; ``quick_check`` is linear and enough before a read)."""
+    pragma = "integrity_check" if thorough else "quick_check"
+    try:
+        first = db.execute(f"PRAGMA {pragma}(1)").fetchone()
+    except sqlite3.DatabaseError as exc:
+        return str(exc)
+    verdict = str(first[0]) if first else "no answer"
+    return "" if verdict == "ok" else " ".join(verdict.split())[:300]
+
+
+def salvage(path: Path) -> list[dict[str, Any]]:
+    """Every record still readable in a damaged store: a forward and a backward scan, each up to the first
+    unreadable page, deduplicated by the records' key."""
+    out: dict[tuple, dict[str, Any]] = {}
+    try:
+        db = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
+    except sqlite3.Error:
+        return []
+    cols = ", ".join(COLUMNS)
+    try:
+        for order in ("ASC", "DESC"):
+            try:
+                cur = db.execute(f"SELECT {cols} FROM records ORDER BY rowid {order}")
+                while rows := cur.fetchmany(500):
+                    for r in rows:
+                        rec = dict(zip(COLUMNS, r, strict=True))
+                        out.setdefault(tuple(rec[k] for k in KEY), rec)
+            except sqlite3.Error:
+                continue
+    finally:
+        db.close()
+    return list(out.values())
+
+
+@dataclass(frozen=True)
+class RunChain:
+    """A run's own generations still on disk: ``run_id`` and the ``library/generation`` pairs whose job file
+    exists. Their records are that run's selection chain, not knowledge from elsewhere."""
+
+    run_id: str
+    generations: frozenset[str]
+
+    @classmethod
+    def on_disk(cls, arch_dir: Path, run_id: str) -> RunChain:
+        files = Path(arch_dir).glob("*/gen*/registry.jsonl")
+        return cls(run_id, frozenset(f"{f.parts[-3]}/{f.parts[-2][3:]}" for f in files))
+
+
+def outside(chain: RunChain | None) -> tuple[str, tuple]:
+    """SQL (and its parameters) that leaves out a run's own chain. The store is merged once a run has
+    selected every generation, so no job of the run saw those records the first time; a job Snakemake runs
+    again (its profile view changed, a forced re-run) must not either, or it would reject its own candidates
+    as already measured and lose its generation. Records of generations whose folders were deleted stay
+    knowledge, like every earlier run's."""
+    if chain is None or not chain.generations:
+        return "", ()
+    marks = ", ".join("?" * len(chain.generations))
+    sql = f" AND NOT (run_id = ? AND library || '/' || generation IN ({marks}))"
+    return sql, (chain.run_id, *sorted(chain.generations))
+
+
 class Store:
     """The consolidated registry (SQLite). Open read-only for queries; ``merge`` is the only writer."""
 
@@ -52,6 +122,9 @@ class Store:
             self.db = sqlite3.connect(self.path)
         self.db.row_factory = sqlite3.Row
         try:
+            damage = integrity_problem(self.db, thorough=not readonly)
+            if damage:
+                raise sqlite3.DatabaseError(f"failed its integrity check: {damage}")
             if not readonly:
                 self.db.executescript(_DDL)
             self.db.execute("SELECT 1 FROM records LIMIT 1").fetchall()
@@ -86,13 +159,17 @@ class Store:
     def query(self, sql: str, params: Sequence = ()) -> list[dict[str, Any]]:
         return [dict(r) for r in self.db.execute(sql, params).fetchall()]
 
-    def measured(self, arch: str, library: str, protocol: str) -> dict[str, set[str]]:
-        """kernel id -> sizes already benchmarked (or failed) under this protocol."""
+    def measured(
+        self, arch: str, library: str, protocol: str, chain: RunChain | None = None
+    ) -> dict[str, set[str]]:
+        """kernel id -> sizes already benchmarked (or failed) under this protocol (``chain``: records left
+        out, see :func:`outside`)."""
         out: dict[str, set[str]] = {}
+        skip, extra = outside(chain)
         for r in self.db.execute(
             "SELECT kernel_id, size FROM records WHERE arch=? AND library=? AND protocol=? "
-            "AND kind IN ('benchmarked', 'failed')",
-            (arch, library, protocol),
+            f"AND kind IN ('benchmarked', 'failed'){skip}",
+            (arch, library, protocol, *extra),
         ):
             out.setdefault(r["kernel_id"], set()).add(r["size"])
         return out
@@ -138,13 +215,21 @@ def consolidate(job_files: Sequence[Path], store: Path, out_summary: Path | None
         records += res.records
     for p in problems:
         log.warning("registry: %s", p)
+    rebuilt: dict[str, Any] | None = None
     try:
         db = Store(store, readonly=False)
     except RegistryError as exc:
-        # A corrupted store is set aside, never silently overwritten: its knowledge may be recoverable.
+        # A damaged store is set aside, never silently overwritten or written into: what is still readable
+        # in it goes into the new one, with every job file of this run.
         broken = Path(store).with_suffix(f".corrupt-{int(time.time())}")
         Path(store).replace(broken)
-        problems.append(f"{exc}; moved aside to {broken} and started a new store")
+        kept = salvage(broken)
+        records += kept
+        rebuilt = {"damaged": str(broken), "job_files": len(job_files), "salvaged_records": len(kept)}
+        problems.append(
+            f"{exc}; moved aside to {broken} and rebuilt from {len(job_files)} job file(s) and "
+            f"{len(kept)} record(s) still readable in it"
+        )
         log.warning("registry: %s", problems[-1])
         db = Store(store, readonly=False)
     try:
@@ -152,6 +237,8 @@ def consolidate(job_files: Sequence[Path], store: Path, out_summary: Path | None
         summary = {"store": str(store), "files": len(job_files), "added": added, **db.summary()}
     finally:
         db.close()
+    if rebuilt is not None:
+        summary["rebuilt"] = rebuilt
     summary["problems"] = problems
     if out_summary is not None:
         write_yaml(out_summary, summary)

@@ -12,8 +12,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from oto.registry.records import protocol_of, size_key
-from oto.registry.store import Store, store_path
+from oto.registry.records import protocol_of, run_id, size_key
+from oto.registry.store import RunChain, Store, outside, store_path
 
 log = logging.getLogger(__name__)
 
@@ -62,19 +62,32 @@ def size_transfer(measured: Mapping[str, float], sizes: Sequence) -> float | Non
     return math.exp(sum(logs) / len(logs))
 
 
-def knowledge(arch_dir: Path, arch: str, library: str, config: Mapping, sizes: Sequence) -> Knowledge | None:
-    """Optional knowledge for mutate and emit: None when there is no store yet (first run)."""
+def knowledge(
+    arch_dir: Path,
+    arch: str,
+    library: str,
+    config: Mapping,
+    sizes: Sequence,
+    as_job: bool = False,
+) -> Knowledge | None:
+    """Optional knowledge for mutate and emit: None when there is no store yet (first run).
+    ``as_job``: leave out this run's own selection chain (its generations still on disk), so a job that
+    Snakemake runs again sees what it saw the first time (:func:`oto.registry.store.outside`)."""
     from oto.gemm import Library
 
     db = Store.open_optional(store_path(arch_dir))
     if db is None:
         return None
+    chain = RunChain.on_disk(arch_dir, run_id(config)) if as_job else None
     try:
         want = {size_key(s) for s in sizes}
-        measured = {k for k, got in db.measured(arch, library, protocol_of(config)).items() if want <= got}
+        measured = {
+            k for k, got in db.measured(arch, library, protocol_of(config), chain).items() if want <= got
+        }
         fam = Library.parse(library).family.code
         per: dict[tuple[str, str], dict[str, Any]] = {}
-        for r in db.size_scores(arch, "family = ?", (fam,)):
+        skip, extra = outside(chain)
+        for r in db.size_scores(arch, f"family = ?{skip}", (fam, *extra)):
             k = per.setdefault((r["library"], r["kernel_id"]), {"params": r["params"], "sizes": {}})
             k["sizes"][r["size"]] = r["score"]
         kernels = [

@@ -5,23 +5,51 @@ from __future__ import annotations
 import contextlib
 import logging
 import sys
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import oto
-from oto.hardware.profile import load_profile
+from oto.hardware.profile import ProfileError, ProfileView, load_profile, profile_view, view_paths
 
 
 @dataclass
 class StageContext:
     config: dict[str, Any]
-    profile: dict[str, Any] | None
+    # The stage's view of the arch profile (oto.run.profile_views): reading a field outside it raises.
+    profile: Mapping[str, Any] | None
+    profile_file: Path | None = None
 
     def optional_input(self, smk, name: str) -> Path | None:
         value = getattr(smk.input, name, None)
         return Path(value) if value else None
+
+    def full_profile(self) -> dict[str, Any]:
+        """The whole profile, for what is shown rather than depended on (the agent's prompt)."""
+        return load_profile(self.profile_file)
+
+
+def stage_profile(profile_file: str | Path, view: Mapping[str, Any] | None) -> Mapping[str, Any]:
+    """The profile a stage may read: its view's fields, values from the file. The file must still hold the
+    figures the workflow planned with (an edit mid-run would otherwise mix two GPUs in one run)."""
+    full = load_profile(profile_file)
+    if view is None:
+        return full
+    now = profile_view(full, view_paths(view))
+    if now != view:
+        changed = [p for p in view_paths(view) if p not in view_paths(now) or _at(now, p) != _at(view, p)]
+        raise ProfileError(
+            f"{profile_file}: field '{changed[0] if changed else '?'}' changed since this run was planned; "
+            "run the workflow again to re-plan with the new figures"
+        )
+    return ProfileView(full, view)
+
+
+def _at(view: Mapping[str, Any], path: str) -> Any:
+    for part in path.split("."):
+        view = view[part]
+    return view
 
 
 @contextlib.contextmanager
@@ -32,11 +60,12 @@ def stage(smk) -> Iterator[StageContext]:
     root = logging.getLogger()
     root.handlers[:] = [handler, logging.StreamHandler(sys.stderr)]
     root.setLevel(logging.INFO)
-    profile_path = getattr(smk.input, "profile", None)
+    profile_file = getattr(smk.input, "profile", None)
     where = Path(oto.__file__).parent
     logging.getLogger("oto").info("rule %s, oto %s from %s", smk.rule, oto.__version__, where)
     try:
-        yield StageContext(dict(smk.config), load_profile(profile_path) if profile_path else None)
+        profile = stage_profile(profile_file, getattr(smk.params, "profile", None)) if profile_file else None
+        yield StageContext(dict(smk.config), profile, Path(profile_file) if profile_file else None)
     except Exception:
         logging.getLogger("oto").exception("stage %s failed", smk.rule)
         raise

@@ -17,6 +17,7 @@ from oto.deck.sources import SHIPPED_MANIFEST, deck_from_rocblas_dir, read_manif
 from oto.gemm import FamilyCodeError, Library
 from oto.hardware.profile import ProfileError, load_profile, profile_path
 from oto.search.strategies import StrategyError, make_strategy
+from oto.tensile.logic_reader import LogicFileError, read_exact_rows
 
 
 class PlanError(ValueError):
@@ -31,8 +32,25 @@ class Plan:
     libraries: list[str]
     families: dict[str, list[str]]  # family code → its selected libraries
     deck_kind: str
-    deck_input: str  # the file or folder the deck rule reads
+    # The files the deck rule reads, relative to the project when inside it (a moved project stays the same)
+    deck_inputs: list[str]
     logic_prefix: str  # file-name prefix of logic files, like the shipped `vega10_`
+    profile: dict[str, Any]  # the validated arch profile, defaults filled in
+    profile_file: str  # arch_profiles/<arch>.yaml, relative to the project
+
+
+def project_path(path: str | Path, root: Path | None = None) -> str:
+    """``path`` relative to the project (the working directory) when it lies inside it, else as given.
+
+    Snakemake records every input by its path: an absolute path into the project changes when the project
+    folder is moved or copied, and Snakemake would then re-run the job and everything after it."""
+    p = Path(path)
+    if not p.is_absolute():
+        return str(p)
+    try:
+        return str(p.relative_to((root or Path.cwd()).resolve()))
+    except ValueError:
+        return str(p)
 
 
 def _logic_library_names(folder: Path) -> list[str]:
@@ -49,13 +67,15 @@ def _logic_library_names(folder: Path) -> list[str]:
     return names
 
 
-def deck_library_names(kind: str, path: str | None) -> tuple[list[str], str]:
-    """Library names in the deck source, cheaply (no full parse), and the path the deck rule reads."""
+def deck_library_names(kind: str, path: str | None) -> tuple[list[str], str, list[str]]:
+    """Library names in the deck source, cheaply (no full parse of logic files), the path the deck rule
+    reads and the files it reads. Sizes of the manifest and of a rocBLAS folder are checked here (both are
+    parsed anyway); a logic folder's by :func:`check_logic_sizes` for the selected libraries."""
     if kind == "manifest":
         manifest = Path(path) if path else SHIPPED_MANIFEST
         if not manifest.is_file():
             raise PlanError(f"config field 'deck.path': manifest {manifest} not found")
-        return sorted(read_manifest(manifest).libraries), str(manifest)
+        return sorted(read_manifest(manifest).libraries), str(manifest), [str(manifest)]
     if not path:
         raise PlanError(f"config field 'deck.path': required when deck.source is {kind!r}")
     folder = Path(path)
@@ -63,11 +83,30 @@ def deck_library_names(kind: str, path: str | None) -> tuple[list[str], str]:
         raise PlanError(f"config field 'deck.path': {folder} is not a folder")
     if kind == "logic":
         names = _logic_library_names(folder)
+        files = [str(f) for f in sorted(folder.glob("*.yaml"))]  # what deck_from_logic_files reads
     else:
-        names = sorted(deck_from_rocblas_dir(folder).libraries)
+        deck = deck_from_rocblas_dir(folder)
+        names = sorted(deck.libraries)
+        files = [str(folder / name) for name in sorted(deck.source["inputs"])]
     if not names:
         raise PlanError(f"config field 'deck.path': no Tensile library found in {folder}")
-    return sorted(set(names)), str(folder)
+    return sorted(set(names)), str(folder), files
+
+
+def deck_source(kind: str, inputs: Sequence[str]) -> str:
+    """The file or folder the deck stage reads, from the files the deck rule declares (the manifest, or the
+    files of one folder)."""
+    return str(inputs[0]) if kind == "manifest" else str(Path(inputs[0]).parent)
+
+
+def check_logic_sizes(folder: Path, libraries: Sequence[str]) -> None:
+    """Zero, negative or out-of-range sizes in the exact rows of the selected libraries' logic files fail the
+    dry-run, naming file and row, instead of the run's finalize after a night of tuning."""
+    wanted = set(libraries)
+    for f in sorted(Path(folder).glob("*.yaml")):
+        cut = f.stem.find("_Cijk_")
+        if cut >= 0 and f.stem[cut + 1 :] in wanted:
+            read_exact_rows(f)
 
 
 def select_libraries(
@@ -104,10 +143,16 @@ def plan_run(config: Mapping[str, Any], configfiles: Sequence[str | Path] = ()) 
     except ProfileError as exc:
         raise PlanError(str(exc)) from None
     try:
-        names, deck_input = deck_library_names(cfg["deck"]["source"], cfg["deck"]["path"])
-    except DeckError as exc:
+        names, source_path, deck_inputs = deck_library_names(cfg["deck"]["source"], cfg["deck"]["path"])
+    except (DeckError, LogicFileError) as exc:
         raise PlanError(f"{source}: field 'deck': {exc}") from None
     families = select_libraries(names, cfg["families"], cfg["patterns"], source)
+    libraries = sorted(lib for libs in families.values() for lib in libs)
+    if cfg["deck"]["source"] == "logic":
+        try:
+            check_logic_sizes(Path(source_path), libraries)
+        except (DeckError, LogicFileError) as exc:
+            raise PlanError(f"{source}: field 'deck': {exc}") from None
     try:  # the strategy's options fail the dry-run, not the first mutate job
         make_strategy(cfg["search"]["strategy"], int(cfg["seed"]), cfg["search"]["options"])
     except StrategyError as exc:
@@ -117,9 +162,11 @@ def plan_run(config: Mapping[str, Any], configfiles: Sequence[str | Path] = ()) 
         config=cfg,
         arch=arch,
         max_generations=int(cfg["max_generations"]),
-        libraries=sorted(lib for libs in families.values() for lib in libs),
+        libraries=libraries,
         families=families,
         deck_kind=cfg["deck"]["source"],
-        deck_input=deck_input,
+        deck_inputs=[project_path(f) for f in deck_inputs],
         logic_prefix=prefix,
+        profile=profile,
+        profile_file=str(profile_file),
     )

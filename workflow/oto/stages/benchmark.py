@@ -54,6 +54,7 @@ def run(
         config,
         workdir,
         f"{config['seed']}:{deck.name}:{stage}",
+        archive=Path(out_samples).parents[2] / "measurements" / deck.name / stage,
     )
     df = result.samples
     atomic_write_text(out_samples, df.to_csv(index=False))

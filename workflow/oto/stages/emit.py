@@ -41,7 +41,7 @@ def run(
     if previous_selection is not None:
         seen.update(read_yaml(previous_selection).get("measured", []))
     arch_dir = Path(out_candidates).parents[2]
-    know = None if frozen else knowledge(arch_dir, profile["arch"], deck.name, config, sizes)
+    know = None if frozen else knowledge(arch_dir, profile["arch"], deck.name, config, sizes, as_job=True)
     registry_seen = frozenset(know.measured) if know is not None else frozenset()
 
     kernels, rejected = (

@@ -13,11 +13,17 @@ from pathlib import Path
 from oto.backends import job_stream, resolve
 from oto.backends.base import Kernel, Problem, Size
 from oto.deck.model import read_library_yaml
-from oto.files import atomic_write_text, read_yaml, write_yaml
+from oto.files import atomic_write_text, write_yaml
 from oto.gemm import Library
 from oto.measurement.benchmarking import RACE_BOOTSTRAP, run_race
 from oto.measurement.scoring import score_library
-from oto.measurement.selection import finalists, measurement_failures, per_size_rows, summarise
+from oto.measurement.selection import (
+    finalists,
+    measurement_failures,
+    per_size_rows,
+    read_selection,
+    summarise,
+)
 from oto.tensile.params import candidate_id, canonical
 
 log = logging.getLogger(__name__)
@@ -32,7 +38,7 @@ def run(
     out_final: Path,
     out_samples: Path,
 ) -> dict:
-    selection = read_yaml(selection_path)
+    selection = read_selection(selection_path)
     deck = read_library_yaml(deck_path)
     library = Library.parse(deck.name)
     backend = resolve(config, profile, job_stream(deck.name, "final"))
@@ -61,9 +67,12 @@ def run(
         config,
         workdir,
         f"{config['seed']}:{deck.name}:final",
+        archive=Path(out_final).parent.parent / "measurements" / deck.name / "final",
     )
     df = race.samples
     atomic_write_text(out_samples, df.to_csv(index=False))
+    for line in race.log:
+        log.info("%s final: %s", deck.name, line)
     scores = score_library(df, library, size_lists, profile, config)
     stops = {i: d.stop for i, d in race.decisions.items()}
     rows = per_size_rows(

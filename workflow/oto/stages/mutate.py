@@ -13,8 +13,9 @@ from typing import Any
 from oto.agent.proposals import agent_proposals, ledger_path, proposal_entries
 from oto.deck.model import read_library_yaml
 from oto.deck.tuning_sizes import tuning_indices
-from oto.files import read_yaml, write_yaml
+from oto.files import write_yaml
 from oto.gemm import Library
+from oto.measurement.selection import read_selection
 from oto.registry.transfer import knowledge
 from oto.search.evidence import evidence_for, topups
 from oto.search.strategies import make_strategy
@@ -33,9 +34,12 @@ def run(
     agent_audit: Path | None = None,
     previous_build: Path | None = None,
     previous_candidates: Path | None = None,
+    hardware: Mapping | None = None,
 ) -> dict:
+    """``profile``: the fields proposals depend on (legality); ``hardware``: the whole profile, shown to the
+    agent (default: ``profile``)."""
     deck = read_library_yaml(deck_path)
-    selection = read_yaml(previous_selection) if previous_selection else None
+    selection = read_selection(previous_selection) if previous_selection else None
     doc: dict[str, Any] = {"library": deck.name, "generation": generation, "frozen": False}
     if selection is not None and (selection.get("frozen") or selection["convergence"]["converged"]):
         doc.update(
@@ -49,14 +53,15 @@ def run(
         return doc
     strategy = make_strategy(config["search"]["strategy"], int(config["seed"]), config["search"]["options"])
     sizes = [deck.sizes[i] for i in tuning_indices(deck.sizes, int(config["benchmark"]["tuning_sizes"]))]
-    know = knowledge(Path(out_proposals).parents[2], profile["arch"], deck.name, config, sizes)
+    arch_dir = Path(out_proposals).parents[2]
+    know = knowledge(arch_dir, profile["arch"], deck.name, config, sizes, as_job=True)
     evidence = evidence_for(deck, generation, selection, profile, config, know)
     slots = int(config["search"]["candidates_per_generation"])
     top = topups(know, generation)
     # The agent takes its slots first; whatever it leaves empty or loses to validation goes to the strategy.
     agent = agent_proposals(
         Library.parse(deck.name), evidence.space, generation, selection, evidence.seeds, evidence.seen,
-        profile, config, slots,
+        hardware or profile, config, slots,
         ledger_path(Path(out_proposals).parents[2]), agent_audit, previous_build, previous_candidates,
     )  # fmt: skip
     taken = {candidate_id(p["params"]) for p in agent.proposals}

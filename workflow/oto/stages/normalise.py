@@ -15,7 +15,7 @@ from oto.files import atomic_write_text, read_yaml
 from oto.gemm import Library
 from oto.measurement.racing import BUDGET, FIXED, annotate_scores
 from oto.measurement.samples import read_samples
-from oto.measurement.scoring import score_library
+from oto.measurement.scoring import ImplausibleReference, score_library
 
 log = logging.getLogger(__name__)
 
@@ -24,7 +24,10 @@ def run(samples_path: Path, candidates_path: Path, profile: Mapping, config: Map
     cands = read_yaml(candidates_path)
     library = Library.parse(cands["library"])
     samples = read_samples(samples_path)
-    scores = score_library(samples, library, cands.get("sizes", []), profile, config)
+    try:
+        scores = score_library(samples, library, cands.get("sizes", []), profile, config)
+    except ImplausibleReference as exc:
+        raise ImplausibleReference(f"{samples_path}: {exc}") from None
     racing = config_block(config, "benchmark")["racing"]["enabled"]
     scores = annotate_scores(scores, float(config["benchmark"]["tie_tolerance"]), BUDGET if racing else FIXED)
     atomic_write_text(out_scores, scores.to_csv(index=False))

@@ -18,6 +18,7 @@ from oto.measurement.selection import (
     novelty,
     observations,
     per_size_rows,
+    read_selection,
     summarise,
 )
 from oto.registry.job_files import write_job_file
@@ -40,7 +41,7 @@ def run(
     build = read_yaml(build_path)
     generation = int(cands["generation"])
     library = Library.parse(cands["library"])
-    prev = read_yaml(previous_path) if previous_path else None
+    prev = read_selection(previous_path) if previous_path else None
 
     if cands.get("frozen") and prev is not None:
         doc = dict(prev)

@@ -72,6 +72,9 @@ def _plain(params: Mapping[str, Any]) -> dict[str, Any]:
     return {k: (list(v) if isinstance(v, list | tuple) else v) for k, v in params.items()}
 
 
+PROFILE_FIELDS = ("arch", "tensile.logic_prefix", "tensile.device_names")  # what the rendering reads
+
+
 def render_benchmark_yaml(
     deck: LibraryDeck,
     profile: Mapping,

@@ -101,6 +101,11 @@ class Limits:
     has_mfma: bool = False
     vgprs_max: int = 256
 
+    # The arch-profile fields legality depends on (oto.run.profile_views).
+    PROFILE_FIELDS = (
+        "max_lds_per_workgroup", "max_workgroup_size", "wavefront_size", "has_mfma", "vgprs_per_lane_max"
+    )  # fmt: skip
+
     @classmethod
     def from_profile(cls, profile: Mapping[str, Any]) -> Limits:
         d = cls()

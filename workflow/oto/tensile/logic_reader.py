@@ -9,6 +9,8 @@ indices are renumbered after the maximum), which matters for the vega10 HB files
 
 from __future__ import annotations
 
+import math
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -21,6 +23,8 @@ from oto.tensile.defaults import subset
 
 _Loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 
+SIZE_MAX = 2**31 - 1  # rocblas_int: no GEMM dimension or leading dimension can be larger
+SIZE_NAMES = ("M", "N", "B", "K", "LDD", "LDC", "LDA", "LDB")
 _INDEX_CHARS = "IJKLMNOPQRSTUVWXYZ"  # Tensile globalParameters["IndexChars"]
 
 # Tensile's defaults for the knobs oto tunes: what a solution that leaves a knob out of the logic file gets
@@ -164,7 +168,15 @@ def _element(data: list, i: int, what: str, kind: type | tuple, where: str) -> A
     return value
 
 
-def _exact_rows(rows: Any, n_solutions: int, where: str) -> list[tuple[tuple[int, ...], int, float]]:
+def size_problem(sizes: list[int] | tuple[int, ...]) -> str:
+    """Why a size row is not a GEMM problem ('' if it is): every dimension in [1, 2^31 - 1]."""
+    for name, v in zip(SIZE_NAMES, sizes, strict=False):
+        if not 1 <= v <= SIZE_MAX:
+            return f"{name} = {v} is outside [1, {SIZE_MAX}] (a GEMM dimension is a positive rocblas_int)"
+    return ""
+
+
+def _exact_rows(rows: Any, n_solutions: int | None, where: str) -> list[tuple[tuple[int, ...], int, float]]:
     if not isinstance(rows, list):
         raise LogicFileError(f"{where}: element 7 (exact logic) is {type(rows).__name__}, expected a list")
     out = []
@@ -195,7 +207,12 @@ def _exact_rows(rows: Any, n_solutions: int, where: str) -> list[tuple[tuple[int
             raise LogicFileError(
                 f"{where}: element 7 (exact logic) row {r}: {len(sizes)} sizes, earlier rows {key_len}"
             )
-        if not 0 <= index < n_solutions:
+        why = size_problem(sizes)
+        if not why and not (math.isfinite(gflops) and gflops >= 0):
+            why = f"GFLOPS {gflops!r} is not a finite, non-negative number"
+        if why:
+            raise LogicFileError(f"{where}: element 7 (exact logic) row {r} {sizes}: {why}")
+        if n_solutions is not None and not 0 <= index < n_solutions:
             raise LogicFileError(
                 f"{where}: element 7 (exact logic) row {r}: solution index {index} out of range "
                 f"(element 5 has {n_solutions} solutions)"
@@ -283,6 +300,45 @@ def read_logic_file(path: str | Path) -> LogicFile:
     except yaml.YAMLError as exc:
         raise LogicFileError(f"{path.name}: not valid YAML: {str(exc).splitlines()[0]}") from exc
     return parse_logic(data, path)
+
+
+_TOP_ITEM = re.compile(r"^-(?: |$)", re.M)
+
+
+def read_exact_rows(path: str | Path) -> list[tuple[tuple[int, ...], int, float]]:
+    """Element 7 (exact logic) of a logic file, checked like :func:`read_logic_file` does, without parsing
+    its solutions (most of the file), so a dry-run can check a whole deck's sizes in well under a second.
+    Files not in block layout (one top-level item per ``- `` line) are parsed in full."""
+    path = Path(path)
+    try:
+        text = path.read_text()
+    except OSError as exc:
+        raise LogicFileError(f"{path}: cannot read: {exc.strerror}") from exc
+    starts = [m.start() for m in _TOP_ITEM.finditer(text)]
+    if text.startswith("-") and len(starts) >= 9:
+        rows = _flow_rows(text[starts[7] + 1 : starts[8]])
+        if rows is not None:
+            return _exact_rows(rows, None, path.name)
+    return read_logic_file(path).exact_rows
+
+
+_FLOW_LIST = re.compile(r"\[([^\[\]]*)\]")
+_NUMBER = re.compile(r"\s*[-+]?(\d+(\.\d*)?|\.\d+)([eE][-+]?\d+)?\s*")
+
+
+def _flow_rows(chunk: str) -> list | None:
+    """The rows of an exact-logic block written as ``- - [M, N, B, K]`` / ``  - [index, gflops]`` lines, or
+    None when the block is written any other way (the caller then parses YAML)."""
+    lists = _FLOW_LIST.findall(chunk)
+    if len(lists) % 2 or _FLOW_LIST.sub("", chunk).strip("- \n"):
+        return None
+    values = []
+    for text in lists:
+        items = text.split(",")
+        if not all(_NUMBER.fullmatch(x) for x in items):
+            return None
+        values.append([float(x) if any(c in x for c in ".eE") else int(x) for x in items])
+    return [[values[i], values[i + 1]] for i in range(0, len(values), 2)]
 
 
 def read_logic_dir(path: str | Path) -> list[LogicFile]:

@@ -173,6 +173,9 @@ def write_logic_file(path: str | Path, **fields: Any) -> Path:
     return path
 
 
+LABEL_FIELDS = ("arch", "tensile.logic_prefix", "tensile.device_names")  # what logic_label reads
+
+
 def logic_label(profile: Mapping, label: str) -> tuple[str, str, list[str]]:
     """(schedule, architecture, device names) for the chosen label: the tuned arch itself, or gfx900 for a
     drop-in library that stock rocBLAS loads under HSA_OVERRIDE_GFX_VERSION=9.0.0."""

@@ -81,12 +81,20 @@ class Arch:
     sustained_gbs: float
     usable_bytes: int
 
+    # The profile fields read below: a change to any other field leaves the simulated GPU as it was.
+    PROFILE_FIELDS = (
+        "arch", "compute_units", "simds_per_cu", "lanes_per_simd", "wavefront_size", "clock_mhz", "rates",
+        "lds_bytes_per_cu", "max_lds_per_workgroup", "vgprs_per_lane_max", "vgpr_budget_per_simd",
+        "vgpr_alloc_granule", "sgprs_max", "sgprs_per_simd", "max_waves_per_simd", "max_workgroup_size",
+        "l2_bytes", "memory.sustained_bandwidth_gbs", "memory.usable_device_memory_bytes",
+    )  # fmt: skip
+
     @classmethod
     def from_profile(cls, p: Mapping[str, Any]) -> Arch:
         try:
             mem = p["memory"]
             return cls(
-                name=str(p.get("arch", p.get("name", "unnamed"))),
+                name=str(p["arch"] if "arch" in p else p.get("name", "unnamed")),
                 cus=int(p["compute_units"]),
                 simds=int(p["simds_per_cu"]),
                 lanes=int(p["lanes_per_simd"]),
