@@ -1,6 +1,6 @@
 rule ceilings:
     input:
-        profile="arch_profiles/{arch}.yaml",
+        profile=PROFILE,
     output:
         "results/{arch}/ceilings.yaml",
     log:

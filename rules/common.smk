@@ -19,7 +19,7 @@ config.update(PLAN.config)  # scripts see the validated config, defaults include
 ARCH = PLAN.arch
 MAXGEN = PLAN.max_generations
 LIBRARIES = PLAN.libraries
-PROFILE = f"arch_profiles/{ARCH}.yaml"
+PROFILE = PLAN.profile_path  # the arch profile, or the device profile refining it (config device_profile)
 
 
 wildcard_constraints:

@@ -97,7 +97,7 @@ def _guard(arch_dir: Path) -> None:
     """Never overwrite a tuning run: a merge writes into an empty folder or one an earlier merge wrote."""
     if not arch_dir.exists() or (arch_dir / "fleet" / STATE).is_file():
         return
-    if any(arch_dir.glob("Cijk_*/gen*")) or any(arch_dir.iterdir()):
+    if any(arch_dir.glob("Cijk_*/gen*")) or any(p.name != "fleet" for p in arch_dir.iterdir()):
         raise MergeError(
             f"{arch_dir} holds a tuning run or other files, not an earlier merge; merge into another folder "
             "(oto merge --out merged/)"

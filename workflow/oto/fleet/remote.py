@@ -1,6 +1,6 @@
 """Bundles from remote storage, through Snakemake's storage plugins: ``oto merge s3://bucket/prefix`` runs
-the small workflow ``fetch.snakefile`` (one job per bundle, a plugin does the transfer) into a staging
-folder, and the merge reads the fetched files like a local folder. Any storage plugin whose URL scheme
+the small workflow ``fetch.snakefile`` (the plugin retrieves the folder; the rule keeps its bundles) into a
+staging folder, and the merge reads the fetched files like a local folder. Any storage plugin whose URL scheme
 Snakemake recognises works (S3 and S3-compatible servers with snakemake-storage-plugin-s3); credentials and
 endpoints go to the plugin (``--storage-s3-endpoint-url`` … after ``--``, or ``SNAKEMAKE_STORAGE_S3_*``
 variables), never to oto."""
