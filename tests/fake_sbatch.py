@@ -20,9 +20,15 @@ with open(jobscript) as fh:
 res = props.get("resources", {})
 job_id = f"{os.getpid()}{int(time.time() * 1000) % 100000}"
 with open(os.environ["FAKE_SBATCH_LEDGER"], "a") as fh:
-    entry = {"id": job_id, "rule": props.get("rule"), "partition": res.get("slurm_partition"),
-             "gpus": res.get("gpu", 0), "cpus": res.get("cpus_per_task"), "runtime": res.get("runtime")}
+    entry = {
+        "id": job_id,
+        "rule": props.get("rule"),
+        "partition": res.get("slurm_partition"),
+        "gpus": res.get("gpu", 0),
+        "cpus": res.get("cpus_per_task"),
+        "runtime": res.get("runtime"),
+    }
     fh.write(json.dumps(entry) + "\n")
-log = open(os.path.join(os.environ.get("FAKE_SBATCH_LOGS", "."), f"job-{job_id}.log"), "w")
-subprocess.Popen(["/bin/bash", jobscript], stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+with open(os.path.join(os.environ.get("FAKE_SBATCH_LOGS", "."), f"job-{job_id}.log"), "w") as log:
+    subprocess.Popen(["/bin/bash", jobscript], stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
 print(job_id)
