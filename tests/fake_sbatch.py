@@ -19,6 +19,10 @@ with open(jobscript) as fh:
             break
 res = props.get("resources", {})
 job_id = f"{os.getpid()}{int(time.time() * 1000) % 100000}"
+with open(os.path.join(os.environ.get("FAKE_SBATCH_LOGS", "."), f"job-{job_id}.log"), "w") as log:
+    job = subprocess.Popen(
+        ["/bin/bash", jobscript], stdout=log, stderr=subprocess.STDOUT, start_new_session=True
+    )
 with open(os.environ["FAKE_SBATCH_LEDGER"], "a") as fh:
     entry = {
         "id": job_id,
@@ -27,8 +31,7 @@ with open(os.environ["FAKE_SBATCH_LEDGER"], "a") as fh:
         "gpus": res.get("gpu", 0),
         "cpus": res.get("cpus_per_task"),
         "runtime": res.get("runtime"),
+        "pid": job.pid,  # its own session: the test stops what is left of it
     }
     fh.write(json.dumps(entry) + "\n")
-with open(os.path.join(os.environ.get("FAKE_SBATCH_LOGS", "."), f"job-{job_id}.log"), "w") as log:
-    subprocess.Popen(["/bin/bash", jobscript], stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
 print(job_id)

@@ -15,6 +15,7 @@ def main(argv: list[str] | None = None) -> int:
         "merge": ("merge testers' result bundles (folders or storage URLs) into one results/<arch>/", _merge),
         "replay": ("score a search strategy on a recorded Kernel Tuner cache", _replay),
         "registry": ("query the experiment registry or export it as Kernel Tuner T4", _registry),
+        "shards": ("list what each of N shards of the deck holds (one tester, one night each)", _shards),
         "strategies": (
             "list the search strategies and their options (config search.strategy/options)",
             _strategies,
@@ -73,6 +74,12 @@ def _tester(argv: list[str]) -> int:
     from oto.fleet.tester import main
 
     return main(argv)
+
+
+def _shards(argv: list[str]) -> int:
+    from oto.fleet.tester import shards_main
+
+    return shards_main(argv)
 
 
 def _merge(argv: list[str]) -> int:

@@ -162,6 +162,7 @@ def read_members(path: Path, limits: Limits = Limits()) -> dict[str, bytes]:
     size = path.stat().st_size
     if size > limits.archive_bytes:
         raise Rejected(f"archive is {size} bytes, more than the {limits.archive_bytes} a bundle may have")
+    _check_stream(path, limits.total_bytes + limits.total_bytes // 8 + (1 << 20))  # + tar headers, padding
     members: dict[str, bytes] = {}
     total = 0
     try:
@@ -202,6 +203,28 @@ def read_members(path: Path, limits: Limits = Limits()) -> dict[str, bytes]:
     if not members:
         raise Rejected("empty archive")
     return members
+
+
+def _check_stream(path: Path, limit: int) -> None:
+    """The whole gzip stream, inflated in bounded steps and thrown away: it must end with its end-of-stream
+    marker (a cut-short file must not read as a shorter archive) and inflate to at most ``limit`` bytes."""
+    inflate = zlib.decompressobj(wbits=31)  # gzip framing
+    total = 0
+    try:
+        with open(path, "rb") as fh:
+            while not inflate.eof and (chunk := fh.read(1 << 20)):
+                while chunk and not inflate.eof:
+                    total += len(inflate.decompress(chunk, 1 << 20))
+                    if total > limit:
+                        raise Rejected(f"archive inflates to more than {limit} bytes (a decompression bomb?)")
+                    chunk = inflate.unconsumed_tail
+            trailing = bool(inflate.unused_data) or bool(fh.read(1))
+    except zlib.error as exc:
+        raise Rejected(f"truncated or corrupt archive (not a gzip stream: {exc})") from None
+    if not inflate.eof:
+        raise Rejected("truncated or corrupt archive (the compressed stream ends early)")
+    if trailing:
+        raise Rejected("truncated or corrupt archive (data after the end of the compressed stream)")
 
 
 def _check_name(name: str) -> None:

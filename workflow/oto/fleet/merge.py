@@ -602,6 +602,9 @@ def main(argv: Sequence[str]) -> int:
     )
     ap.add_argument("--out", default="results", help="results folder; writes <out>/<arch>/ (default results)")
     ap.add_argument(
+        "--profiles", default="arch_profiles", help="folder of arch profiles (default: arch_profiles)"
+    )
+    ap.add_argument(
         "--numbers",
         default="measured",
         choices=("measured", "replayed", "simulated"),
@@ -620,7 +623,7 @@ def main(argv: Sequence[str]) -> int:
             config = validate_config({"arch": args.arch or "gfx90c", "families": "all"})
         if args.arch:
             config["arch"] = args.arch
-        arch_profile = load_profile(profile_path(config["arch"]))
+        arch_profile = load_profile(profile_path(config["arch"], args.profiles))
     except (ConfigError, ProfileError) as exc:
         print(f"oto merge: {exc}", file=sys.stderr)
         return 2

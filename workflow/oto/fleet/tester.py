@@ -1,6 +1,10 @@
-"""``oto tester``: one command for a tester. ``check`` runs the preflight; ``run`` runs the preflight, writes
+"""``oto tester`` and ``oto shards``: commands (like oto.cli they drive Snakemake and read the run plan,
+oto.run.plan; nothing in the domain imports this module).
+
+``oto tester``, one command for a tester: ``check`` runs the preflight; ``run`` runs the preflight, writes
 the device profile, runs the workflow on this device's shard with ``snakemake`` and packs the bundle;
-``bundle`` packs (again) the bundle of the last run, after a resumed or interrupted night.
+``bundle`` packs (again) the bundle of the last run, after a resumed or interrupted night. ``oto shards N``
+prints what each of N shards holds.
 
 The tester's own files live under ``results/<arch>/tester/``: ``device/<arch>.yaml`` (the device profile,
 rewritten only when a fact changed, so a resumed run redoes nothing), ``preflight.yaml`` and ``run.yaml``
@@ -279,3 +283,45 @@ def main(argv: Sequence[str]) -> int:
         return 1
     _say_bundle(path, descriptor)
     return rc
+
+
+def shards_main(argv: list[str]) -> int:
+    """``oto shards N``: what each of N shards holds, for the maintainer choosing N (one night per shard)."""
+    import argparse
+
+    import yaml
+
+    from oto.config import validate_config
+    from oto.run.plan import PlanError, deck_library_names, select_libraries
+
+    ap = argparse.ArgumentParser(
+        prog="oto shards",
+        description="Print the libraries and deck sizes of each of N shards of the selected deck (a "
+        "library's shard is a hash of its name: the split never changes when the deck does).",
+    )
+    ap.add_argument("count", type=int, help="number of shards (testers)")
+    ap.add_argument(
+        "--configfile", default="config/tester.yaml", help="config whose families and deck to split"
+    )
+    args = ap.parse_args(argv)
+    if args.count < 1:
+        ap.error("count must be at least 1")
+    try:
+        with open(args.configfile) as fh:
+            cfg = validate_config(yaml.safe_load(fh) or {}, args.configfile)
+        names, _ = deck_library_names(cfg["deck"]["source"], cfg["deck"]["path"])
+        selected = select_libraries(names, cfg["families"], cfg["patterns"], args.configfile)
+        libs = sorted(x for v in selected.values() for x in v)
+    except (OSError, ValueError, PlanError) as exc:
+        print(f"oto shards: {exc}")
+        return 2
+    from oto.deck.sources import load_deck
+
+    deck = load_deck(cfg["deck"]["source"], cfg["deck"]["path"])
+    for i in range(1, args.count + 1):
+        mine = Shard(i, args.count).select(libs)
+        sizes = sum(len(deck.libraries[x].sizes) for x in mine)
+        print(f"shard {i}/{args.count}: {len(mine)} libraries, {sizes} deck sizes")
+        for x in mine:
+            print(f"  {x} ({len(deck.libraries[x].sizes)} sizes)")
+    return 0
