@@ -80,6 +80,7 @@ def test_provenance_names_device_versions_and_hashes(fleet_runs):
     dev = d["device"]
     assert dev["compute_units"] == 8 and dev["clock_mhz"] == 1900 and dev["memory_kind"] == "ddr4-3200"
     assert dev["kernel"] == "6.9.3-76060903-generic" and dev["rocm"] == "6.1.2-119"
+    assert dev["driver"] == "amdgpu of kernel 6.9.3-76060903-generic"
     assert dev["cpu"] == "AMD Ryzen 7 5700U with Radeon Graphics" and dev["id"].startswith("d")
     p = d["provenance"]
     assert p["oto_version"] and p["logic_format"] and p["tensile_version"] is None  # simulated: no Tensile

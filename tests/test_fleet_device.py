@@ -84,6 +84,10 @@ def test_facts_of_the_volunteers_laptop_name_their_sources(tmp_path):
     assert facts.cpu == "AMD Ryzen 7 5700U with Radeon Graphics"
     assert facts.sources["compute_units"] == "kfd" and facts.sources["memory_mts"] == "dmidecode"
     assert facts.sources["gpu_name"] == "rocminfo" and facts.sources["carve_out_bytes"] == "sysfs"
+    assert facts.driver == "amdgpu of kernel 6.9.3-76060903-generic"
+    (root / "sys/module/amdgpu").mkdir(parents=True)
+    (root / "sys/module/amdgpu/version").write_text("6.7.0\n")
+    assert read_facts(root, runner(root)).driver == "amdgpu 6.7.0 (DKMS)"
 
 
 def test_without_kfd_rocminfo_and_sysfs_answer_and_without_dmidecode_memory_is_unknown(tmp_path):

@@ -208,7 +208,11 @@ def gather(spec: BundleSpec, created: float | None = None) -> tuple[list[Member]
             "arch_profile_sha256": _sha(spec.arch_profile_file.read_bytes()),
             "arch_profile_hash": profile_hash(spec.arch_profile),
             "device_profile_hash": profile_hash(spec.profile),
-            "deck_source": ((deck or {}).get("provenance") or {}).get("deck_source"),
+            "deck_source": {
+                k: v
+                for k, v in (((deck or {}).get("provenance") or {}).get("deck_source") or {}).items()
+                if k in ("kind", "sha256")
+            },
         },
         "agent_proposals": agent_used,
         "problems": problems,

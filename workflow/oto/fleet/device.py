@@ -68,6 +68,7 @@ class DeviceFacts:
     carve_out_bytes: int | None = None  # UMA frame buffer (mem_info_vram_total)
     gtt_bytes: int | None = None
     kernel: str | None = None
+    driver: str | None = None  # amdgpu: the DKMS module's version, else the kernel's own driver
     rocm: str | None = None
     machine_id: str | None = field(default=None, repr=False)  # hashed into the device id, never stored
     sources: dict[str, str] = field(default_factory=dict)
@@ -283,6 +284,11 @@ def read_facts(
     model = re.search(r"^model name\s*:\s*(.+)$", cpuinfo, re.M)
     facts.set("cpu", model[1].strip() if model else None, "cpuinfo")
     facts.set("kernel", (_read(root / "proc/sys/kernel/osrelease") or "").strip() or None, "proc")
+    dkms = (_read(root / "sys/module/amdgpu/version") or "").strip()
+    if dkms:
+        facts.set("driver", f"amdgpu {dkms} (DKMS)", "sysfs")
+    elif (root / "sys/module/amdgpu").is_dir() or facts.carve_out_bytes is not None:
+        facts.set("driver", f"amdgpu of kernel {facts.kernel or '?'}", "sysfs")
     for rel in ("opt/rocm/.info/version", "opt/rocm/.info/version-dev"):
         facts.set("rocm", (_read(root / rel) or "").strip() or None, rel)
     facts.machine_id = (_read(root / "etc/machine-id") or "").strip() or None

@@ -25,7 +25,6 @@ never parsed, rendered or shown.
 
 from __future__ import annotations
 
-import io
 import json
 import math
 import re
@@ -517,13 +516,3 @@ def _final(
                 f"ceiling {ceiling:.1f} GFLOPS for {library}"
             )
     return dict(doc)
-
-
-def peek_descriptor(path: Path) -> dict[str, Any] | None:
-    """bundle.yaml of an archive without the checks (for listing); None if unreadable."""
-    try:
-        with tarfile.open(path, mode="r:gz") as tar:
-            fh = tar.extractfile(DESCRIPTOR)
-            return yaml.safe_load(io.BytesIO(fh.read(1 << 20))) if fh else None
-    except Exception:  # noqa: BLE001 - a listing must not fail on a bad file
-        return None

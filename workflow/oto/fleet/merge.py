@@ -104,7 +104,7 @@ def _guard(arch_dir: Path) -> None:
         )
 
 
-def intake(
+def open_all(
     files: Sequence[Path], settings: MergeSettings, deck: Deck, pinned: str | None
 ) -> tuple[Outcome, str | None]:
     """Open every bundle; the first accepted Tensile version pins the rest (unless given)."""
@@ -414,7 +414,7 @@ def merge(
     deck = load_deck(settings.config["deck"]["source"], settings.config["deck"]["path"])
     files = bundle_files([kept]) if kept.is_dir() else []
     files += [f for f in bundle_files(sources) if f.parent.resolve() != kept.resolve()]
-    outcome, pinned = intake(files, settings, deck, pinned)
+    outcome, pinned = open_all(files, settings, deck, pinned)
     kept.mkdir(parents=True, exist_ok=True)
     for b in outcome.accepted:
         target = kept / f"{b.sha256[:16]}{SUFFIX}"
