@@ -111,7 +111,9 @@ def tester_run(base: Path, machine: Path, shard: str, config: dict | None = None
     private_tmp = work / ".tmp"  # the GPU mutex lives in the temp folder: other test runs stay out
     private_tmp.mkdir()
     env = {"TMPDIR": str(private_tmp), **(env or {})}
-    proc = oto(work, "tester", "run", "--shard", shard, "--root", str(machine), "--cores", "2", env=env)
+    # the test config (config/config.yaml), not the night-long config/tester.yaml the checkout also has
+    args = ("--configfile", "config/config.yaml", "--root", str(machine), "--cores", "2")
+    proc = oto(work, "tester", "run", "--shard", shard, *args, env=env)
     bundles = sorted((work / "bundles").glob("*.oto.tar.gz"))
     return work, proc, bundles[-1] if bundles else None
 

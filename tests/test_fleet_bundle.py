@@ -134,6 +134,7 @@ def test_a_resumed_night_reruns_nothing_and_bundles_again(fleet_runs):
 
     first = sorted((fleet_runs.work_b / "bundles").glob("*.oto.tar.gz"))
     assert fleet_runs.proc_b2.returncode == 0, fleet_runs.proc_b2.stderr[-2000:]
+    assert "oto tester: config/config.yaml, shard 2/2" in fleet_runs.proc_b2.stdout  # the last run's config
     d = yaml.safe_load(members(fleet_runs.bundle_b2)["bundle.yaml"])
     assert d["shard"] == "2/2" and d["libraries"] == ["Cijk_Ailk_Bjlk_DB"]  # the second night's shard only
     again = oto(fleet_runs.work_b, "tester", "bundle", env=fleet_runs.tmp_env)

@@ -76,3 +76,30 @@ def test_an_unreachable_store_fails_clearly(tmp_path):
     }
     proc = oto(REPO, "merge", "s3://oto-bundles/none", "--out", str(tmp_path), env=env, timeout=600)
     assert proc.returncode == 1 and "fetching bundles from s3://oto-bundles/none failed" in proc.stderr
+
+
+def test_the_fetch_workflow_is_lint_clean(tmp_path):
+    import subprocess
+    import sys
+
+    from oto.fleet.remote import FETCH_WORKFLOW
+
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "snakemake",
+            "-s",
+            str(FETCH_WORKFLOW),
+            "--lint",
+            "--config",
+            "source=s3://b/p",
+            "--workflow-profile",
+            "none",
+        ],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert "Congratulations, your workflow is in a good condition" in proc.stdout + proc.stderr

@@ -69,3 +69,18 @@ def test_a_dry_run_of_a_shard_plans_only_its_library(tmp_path):
     assert proc.returncode == 0, proc.stderr
     assert all(f"results/gfx90c/{lib}/final.yaml" in proc.stdout for lib in mine)
     assert not any(f"results/gfx90c/{lib}/" in proc.stdout for lib in other)
+
+
+def test_the_testers_config_and_oto_shards(monkeypatch, capsys):
+    import yaml
+    from oto.fleet.tester import shards_main
+
+    monkeypatch.chdir(REPO)
+    config = yaml.safe_load((REPO / "config" / "tester.yaml").read_text())
+    plan = plan_run({**config, "shard": "2/4"}, ["config/tester.yaml"])
+    assert plan.libraries == Shard(2, 4).select(DECK)
+    assert shards_main(["4"]) == 0
+    out = capsys.readouterr().out
+    counts = [int(line.split(": ")[1].split()[0]) for line in out.splitlines() if line.startswith("shard ")]
+    assert len(counts) == 4 and sum(counts) == len(DECK)
+    assert f"shard 2/4: {len(plan.libraries)} libraries" in out

@@ -19,5 +19,7 @@ rule fetch:
         directory("bundles"),
     log:
         "logs/fetch.log",
+    conda:
+        "../../envs/oto.yaml"
     shell:
         "mkdir -p {output:q} && find {input:q} -type f -name '*.oto.tar.gz' -exec cp {{}} {output:q}/ ';' 2> {log:q}"

@@ -55,12 +55,22 @@ def captured_runner(root: Path):
     return run
 
 
+def _last_run() -> dict[str, Any]:
+    """The settings of the last ``oto tester run`` in this folder (its config file and shard), if one."""
+    runs = sorted(Path("results").glob("*/tester/run.yaml"), key=lambda p: p.stat().st_mtime)
+    return (read_yaml(runs[-1]) or {}) if runs else {}
+
+
 def _config(args: argparse.Namespace) -> tuple[dict[str, Any], Path]:
-    path = (
-        Path(args.configfile)
-        if args.configfile
-        else next((Path(c) for c in DEFAULT_CONFIGS if Path(c).is_file()), Path(DEFAULT_CONFIGS[-1]))
-    )
+    """The config file: --configfile, else the last run's (the same command every night), else the first of
+    DEFAULT_CONFIGS."""
+    last = _last_run().get("configfile")
+    if args.configfile:
+        path = Path(args.configfile)
+    elif last and Path(last).is_file():
+        path = Path(last)
+    else:
+        path = next((Path(c) for c in DEFAULT_CONFIGS if Path(c).is_file()), Path(DEFAULT_CONFIGS[-1]))
     if not path.is_file():
         raise SystemExit(f"oto tester: no configuration {path} (run the command in the oto folder)")
     data = yaml.safe_load(path.read_text()) or {}
@@ -198,7 +208,8 @@ def main(argv: Sequence[str]) -> int:
     )
     ap.add_argument("--shard", default=None, help="i/n: your shard, as the maintainer gave it (default 1/1)")
     ap.add_argument(
-        "--configfile", help=f"run configuration (default: the first of {', '.join(DEFAULT_CONFIGS)})"
+        "--configfile",
+        help=f"run configuration (default: the last run's, else the first of {', '.join(DEFAULT_CONFIGS)})",
     )
     ap.add_argument(
         "--memory",
