@@ -196,8 +196,8 @@ def main(argv: Sequence[str]) -> int:
     ap = argparse.ArgumentParser(
         prog="oto tester",
         description="One command for a tester: check this machine, tune your shard of the deck overnight, "
-        "and "
-        "pack the results into one bundle for the maintainer (README, 'For testers').",
+        "and pack the results into one bundle for the maintainer (README, 'For testers').",
+        epilog="Arguments after -- go to snakemake (e.g. oto tester run --shard 2/4 -- --keep-going).",
     )
     ap.add_argument(
         "action",
@@ -279,7 +279,8 @@ def main(argv: Sequence[str]) -> int:
         cmd += ["--cores", str(args.cores)]
     cmd += extra
     print(
-        f"\nRunning: {' '.join(cmd[1:])}\n(interrupted? run the same command again: finished work is kept)\n",
+        f"\nRunning: snakemake {' '.join(cmd[3:])}\n(interrupted? run the same command again: finished work "
+        "is kept)\n",
         flush=True,
     )
     rc = subprocess.run(cmd).returncode
