@@ -483,6 +483,13 @@ def merge(
         "merged_at": datetime.now(UTC).strftime("%Y-%m-%d %H:%M:%S UTC"),
         "oto_version": oto.__version__,
         "numbers": settings.numbers,
+        "backends": sorted(
+            {
+                str((f.get("provenance") or {}).get("backend"))
+                for b in outcome.accepted
+                for f in b.finals.values()
+            }
+        ),
         "tensile_version": pinned,
         "tie_tolerance": tol,
         "bundles": {

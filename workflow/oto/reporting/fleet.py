@@ -88,7 +88,8 @@ def render_markdown(doc: Mapping[str, Any]) -> str:
         f"- {len(b['accepted'])} bundle(s) accepted from {len(doc['devices'])} device(s); "
         f"{len(b['duplicates'])} duplicate(s) counted once; {len(b['rejected'])} rejected (below, with "
         "reasons).",
-        f"- Tensile version: {md(doc['tensile_version'] or 'none (no Tensile measurement)')}; merged by oto "
+        f"- Backend(s): {md(', '.join(doc.get('backends') or []) or '—')}; Tensile version: "
+        f"{md(doc['tensile_version'] or 'none (no Tensile measurement)')}; merged by oto "
         f"{md(doc['oto_version'])} at {md(doc['merged_at'])}.",
         "- Scores are ratios to the reference kernel (the shipped gfx900 solution) measured on the same "
         "device, so devices of different speed combine: per size, the kernel with the best geometric-mean "
