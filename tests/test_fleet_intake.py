@@ -210,6 +210,11 @@ def test_another_tensile_version_or_logic_format(good):
         rebuild(good, edit_yaml("bundle.yaml", tensile)), pinned
     )
 
+    mixed = rebuild(
+        good, edit_yaml("bundle.yaml", lambda d: d["provenance"].update(tensile_version=["4.38.0", "4.40.0"]))
+    )
+    assert "mixes Tensile versions" in rejected(mixed)
+
     def logic(d):
         d["provenance"]["logic_format"] = "3.0.0"
 

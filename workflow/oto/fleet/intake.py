@@ -304,6 +304,11 @@ def open_bundle(path: Path, expect: Expect, limits: Limits = Limits()) -> Accept
             f"this merge writes Tensile logic format {MINIMUM_REQUIRED_VERSION}"
         )
     tensile = prov.get("tensile_version")
+    if tensile is not None and not isinstance(tensile, str):
+        raise Rejected(
+            f"{DESCRIPTOR}: field 'provenance.tensile_version': {quote(tensile)} mixes Tensile "
+            "versions in one bundle"
+        )
     if expect.tensile_version is not None and tensile != expect.tensile_version:
         raise Rejected(
             f"{DESCRIPTOR}: field 'provenance.tensile_version': {quote(tensile)} does not match "
