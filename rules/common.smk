@@ -21,7 +21,7 @@ config.update(PLAN.config)  # scripts see the validated config, defaults include
 ARCH = PLAN.arch
 MAXGEN = PLAN.max_generations
 LIBRARIES = PLAN.libraries
-PROFILE = PLAN.profile_file
+PROFILE = PLAN.profile_file  # the arch profile, or the device profile refining it (config device_profile)
 RESULTS = Path("results") / ARCH
 
 # A profile edit that changes figures some stages read: say which before any job is redone.

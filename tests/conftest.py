@@ -41,3 +41,11 @@ def api():
     yield server
     server.server.shutdown()
     server.server.server_close()
+
+
+@pytest.fixture(scope="session")
+def fleet_runs(tmp_path_factory):
+    """Three tester nights on two simulated laptops, with their bundles (tests/fleet_helpers.FleetRuns)."""
+    from fleet_helpers import FleetRuns
+
+    return FleetRuns(tmp_path_factory.mktemp("fleet"))

@@ -1,4 +1,4 @@
-"""A stand-in for ``oto/tensile/runtime.py`` + Tensile, for testing the tensile backend where Tensile is absent.
+"""A stand-in for ``oto/tensile/runtime.py`` + Tensile, for testing the tensile backend without Tensile.
 
 It reads the benchmark config the backend wrote and behaves like Tensile 4.44 on the outside: console log
 (``reject:`` / ``rejecting solution`` / ``overflowed resources`` lines, names wrapped at 80 columns),

@@ -12,6 +12,7 @@ SUBPACKAGES = {
     "agent",
     "backends",
     "deck",
+    "fleet",
     "hardware",
     "measurement",
     "registry",

@@ -1,5 +1,5 @@
-"""oto/tensile/runtime.py (gfx90c registration, stand-in client), oto env, the memory guard, the emitted config
-and the package manifest — all without Tensile (a minimal fake ``Tensile`` package stands in for it)."""
+"""oto/tensile/runtime.py (gfx90c registration, stand-in client), oto env, the memory guard, the emitted
+config and the package manifest — all without Tensile (a minimal fake ``Tensile`` package stands in)."""
 
 import importlib
 import subprocess

@@ -12,12 +12,15 @@ def main(argv: list[str] | None = None) -> int:
     commands = {
         "deck-manifest": ("derive the shipped deck manifest from a folder of logic files", _deck_manifest),
         "env": ("report GPU, ROCm, Tensile, compilers, client, API key and the auto backend", _env),
+        "merge": ("merge testers' result bundles (folders or storage URLs) into one results/<arch>/", _merge),
         "replay": ("score a search strategy on a recorded Kernel Tuner cache", _replay),
         "registry": ("query the experiment registry or export it as Kernel Tuner T4", _registry),
+        "shards": ("list what each of N shards of the deck holds (one tester, one night each)", _shards),
         "strategies": (
             "list the search strategies and their options (config search.strategy/options)",
             _strategies,
         ),
+        "tester": ("check this machine, tune your shard overnight and pack a result bundle", _tester),
     }
     if not argv or argv[0] in ("-h", "--help"):
         print(f"oto {oto.__version__}\n\nusage: oto COMMAND [...]\n")
@@ -65,6 +68,24 @@ def _strategies(argv: list[str]) -> int:
 
     print(describe())
     return 0
+
+
+def _tester(argv: list[str]) -> int:
+    from oto.fleet.tester import main
+
+    return main(argv)
+
+
+def _shards(argv: list[str]) -> int:
+    from oto.fleet.tester import shards_main
+
+    return shards_main(argv)
+
+
+def _merge(argv: list[str]) -> int:
+    from oto.fleet.merge import main
+
+    return main(argv)
 
 
 def _env(argv: list[str]) -> int:

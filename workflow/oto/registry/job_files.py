@@ -13,17 +13,20 @@ from typing import Any
 from oto.registry.records import COLUMNS, KINDS, SCHEMA_VERSION, json_safe
 
 
+def job_file_text(records: Iterable[Mapping[str, Any]]) -> tuple[str, int]:
+    """The text of a job file (records, then the end marker) and its record count."""
+    lines = [json.dumps({c: json_safe(r.get(c)) for c in COLUMNS}, sort_keys=True) for r in records]
+    lines.append(json.dumps({"end": True, "records": len(lines), "schema": SCHEMA_VERSION}))
+    return "\n".join(lines) + "\n", len(lines) - 1
+
+
 def write_job_file(path: Path, records: Iterable[Mapping[str, Any]]) -> int:
     """Write records and the end marker atomically (tmp + rename)."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_suffix(path.suffix + ".tmp")
-    n = 0
-    with open(tmp, "w") as fh:
-        for r in records:
-            fh.write(json.dumps({c: json_safe(r.get(c)) for c in COLUMNS}, sort_keys=True) + "\n")
-            n += 1
-        fh.write(json.dumps({"end": True, "records": n, "schema": SCHEMA_VERSION}) + "\n")
+    text, n = job_file_text(records)
+    tmp.write_text(text)
     tmp.replace(path)
     return n
 

@@ -14,6 +14,8 @@ from typing import Any
 from oto.config import ConfigError, validate_config
 from oto.deck.model import DeckError
 from oto.deck.sources import SHIPPED_MANIFEST, deck_from_rocblas_dir, read_manifest
+from oto.fleet.device import DeviceProfileError, check_device_profile
+from oto.fleet.shards import Shard, ShardError
 from oto.gemm import FamilyCodeError, Library
 from oto.hardware.profile import ProfileError, load_profile, profile_path
 from oto.search.strategies import StrategyError, make_strategy
@@ -35,8 +37,10 @@ class Plan:
     # The files the deck rule reads, relative to the project when inside it (a moved project stays the same)
     deck_inputs: list[str]
     logic_prefix: str  # file-name prefix of logic files, like the shipped `vega10_`
-    profile: dict[str, Any]  # the validated arch profile, defaults filled in
-    profile_file: str  # arch_profiles/<arch>.yaml, relative to the project
+    profile: dict[str, Any]  # the validated profile every rule reads, defaults filled in
+    # arch_profiles/<arch>.yaml, or the device profile refining it (config device_profile), project-relative
+    profile_file: str
+    shard: Shard
 
 
 def project_path(path: str | Path, root: Path | None = None) -> str:
@@ -147,12 +151,16 @@ def plan_run(config: Mapping[str, Any], configfiles: Sequence[str | Path] = ()) 
     except (DeckError, LogicFileError) as exc:
         raise PlanError(f"{source}: field 'deck': {exc}") from None
     families = select_libraries(names, cfg["families"], cfg["patterns"], source)
+    shard, families = shard_families(families, cfg["shard"], source)
     libraries = sorted(lib for libs in families.values() for lib in libs)
     if cfg["deck"]["source"] == "logic":
         try:
             check_logic_sizes(Path(source_path), libraries)
         except (DeckError, LogicFileError) as exc:
             raise PlanError(f"{source}: field 'deck': {exc}") from None
+    device_file = device_profile_path(cfg, profile, profile_file, source)
+    if device_file != profile_file:
+        profile, profile_file = load_profile(device_file), device_file
     try:  # the strategy's options fail the dry-run, not the first mutate job
         make_strategy(cfg["search"]["strategy"], int(cfg["seed"]), cfg["search"]["options"])
     except StrategyError as exc:
@@ -168,5 +176,40 @@ def plan_run(config: Mapping[str, Any], configfiles: Sequence[str | Path] = ()) 
         deck_inputs=[project_path(f) for f in deck_inputs],
         logic_prefix=prefix,
         profile=profile,
-        profile_file=str(profile_file),
+        profile_file=project_path(profile_file),
+        shard=shard,
     )
+
+
+def shard_families(
+    families: Mapping[str, list[str]], shard_text: str, source: str
+) -> tuple[Shard, dict[str, list[str]]]:
+    """Keep the libraries of this shard (config ``shard``); families left empty drop out."""
+    try:
+        shard = Shard.parse(shard_text)
+    except ShardError as exc:
+        raise PlanError(f"{source}: field 'shard': {exc}") from None
+    kept = {f: shard.select(libs) for f, libs in families.items()}
+    kept = {f: libs for f, libs in kept.items() if libs}
+    if not kept:
+        total = sum(len(libs) for libs in families.values())
+        raise PlanError(
+            f"{source}: field 'shard': shard {shard} holds none of the {total} selected libraries; "
+            "use fewer shards or select more families"
+        )
+    return shard, kept
+
+
+def device_profile_path(cfg: Mapping[str, Any], arch_profile: Mapping, arch_file: Path, source: str) -> Path:
+    """The profile every rule reads: config ``device_profile`` (checked against the arch profile) or the arch
+    profile itself."""
+    if not cfg.get("device_profile"):
+        return arch_file
+    path = Path(cfg["device_profile"])
+    if not path.is_file():
+        raise PlanError(f"{source}: field 'device_profile': {path} not found")
+    try:
+        check_device_profile(arch_profile, load_profile(path), str(path))
+    except (ProfileError, DeviceProfileError) as exc:
+        raise PlanError(str(exc)) from None
+    return path

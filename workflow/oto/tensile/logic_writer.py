@@ -182,3 +182,33 @@ def logic_label(profile: Mapping, label: str) -> tuple[str, str, list[str]]:
     if label == "gfx900":
         return "vega10", "gfx900", list(profile["tensile"]["device_names"])
     return profile["tensile"]["logic_prefix"], profile["arch"], list(profile["tensile"]["device_names"])
+
+
+def write_library_logic(
+    final: Mapping[str, Any], deck: Any, profile: Mapping, label: str, out: str | Path, source: str = "final"
+) -> tuple[int, int]:
+    """One library's final winners (a ``final.yaml`` document; ``deck`` its LibraryDeck) → its logic file.
+    Returns (solutions, exact rows). Shared by the logic rule and the merge of many testers' bundles."""
+    if final["library"] != deck.name:
+        raise ValueError(
+            f"{source}: field 'library' is {final['library']!r}, the deck slice is {deck.name!r}"
+        )
+    order: dict[str, int] = {}
+    rows = []
+    for r in final["per_size"]:
+        if not r.get("winner"):
+            continue  # no valid kernel at this size: Tensile falls back to the nearest size's solution
+        index = order.setdefault(r["winner"], len(order))
+        rows.append((list(deck.sizes[r["size_index"]]), index, float(r["gflops"])))
+    solutions = [solution_entry(deck.problem_type, final["kernels"][kid], i) for kid, i in order.items()]
+    schedule, arch, devices = logic_label(profile, label)
+    write_logic_file(
+        out,
+        problem_type=deck.problem_type,
+        solutions=solutions,
+        exact_rows=rows,
+        schedule=schedule,
+        architecture=arch,
+        device_names=devices,
+    )
+    return len(solutions), len(rows)

@@ -1,0 +1,198 @@
+"""oto merge: bundles of many devices → one results/<arch>/ (libraries, logic, TensileLibrary.dat, the merged
+report) that says how many devices contributed to each library and how well replicated measurements agree.
+Scores (ratios to the reference on the same device) combine across devices; GFLOPS and % of the ceiling stay
+per device; a later bundle adds evidence and never replaces."""
+
+from __future__ import annotations
+
+import math
+import shutil
+
+import pytest
+import yaml
+from fleet_helpers import LIBRARY, make_root, oto, synthetic_bundle
+from oto.config import validate_config
+from oto.fleet.merge import MergeError, MergeSettings, merge
+from oto.hardware.profile import load_profile
+from workflow_helpers import REPO
+
+ARCH = load_profile(REPO / "arch_profiles" / "gfx90c.yaml")
+CONFIG = validate_config({"arch": "gfx90c", "families": "all"})
+
+
+def settings(numbers: str = "simulated", **kw) -> MergeSettings:
+    return MergeSettings("gfx90c", ARCH, CONFIG, numbers=numbers, **kw)
+
+
+@pytest.fixture(scope="module")
+def two_devices(tmp_path_factory):
+    """The same library on an 8-CU and a 6-CU laptop: the same kernel wins every size, at score 1.2 on one
+    and 1.1 on the other, at different GFLOPS."""
+    tmp = tmp_path_factory.mktemp("two")
+    fast = make_root(tmp, name="fast")
+    slow = make_root(tmp, name="slow", cus=6, clock_mhz=1500, machine_id="e" * 32)
+    a = synthetic_bundle(tmp, name="a", machine=fast, score=1.2, gflops=40.0)
+    b = synthetic_bundle(tmp, name="b", machine=slow, score=1.1, gflops=25.0)
+    return a, b
+
+
+def test_scores_combine_as_ratios_and_gflops_stay_per_device(tmp_path, two_devices):
+    doc = merge(list(two_devices), tmp_path, settings())
+    final = yaml.safe_load((tmp_path / "gfx90c" / LIBRARY / "final.yaml").read_text())
+    row = final["per_size"][0]
+    assert row["score"] == pytest.approx(math.sqrt(1.2 * 1.1), rel=1e-5) and row["n_devices"] == 2
+    assert row["ci_low"] == pytest.approx(1.1 * 0.97, rel=1e-5) and row["ci_high"] == pytest.approx(
+        1.2 * 1.03, rel=1e-5
+    )
+    devices = row["devices"]
+    assert sorted(v["gflops"] for v in devices.values()) == [25.0, 40.0]
+    # % of each device's own roofline (this size is memory-bound: both have DDR4-3200, the same ceiling)
+    pct = {v["gflops"]: v["pct_ceiling"] for v in devices.values()}
+    ceil = {v["gflops"]: v["ceiling_gflops"] for v in devices.values()}
+    assert pct[25.0] == pytest.approx(100 * 25 / ceil[25.0], rel=1e-4)
+    assert pct[40.0] == pytest.approx(100 * 40 / ceil[40.0], rel=1e-4)
+    assert row["pct_ceiling"] is None and row["gflops"] == pytest.approx(
+        32.5
+    )  # the logic row: median over devices
+    lib = doc["libraries"][LIBRARY]
+    assert len(lib["devices"]) == 2 and lib["replicated"] == len(final["sizes"])
+    assert lib["median_difference"] == pytest.approx(1.2 / 1.1 - 1, rel=1e-4) and lib["same_winner"] == 1.0
+    assert lib["intervals_overlap"] == 0.0  # [1.067, 1.133] and [1.164, 1.236] do not overlap
+    theoretical = sorted(v["theoretical_gflops"] for v in lib["devices"].values())
+    assert theoretical == pytest.approx([6 * 64 * 2 * 1.5 / 16, 8 * 64 * 2 * 1.9 / 16])
+
+
+def test_a_single_bundle_merges_to_its_own_final(tmp_path, two_devices):
+    merge([two_devices[0]], tmp_path, settings())
+    final = yaml.safe_load((tmp_path / "gfx90c" / LIBRARY / "final.yaml").read_text())
+    assert {r["score"] for r in final["per_size"]} == {1.2} and {r["gflops"] for r in final["per_size"]} == {
+        40.0
+    }
+
+
+def test_a_later_bundle_adds_evidence_and_a_copy_counts_once(tmp_path, two_devices):
+    a, _ = two_devices
+    tmp = tmp_path / "later"
+    again = synthetic_bundle(
+        tmp, name="a2", machine=make_root(tmp, name="fast"), score=1.3, gflops=44.0, created=1.8e9
+    )
+    first = merge([a], tmp_path / "out", settings())
+    assert len(first["bundles"]["accepted"]) == 1
+    copy = tmp_path / "copy.oto.tar.gz"
+    shutil.copy(a, copy)
+    doc = merge([again, copy], tmp_path / "out", settings())  # the first bundle is remembered
+    assert len(doc["bundles"]["accepted"]) == 2 and [d["file"] for d in doc["bundles"]["duplicates"]] == [
+        "copy.oto.tar.gz"
+    ]
+    assert len(doc["devices"]) == 1 and next(iter(doc["devices"].values()))["bundles"] == 2
+    final = yaml.safe_load((tmp_path / "out/gfx90c" / LIBRARY / "final.yaml").read_text())
+    assert final["per_size"][0]["score"] == pytest.approx(math.sqrt(1.2 * 1.3), rel=1e-5)  # both nights count
+    kept = sorted(p.name for p in (tmp_path / "out/gfx90c/fleet/bundles").iterdir())
+    assert len(kept) == 2
+    redo = merge([], tmp_path / "out", settings())  # nothing new: the same result from the kept bundles
+    assert len(redo["bundles"]["accepted"]) == 2
+    assert (
+        yaml.safe_load((tmp_path / "out/gfx90c" / LIBRARY / "final.yaml").read_text())["per_size"]
+        == final["per_size"]
+    )
+
+
+def test_the_first_tensile_version_pins_later_merges(tmp_path):
+    import yaml as y
+    from fleet_helpers import rebuild
+
+    tmp = tmp_path / "b"
+
+    def tensile(v):
+        def change(m):
+            d = y.safe_load(m["bundle.yaml"])
+            d["provenance"]["tensile_version"] = v
+            m["bundle.yaml"] = y.safe_dump(d).encode()
+
+        return change
+
+    b1 = rebuild(synthetic_bundle(tmp, name="one"), tensile("4.40.0"))
+    b2 = rebuild(
+        synthetic_bundle(tmp, name="two", machine=make_root(tmp, name="m2", machine_id="c" * 32)),
+        tensile("4.41.0"),
+    )
+    merge([b1], tmp_path / "out", settings())
+    doc = merge([b2], tmp_path / "out", settings())
+    assert doc["tensile_version"] == "4.40.0"
+    assert "'4.41.0' does not match this merge's Tensile 4.40.0" in doc["bundles"]["rejected"][0]["reason"]
+
+
+def test_a_merge_never_writes_over_a_tuning_run(tmp_path, two_devices):
+    (tmp_path / "gfx90c" / LIBRARY / "gen0").mkdir(parents=True)
+    with pytest.raises(MergeError, match="holds a tuning run"):
+        merge(list(two_devices), tmp_path, settings())
+
+
+def test_measured_only_by_default(tmp_path, two_devices):
+    doc = merge(list(two_devices), tmp_path, settings("measured"))
+    assert not doc["bundles"]["accepted"] and len(doc["bundles"]["rejected"]) == 2
+    assert all("takes measured numbers only" in r["reason"] for r in doc["bundles"]["rejected"])
+    assert (tmp_path / "gfx90c/acceptance.md").is_file() and not (
+        tmp_path / "gfx90c/TensileLibrary.dat"
+    ).exists()
+
+
+# -- real tester bundles (three simulated nights on two laptops) -------------------------------------------
+
+
+@pytest.mark.slow
+def test_merging_the_fleet(fleet_runs, tmp_path):
+    inbox = tmp_path / "inbox"
+    inbox.mkdir()
+    for b in fleet_runs.bundles:
+        shutil.copy(b, inbox / b.name)
+    proc = oto(REPO, "merge", str(inbox), "--numbers", "simulated", "--out", str(tmp_path / "results"))
+    assert proc.returncode == 0, proc.stderr
+    assert "merged 3 bundle(s) from 2 device(s)" in proc.stdout and "0 rejected" in proc.stdout
+    out = tmp_path / "results" / "gfx90c"
+    doc = yaml.safe_load((out / "fleet/merge.yaml").read_text())
+    nn, nt = "Cijk_Ailk_Bljk_DB", "Cijk_Ailk_Bjlk_DB"
+    assert set(doc["libraries"]) == {nn, nt}
+    assert sorted(r["compute_units"] for r in doc["devices"].values()) == [6, 8]
+    assert len(doc["libraries"][nn]["devices"]) == 2 and len(doc["libraries"][nt]["devices"]) == 1
+    # the replicated shard: gen0 proposes the same seeds on both laptops, so kernels overlap
+    nn_doc = doc["libraries"][nn]
+    assert (
+        nn_doc["replicated"] > 0
+        and nn_doc["median_difference"] is not None
+        and nn_doc["same_winner"] is not None
+    )
+    assert doc["shards"]["2"] == {
+        "received": {
+            "1": sorted({fleet_runs_device(fleet_runs.bundle_a), fleet_runs_device(fleet_runs.bundle_b1)}),
+            "2": [fleet_runs_device(fleet_runs.bundle_b2)],
+        },
+        "missing": [],
+        "replicated": [1],
+    }
+    for lib in (nn, nt):
+        assert (out / lib / "final.yaml").is_file() and (out / "logic" / f"gfx90c_{lib}.yaml").is_file()
+    assert (out / "TensileLibrary.dat").stat().st_size > 0 and (out / "registry/registry.sqlite").is_file()
+    md = (out / "acceptance.md").read_text()
+    assert "## Devices" in md and "Ryzen 3 5300U" in md and "Ryzen 7 5700U" in md
+    assert "2 shards: received 1/2 \\(2 device\\(s\\)\\), 2/2 \\(1 device\\(s\\)\\); missing none" in md
+    html = (out / "acceptance.html").read_text()
+    assert 'data-library="Cijk_Ailk_Bljk_DB"' in html and "Merged acceptance report" in html
+    store = yaml.safe_load((out / "registry/consolidated.yaml").read_text())
+    assert store["bundles"] == 3 and store["records"]["benchmarked"] > 0
+
+
+@pytest.mark.slow
+def test_one_testers_bundle_merges_to_the_testers_own_logic(fleet_runs, tmp_path):
+    merge([fleet_runs.bundle_b2], tmp_path, settings())
+    lib = "Cijk_Ailk_Bjlk_DB"
+    mine = yaml.safe_load((fleet_runs.work_b / "results/gfx90c/logic" / f"gfx90c_{lib}.yaml").read_text())
+    merged = yaml.safe_load((tmp_path / "gfx90c/logic" / f"gfx90c_{lib}.yaml").read_text())
+    assert merged == mine
+
+
+def fleet_runs_device(bundle) -> str:
+    import tarfile
+
+    with tarfile.open(bundle, "r:gz") as tar:
+        return yaml.safe_load(tar.extractfile("bundle.yaml").read())["device"]["id"]

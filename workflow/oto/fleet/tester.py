@@ -1,0 +1,339 @@
+"""``oto tester`` and ``oto shards``: commands (like oto.cli they drive Snakemake and read the run plan,
+oto.run.plan; nothing in the domain imports this module).
+
+``oto tester``, one command for a tester: ``check`` runs the preflight; ``run`` runs the preflight, writes
+the device profile, runs the workflow on this device's shard with ``snakemake`` and packs the bundle;
+``bundle`` packs (again) the bundle of the last run, after a resumed or interrupted night. ``oto shards N``
+prints what each of N shards holds.
+
+The tester's own files live under ``results/<arch>/tester/``: ``device/<arch>.yaml`` (the device profile,
+rewritten only when a fact changed, so a resumed run redoes nothing), ``preflight.yaml`` and ``run.yaml``
+(the settings of the last run, which ``bundle`` reuses). Bundles go to ``bundles/``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import subprocess
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from oto.files import atomic_write_text, dump_yaml, read_yaml
+from oto.fleet.bundle import BundleError, BundleSpec, Scrubber, file_sha256, write_bundle
+from oto.fleet.device import DeviceFacts, DeviceProfileError, device_profile, read_facts, run_command
+from oto.fleet.preflight import (
+    Check,
+    as_records,
+    blocking,
+    checks,
+    current_tty,
+    format_checks,
+    power_facts,
+    session_facts,
+)
+from oto.fleet.shards import Shard, ShardError
+from oto.hardware.profile import load_profile, profile_path
+
+DEFAULT_CONFIGS = ("config/tester.yaml", "config/config.yaml")
+MEMORY_INFO = "dmidecode-memory.txt"
+
+
+def captured_runner(root: Path):
+    """With ``--root``, commands answer from captured outputs: ``<root>/captured/<cmd words joined by _>.txt``
+    (``rocminfo.txt``, ``dmidecode_-t_17.txt``, ``systemctl_is-active_display-manager.txt``); None if
+    absent."""
+
+    def run(cmd: list[str]) -> str | None:
+        f = root / "captured" / ("_".join(cmd) + ".txt")
+        return f.read_text() if f.is_file() else None
+
+    return run
+
+
+def _last_run() -> dict[str, Any]:
+    """The settings of the last ``oto tester run`` in this folder (its config file and shard), if one."""
+    runs = sorted(Path("results").glob("*/tester/run.yaml"), key=lambda p: p.stat().st_mtime)
+    return (read_yaml(runs[-1]) or {}) if runs else {}
+
+
+def _config(args: argparse.Namespace) -> tuple[dict[str, Any], Path]:
+    """The config file: --configfile, else the last run's (the same command every night), else the first of
+    DEFAULT_CONFIGS."""
+    last = _last_run().get("configfile")
+    if args.configfile:
+        path = Path(args.configfile)
+    elif last and Path(last).is_file():
+        path = Path(last)
+    else:
+        path = next((Path(c) for c in DEFAULT_CONFIGS if Path(c).is_file()), Path(DEFAULT_CONFIGS[-1]))
+    if not path.is_file():
+        raise SystemExit(f"oto tester: no configuration {path} (run the command in the oto folder)")
+    data = yaml.safe_load(path.read_text()) or {}
+    if not isinstance(data, dict):
+        raise SystemExit(f"oto tester: {path}: field '<top level>': expected a mapping")
+    return data, path
+
+
+def _preflight(
+    args: argparse.Namespace, config: dict[str, Any]
+) -> tuple[list[Check], DeviceFacts, dict | None]:
+    from oto.config import validate_config
+    from oto.environment import report
+
+    cfg = validate_config({**config, "shard": args.shard}, "config")
+    arch = cfg["arch"]
+    arch_file = profile_path(arch)
+    arch_profile = load_profile(arch_file)
+    root = Path(args.root) if args.root else Path("/")
+    run = captured_runner(root) if args.root else run_command
+    info = Path(args.memory_info) if args.memory_info else Path(MEMORY_INFO)
+    try:
+        facts = read_facts(root, run, memory=args.memory, memory_info=info if info.is_file() else None)
+    except ValueError as exc:
+        raise SystemExit(f"oto tester: --memory: {exc}") from None
+    device = None
+    problem = None
+    try:
+        device = device_profile(arch_profile, facts, str(arch_file))
+    except (DeviceProfileError, ValueError) as exc:
+        problem = Check(
+            "device_profile",
+            "stop",
+            f"the device facts do not fit {arch}: {exc}",
+            "check the values read above; pass --memory if the memory was misread",
+        )
+    env_report = report(arch_profile, cfg["tensile"])
+    env_report["hip_version"] = env_report.get("hip_version") or facts.rocm
+    environ = dict(os.environ)
+    found = checks(
+        arch=arch,
+        env_report=env_report,
+        facts=facts,
+        arch_profile=arch_profile,
+        device=device,
+        session=session_facts(environ, run, tty=None if args.root else current_tty()),
+        power=power_facts(root, run),
+        environ=environ,
+        config=cfg,
+        simulate=args.simulate,
+    )
+    if problem is not None:
+        found = [c for c in found if c.name != "device_profile"] + [problem]
+    return found, facts, device
+
+
+def _tester_dir(arch: str) -> Path:
+    return Path("results") / arch / "tester"
+
+
+def _write_if_changed(path: Path, text: str) -> None:
+    """Keep the file (and its mtime) when nothing changed: Snakemake reruns every job of a changed input."""
+    if path.is_file() and path.read_text() == text:
+        return
+    atomic_write_text(path, text)
+
+
+def _bundle(run_settings: dict[str, Any], bundles: Path, preflight: list[dict] | None) -> tuple[Path, dict]:
+    from oto.run.plan import PlanError, plan_run
+
+    config, cfg_path = (
+        yaml.safe_load(Path(run_settings["configfile"]).read_text()),
+        run_settings["configfile"],
+    )
+    config.update(run_settings["overrides"])
+    try:
+        plan = plan_run(config, [cfg_path])
+    except PlanError as exc:
+        raise SystemExit(f"oto tester: {exc}") from None
+    results = Path("results") / plan.arch
+    logs_root = results / "logs"
+    logs = sorted(p for p in logs_root.glob("*") if p.is_file())
+    for lib in plan.libraries:
+        logs += sorted(p for p in (logs_root / lib).rglob("*") if p.is_file())
+    extra = []
+    smk_logs = sorted(Path(".snakemake/log").glob("*.snakemake.log"), key=lambda p: p.stat().st_mtime)
+    if smk_logs:
+        extra.append(("snakemake.log", smk_logs[-1]))
+    spec = BundleSpec(
+        arch=plan.arch,
+        shard=str(plan.shard),
+        libraries=plan.libraries,
+        config=plan.config,
+        profile=load_profile(plan.profile_file),
+        arch_profile=load_profile(profile_path(plan.arch)),
+        arch_profile_file=profile_path(plan.arch),
+        results=results,
+        logs=logs,
+        preflight=preflight,
+        extra_logs=extra,
+    )
+    return write_bundle(spec, bundles, Scrubber(os.environ, Path.cwd()))
+
+
+def _say_bundle(path: Path, descriptor: dict[str, Any]) -> None:
+    done, total = len(descriptor["finished"]), len(descriptor["libraries"])
+    print(f"\nBundle written: {path}")
+    print(f"  size {path.stat().st_size} bytes, sha256 {file_sha256(path)}")
+    print(
+        f"  numbers: {descriptor['numbers']}; {done} of {total} libraries of shard {descriptor['shard']} "
+        "finished" + ("; run the same command again to resume the rest" if done < total else "")
+    )
+    print("  Send this file to the maintainer (e-mail, shared folder, or the upload link they gave you).")
+    print(f"  Your own tuned library for this machine: results/{descriptor['arch']}/TensileLibrary.dat")
+
+
+def main(argv: Sequence[str]) -> int:
+    argv = list(argv)
+    extra: list[str] = []
+    if "--" in argv:
+        cut = argv.index("--")
+        argv, extra = argv[:cut], argv[cut + 1 :]
+    ap = argparse.ArgumentParser(
+        prog="oto tester",
+        description="One command for a tester: check this machine, tune your shard of the deck overnight, "
+        "and pack the results into one bundle for the maintainer (README, 'For testers').",
+        epilog="Arguments after -- go to snakemake (e.g. oto tester run --shard 2/4 -- --keep-going).",
+    )
+    ap.add_argument(
+        "action",
+        choices=("check", "run", "bundle"),
+        nargs="?",
+        default="run",
+        help="check: preflight only; run (default): preflight, tuning, bundle; bundle: pack the last run",
+    )
+    ap.add_argument("--shard", default=None, help="i/n: your shard, as the maintainer gave it (default 1/1)")
+    ap.add_argument(
+        "--configfile",
+        help=f"run configuration (default: the last run's, else the first of {', '.join(DEFAULT_CONFIGS)})",
+    )
+    ap.add_argument(
+        "--memory",
+        help="your memory as TYPE-SPEED, e.g. ddr4-3200 or lpddr4x-4266 (when the check cannot read it)",
+    )
+    ap.add_argument(
+        "--memory-info", help=f"saved output of 'sudo dmidecode -t memory' (default {MEMORY_INFO})"
+    )
+    ap.add_argument("--simulate", action="store_true", help="use the simulated GPU even where a GPU is found")
+    ap.add_argument("--cores", help="CPU cores for compiles (default: all)")
+    ap.add_argument("--bundles", default="bundles", help="folder for the bundle (default bundles/)")
+    ap.add_argument("--root", help=argparse.SUPPRESS)  # read device facts under this folder (tests)
+    args = ap.parse_args(argv)
+    config, cfg_path = _config(args)
+    arch = str(config.get("arch", "gfx90c"))
+    tdir = _tester_dir(arch)
+    settings_path = tdir / "run.yaml"
+    if args.action == "bundle":
+        if not settings_path.is_file():
+            print(
+                f"oto tester: no run to bundle ({settings_path} not found); run `oto tester run` first",
+                file=sys.stderr,
+            )
+            return 2
+        settings = read_yaml(settings_path)
+        pre = read_yaml(tdir / "preflight.yaml") if (tdir / "preflight.yaml").is_file() else None
+        try:
+            path, descriptor = _bundle(settings, Path(args.bundles), pre)
+        except BundleError as exc:
+            print(f"oto tester: {exc}", file=sys.stderr)
+            return 1
+        _say_bundle(path, descriptor)
+        return 0
+    if args.shard is None:
+        previous = read_yaml(settings_path) if settings_path.is_file() else {}
+        args.shard = ((previous or {}).get("overrides") or {}).get("shard", "1/1")
+    try:
+        Shard.parse(args.shard)
+    except ShardError as exc:
+        print(f"oto tester: --shard: {exc}", file=sys.stderr)
+        return 2
+    print(f"oto tester: {cfg_path}, shard {args.shard}\n")
+    found, facts, device = _preflight(args, config)
+    print(format_checks(found))
+    if args.action == "check":
+        return 1 if blocking(found) else 0
+    if blocking(found):
+        return 2
+    dev_path = tdir / "device" / f"{arch}.yaml"
+    _write_if_changed(dev_path, dump_yaml(device))
+    _write_if_changed(tdir / "preflight.yaml", dump_yaml(as_records(found)))
+    overrides = {"shard": args.shard, "device_profile": str(dev_path)}
+    if args.simulate:
+        overrides["backend"] = "sim"
+    settings = {"configfile": str(cfg_path), "overrides": overrides}
+    _write_if_changed(settings_path, dump_yaml(settings))
+    cmd = [
+        sys.executable,
+        "-m",
+        "snakemake",
+        "--configfile",
+        str(cfg_path),
+        "--config",
+        *(f"{k}={v}" for k, v in overrides.items()),
+    ]
+    if args.cores:
+        cmd += ["--cores", str(args.cores)]
+    cmd += extra
+    print(
+        f"\nRunning: snakemake {' '.join(cmd[3:])}\n(interrupted? run the same command again: finished work "
+        "is kept)\n",
+        flush=True,
+    )
+    rc = subprocess.run(cmd).returncode
+    if rc != 0:
+        print(
+            f"\nThe run stopped with errors (snakemake exit {rc}); bundling what finished.", file=sys.stderr
+        )
+    try:
+        path, descriptor = _bundle(settings, Path(args.bundles), as_records(found))
+    except BundleError as exc:
+        print(f"oto tester: {exc}", file=sys.stderr)
+        return 1
+    _say_bundle(path, descriptor)
+    return rc
+
+
+def shards_main(argv: list[str]) -> int:
+    """``oto shards N``: what each of N shards holds, for the maintainer choosing N (one night per shard)."""
+    import argparse
+
+    import yaml
+
+    from oto.config import validate_config
+    from oto.run.plan import PlanError, deck_library_names, select_libraries
+
+    ap = argparse.ArgumentParser(
+        prog="oto shards",
+        description="Print the libraries and deck sizes of each of N shards of the selected deck (a "
+        "library's shard is a hash of its name: the split never changes when the deck does).",
+    )
+    ap.add_argument("count", type=int, help="number of shards (testers)")
+    ap.add_argument(
+        "--configfile", default="config/tester.yaml", help="config whose families and deck to split"
+    )
+    args = ap.parse_args(argv)
+    if args.count < 1:
+        ap.error("count must be at least 1")
+    try:
+        with open(args.configfile) as fh:
+            cfg = validate_config(yaml.safe_load(fh) or {}, args.configfile)
+        names, _ = deck_library_names(cfg["deck"]["source"], cfg["deck"]["path"])
+        selected = select_libraries(names, cfg["families"], cfg["patterns"], args.configfile)
+        libs = sorted(x for v in selected.values() for x in v)
+    except (OSError, ValueError, PlanError) as exc:
+        print(f"oto shards: {exc}")
+        return 2
+    from oto.deck.sources import load_deck
+
+    deck = load_deck(cfg["deck"]["source"], cfg["deck"]["path"])
+    for i in range(1, args.count + 1):
+        mine = Shard(i, args.count).select(libs)
+        sizes = sum(len(deck.libraries[x].sizes) for x in mine)
+        print(f"shard {i}/{args.count}: {len(mine)} libraries, {sizes} deck sizes")
+        for x in mine:
+            print(f"  {x} ({len(deck.libraries[x].sizes)} sizes)")
+    return 0
