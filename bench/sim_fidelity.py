@@ -18,6 +18,12 @@ family and overall, separately for the rows of the files the physics was fitted 
 
 GFLOPS use oto's flop count (8 per complex MAC); the recorded complex GFLOPS (Tensile's client counts 2) are
 converted through the launch time they imply (``oto.hardware.simulated.calibration.recorded_time_us``).
+
+Every figure is printed twice: **raw** (the simulator as shipped: the profile's chip) and
+**campaign-adjusted** (rows of the later measurement campaign, told apart by their winners' Tensile
+generation, simulated at that campaign's operating point as ``oto calibrate`` fitted it on the fit split:
+``calibration.CAMPAIGNS``, docs/simulator.md). Ranks compare solutions at one size and are the same in both.
+Each campaign's rows are also reported on their own, raw.
 Targets (issue #15, held-back vega10 files): >= 75% within 25%, eff rho >= 0.7, winner pct median <= 5%, every
 family's median ratio within 0.85-1.15. The numbers are simulated against recorded real measurements.
 """
@@ -35,7 +41,13 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "workflow"))
 
 from oto.hardware.profile import load_profile  # noqa: E402
-from oto.hardware.simulated.calibration import fidelity, load_recorded, rows_frame  # noqa: E402
+from oto.hardware.simulated.calibration import (  # noqa: E402
+    fidelity,
+    figures,
+    load_campaigns,
+    load_recorded,
+    rows_frame,
+)
 from oto.hardware.simulated.performance import MODEL_VERSION, PHYSICS_FILE, Physics, SimGPU  # noqa: E402
 
 TARGETS = {"within_25pct": 0.75, "efficiency_spearman": 0.7, "winner_rank_percentile_median": 5.0}
@@ -68,6 +80,7 @@ def table(title: str, fid: dict) -> str:
 
 
 def verdict(fid: dict) -> list[str]:
+    """One line per target of issue #15."""
     o = fid["overall"]
     out = [
         f"within 25%: {o['within_25pct'] * 100:.1f}% (target >= 75%): "
@@ -104,11 +117,12 @@ def main(argv: list[str] | None = None) -> int:
     profile = load_profile(args.profile)
     doc = json.loads(Path(args.physics).read_text())
     physics = Physics.load(args.physics)
+    campaigns = load_campaigns(args.physics)
     fitted = set(doc.get("fitted_on", {}).get("fit_files", []))
     fitted_logic = doc.get("fitted_on", {}).get("logic")
     files = load_recorded(args.logic)
     gpu = SimGPU(profile, physics=physics)
-    df = rows_frame(gpu, files)
+    df = rows_frame(gpu, files, campaign_factors=campaigns)
     same_folder = Path(args.logic).resolve().name == fitted_logic
     df["split"] = [
         "fit" if (same_folder and name in fitted) else "held_back" for name in df["file"]
@@ -119,23 +133,47 @@ def main(argv: list[str] | None = None) -> int:
         "logic": str(args.logic),
         "physics": args.physics,
         "numbers": "simulated, compared with recorded real GFLOPS",
+        "campaigns": campaigns,
         "splits": {},
+        "splits_campaign_adjusted": {},
+        "by_campaign": {},
     }
     print(f"sim fidelity: {len(files)} files, {len(df)} rows, {args.profile}, model {MODEL_VERSION}")
+    print(f"campaign operating points (fitted with the physics): {campaigns}")
+    print("rows per campaign: " + ", ".join(f"{c} {n}" for c, n in df["campaign"].value_counts().items()))
+    for adjusted, key, label in (
+        (False, "splits", "raw"),
+        (True, "splits_campaign_adjusted", "campaign-adjusted"),
+    ):
+        for split in ("fit", "held_back"):
+            part = df[df["split"] == split]
+            if part.empty:
+                continue
+            fid = fidelity(part, adjusted)
+            fid["files"] = sorted(set(part["file"]))
+            out[key][split] = fid
+            print()
+            print(table(f"{label}, {split.replace('_', ' ')}: {len(fid['files'])} files", fid))
+        if "held_back" in out[key]:
+            print()
+            for line in verdict(out[key]["held_back"]):
+                print(f"- {label}, held back: {line}")
+    # Each campaign's rows on their own, raw (the first campaign's board is the chip the profile describes).
+    print()
+    print("| split | campaign | rows | within 25% | median ratio (IQR) | eff rho | winner pct median |")
+    print("|---|---|---|---|---|---|---|")
     for split in ("fit", "held_back"):
-        part = df[df["split"] == split]
-        if part.empty:
-            continue
-        fid = fidelity(part)
-        fid["files"] = sorted(set(part["file"]))
-        out["splits"][split] = fid
-        print()
-        print(table(f"{split.replace('_', ' ')}: {len(fid['files'])} files", fid))
-    if "held_back" in out["splits"]:
-        print()
-        for line in verdict(out["splits"]["held_back"]):
-            print(f"- held back: {line}")
+        for campaign, part in sorted(df[df["split"] == split].groupby("campaign"), key=lambda x: x[0]):
+            f = figures(part)
+            out["by_campaign"].setdefault(split, {})[campaign] = f
+            iqr = f"{_fmt(f['ratio_q25'], '.2f')}-{_fmt(f['ratio_q75'], '.2f')}"
+            print(
+                f"| {split} | {campaign} | {f['rows']} | {f['within_25pct'] * 100:.1f}% | "
+                f"{_fmt(f['median_ratio'], '.3f')} ({iqr}) | {_fmt(f['efficiency_spearman'], '.3f')} | "
+                f"{_fmt(f.get('winner_rank_percentile_median'), '.1f')}% |"
+            )
     out["all"] = fidelity(df)
+    out["all_campaign_adjusted"] = fidelity(df, True)
     out["wall_s"] = round(time.time() - t0, 1)
     print(f"\n{out['wall_s']} s")
     if args.json:

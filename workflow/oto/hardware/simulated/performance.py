@@ -23,7 +23,7 @@ import numpy as np
 from oto.gemm import Family
 from oto.tensile.params import PARAMS
 
-MODEL_VERSION = "simgpu-2"
+MODEL_VERSION = "simgpu-3"
 
 # GCN/Vega facts (Vega ISA guide; per CU unless stated): they hold for every gfx9 chip and are not fitted.
 LDS_BYTES_PER_CLK = 128  # 32 banks x 4 bytes
@@ -56,7 +56,7 @@ class Physics:
     one stands for and the bounds the fit keeps it in (:data:`PHYSICS_BOUNDS`)."""
 
     # VALU issue slots per MAC instruction relative to one ideal full-rate instruction, per datatype key
-    # (A, C/D and compute type: SSS, DDD, HHH, HHS, HSS, CCC, ZZZ). Packing, op_sel shuffles, conversions.
+    # (A/B and compute type: SS, DD, HH, HS, CC, ZZ). Packing, op_sel shuffles, conversions.
     mac_cost: Mapping[str, float]
     issue_source: float  # share of VALU issue slots hipcc-compiled HIP-source kernels fill (asm: ISSUE_ASM)
     lds_efficiency: float  # share of the LDS peak that fragment reads and tile writes sustain
@@ -69,9 +69,15 @@ class Physics:
     tail_cost: float  # extra cost of the K-tail iteration (guarded element loads) relative to a full one
     misaligned_cost: float  # extra memory time when A's or B's contiguous size is not a GLVW multiple
     camping: float  # DRAM efficiency when all workgroups stream one channel (4 KiB strides, StaggerU 0)
-    gsu_atomic_cost: float  # C traffic per split of GlobalSplitU's compare-swap loops, in C passes
+    gsu_atomic_cost: float  # extra C traffic of GlobalSplitU's compare-swap retries, per read-modify-write
     lsu_cost: float  # LDS passes of LocalSplitU's reduction per split, relative to an ideal one
     batch_overhead_cycles: float  # per-batch set-up of a workgroup (batch pointers/strides), in clocks
+    # C/D traffic of the epilogue relative to ideal stores, per full datatype code (A, C/D and compute type:
+    # SSS, HHS, HSS, ...; absent: 1). Fitted per type like mac_cost: the recorded HSS_BH rows write their
+    # single-precision D at about a third of the bandwidth HHS_BH's half-precision D gets.
+    store_cost: Mapping[str, float]
+    source_launch_us: float  # extra launch overhead of a HIP-source kernel over an assembly one
+    lds_latency_cycles: float  # issue-to-data latency of an LDS read (exposed when a k step is too short)
 
     @classmethod
     def load(cls, path: str | Path = PHYSICS_FILE) -> Physics:
@@ -92,7 +98,7 @@ class Physics:
         return cls(**{k: (dict(v) if isinstance(v, Mapping) else float(v)) for k, v in d.items()})
 
     def to_dict(self) -> dict[str, Any]:
-        return {f.name: (dict(getattr(self, f.name)) if f.name == "mac_cost" else getattr(self, f.name))
+        return {f.name: (dict(getattr(self, f.name)) if f.name in DATATYPE_TABLES else getattr(self, f.name))
                 for f in fields(self)}  # fmt: skip
 
 
@@ -107,18 +113,28 @@ PHYSICS_BOUNDS: dict[str, tuple[float, float]] = {
     "hide_waves": (0.2, 8.0),
     "edge_cost_0": (0.0, 1.5),
     "edge_cost_1": (0.0, 1.5),
-    "tail_cost": (0.0, 8.0),
-    "misaligned_cost": (0.0, 4.0),
+    "tail_cost": (0.0, 1.0),  # the tail loop is at most one more (guarded) iteration
+    "misaligned_cost": (0.0, 1.0),  # a misaligned vector load straddles at most two cache lines
     "camping": (0.3, 1.0),
     "gsu_atomic_cost": (0.0, 4.0),
     "lsu_cost": (0.0, 4.0),
     "batch_overhead_cycles": (0.0, 4000.0),
+    "store_cost": (1.0, 6.0),
+    "source_launch_us": (0.0, 30.0),
+    "lds_latency_cycles": (16.0, 400.0),
 }
+DATATYPE_TABLES = ("mac_cost", "store_cost")  # Physics fields that map a datatype key to a cost
+
+
+def store_key(family: Family) -> str:
+    """The key of :attr:`Physics.store_cost`: A, C/D and compute type chars (``HSS`` for HSS_BH)."""
+    return family.a.char + family.dest.char + family.compute.char
 
 
 def datatype_key(family: Family) -> str:
-    """The key of :attr:`Physics.mac_cost`: A, C/D and compute type chars (``HHS`` for HHS_BH)."""
-    return family.a.char + family.dest.char + family.compute.char
+    """The key of :attr:`Physics.mac_cost`: the A/B and compute type chars (``HS`` for HHS_BH and HSS_BH).
+    The summation loop's MACs depend on those two only; the C/D type changes the epilogue, not the loop."""
+    return family.a.char + family.compute.char
 
 
 @dataclass(frozen=True)
@@ -538,7 +554,7 @@ class SimGPU:
 
         # DRAM traffic. A is re-read once per group of N-tiles that run together (WorkGroupMapping bands of
         # concurrent workgroups share it in L2), B once per group of M-tiles; panels that fit in L2 are reused
-        # across later workgroups too. C is read (beta) and D written once; GSU adds compare-swap traffic.
+        # across later workgroups too. C and D move in the epilogue (below).
         conc = np.minimum(wgs, a.cus * occ)
         g1 = np.minimum(tiles1, p["WorkGroupMapping"])
         g0 = np.clip(np.ceil(conc / g1), 1, tiles0)
@@ -550,11 +566,7 @@ class SimGPU:
         reuse_b = g0 + (tiles0 - g0) * np.maximum(fit_band, fit_all)
         a_bytes = m * k * eb * tiles1 / reuse_a
         b_bytes = n * k * eb * tiles0 / reuse_b
-        c_bytes = 2 * m * n * eb_out
-        gsu_bytes = (
-            (ph.gsu_atomic_cost * g.gsu * 2 * m * n * eb_c + 2 * m * n * eb_out) if g.gsu > 1 else 0 * m
-        )
-        dram = batch * (a_bytes + b_bytes + c_bytes + gsu_bytes)
+        dram = batch * (a_bytes + b_bytes)
         # Coalescing: sub-dword global loads waste DRAM bursts; 4 KiB leading strides camp on one channel
         # unless StaggerU staggers the start of each workgroup's summation loop; a contiguous size that is
         # not a multiple of the load vector splits loads across cache lines.
@@ -567,9 +579,9 @@ class SimGPU:
         bw_eff = bw_eff / np.where(misaligned, 1 + ph.misaligned_cost, 1.0)
         clock_hz = clock_mhz * 1e6
         active = np.minimum(a.cus, wgs)
-        cu_bw = np.minimum(L1_BYTES_PER_CLK, a.sustained_gbs * 1e9 * bw_eff / active / clock_hz)  # B/clk
+        cu_share = a.sustained_gbs * 1e9 / active / clock_hz  # B/clk of DRAM bandwidth per busy CU
+        cu_bw = np.minimum(L1_BYTES_PER_CLK, cu_share * bw_eff)
         mem = dram / (wgs * iters) / cu_bw
-
         # Overlap: with more resident waves (and local-read prefetch) VALU, LDS and memory work of different
         # waves overlap; the remainder serialises. A bigger thread tile gives each wave more independent FMAs
         # to issue while its own loads are in flight (instruction-level parallelism counts like waves).
@@ -588,26 +600,51 @@ class SimGPU:
         lat = chip.memory_latency_ns * clock_mhz / 1e3
         exposed = np.maximum(0.0, lat - g.pgr * c)
         one_buffer = int(p["1LDSBuffer"]) == 1 and g.pgr
-        chain = c + exposed + BARRIER_CYCLES * (1.5 if one_buffer else 1.0) / g.iu
+        # Each k step's MACs wait for that step's LDS reads, issued 1 + PLR steps ahead: a wave whose steps
+        # are shorter than the LDS latency stalls on it (small thread tiles, few waves per SIMD to hide it).
+        k_step = cyc * g.tt0 * g.tt1 * fmas / rate * ph.mac_cost.get(datatype_key(f), 1.0) / issue
+        waves_simd_wg = max(1.0, g.waves / a.simds)  # one workgroup's waves sharing a SIMD
+        lds_stall = max(0.0, ph.lds_latency_cycles - (1 + g.plr) * k_step * waves_simd_wg)
+        lds_exposed = lds_stall * g.du / g.lsu / g.iu
+        chain = c + exposed + lds_exposed + BARRIER_CYCLES * (1.5 if one_buffer else 1.0) / g.iu
         t_iter = np.maximum(c, chain / resident)
-        # Sizes that are not tile multiples: the partial tile's lanes run anyway (tiles are rounded up above),
-        # and the recorded rows show a whole-kernel slowdown on top, not one proportional to the edge
-        # workgroups (docs/simulator.md); the K tail adds a guarded iteration per workgroup.
+        # Sizes that are not tile multiples: the partial tile's lanes run anyway (tiles are rounded up above;
+        # Tensile's ShiftPtr keeps the edge loads in bounds without branches), edge_cost_* is any whole-kernel
+        # extra on top (the fit finds none); the K tail costs tail_cost iterations per workgroup.
         edge = 1 + ph.edge_cost_0 * ((m % g.mt0) > 0) + ph.edge_cost_1 * ((n % g.mt1) > 0)
         loop = wg_cu * (iters + ph.tail_cost * tail) * t_iter * edge
         rounds = np.ceil(wg_cu / resident)
-        setup = lat + EPILOGUE_CYCLES + np.where(batch > 1, ph.batch_overhead_cycles, 0.0)
+        setup = lat + np.where(batch > 1, ph.batch_overhead_cycles, 0.0)
         prologue = setup * (1 + (rounds - 1) * (1 - hide))
+        # Epilogue: each workgroup reads its C tile (beta) and writes D after its summation loop. The
+        # resident workgroups of a round finish together, so one round's C/D traffic at the CU's share of
+        # the bandwidth is exposed; later rounds overlap other workgroups' loops as far as waves hide it.
+        # With GSU > 1 each split adds its partial tile to D in the compute type with compare-swap loops
+        # (a read-modify-write, plus the retries of contended lines: gsu_atomic_cost).
+        store = ph.store_cost.get(store_key(f), 1.0)
+        if g.gsu == 1:
+            cd_bytes = 2 * g.mt0 * g.mt1 * eb_out * store
+        else:
+            cd_bytes = 2 * g.mt0 * g.mt1 * eb_c * (1 + ph.gsu_atomic_cost) * store
+        cd_bw = np.minimum(L1_BYTES_PER_CLK, cu_share * min(1.0, 0.7 + 0.1 * math.log2(g.vw * eb_out)))
+        epi_round = EPILOGUE_CYCLES + resident * cd_bytes / cd_bw
+        epilogue = epi_round * (1 + (rounds - 1) * (1 - hide))
         reduction = (
             (ph.lsu_cost * 2 * g.mt0 * g.mt1 * g.lsu * eb_c / LDS_BYTES_PER_CLK + BARRIER_CYCLES) * wg_cu
             if g.lsu > 1
             else 0
         )
-        cycles = loop + prologue + reduction
+        # Nothing beats the CU's share of the bandwidth for all its bytes (A/B, C/D and GSU traffic).
+        streamed = (dram / wgs / cu_bw + cd_bytes / cd_bw) * wg_cu
+        cycles = np.maximum(loop + prologue + epilogue + reduction, streamed)
+        if g.gsu > 1:  # the beta pass over C/D, a kernel of its own launched first, streams at full bandwidth
+            cycles = cycles + batch * 2 * m * n * eb_out / (a.sustained_gbs * 1e9 / clock_hz)
 
         key = _key(f, p, a.name, self.seed)
         rugged = (1 + RUGGED_CONFIG * _unit(key, 0xC0F)) * (1 + RUGGED_SIZE * _size_unit(key, m, n, batch, k))
         launch = chip.launch_us * (2 if g.gsu > 1 else 1)  # GSU > 1 launches the beta-scaling kernel first
+        if not g.asm:
+            launch += ph.source_launch_us
         time_us = launch + cycles / clock_mhz * rugged
         busy = np.maximum(valu, np.maximum(lds, mem))
         return {
@@ -620,7 +657,8 @@ class SimGPU:
             "mem_cycles": mem,
             "hide": hide,
             "exposed_latency": exposed,
-            "dram_bytes": dram,
+            "lds_stall_cycles": np.full_like(time_us, lds_exposed),
+            "dram_bytes": dram + wgs * cd_bytes + (batch * 2 * m * n * eb_out if g.gsu > 1 else 0),
             "workgroups": wgs,
             "wg_per_cu": wg_cu,
             "resident": resident,
