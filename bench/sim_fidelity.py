@@ -22,8 +22,8 @@ converted through the launch time they imply (``oto.hardware.simulated.calibrati
 Every figure is printed twice: **raw** (the simulator as shipped: the profile's chip) and
 **campaign-adjusted** (rows of the later measurement campaign, told apart by their winners' Tensile
 generation, simulated at that campaign's operating point as ``oto calibrate`` fitted it on the fit split:
-``calibration.CAMPAIGNS``, docs/simulator.md). Ranks compare solutions at one size and are the same in both.
-Each campaign's rows are also reported on their own, raw.
+``calibration.CAMPAIGNS``, docs/simulator.md; only for the folder the physics was fitted on). Ranks compare
+solutions at one size and are the same in both. Each campaign's rows are also reported on their own, raw.
 Targets (issue #15, held-back vega10 files): >= 75% within 25%, eff rho >= 0.7, winner pct median <= 5%, every
 family's median ratio within 0.85-1.15. The numbers are simulated against recorded real measurements.
 """
@@ -122,8 +122,11 @@ def main(argv: list[str] | None = None) -> int:
     fitted_logic = doc.get("fitted_on", {}).get("logic")
     files = load_recorded(args.logic)
     gpu = SimGPU(profile, physics=physics)
-    df = rows_frame(gpu, files, campaign_factors=campaigns)
     same_folder = Path(args.logic).resolve().name == fitted_logic
+    # The campaign operating points describe the boards of the folder the physics was fitted on; another
+    # folder (another chip's files) gets raw figures only.
+    campaigns = campaigns if same_folder else {}
+    df = rows_frame(gpu, files, campaign_factors=campaigns or None)
     df["split"] = [
         "fit" if (same_folder and name in fitted) else "held_back" for name in df["file"]
     ]  # a file is "fit" only in the folder the physics was fitted on
@@ -141,10 +144,10 @@ def main(argv: list[str] | None = None) -> int:
     print(f"sim fidelity: {len(files)} files, {len(df)} rows, {args.profile}, model {MODEL_VERSION}")
     print(f"campaign operating points (fitted with the physics): {campaigns}")
     print("rows per campaign: " + ", ".join(f"{c} {n}" for c, n in df["campaign"].value_counts().items()))
-    for adjusted, key, label in (
-        (False, "splits", "raw"),
-        (True, "splits_campaign_adjusted", "campaign-adjusted"),
-    ):
+    views = [(False, "splits", "raw")]
+    if campaigns:
+        views.append((True, "splits_campaign_adjusted", "campaign-adjusted"))
+    for adjusted, key, label in views:
         for split in ("fit", "held_back"):
             part = df[df["split"] == split]
             if part.empty:
@@ -173,7 +176,8 @@ def main(argv: list[str] | None = None) -> int:
                 f"{_fmt(f.get('winner_rank_percentile_median'), '.1f')}% |"
             )
     out["all"] = fidelity(df)
-    out["all_campaign_adjusted"] = fidelity(df, True)
+    if campaigns:
+        out["all_campaign_adjusted"] = fidelity(df, True)
     out["wall_s"] = round(time.time() - t0, 1)
     print(f"\n{out['wall_s']} s")
     if args.json:
