@@ -8,6 +8,10 @@ rows of the *fit split* (:func:`held_back`); :func:`fidelity` computes the agree
 ``bench/sim_fidelity.py`` prints, on any rows. ``oto calibrate`` runs the fit and writes the physics file and
 the profile's fitted chip constants.
 
+A folder may mix measurement campaigns (:data:`CAMPAIGNS`, told apart by each row's winning solution): the
+fit simulates a later campaign's rows at that campaign's operating point (:func:`campaign_gpu`), fitted
+alongside as a nuisance of the data and stored apart from the physics, which the simulator alone reads.
+
 Flop counts: Tensile's client, and so every recorded GFLOPS, counts 2 flops per multiply-add, complex ones
 included; oto counts 8 per complex MAC (``Family.flops_per_mac``). Rows are compared as *times*
 (:func:`recorded_time_us` converts with Tensile's count), and every GFLOPS figure here uses oto's count.
