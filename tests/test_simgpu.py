@@ -198,13 +198,13 @@ def test_physical_effects_point_the_right_way(sim):
     # GSU helps a small-MN, deep-K problem and hurts a big one
     skinny = (128, 128, 1, 65536)
     gsu = {"ThreadTile": (4, 4), "WorkGroup": (16, 16, 1), "DepthU": 16, "VectorWidth": 4}
-    # (simgpu-2: 0.66x; the split's latency and second launch are calibrated on real gfx900 rows)
+    # (simgpu-3: 0.53x; the split's latency and second launch are calibrated on real gfx900 rows)
     assert sim.true_time_us("SB", {**gsu, "GlobalSplitU": 8}, *skinny) < 0.75 * sim.true_time_us(
         "SB", gsu, *skinny
     )
-    # (simgpu-1 also asserted that GSU 8 is slower on a big problem; the fit to real gfx900 rows puts the
-    # compare-swap retries at zero, and the split's read-modify-write of C in the compute type and its beta
-    # pass are bandwidth a big problem does not miss: docs/simulator.md, "Known gaps")
+    # on a big problem the split only adds its beta pass, the read-modify-write of each partial tile and a
+    # second launch (simgpu-2 lost this: it had the compare-swap traffic at zero and nothing else)
+    assert sim.true_time_us("SB", {**base, "GlobalSplitU": 8}, *big) > 1.03 * t
     # 4 KiB leading dimensions camp on one DRAM channel unless StaggerU staggers the loads
     mem_bound = {"ThreadTile": (2, 2), "WorkGroup": (16, 16, 1), "DepthU": 8, "VectorWidth": 2}
     bd_on = sim.breakdown("SB", mem_bound, 4096, 4096, 1, 64)
