@@ -182,21 +182,29 @@ def test_physical_effects_point_the_right_way(sim):
     big = (4096, 4096, 1, 4096)
     base = {"ThreadTile": (8, 8), "WorkGroup": (16, 16, 1), "DepthU": 16, "VectorWidth": 4}
     t = float(sim.true_time_us("SB", base, *big))
-    # assembly beats HIP source by a modest factor
+    # assembly beats HIP source: the calibration on real gfx900 rows puts hipcc's issue rate at about half
+    # of Tensile's assembly (Physics.issue_source), so the gap is large but bounded
     src = float(sim.true_time_us("SB", {**base, "KernelLanguage": "Source", "PrefetchGlobalRead": 1}, *big))
-    assert 1.05 < src / t < 1.6
+    assert 1.3 < src / t < 2.5
     # register blocking: a 2x2 thread tile is LDS-bound
     small = {"ThreadTile": (2, 2), "WorkGroup": (16, 16, 1), "DepthU": 16, "VectorWidth": 2}
     assert sim.true_time_us("SB", small, *big) > 1.3 * t
-    # no global prefetch exposes DRAM latency
-    assert sim.true_time_us("SB", {**base, "PrefetchGlobalRead": 0}, *big) > t
+    # no global prefetch exposes DRAM latency (resident workgroups may still hide it: 618 of the 3066 shipped
+    # vega10 solutions have PGR off)
+    assert (
+        sim.breakdown("SB", {**base, "PrefetchGlobalRead": 0}, *big)["exposed_latency"]
+        > sim.breakdown("SB", base, *big)["exposed_latency"]
+    )
     # GSU helps a small-MN, deep-K problem and hurts a big one
     skinny = (128, 128, 1, 65536)
     gsu = {"ThreadTile": (4, 4), "WorkGroup": (16, 16, 1), "DepthU": 16, "VectorWidth": 4}
-    assert sim.true_time_us("SB", {**gsu, "GlobalSplitU": 8}, *skinny) < 0.6 * sim.true_time_us(
+    # (simgpu-3: 0.53x; the split's latency and second launch are calibrated on real gfx900 rows)
+    assert sim.true_time_us("SB", {**gsu, "GlobalSplitU": 8}, *skinny) < 0.75 * sim.true_time_us(
         "SB", gsu, *skinny
     )
-    assert sim.true_time_us("SB", {**base, "GlobalSplitU": 8}, *big) > t
+    # on a big problem the split only adds its beta pass, the read-modify-write of each partial tile and a
+    # second launch (simgpu-2 lost this: it had the compare-swap traffic at zero and nothing else)
+    assert sim.true_time_us("SB", {**base, "GlobalSplitU": 8}, *big) > 1.03 * t
     # 4 KiB leading dimensions camp on one DRAM channel unless StaggerU staggers the loads
     mem_bound = {"ThreadTile": (2, 2), "WorkGroup": (16, 16, 1), "DepthU": 8, "VectorWidth": 2}
     bd_on = sim.breakdown("SB", mem_bound, 4096, 4096, 1, 64)
@@ -214,6 +222,33 @@ def test_physical_effects_point_the_right_way(sim):
     )
     # a partial tile costs a full one: 4097 pays for 4160
     assert sim.true_time_us("SB", base, 4097, 4096, 1, 4096) > 1.01 * t
+    # workgroups of fewer waves than SIMDs are spread over the SIMDs, not stacked on one (64-thread
+    # workgroups: 4x the VGPR-limited count of a 256-thread one, up to the 16 workgroup slots)
+    one_wave = {"ThreadTile": (4, 4), "WorkGroup": (8, 8, 1), "DepthU": 8, "VectorWidth": 4}
+    four_waves = {**one_wave, "WorkGroup": (16, 16, 1)}
+    assert sim.occupancy("SB", one_wave) == min(16, 4 * sim.occupancy("SB", four_waves))
+    # a size that needs the K tail costs more than its tile-aligned neighbour of the same work
+    assert sim.true_time_us("SB", base, 4096, 4096, 1, 56) > sim.true_time_us("SB", base, 4096, 4096, 1, 64)
+    # HSS_BH runs HHS_BH's summation loop (the MAC cost is keyed by A/B and compute type), so a deep-K
+    # problem costs the same; its single-precision D costs the epilogue twice the bytes at the fitted store
+    # cost, so a rank-1 update (K = 1, all epilogue) is several times slower
+    hpa = {**base, "VectorWidth": 2}
+    deep = sim.true_time_us("HSS_BH", hpa, *big) / sim.true_time_us("HHS_BH", hpa, *big)
+    assert deep == pytest.approx(1.0, abs=0.08)
+    rank1 = (4096, 4096, 1, 1)
+    assert sim.true_time_us("HSS_BH", hpa, *rank1) > 2.5 * sim.true_time_us("HHS_BH", hpa, *rank1)
+    # a HIP-source kernel pays the fitted extra launch overhead
+    src_p = {**base, "KernelLanguage": "Source"}
+    assert (
+        sim.breakdown("SB", src_p, 64, 64, 1, 64)["launch_us"]
+        > sim.breakdown("SB", base, 64, 64, 1, 64)["launch_us"] + 1.0
+    )
+    # a 2x2 thread tile's k step is shorter than the LDS read latency: without local-read prefetch a
+    # one-wave workgroup stalls on every step, with PLR it stalls less
+    one = {"ThreadTile": (2, 2), "WorkGroup": (8, 8, 1), "DepthU": 32, "VectorWidth": 2}
+    stall = sim.breakdown("SB", {**one, "PrefetchLocalRead": 0}, 256, 256, 1, 4096)["lds_stall_cycles"]
+    assert stall > sim.breakdown("SB", one, 256, 256, 1, 4096)["lds_stall_cycles"] > 0
+    assert sim.breakdown("SB", base, *big)["lds_stall_cycles"] == 0  # an 8x8 tile hides it
     # FP64 is compute-bound where FP32 is not
     assert sim.breakdown("DB", base, *big)["alu_fraction"] == pytest.approx(1.0)
 
@@ -262,14 +297,20 @@ def best_time(sim: SimGPU, lib: Library, space: list[dict], m, n, b, k) -> np.nd
 @pytest.mark.parametrize(
     ("fam", "lo", "hi"),
     [
+        # Ranges from the real gfx900 rows of the first measurement campaign (the chip the profile describes;
+        # calibration.CAMPAIGNS): the best shipped kernels at big sizes reach SGEMM 81-88%, HHS_BH 84-94%,
+        # packed FP16 78-83% of peak; no legacy row measures a big DGEMM (the prototype's gfx90c: DD 91.3%).
+        # HSS_BH runs HHS_BH's summation loop (simgpu-2 asserted 0.40-0.60: that was the second campaign's
+        # slower board, not HSS physics). For a profile without a timing block (sustained clock = peak).
+        # The prototype's gfx90c packed FP16 (~55%) is compared in bench/RESULTS.md, not asserted.
         ("DB", 0.85, 0.95),
-        ("HHS_BH", 0.75, 0.90),
-        ("HSS_BH", 0.75, 0.90),
-        ("HB", 0.45, 0.65),
-        ("SB", 0.70, 0.85),
+        ("HHS_BH", 0.80, 0.92),
+        ("HSS_BH", 0.80, 0.92),
+        ("HB", 0.75, 0.88),
+        ("SB", 0.75, 0.90),
     ],
 )
-def test_best_reachable_efficiency_matches_prototype(sim, spaces, fam, lo, hi):
+def test_best_reachable_efficiency_matches_calibration(sim, spaces, fam, lo, hi):
     lib = Library.build(fam, "NN")
     space = spaces(lib)
     assert len(space) > 200

@@ -10,6 +10,10 @@ import oto
 def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     commands = {
+        "calibrate": (
+            "fit the simulated GPU to the recorded GFLOPS of shipped logic files (docs/simulator.md)",
+            _calibrate,
+        ),
         "deck-manifest": ("derive the shipped deck manifest from a folder of logic files", _deck_manifest),
         "env": ("report GPU, ROCm, Tensile, compilers, client, API key and the auto backend", _env),
         "merge": ("merge testers' result bundles (folders or storage URLs) into one results/<arch>/", _merge),
@@ -34,6 +38,12 @@ def main(argv: list[str] | None = None) -> int:
         print(f"oto: unknown command {argv[0]!r} (try oto --help)", file=sys.stderr)
         return 2
     return int(commands[argv[0]][1](argv[1:]) or 0)
+
+
+def _calibrate(argv: list[str]) -> int:
+    from oto.hardware.simulated.calibration import main
+
+    return main(argv)
 
 
 def _deck_manifest(argv: list[str]) -> int:

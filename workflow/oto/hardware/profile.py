@@ -167,6 +167,17 @@ def _inconsistencies(p: dict) -> list[tuple[str, str]]:
                 f"{p['max_workgroup_size']} is not a multiple of wavefront_size {p['wavefront_size']}",
             )
         )
+    timing = p["timing"]
+    for key in ("launch_us", "memory_latency_ns"):  # JSON Schema's bounds let NaN through
+        if key in timing and not math.isfinite(timing[key]):
+            found.append((f"timing.{key}", f"{timing[key]} is not a finite number"))
+    for rate_class, mhz in timing.get("sustained_clock_mhz", {}).items():
+        if not math.isfinite(mhz):
+            found.append((f"timing.sustained_clock_mhz.{rate_class}", f"{mhz} is not a finite number"))
+        elif mhz > p["clock_mhz"]:
+            found.append(
+                (f"timing.sustained_clock_mhz.{rate_class}", f"{mhz} exceeds clock_mhz {p['clock_mhz']}")
+            )
     if p["apu"] and not mem["shared_with_cpu"]:
         found.append(("memory.shared_with_cpu", "must be true for an APU (apu: true)"))
     return found

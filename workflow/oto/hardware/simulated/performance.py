@@ -9,11 +9,13 @@ give the same true time; only the noise model (:mod:`oto.hardware.simulated.nois
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import math
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -21,40 +23,147 @@ import numpy as np
 from oto.gemm import Family
 from oto.tensile.params import PARAMS
 
-MODEL_VERSION = "simgpu-1"
+MODEL_VERSION = "simgpu-3"
 
-# GCN/Vega facts the arch profile does not carry (Vega ISA guide; per CU unless stated).
+# GCN/Vega facts (Vega ISA guide; per CU unless stated): they hold for every gfx9 chip and are not fitted.
 LDS_BYTES_PER_CLK = 128  # 32 banks x 4 bytes
-# Share of the LDS peak fragment reads sustain: wide ds_read_b64/b128 issue over several passes and the
-# reading waves compete with the tile writes for the same banks.
-LDS_EFFICIENCY = 0.75
 L1_BYTES_PER_CLK = 64  # vector memory path (TA/TD): caps what one CU can pull from L2/DRAM
 MAX_WG_PER_CU = 16  # workgroup (barrier) slots per CU
-MEM_LATENCY_NS = 600.0  # DRAM latency seen by an APU shader: L2 miss, data fabric, DDR4
 BARRIER_CYCLES = 48  # two s_barrier + waitcnt drains per unrolled iteration
 EPILOGUE_CYCLES = 400  # C address set-up, alpha/beta, store issue of one workgroup
 VALU_OVERHEAD_INSTR = 4  # loop counter, pointer increments, waitcnt per wave per iteration (asm)
-# Issue efficiency of the MAC stream: Vega's 4 VGPR banks and s_waitcnt on LDS reads stall some issue slots;
-# hipcc schedules the HIP-source kernels less tightly than Tensile's hand-ordered assembly.
-ISSUE_EFFICIENCY = {"Assembly": 0.94, "Source": 0.80}
-# Extra VALU instructions per MAC instruction that a rate class needs beyond the MAC itself:
-#   fp16_packed: v_pk_fma_f16 needs its operand pairs packed in one register; Tensile's non-HPA half
-#     kernels on gfx9 spend op_sel shuffles/v_pk_mov and lose dual-rate slots to 2-wide dependency chains
-#     (calibrated so the best kernel reaches ~55% of the packed peak, as the prototype measured).
-#   bf16/int8: operands are unpacked to 32-bit registers (shift/and) before the FP32/int24 MAC.
-MAC_FIXUP = {"fp16_packed": 0.62}
+# bf16/int8 operands are unpacked to 32-bit registers (shift/and) before the FP32/int24 MAC: one VALU
+# instruction per operand element (no vega10 logic file has these types, so this stays a count, not a fit).
 UNPACK_PER_OPERAND = {"bf16": 1.0, "int8": 1.0}
-HIDE_MAX = 0.95  # best overlap of VALU, LDS and memory work across waves
-HIDE_WAVES = 1.6  # waves per SIMD at which overlap reaches 1 - 1/e of HIDE_MAX
-ATOMIC_COST = 2.0  # GlobalSplitU without atomic add: compare-swap loops move each C element ~twice
+# Share of VALU issue slots Tensile's hand-ordered assembly fills: Vega's 4 VGPR banks and s_waitcnt on LDS
+# reads stall some. Fixed, not fitted: it and a chip's sustained clock scale the same VALU time, and the fit
+# gives that scale to the clock (docs/simulator.md).
+ISSUE_ASM = 0.94
 SPILL_OPS_PER_K = 2  # scratch load + store of each spilled VGPR per k step (HIP-source kernels only)
-CAMPING_PENALTY = 0.8  # DRAM efficiency when all workgroups stream the same channel (4 KiB strides)
-CAMPING_STRIDE = 4096
+CAMPING_STRIDE = 4096  # a leading dimension of a multiple of 4 KiB maps every column to one DRAM channel
 L2_USABLE = 0.75  # share of L2 a GEMM's panels can keep (C, page tables, associativity)
-LAUNCH_US = 6.0  # HIP kernel launch + completion signal on an APU
-EXTRA_LAUNCH_US = 4.0  # the beta-scaling kernel GlobalSplitU > 1 launches first
 RUGGED_CONFIG = 0.05  # per-configuration unmodelled slowdown, uniform in [0, 5%]
 RUGGED_SIZE = 0.02  # per-(configuration, size) unmodelled slowdown, uniform in [0, 2%]
+
+PHYSICS_FILE = Path(__file__).resolve().parent / "physics.json"
+
+
+@dataclass(frozen=True)
+class Physics:
+    """The fitted constants of the timing physics: they describe Tensile's VALU kernels on any GCN gfx9 CU,
+    not one chip (chip constants are in the arch profile's ``timing`` block). ``oto calibrate`` fits them to
+    recorded (solution, size, GFLOPS) rows and writes :data:`PHYSICS_FILE`; docs/simulator.md says what each
+    one stands for and the bounds the fit keeps it in (:data:`PHYSICS_BOUNDS`)."""
+
+    # VALU issue slots per MAC instruction relative to one ideal full-rate instruction, per datatype key
+    # (A/B and compute type: SS, DD, HH, HS, CC, ZZ). Packing, op_sel shuffles, conversions.
+    mac_cost: Mapping[str, float]
+    issue_source: float  # share of VALU issue slots hipcc-compiled HIP-source kernels fill (asm: ISSUE_ASM)
+    lds_efficiency: float  # share of the LDS peak that fragment reads and tile writes sustain
+    lds_broadcast: float  # share of a wave's same-address fragment reads the LDS serves as one broadcast
+    lds_overlap: float  # share of the smaller of VALU and LDS time hidden under the larger (with PLR)
+    hide_max: float  # best overlap of memory work with VALU/LDS work across waves
+    hide_waves: float  # waves per SIMD at which overlap reaches 1 - 1/e of hide_max
+    edge_cost_0: float  # whole-kernel slowdown when M is not a multiple of the macro tile's dim 0
+    edge_cost_1: float  # the same when N is not a multiple of its dim 1
+    tail_cost: float  # extra cost of the K-tail iteration (guarded element loads) relative to a full one
+    misaligned_cost: float  # extra memory time when A's or B's contiguous size is not a GLVW multiple
+    camping: float  # DRAM efficiency when all workgroups stream one channel (4 KiB strides, StaggerU 0)
+    gsu_atomic_cost: float  # extra C traffic of GlobalSplitU's compare-swap retries, per read-modify-write
+    lsu_cost: float  # LDS passes of LocalSplitU's reduction per split, relative to an ideal one
+    batch_overhead_cycles: float  # per-batch set-up of a workgroup (batch pointers/strides), in clocks
+    # C/D traffic of the epilogue relative to ideal stores, per full datatype code (A, C/D and compute type:
+    # SSS, HHS, HSS, ...; absent: 1). Fitted per type like mac_cost: the recorded HSS_BH rows write their
+    # single-precision D at about a third of the bandwidth HHS_BH's half-precision D gets.
+    store_cost: Mapping[str, float]
+    source_launch_us: float  # extra launch overhead of a HIP-source kernel over an assembly one
+    lds_latency_cycles: float  # issue-to-data latency of an LDS read (exposed when a k step is too short)
+
+    @classmethod
+    def load(cls, path: str | Path = PHYSICS_FILE) -> Physics:
+        data = json.loads(Path(path).read_text())
+        if data.get("model_version") != MODEL_VERSION:
+            raise ValueError(
+                f"{path}: constants fitted for model {data.get('model_version')!r}, this is {MODEL_VERSION}"
+                " (re-run oto calibrate)"
+            )
+        return cls.from_dict(data["physics"])
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> Physics:
+        names = {f.name for f in fields(cls)}
+        unknown, missing = sorted(set(d) - names), sorted(names - set(d))
+        if unknown or missing:
+            raise ValueError(f"physics constants: unknown {unknown}, missing {missing}")
+        return cls(**{k: (dict(v) if isinstance(v, Mapping) else float(v)) for k, v in d.items()})
+
+    def to_dict(self) -> dict[str, Any]:
+        return {f.name: (dict(getattr(self, f.name)) if f.name in DATATYPE_TABLES else getattr(self, f.name))
+                for f in fields(self)}  # fmt: skip
+
+
+# Where the fit may put each constant (physical limits, not guesses of the answer).
+PHYSICS_BOUNDS: dict[str, tuple[float, float]] = {
+    "mac_cost": (1.0, 4.0),
+    "issue_source": (0.3, 1.0),
+    "lds_efficiency": (0.3, 1.0),
+    "lds_broadcast": (0.0, 1.0),
+    "lds_overlap": (0.0, 1.0),
+    "hide_max": (0.3, 0.99),
+    "hide_waves": (0.2, 8.0),
+    "edge_cost_0": (0.0, 1.5),
+    "edge_cost_1": (0.0, 1.5),
+    "tail_cost": (0.0, 1.0),  # the tail loop is at most one more (guarded) iteration
+    "misaligned_cost": (0.0, 1.0),  # a misaligned vector load straddles at most two cache lines
+    "camping": (0.3, 1.0),
+    "gsu_atomic_cost": (0.0, 4.0),
+    "lsu_cost": (0.0, 4.0),
+    "batch_overhead_cycles": (0.0, 4000.0),
+    "store_cost": (1.0, 6.0),
+    "source_launch_us": (0.0, 30.0),
+    "lds_latency_cycles": (16.0, 400.0),
+}
+DATATYPE_TABLES = ("mac_cost", "store_cost")  # Physics fields that map a datatype key to a cost
+
+
+def store_key(family: Family) -> str:
+    """The key of :attr:`Physics.store_cost`: A, C/D and compute type chars (``HSS`` for HSS_BH)."""
+    return family.a.char + family.dest.char + family.compute.char
+
+
+def datatype_key(family: Family) -> str:
+    """The key of :attr:`Physics.mac_cost`: the A/B and compute type chars (``HS`` for HHS_BH and HSS_BH).
+    The summation loop's MACs depend on those two only; the C/D type changes the epilogue, not the loop."""
+    return family.a.char + family.compute.char
+
+
+@dataclass(frozen=True)
+class Chip:
+    """The arch profile's ``timing`` block: constants of one chip that the physics cannot derive."""
+
+    launch_us: float  # launch + completion of one kernel as a back-to-back timing loop sees it
+    memory_latency_ns: float  # DRAM latency seen by a shader (L2 miss to data)
+    sustained_clock_mhz: Mapping[str, float]  # clock held under a long GEMM, per rate class
+
+    @classmethod
+    def from_profile(cls, p: Mapping[str, Any]) -> Chip:
+        t = p.get("timing") or {}
+        peak = float(p["clock_mhz"])
+        clocks = {rc: float((t.get("sustained_clock_mhz") or {}).get(rc, peak)) for rc in p["rates"]}
+        return cls(
+            launch_us=float(t.get("launch_us", _timing_defaults()["launch_us"])),
+            memory_latency_ns=float(t.get("memory_latency_ns", _timing_defaults()["memory_latency_ns"])),
+            sustained_clock_mhz=clocks,
+        )
+
+
+@functools.cache
+def _timing_defaults() -> dict[str, float]:
+    """The arch profile schema's defaults of the `timing` block (for profiles handed over as raw mappings)."""
+    from oto.hardware.profile import load_schema
+
+    props = load_schema()["properties"]["timing"]["properties"]
+    return {k: float(v["default"]) for k, v in props.items() if isinstance(v.get("default"), int | float)}
 
 
 @dataclass(frozen=True)
@@ -216,6 +325,8 @@ def geometry(family: Family, p: Mapping[str, Any], pattern: str, wave: int) -> G
         return max(1, g)
 
     ga, gb = glvw(mt0), glvw(mt1)
+    if family.initial_strides_ab:  # a run-time element stride: every element is its own load
+        ga = gb = 1
     tlu_a, tlu_b = pattern[0] == "N", pattern[1] == "T"
     pads = []
     for key, tlu in (("LdsPadA", tlu_a), ("LdsPadB", tlu_b)):
@@ -243,8 +354,16 @@ class SimGPU:
     so the landscape is fixed for a seed and differs between seeds.
     """
 
-    def __init__(self, profile: Mapping[str, Any], seed: int = 0):
+    def __init__(
+        self,
+        profile: Mapping[str, Any],
+        seed: int = 0,
+        physics: Physics | None = None,
+        chip: Chip | None = None,
+    ):
         self.arch = Arch.from_profile(profile)
+        self.chip = chip if chip is not None else Chip.from_profile(profile)
+        self.physics = physics if physics is not None else _default_physics()
         self.seed = int(seed)
 
     # ---------------------------------------------------------------- resources and build
@@ -361,10 +480,11 @@ class SimGPU:
         vg = -(-min(res["vgpr"], a.vgprs_max) // a.vgpr_granule) * a.vgpr_granule
         w_vgpr = min(a.max_waves, a.vgpr_budget // vg)
         w_sgpr = min(a.max_waves, a.sgprs_per_simd // (-(-res["sgpr"] // 16) * 16))
-        per_simd = -(-g.waves // a.simds)  # waves of one workgroup on its busiest SIMD
+        # The dispatcher places waves round-robin over the SIMDs, so workgroups of fewer waves than SIMDs
+        # fill all of them (simgpu-1 put each on one SIMD and so made 64-thread workgroups 4x rarer).
         limits = [
-            min(w_vgpr * a.simds // g.waves, w_vgpr // per_simd),
-            min(w_sgpr * a.simds // g.waves, w_sgpr // per_simd),
+            w_vgpr * a.simds // g.waves,
+            w_sgpr * a.simds // g.waves,
             a.lds_per_cu // max(1, res["lds_bytes"]),
             a.max_waves * a.simds // g.waves,
             MAX_WG_PER_CU,
@@ -376,20 +496,25 @@ class SimGPU:
     ) -> dict[str, np.ndarray]:
         """Every term of the timing model, vectorised over sizes (see docs/simulator.md)."""
         f, p = as_family(family), with_defaults(params)
-        a = self.arch
+        a, ph, chip = self.arch, self.physics, self.chip
         g = geometry(f, p, pattern, a.wave)
         res = self._resources(f, p, g)
         occ = self._occupancy(g, res)
         m, n, batch, k = _arrays(m, n, batch, k)
         eb, eb_out, eb_c = f.a.bytes, f.dest.bytes, f.compute.bytes
         rate = a.rates[f.rate_class]
+        clock_mhz = chip.sustained_clock_mhz[f.rate_class]
         fmas = f.flops_per_mac // 2  # real FMAs per MAC (4 for complex)
         cyc = a.wave / a.lanes  # clocks one VALU instruction occupies its SIMD
 
         # Tile, split and wave quantisation: the busiest CU does ceil(WGs / CUs) workgroups.
         tiles0, tiles1 = np.ceil(m / g.mt0), np.ceil(n / g.mt1)
         wgs = tiles0 * tiles1 * batch * g.gsu
-        iters = np.maximum(1.0, np.ceil(np.ceil(k / g.gsu) / g.du))
+        k_split = np.ceil(k / g.gsu)
+        iters = np.maximum(1.0, np.ceil(k_split / g.du))
+        # The last iteration loads guarded elements (Tensile's LoopTail); a K below DepthU runs the tail loop
+        # alone, as one iteration (so a deeper K is never cheaper).
+        tail = ((k_split % g.du) > 0) & (k_split > g.du)
         wg_cu = np.ceil(wgs / a.cus)
         resident = np.minimum(occ, wg_cu)
         res_waves = resident * g.waves
@@ -398,18 +523,22 @@ class SimGPU:
 
         # VALU cycles of one workgroup-iteration, on the whole CU.
         macs_thread = g.tt0 * g.tt1 * (g.du / g.lsu) * fmas  # real FMAs per thread per iteration
-        mac_cyc = cyc * macs_thread / rate
+        mac_cyc = cyc * macs_thread / rate * ph.mac_cost.get(datatype_key(f), 1.0)
         extra = VALU_OVERHEAD_INSTR + g.loads
-        extra += MAC_FIXUP.get(f.rate_class, 0.0) * macs_thread / 2  # per packed instruction
         extra += UNPACK_PER_OPERAND.get(f.rate_class, 0.0) * (g.tt0 + g.tt1) * g.du / g.lsu
         if not g.asm and res["vgpr"] > a.vgprs_max:  # hipcc spills: a scratch load + store per k step
             extra += SPILL_OPS_PER_K * (res["vgpr"] - a.vgprs_max) * g.du / g.lsu
-        issue = ISSUE_EFFICIENCY["Assembly" if g.asm else "Source"]
+        issue = ISSUE_ASM if g.asm else ph.issue_source
         valu = g.waves * (mac_cyc + cyc * extra) / issue / a.simds / simd_util
 
-        # LDS cycles: fragment reads (sub-dword reads lose bandwidth), tile writes (a transposed, unpadded
-        # write of a non-TLU tensor serialises on banks when its row stride is a multiple of 128 bytes).
-        read_bytes = (g.mt0 * g.wg1 + g.mt1 * g.wg0) * g.du * eb
+        # LDS cycles: fragment reads (sub-dword reads lose bandwidth; lanes of a wave that read the same
+        # address are served by one broadcast), tile writes (a transposed, unpadded write of a non-TLU tensor
+        # serialises on banks when its row stride is a multiple of 128 bytes).
+        lanes0 = min(g.wg0, a.wave)  # distinct dim-0 thread indices in one wave (dim 0 is fastest)
+        lanes1 = min(g.wg1, max(1, a.wave // g.wg0))
+        share_a = 1 - ph.lds_broadcast * (1 - lanes0 / a.wave)  # share of A reads that cost bandwidth
+        share_b = 1 - ph.lds_broadcast * (1 - lanes1 / a.wave)
+        read_bytes = (g.mt0 * g.wg1 * share_a + g.mt1 * g.wg0 * share_b) * g.du * eb
         read_eff = min(1.0, g.vw * eb / 4)
 
         def conflict(tlu: bool, mt: int, pad: int, glvw: int) -> float:
@@ -427,18 +556,17 @@ class SimGPU:
             * g.du
             * eb
         )
-        lds = (read_bytes / read_eff + write_bytes) / (LDS_BYTES_PER_CLK * LDS_EFFICIENCY)
+        lds = (read_bytes / read_eff + write_bytes) / (LDS_BYTES_PER_CLK * ph.lds_efficiency)
         if not g.asm:
             lds = lds / issue
 
         # DRAM traffic. A is re-read once per group of N-tiles that run together (WorkGroupMapping bands of
         # concurrent workgroups share it in L2), B once per group of M-tiles; panels that fit in L2 are reused
-        # across later workgroups too. C is read (beta) and D written once; GSU adds compare-swap traffic.
+        # across later workgroups too. C and D move in the epilogue (below).
         conc = np.minimum(wgs, a.cus * occ)
         g1 = np.minimum(tiles1, p["WorkGroupMapping"])
         g0 = np.clip(np.ceil(conc / g1), 1, tiles0)
         l2 = L2_USABLE * a.l2_bytes
-        k_split = np.ceil(k / g.gsu)
         band = (g0 * g.mt0 + g1 * g.mt1) * k_split * eb
         fit_band = np.clip(l2 / band, 0, 1) ** 2
         fit_all = np.clip(l2 / ((m + n) * k * eb), 0, 1) ** 2
@@ -446,62 +574,99 @@ class SimGPU:
         reuse_b = g0 + (tiles0 - g0) * np.maximum(fit_band, fit_all)
         a_bytes = m * k * eb * tiles1 / reuse_a
         b_bytes = n * k * eb * tiles0 / reuse_b
-        c_bytes = 2 * m * n * eb_out
-        gsu_bytes = (ATOMIC_COST * g.gsu * 2 * m * n * eb_c + 2 * m * n * eb_out) if g.gsu > 1 else 0 * m
-        dram = batch * (a_bytes + b_bytes + c_bytes + gsu_bytes)
+        dram = batch * (a_bytes + b_bytes)
         # Coalescing: sub-dword global loads waste DRAM bursts; 4 KiB leading strides camp on one channel
-        # unless StaggerU staggers the start of each workgroup's summation loop.
+        # unless StaggerU staggers the start of each workgroup's summation loop; a contiguous size that is
+        # not a multiple of the load vector splits loads across cache lines.
         glvw_bytes = min(g.glvw_a, g.glvw_b) * eb
         bw_eff = min(1.0, 0.7 + 0.1 * math.log2(max(1, glvw_bytes)))
         ld_a, ld_b = (m if pattern[0] == "N" else k), (k if pattern[1] == "N" else n)
         camping = ((ld_a * eb) % CAMPING_STRIDE == 0) | ((ld_b * eb) % CAMPING_STRIDE == 0)
-        bw_eff = bw_eff * np.where(camping & (p["StaggerU"] == 0), CAMPING_PENALTY, 1.0)
-        clock_hz = a.clock_mhz * 1e6
+        bw_eff = bw_eff * np.where(camping & (p["StaggerU"] == 0), ph.camping, 1.0)
+        misaligned = ((ld_a % g.glvw_a) != 0) | ((ld_b % g.glvw_b) != 0)
+        bw_eff = bw_eff / np.where(misaligned, 1 + ph.misaligned_cost, 1.0)
+        clock_hz = clock_mhz * 1e6
         active = np.minimum(a.cus, wgs)
-        cu_bw = np.minimum(L1_BYTES_PER_CLK, a.sustained_gbs * 1e9 * bw_eff / active / clock_hz)  # B/clk
+        cu_share = a.sustained_gbs * 1e9 / active / clock_hz  # B/clk of DRAM bandwidth per busy CU
+        cu_bw = np.minimum(L1_BYTES_PER_CLK, cu_share * bw_eff)
         mem = dram / (wgs * iters) / cu_bw
-
         # Overlap: with more resident waves (and local-read prefetch) VALU, LDS and memory work of different
         # waves overlap; the remainder serialises. A bigger thread tile gives each wave more independent FMAs
         # to issue while its own loads are in flight (instruction-level parallelism counts like waves).
         ilp = math.sqrt(g.tt0 * g.tt1 * fmas / 16)
         w_eff = waves_per_simd * ilp * (1.0 if g.plr >= 1 else 0.6)
-        hide = HIDE_MAX * (1 - np.exp(-w_eff / HIDE_WAVES))
-        top = np.maximum(np.maximum(valu, lds), mem)
-        c = top + (1 - hide) * (valu + lds + mem - top)
+        hide = ph.hide_max * (1 - np.exp(-w_eff / ph.hide_waves))
+        # VALU and LDS are separate pipes that Tensile's schedule (local reads prefetched ahead of the MACs
+        # that use them) overlaps even with one wave per SIMD; memory overlaps only as far as waves hide it.
+        overlap_lds = ph.lds_overlap * (1.0 if g.plr >= 1 else 0.5)
+        alu = np.maximum(valu, lds) + (1 - overlap_lds) * np.minimum(valu, lds)
+        top = np.maximum(alu, mem)
+        c = top + (1 - hide) * np.minimum(alu, mem)
 
         # Latency chain of one workgroup: a global load prefetched PGR iterations ahead hides behind that
         # much work; resident workgroups fill each other's stalls (throughput = min(1/c, R/chain)).
-        lat = MEM_LATENCY_NS * a.clock_mhz / 1e3
+        lat = chip.memory_latency_ns * clock_mhz / 1e3
         exposed = np.maximum(0.0, lat - g.pgr * c)
         one_buffer = int(p["1LDSBuffer"]) == 1 and g.pgr
-        chain = c + exposed + BARRIER_CYCLES * (1.5 if one_buffer else 1.0) / g.iu
+        # Each k step's MACs wait for that step's LDS reads, issued 1 + PLR steps ahead: a wave whose steps
+        # are shorter than the LDS latency stalls on it (small thread tiles, few waves per SIMD to hide it).
+        k_step = cyc * g.tt0 * g.tt1 * fmas / rate * ph.mac_cost.get(datatype_key(f), 1.0) / issue
+        waves_simd_wg = max(1.0, g.waves / a.simds)  # one workgroup's waves sharing a SIMD
+        lds_stall = max(0.0, ph.lds_latency_cycles - (1 + g.plr) * k_step * waves_simd_wg)
+        lds_exposed = lds_stall * g.du / g.lsu / g.iu
+        chain = c + exposed + lds_exposed + BARRIER_CYCLES * (1.5 if one_buffer else 1.0) / g.iu
         t_iter = np.maximum(c, chain / resident)
-        loop = wg_cu * iters * t_iter
+        # Sizes that are not tile multiples: the partial tile's lanes run anyway (tiles are rounded up above;
+        # Tensile's ShiftPtr keeps the edge loads in bounds without branches), edge_cost_* is any whole-kernel
+        # extra on top (the fit finds none); the K tail costs tail_cost iterations per workgroup.
+        edge = 1 + ph.edge_cost_0 * ((m % g.mt0) > 0) + ph.edge_cost_1 * ((n % g.mt1) > 0)
+        loop = wg_cu * (iters + ph.tail_cost * tail) * t_iter * edge
         rounds = np.ceil(wg_cu / resident)
-        prologue = (lat + EPILOGUE_CYCLES) * (1 + (rounds - 1) * (1 - hide))
+        setup = lat + np.where(batch > 1, ph.batch_overhead_cycles, 0.0)
+        prologue = setup * (1 + (rounds - 1) * (1 - hide))
+        # Epilogue: each workgroup reads its C tile (beta) and writes D after its summation loop. The
+        # resident workgroups of a round finish together, so one round's C/D traffic at the CU's share of
+        # the bandwidth is exposed; later rounds overlap other workgroups' loops as far as waves hide it.
+        # With GSU > 1 each split adds its partial tile to D in the compute type with compare-swap loops
+        # (a read-modify-write, plus the retries of contended lines: gsu_atomic_cost).
+        store = ph.store_cost.get(store_key(f), 1.0)
+        if g.gsu == 1:
+            cd_bytes = 2 * g.mt0 * g.mt1 * eb_out * store
+        else:
+            cd_bytes = 2 * g.mt0 * g.mt1 * eb_c * (1 + ph.gsu_atomic_cost) * store
+        cd_bw = np.minimum(L1_BYTES_PER_CLK, cu_share * min(1.0, 0.7 + 0.1 * math.log2(g.vw * eb_out)))
+        epi_round = EPILOGUE_CYCLES + resident * cd_bytes / cd_bw
+        epilogue = epi_round * (1 + (rounds - 1) * (1 - hide))
         reduction = (
-            (2 * g.mt0 * g.mt1 * g.lsu * eb_c / LDS_BYTES_PER_CLK + BARRIER_CYCLES) * wg_cu
+            (ph.lsu_cost * 2 * g.mt0 * g.mt1 * g.lsu * eb_c / LDS_BYTES_PER_CLK + BARRIER_CYCLES) * wg_cu
             if g.lsu > 1
             else 0
         )
-        cycles = loop + prologue + reduction
+        # Nothing beats the CU's share of the bandwidth for all its bytes (A/B, C/D and GSU traffic).
+        streamed = (dram / wgs / cu_bw + cd_bytes / cd_bw) * wg_cu
+        cycles = np.maximum(loop + prologue + epilogue + reduction, streamed)
+        if g.gsu > 1:  # the beta pass over C/D, a kernel of its own launched first, streams at full bandwidth
+            cycles = cycles + batch * 2 * m * n * eb_out / (a.sustained_gbs * 1e9 / clock_hz)
 
         key = _key(f, p, a.name, self.seed)
         rugged = (1 + RUGGED_CONFIG * _unit(key, 0xC0F)) * (1 + RUGGED_SIZE * _size_unit(key, m, n, batch, k))
-        launch = LAUNCH_US + (EXTRA_LAUNCH_US if g.gsu > 1 else 0.0)
-        time_us = launch + cycles / a.clock_mhz * rugged
+        launch = chip.launch_us * (2 if g.gsu > 1 else 1)  # GSU > 1 launches the beta-scaling kernel first
+        if not g.asm:
+            launch += ph.source_launch_us
+        time_us = launch + cycles / clock_mhz * rugged
         busy = np.maximum(valu, np.maximum(lds, mem))
         return {
             "time_us": time_us,
             "launch_us": np.full_like(time_us, launch),
             "cycles": cycles,
+            "clock_mhz": np.full_like(time_us, clock_mhz),
             "valu_cycles": valu,
             "lds_cycles": lds,
             "mem_cycles": mem,
             "hide": hide,
             "exposed_latency": exposed,
-            "dram_bytes": dram,
+            "lds_stall_cycles": np.full_like(time_us, lds_exposed),
+            "dram_bytes": dram + wgs * cd_bytes + (batch * 2 * m * n * eb_out if g.gsu > 1 else 0),
             "workgroups": wgs,
             "wg_per_cu": wg_cu,
             "resident": resident,
@@ -530,3 +695,9 @@ def _size_unit(key: int, m, n, batch, k) -> np.ndarray:
     for x in (m, n, batch, k):
         h = _mix(h ^ np.asarray(x, dtype=np.uint64))
     return h.astype(np.float64) / 2.0**64
+
+
+@functools.cache
+def _default_physics() -> Physics:
+    """The shipped fit (read once per process: the file is package data and never changes at run time)."""
+    return Physics.load(PHYSICS_FILE)

@@ -1,0 +1,636 @@
+"""Calibration of the simulated GPU against recorded real GFLOPS, and the fidelity figures that judge it.
+
+Every exact-logic row ``[[M, N, batch, K, ...], [solution, GFLOPS]]`` of a shipped Tensile logic file is a
+real measurement: the GFLOPS the file's winning solution reached at that size on the architecture the file
+was tuned for. :func:`load_recorded` reads such a folder; :func:`fit` fits the simulator's physics
+constants (:class:`~oto.hardware.simulated.performance.Physics`) and the chip's ``timing`` constants to the
+rows of the *fit split* (:func:`held_back`); :func:`fidelity` computes the agreement figures that
+``bench/sim_fidelity.py`` prints, on any rows. ``oto calibrate`` runs the fit and writes the physics file and
+the profile's fitted chip constants.
+
+A folder may mix measurement campaigns (:data:`CAMPAIGNS`, told apart by each row's winning solution): the
+fit simulates a later campaign's rows at that campaign's operating point (:func:`campaign_gpu`), fitted
+alongside as a nuisance of the data and stored apart from the physics, which the simulator alone reads.
+
+Flop counts: Tensile's client, and so every recorded GFLOPS, counts 2 flops per multiply-add, complex ones
+included; oto counts 8 per complex MAC (``Family.flops_per_mac``). Rows are compared as *times*
+(:func:`recorded_time_us` converts with Tensile's count), and every GFLOPS figure here uses oto's count.
+"""
+
+from __future__ import annotations
+
+import argparse
+import copy
+import dataclasses
+import json
+import math
+import sys
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from oto.gemm import PATTERNS, Library
+from oto.hardware.simulated.performance import (
+    DATATYPE_TABLES,
+    MODEL_VERSION,
+    PHYSICS_BOUNDS,
+    PHYSICS_FILE,
+    Chip,
+    Physics,
+    SimGPU,
+    datatype_key,
+    store_key,
+)
+from oto.tensile.logic_reader import read_logic_dir
+from oto.tensile.params import PARAMS
+
+# The shipped vega10 files hold rows of two measurement campaigns, told apart by the Tensile generation of
+# each row's winning solution (never by its GFLOPS): "legacy" solutions predate StaggerU (no such field;
+# 4-number rows, GFLOPS with decimals); "staggeru" solutions carry it (most also have 8-number rows with
+# strides and integer GFLOPS). The second campaign measured about half the throughput of the first on every
+# kernel shape, compute- and memory-bound alike (docs/simulator.md, "Two measurement campaigns"), so the
+# calibration fits its speed as a nuisance factor instead of bending the physics to it.
+CAMPAIGNS = ("legacy", "staggeru")
+
+
+def solution_campaign(solution: Mapping[str, Any]) -> int:
+    """Index into CAMPAIGNS of the Tensile generation a shipped solution comes from."""
+    return int("StaggerU" in solution)
+
+
+TENSILE_FLOPS_PER_MAC = 2  # Tensile's client counts a complex MAC as 2 flops, like a real one
+WITHIN = 0.25  # a row agrees when sim/real GFLOPS is within 1 +- WITHIN
+MIN_EFFICIENCY_GFLOP = 1.0  # efficiency ranks are taken on rows of at least this much work (oto's count)
+
+
+# ---------------------------------------------------------------------------------------------- the rows
+@dataclass
+class RecordedFile:
+    """The real measurements of one shipped logic file."""
+
+    name: str  # file name
+    library: Library
+    solutions: list[dict[str, Any]]  # tunable knobs of each solution (file order = row index)
+    asserts: np.ndarray  # (solutions, 3): AssertFree0/Free1/SummationElementMultiple
+    sizes: np.ndarray  # (rows, 4): M, N, batch, K
+    winner: np.ndarray  # (rows,): solution position of the row
+    gflops_recorded: np.ndarray  # (rows,): as the file records them (Tensile's flop count)
+    # (rows,): measurement campaign of each row (index into CAMPAIGNS), from its winner's Tensile generation
+    campaign: np.ndarray | None = None
+
+    def __post_init__(self) -> None:
+        if self.campaign is None:
+            self.campaign = np.zeros(len(self.winner), dtype=np.int64)
+
+    @property
+    def family(self) -> str:
+        return self.library.family.code
+
+    @property
+    def real_time_us(self) -> np.ndarray:
+        return recorded_time_us(self.sizes, self.gflops_recorded)
+
+    def valid(self) -> np.ndarray:
+        """(solutions, rows): which solutions can run each size (their AssertElementMultiple hold)."""
+        m, n, _, k = self.sizes.T
+        a = self.asserts
+        return (m[None] % a[:, :1] == 0) & (n[None] % a[:, 1:2] == 0) & (k[None] % a[:, 2:3] == 0)
+
+
+def recorded_time_us(sizes: np.ndarray, gflops_recorded: np.ndarray) -> np.ndarray:
+    """Launch time behind a recorded GFLOPS figure (Tensile's count: 2 flops per MAC, complex too)."""
+    m, n, b, k = np.asarray(sizes, dtype=np.float64).T
+    return TENSILE_FLOPS_PER_MAC * m * n * b * k / (np.asarray(gflops_recorded, dtype=np.float64) * 1e3)
+
+
+def load_recorded(logic_dir: str | Path) -> list[RecordedFile]:
+    """Every exact row of every logic file in a folder (errors name the file: oto.tensile.logic_reader)."""
+    out = []
+    for lf in read_logic_dir(logic_dir):
+        lib = Library.parse(lf.library_name)
+        sols = [{k: s[k] for k in PARAMS if k in s} for s in lf.solutions]
+        asserts = np.array(
+            [
+                [int(s.get(f"Assert{name}ElementMultiple", 1)) for name in ("Free0", "Free1", "Summation")]
+                for s in lf.solutions
+            ],
+            dtype=np.int64,
+        ).reshape(-1, 3)
+        rows = lf.exact_rows
+        sizes = np.array([r[0][:4] for r in rows], dtype=np.float64).reshape(-1, 4)
+        winner = np.array([r[1] for r in rows], dtype=np.int64)
+        gflops = np.array([r[2] for r in rows], dtype=np.float64)
+        campaign = np.array([solution_campaign(lf.solutions[w]) for w in winner], dtype=np.int64)
+        keep = gflops > 0  # a zero-GFLOPS row records no measurement
+        out.append(
+            RecordedFile(
+                lf.path.name, lib, sols, asserts, sizes[keep], winner[keep], gflops[keep], campaign[keep]
+            )
+        )
+    return out
+
+
+# --------------------------------------------------------------------------------------------- the split
+def held_back(files: Sequence[RecordedFile]) -> set[str]:
+    """The fixed split: names of the files reported on and never fitted.
+
+    Families are numbered in the sorted order of their codes; family i holds back the files of patterns
+    ``P[i % 4]`` and ``P[(i + 2) % 4]`` with P = NN, NT, TN, TT. So half of every four-pattern family is held
+    back, the held-back patterns rotate between families, and a family's fit and held-back files share
+    datatype physics but no solution list.
+    """
+    order = list(PATTERNS)
+    families = sorted({f.family for f in files})
+    out = set()
+    for f in files:
+        i = families.index(f.family)
+        if f.library.pattern in (order[i % 4], order[(i + 2) % 4]):
+            out.add(f.name)
+    return out
+
+
+def split(files: Sequence[RecordedFile]) -> tuple[list[RecordedFile], list[RecordedFile]]:
+    """(fit, held back)."""
+    back = held_back(files)
+    return [f for f in files if f.name not in back], [f for f in files if f.name in back]
+
+
+# ------------------------------------------------------------------------------------------- simulation
+def winner_times(
+    gpu: SimGPU,
+    f: RecordedFile,
+    rows: np.ndarray | None = None,
+    campaign_factors: Mapping[str, float] | None = None,
+) -> np.ndarray:
+    """Simulated time of each row's winner (µs), one vectorised call per solution. With
+    ``campaign_factors`` (see :func:`campaign_gpu`), the rows of a later measurement campaign are simulated
+    at that campaign's operating point."""
+    idx = np.arange(len(f.winner)) if rows is None else rows
+    out = np.empty(len(idx))
+    fam, pat = f.library.family, f.library.pattern
+    camp = f.campaign[idx]
+    for c in np.unique(camp):
+        g = campaign_gpu(gpu, CAMPAIGNS[c], campaign_factors)
+        for s in np.unique(f.winner[idx][camp == c]):
+            sel = (f.winner[idx] == s) & (camp == c)
+            m, n, b, k = f.sizes[idx][sel].T
+            out[sel] = g.true_time_us(fam, f.solutions[s], m, n, b, k, pat)
+    return out
+
+
+def campaign_gpu(gpu: SimGPU, campaign: str, factors: Mapping[str, float] | None) -> SimGPU:
+    """The simulated GPU at a measurement campaign's operating point, i.e. with that campaign's board's
+    timing block: ``factors["<campaign>.clock.<rate class>"]`` scales that rate class's sustained clock,
+    ``.bandwidth`` the sustained DRAM bandwidth, ``.latency`` the DRAM latency and ``.launch`` the launch
+    overhead (absent: 1). A power-limited board holds a lower clock under full-rate FP32/FP16 work than under
+    1/16-rate FP64, so each rate class has its own factor, as in the profile's timing block."""
+    mine = {
+        k[len(campaign) + 1 :]: float(v) for k, v in (factors or {}).items() if k.startswith(campaign + ".")
+    }
+    if not mine:
+        return gpu
+    out = copy.copy(gpu)
+    clocks = gpu.chip.sustained_clock_mhz
+    out.chip = dataclasses.replace(
+        gpu.chip,
+        sustained_clock_mhz={rc: v * mine.get(f"clock.{rc}", 1.0) for rc, v in clocks.items()},
+        memory_latency_ns=gpu.chip.memory_latency_ns * mine.get("latency", 1.0),
+        launch_us=gpu.chip.launch_us * mine.get("launch", 1.0),
+    )
+    out.arch = dataclasses.replace(
+        gpu.arch, sustained_gbs=gpu.arch.sustained_gbs * mine.get("bandwidth", 1.0)
+    )
+    return out
+
+
+def all_times(gpu: SimGPU, f: RecordedFile) -> np.ndarray:
+    """(solutions, rows): simulated time of every solution of the file at every row's size."""
+    m, n, b, k = f.sizes.T
+    fam, pat = f.library.family, f.library.pattern
+    return np.array([gpu.true_time_us(fam, s, m, n, b, k, pat) for s in f.solutions]).reshape(-1, len(m))
+
+
+# ---------------------------------------------------------------------------------------------- figures
+def rows_frame(
+    gpu: SimGPU,
+    files: Sequence[RecordedFile],
+    ranks: bool = True,
+    campaign_factors: Mapping[str, float] | None = None,
+) -> pd.DataFrame:
+    """One row per recorded row: real and simulated GFLOPS (oto's count), efficiencies, winner's rank.
+
+    ``sim_gflops``/``ratio`` are the simulator's own figures; with ``campaign_factors`` the frame also holds
+    ``sim_gflops_adjusted``/``ratio_adjusted``: the simulation scaled to the speed of each row's measurement
+    campaign (ranks compare solutions at one size, so no factor changes them)."""
+    parts = []
+    for f in files:
+        fam = f.library.family
+        m, n, b, k = f.sizes.T
+        flops = fam.flops_per_mac * m * n * b * k
+        real = f.real_time_us
+        if ranks:
+            t = all_times(gpu, f)
+            sim = t[f.winner, np.arange(len(m))]
+            valid = f.valid()
+            faster = ((t < sim[None]) & valid).sum(axis=0)
+            rivals = np.maximum(valid.sum(axis=0) - 1, 1)
+            pct = faster / rivals
+        else:
+            sim = winner_times(gpu, f)
+            faster = pct = np.full(len(m), np.nan)
+        peak = gpu.peak_gflops(fam)
+        part = pd.DataFrame(
+            {
+                "file": f.name,
+                "family": f.family,
+                "campaign": [CAMPAIGNS[c] for c in f.campaign],
+                "m": m,
+                "n": n,
+                "batch": b,
+                "k": k,
+                "solution": f.winner,
+                "gflop": flops / 1e9,
+                "real_gflops": flops / real / 1e3,
+                "sim_gflops": flops / sim / 1e3,
+                "real_eff": flops / real / 1e3 / peak,
+                "sim_eff": flops / sim / 1e3 / peak,
+                "faster": faster,
+                "rank_pct": pct,
+            }
+        )  # fmt: skip
+        if campaign_factors is not None:
+            adjusted = winner_times(gpu, f, campaign_factors=campaign_factors)
+            part["sim_gflops_adjusted"] = flops / adjusted / 1e3
+            part["sim_eff_adjusted"] = flops / adjusted / 1e3 / peak
+        parts.append(part)
+    df = pd.concat(parts, ignore_index=True)
+    df["ratio"] = df["sim_gflops"] / df["real_gflops"]
+    if campaign_factors is not None:
+        df["ratio_adjusted"] = df["sim_gflops_adjusted"] / df["real_gflops"]
+    return df
+
+
+def spearman(a, b) -> float:
+    a, b = pd.Series(np.asarray(a, dtype=float)), pd.Series(np.asarray(b, dtype=float))
+    if len(a) < 3:
+        return float("nan")
+    return float(a.rank().corr(b.rank()))
+
+
+def figures(df: pd.DataFrame, adjusted: bool = False) -> dict[str, float]:
+    """The agreement figures of a set of rows (see bench/sim_fidelity.py for their meaning); ``adjusted``
+    judges the campaign-adjusted simulation (rows_frame's ``*_adjusted`` columns)."""
+    suffix = "_adjusted" if adjusted else ""
+    r = df["ratio" + suffix].to_numpy()
+    big = df["gflop"] >= MIN_EFFICIENCY_GFLOP
+    q25, q50, q75 = np.percentile(r, [25, 50, 75]) if len(r) else (math.nan,) * 3
+    out = {
+        "rows": len(df),
+        "within_25pct": float(np.mean((r >= 1 - WITHIN) & (r <= 1 + WITHIN))) if len(r) else math.nan,
+        "median_ratio": float(q50),
+        "ratio_q25": float(q25),
+        "ratio_q75": float(q75),
+        "efficiency_rows": int(big.sum()),
+        "efficiency_spearman": spearman(df.loc[big, "real_eff"], df.loc[big, "sim_eff" + suffix]),
+    }
+    pct = df["rank_pct"].dropna()
+    if len(pct):
+        out["winner_rank_percentile_median"] = float(np.median(pct) * 100)
+        out["winner_first_share"] = float(np.mean(df["faster"].dropna() == 0))
+        out["winner_top10pct_share"] = float(np.mean(pct <= 0.10))
+    return out
+
+
+def fidelity(df: pd.DataFrame, adjusted: bool = False) -> dict[str, Any]:
+    """Overall and per-family figures."""
+    return {
+        "overall": figures(df, adjusted),
+        "families": {
+            fam: figures(part, adjusted) for fam, part in sorted(df.groupby("family"), key=lambda x: x[0])
+        },
+    }
+
+
+# -------------------------------------------------------------------------------------------------- fit
+@dataclass(frozen=True)
+class Knob:
+    """One fitted constant: where it lives and the bounds the fit keeps it in."""
+
+    # physics field, physics field.key, chip:<timing key>, chip:sustained_clock_mhz.<class>, or
+    # campaign:<name>.clock.<rate class>|bandwidth (a measurement campaign's operating point: a nuisance of
+    # the reference data, see CAMPAIGNS)
+    name: str
+    lo: float
+    hi: float
+
+
+# Reference datatypes of each rate class keep mac_cost 1: their cost is the chip's sustained clock.
+REFERENCE_DATATYPES = {"SS", "DD", "HH", "HS"}
+REFERENCE_STORES = {"SSS", "DDD", "HHH", "HHS"}  # their store cost is the chip's bandwidth
+RATE_CLASSES_FITTED = ("fp32", "fp64", "fp16_packed", "fp16_hpa")
+
+
+def knobs_for(files: Sequence[RecordedFile], profile: Mapping[str, Any]) -> list[Knob]:
+    """The constants the rows can pin down: a datatype's cost only when its rows are there."""
+    keys = sorted({datatype_key(f.library.family) for f in files} - REFERENCE_DATATYPES)
+    classes = sorted({f.library.family.rate_class for f in files} & set(RATE_CLASSES_FITTED))
+    lo, hi = PHYSICS_BOUNDS["mac_cost"]
+    out = [Knob(f"mac_cost.{k}", lo, hi) for k in keys]
+    stores = sorted({store_key(f.library.family) for f in files} - REFERENCE_STORES)
+    out += [Knob(f"store_cost.{k}", *PHYSICS_BOUNDS["store_cost"]) for k in stores]
+    out += [Knob(name, *b) for name, b in PHYSICS_BOUNDS.items() if name not in DATATYPE_TABLES]
+    peak = float(profile["clock_mhz"])
+    out += [Knob(f"chip:sustained_clock_mhz.{rc}", 0.3 * peak, peak) for rc in classes]
+    present = sorted({CAMPAIGNS[c] for f in files for c in np.unique(f.campaign)} - {CAMPAIGNS[0]})
+    for c in present:
+        mine = [f for f in files if np.any(CAMPAIGNS.index(c) == f.campaign)]
+        rcs = sorted({f.library.family.rate_class for f in mine} & set(RATE_CLASSES_FITTED))
+        out += [Knob(f"campaign:{c}.clock.{rc}", *CAMPAIGN_BOUNDS["clock"]) for rc in rcs]
+        out += [
+            Knob(f"campaign:{c}.{what}", *CAMPAIGN_BOUNDS[what])
+            for what in ("bandwidth", "latency", "launch")
+        ]
+    out += [
+        Knob("chip:launch_us", *TIMING_BOUNDS["launch_us"]),
+        Knob("chip:memory_latency_ns", *TIMING_BOUNDS["memory_latency_ns"]),
+        Knob(
+            "chip:sustained_bandwidth_gbs",
+            0.3 * profile["memory"]["peak_bandwidth_gbs"],
+            profile["memory"]["peak_bandwidth_gbs"],
+        ),
+    ]
+    return out
+
+
+# Where the fit may put the chip's timing constants (the profile schema accepts a wider range). A GCN load
+# that misses the L2 waits several hundred ns (micro-benchmarks of Vega 10 give ~500-700 ns), so the fit may
+# not trade DRAM latency for the LDS latency or the barrier's.
+TIMING_BOUNDS = {"launch_us": (0.5, 50.0), "memory_latency_ns": (300.0, 2000.0)}
+# A later campaign's operating point relative to the first campaign's (which the profile describes).
+# Bandwidth at most 1: the profile's sustained bandwidth is fitted up to the peak the chip's HBM2 allows.
+CAMPAIGN_BOUNDS = {"clock": (0.2, 1.5), "bandwidth": (0.2, 1.0), "latency": (0.5, 4.0), "launch": (0.5, 4.0)}
+
+
+def get_value(
+    name: str, physics: Physics, profile: Mapping[str, Any], campaigns: Mapping[str, float] | None = None
+) -> float:
+    if name.startswith("campaign:"):
+        return float((campaigns or {}).get(name[9:], 1.0))
+    return _get_model_value(name, physics, profile)
+
+
+def _get_model_value(name: str, physics: Physics, profile: Mapping[str, Any]) -> float:
+    if name.startswith("chip:"):
+        key = name[5:]
+        if key == "sustained_bandwidth_gbs":
+            return float(profile["memory"]["sustained_bandwidth_gbs"])
+        chip = Chip.from_profile(profile)
+        if key.startswith("sustained_clock_mhz."):
+            return chip.sustained_clock_mhz[key.split(".", 1)[1]]
+        return float(getattr(chip, key))
+    if "." in name:
+        head, key = name.split(".", 1)
+        return float(getattr(physics, head).get(key, 1.0))
+    return float(getattr(physics, name))
+
+
+def with_values(
+    names: Sequence[str], values: Sequence[float], physics: Physics, profile: Mapping[str, Any]
+) -> tuple[Physics, dict[str, Any]]:
+    """A copy of (physics, profile) with the named constants set (campaign factors: campaign_values)."""
+    ph = physics.to_dict()
+    prof = copy.deepcopy(dict(profile))
+    timing = prof.setdefault("timing", {})
+    for name, v in zip(names, values, strict=True):
+        v = float(v)
+        if name.startswith("campaign:"):
+            continue
+        if name.startswith("chip:"):
+            key = name[5:]
+            if key == "sustained_bandwidth_gbs":
+                prof["memory"]["sustained_bandwidth_gbs"] = v
+            elif key.startswith("sustained_clock_mhz."):
+                timing.setdefault("sustained_clock_mhz", {})[key.split(".", 1)[1]] = v
+            else:
+                timing[key] = v
+        elif "." in name:
+            head, key = name.split(".", 1)
+            ph[head] = {**ph[head], key: v}
+        else:
+            ph[name] = v
+    return Physics.from_dict(ph), prof
+
+
+def campaign_values(names: Sequence[str], values: Sequence[float]) -> dict[str, float]:
+    """The campaign factors among fitted values ("<campaign>.clock.<rate class>"/".bandwidth" -> factor)."""
+    return {n[9:]: float(v) for n, v in zip(names, values, strict=True) if n.startswith("campaign:")}
+
+
+def _to_unit(v: float, k: Knob) -> float:
+    x = min(max((v - k.lo) / (k.hi - k.lo), 0.02), 0.98)  # inside: the transform is flat at a bound
+    return math.log(x / (1 - x))
+
+
+def _from_unit(u: np.ndarray, knobs: Sequence[Knob]) -> np.ndarray:
+    x = 1 / (1 + np.exp(-np.clip(u, -30, 30)))
+    return np.array([k.lo + (k.hi - k.lo) * xi for k, xi in zip(knobs, x, strict=True)])
+
+
+@dataclass
+class FitResult:
+    physics: Physics
+    profile: dict[str, Any]  # the input profile with the fitted chip constants
+    values: dict[str, float]
+    loss_history: list[float] = field(default_factory=list)
+    rows: int = 0
+    campaigns: dict[str, float] = field(default_factory=dict)  # fitted campaign factors
+
+
+def fit_rows(files: Sequence[RecordedFile], per_file: int, seed: int = 0) -> list[np.ndarray]:
+    """Rows of each file the fit uses: all of them, or an even-in-size random subsample of ``per_file``."""
+    rng = np.random.default_rng(seed)
+    out = []
+    for f in files:
+        n = len(f.winner)
+        out.append(np.arange(n) if n <= per_file else np.sort(rng.choice(n, per_file, replace=False)))
+    return out
+
+
+def fit(
+    files: Sequence[RecordedFile],
+    profile: Mapping[str, Any],
+    start: Physics,
+    *,
+    start_campaigns: Mapping[str, float] | None = None,
+    knobs: Sequence[Knob] | None = None,
+    iterations: int = 25,
+    per_file: int = 400,
+    huber: float = 0.2,
+    progress: Callable[[str], None] | None = None,
+) -> FitResult:
+    """Fit the constants to the rows of ``files`` (pass the fit split only).
+
+    Least squares on log(sim time / real time) by Levenberg-Marquardt over bounded constants (logistic
+    transform), with Huber weights (``huber`` in log units) so a few rows the model cannot explain do not pull
+    the rest, and each family weighted as if it had the same number of rows (sqrt-balanced), so the small
+    families count. Rows of a later measurement campaign (CAMPAIGNS) are simulated at that campaign's
+    operating point (:func:`campaign_gpu`), fitted alongside (``campaign:<name>.*`` knobs). Deterministic:
+    same rows, same start, same result.
+    """
+    knobs = list(knobs if knobs is not None else knobs_for(files, profile))
+    names = [k.name for k in knobs]
+    idx = fit_rows(files, per_file)
+    real = [np.log(f.real_time_us[i]) for f, i in zip(files, idx, strict=True)]
+    fam_rows: dict[str, int] = {}
+    for f, i in zip(files, idx, strict=True):
+        fam_rows[f.family] = fam_rows.get(f.family, 0) + len(i)
+    w = np.concatenate(
+        [np.full(len(i), 1 / math.sqrt(fam_rows[f.family])) for f, i in zip(files, idx, strict=True)]
+    )
+    w = w / w.mean()
+
+    def residuals(u: np.ndarray) -> np.ndarray:
+        values = _from_unit(u, knobs)
+        ph, prof = with_values(names, values, start, profile)
+        camp = campaign_values(names, values)
+        gpu = SimGPU(prof, physics=ph)
+        sim = [np.log(winner_times(gpu, f, i, camp)) for f, i in zip(files, idx, strict=True)]
+        return np.concatenate(sim) - np.concatenate(real)
+
+    u = np.array([_to_unit(get_value(k.name, start, profile, start_campaigns), k) for k in knobs])
+    r = residuals(u)
+    lam, history = 1e-2, []
+
+    def cost(res: np.ndarray) -> tuple[float, np.ndarray]:
+        a = np.abs(res)
+        hw = np.where(a <= huber, 1.0, huber / np.maximum(a, 1e-12))  # Huber as IRLS weights
+        return float(np.sum(w * np.where(a <= huber, a**2 / 2, huber * (a - huber / 2)))), w * hw
+
+    c, wt = cost(r)
+    history.append(c)
+    for it in range(iterations):
+        jac = np.empty((len(r), len(u)))
+        for j in range(len(u)):
+            du = np.zeros_like(u)
+            du[j] = 1e-3
+            jac[:, j] = (residuals(u + du) - r) / 1e-3
+        sw = np.sqrt(wt)
+        jw, rw = jac * sw[:, None], r * sw
+        g, h = jw.T @ rw, jw.T @ jw
+        improved = False
+        for _ in range(8):
+            d = np.diag(h)
+            step = np.linalg.solve(h + lam * np.diag(d + 1e-3 * d.max() + 1e-12), -g)
+            r_new = residuals(u + step)
+            c_new, wt_new = cost(r_new)
+            if c_new < c:
+                u, r, c, wt, improved = u + step, r_new, c_new, wt_new, True
+                lam = max(lam / 3, 1e-6)
+                break
+            lam *= 4
+        history.append(c)
+        if progress:
+            progress(f"iteration {it + 1}: loss {c:.4f} (lambda {lam:.2g})")
+        if not improved or (len(history) > 2 and history[-2] - c < 1e-5 * history[-2]):
+            break
+    values = dict(zip(names, (float(v) for v in _from_unit(u, knobs)), strict=True))
+    ph, prof = with_values(names, list(values.values()), start, profile)
+    campaigns = {**(start_campaigns or {}), **campaign_values(names, list(values.values()))}
+    return FitResult(ph, prof, values, history, int(sum(len(i) for i in idx)), campaigns)
+
+
+# ----------------------------------------------------------------------------------------------- output
+def physics_document(
+    result: FitResult, logic_dir: str, fit_files: Sequence[str], back: Sequence[str], command: str = ""
+) -> dict:
+    return {
+        "model_version": MODEL_VERSION,
+        "fitted_on": {
+            "command": command,
+            "logic": Path(logic_dir).name,
+            "profile": result.profile["arch"],
+            "fit_files": sorted(fit_files),
+            "held_back_files": sorted(back),
+            "rows_used": result.rows,
+            "loss": result.loss_history[-1] if result.loss_history else None,
+        },
+        "physics": result.physics.to_dict(),
+        # Kernel-time factor of each later measurement campaign of the reference rows (calibration.CAMPAIGNS):
+        # a property of those measurements, not of the simulated GPU (SimGPU never reads it).
+        "campaigns": dict(sorted(result.campaigns.items())),
+    }
+
+
+def load_campaigns(path: str | Path = PHYSICS_FILE) -> dict[str, float]:
+    """The campaign factors fitted with a physics file (empty when it has none)."""
+    return {str(k): float(v) for k, v in json.loads(Path(path).read_text()).get("campaigns", {}).items()}
+
+
+def timing_block(result: FitResult) -> dict[str, Any]:
+    """The profile's fitted chip constants, rounded as they are written to the YAML."""
+    t = result.profile.get("timing", {})
+    return {
+        "launch_us": round(float(t["launch_us"]), 2),
+        "memory_latency_ns": round(float(t["memory_latency_ns"]), 1),
+        "sustained_clock_mhz": {k: round(float(v), 1) for k, v in t.get("sustained_clock_mhz", {}).items()},
+        "sustained_bandwidth_gbs": round(float(result.profile["memory"]["sustained_bandwidth_gbs"]), 1),
+    }
+
+
+def main(argv: list[str] | None = None) -> int:
+    from oto.hardware.profile import ProfileError, load_profile
+
+    ap = argparse.ArgumentParser(
+        prog="oto calibrate",
+        description=(
+            "Fit the simulated GPU's physics and the chip's timing constants to the recorded GFLOPS "
+            "of a folder of shipped logic files (the fit split only; the held-back files are for "
+            "bench/sim_fidelity.py)."
+        ),
+    )
+    ap.add_argument("--logic", required=True, help="folder of shipped logic files of the profile's arch")
+    ap.add_argument("--profile", required=True, help="arch profile of the GPU the files were measured on")
+    ap.add_argument(
+        "--physics-out", default=None, help=f"write the fitted physics here (e.g. {PHYSICS_FILE})"
+    )
+    ap.add_argument("--json", default=None, help="write every fitted value and the split here")
+    ap.add_argument("--iterations", type=int, default=25)
+    ap.add_argument("--per-file", type=int, default=400, help="rows per file the fit uses (subsampled)")
+    ap.add_argument("--start", default=str(PHYSICS_FILE), help="physics file to start from")
+    args = ap.parse_args(argv)
+    try:
+        profile = load_profile(args.profile)
+        files = load_recorded(args.logic)
+        start = Physics.load(args.start)
+        start_campaigns = load_campaigns(args.start)
+    except (ProfileError, ValueError, OSError) as exc:
+        print(f"oto calibrate: {exc}", file=sys.stderr)
+        return 2
+    fit_files, back = split(files)
+    print(f"fit on {len(fit_files)} files ({sum(len(f.winner) for f in fit_files)} rows), "
+          f"{len(back)} held back", flush=True)  # fmt: skip
+    result = fit(
+        fit_files, profile, start, start_campaigns=start_campaigns, iterations=args.iterations,
+        per_file=args.per_file,
+        progress=lambda s: print(s, flush=True),
+    )  # fmt: skip
+    command = "oto calibrate " + " ".join(argv if argv is not None else sys.argv[1:])
+    doc = physics_document(result, args.logic, [f.name for f in fit_files], [f.name for f in back], command)
+    timing = timing_block(result)
+    for name, v in result.values.items():
+        print(f"  {name:40s} {v:12.4f}")
+    print("arch profile timing block (fitted):")
+    print(json.dumps(timing, indent=2))
+    if args.physics_out:
+        Path(args.physics_out).write_text(json.dumps(doc, indent=2, sort_keys=True) + "\n")
+        print(f"wrote {args.physics_out}")
+    if args.json:
+        Path(args.json).write_text(
+            json.dumps({**doc, "timing": timing, "values": result.values}, indent=2) + "\n"
+        )
+        print(f"wrote {args.json}")
+    return 0
