@@ -195,7 +195,7 @@ class Arch:
         "arch", "compute_units", "simds_per_cu", "lanes_per_simd", "wavefront_size", "clock_mhz", "rates",
         "lds_bytes_per_cu", "max_lds_per_workgroup", "vgprs_per_lane_max", "vgpr_budget_per_simd",
         "vgpr_alloc_granule", "sgprs_max", "sgprs_per_simd", "max_waves_per_simd", "max_workgroup_size",
-        "l2_bytes", "memory.sustained_bandwidth_gbs", "memory.usable_device_memory_bytes",
+        "l2_bytes", "memory.sustained_bandwidth_gbs", "memory.usable_device_memory_bytes", "timing",
     )  # fmt: skip
 
     @classmethod
