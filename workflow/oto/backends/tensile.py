@@ -90,7 +90,7 @@ class TensileBackend:
     def probe(self) -> dict[str, Any]:
         """Tensile's version and whether it knows the target ISA natively (cached per backend)."""
         if self._probe is None:
-            self._probe = probe(self.settings.command) or {}
+            self._probe = probe(self.settings.command, self.settings.register) or {}
         return self._probe
 
     def provenance(self) -> dict[str, Any]:
@@ -115,6 +115,7 @@ class TensileBackend:
         cmd = [
             *self.settings.command,
             "tensile",
+            *self.settings.register,
             "--arch",
             self.settings.isa,
             *self.settings.compiler_args,

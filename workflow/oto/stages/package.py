@@ -15,6 +15,7 @@ import yaml
 
 from oto.files import atomic_write_text
 from oto.tensile.create_library import build_library
+from oto.tensile.install import register_args
 from oto.tensile.logic_writer import logic_label
 from oto.tensile.native_library import build_master_library, write_library
 
@@ -44,7 +45,14 @@ def run(
         doc = {"label": label, "architecture": arch, "native_dat": str(out)}
         built = {}
         if create_library != "never":
-            built = build_library(logic_paths, arch, Path(manifest).parent, tensile_cfg or {}, prefix=prefix)
+            built = build_library(
+                logic_paths,
+                arch,
+                Path(manifest).parent,
+                tensile_cfg or {},
+                prefix=prefix,
+                register=register_args(profile),
+            )
             if not built and create_library == "always":
                 raise RuntimeError(
                     "config field 'package.create_library' is 'always' but Tensile was not found "
