@@ -26,7 +26,7 @@ from oto.backends.tensile import TensileBackend
 from oto.gemm import PATTERNS, Library
 from oto.tensile import legality
 from oto.tensile.create_library import build_library
-from oto.tensile.install import RUNTIME_SCRIPT, tensile_python_from_path
+from oto.tensile.install import RUNTIME_SCRIPT, register_args, tensile_python_from_path
 from oto.tensile.logic_writer import logic_file_name, problem_type, solution_entry, write_logic_file
 from oto.tensile.native_library import build_master_library
 from oto.tensile.outputs import read_solutions
@@ -199,6 +199,7 @@ def test_emitted_config_assembles_for_gfx90c(tensile_python, asm_cache, profile,
         tensile_python,
         str(RUNTIME_SCRIPT),
         "tensile",
+        *register_args(profile),
         "--arch",
         "gfx90c",
         "--cxx-compiler",
@@ -237,7 +238,7 @@ def test_backend_build_with_real_tensile(tensile_python, asm_cache, profile, tmp
 
 @pytest.mark.slow
 @pytest.mark.parametrize("label", ["gfx90c", "gfx900"])
-def test_logic_files_build_with_tensile_create_library(tensile_python, label, tmp_path):
+def test_logic_files_build_with_tensile_create_library(tensile_python, label, profile, tmp_path):
     lib, ks = sgemm_nt()
     pt = problem_type(lib.name)
     sols = [solution_entry(pt, k.params, i) for i, k in enumerate(ks[:2])]
@@ -252,7 +253,9 @@ def test_logic_files_build_with_tensile_create_library(tensile_python, label, tm
         device_names=["Device 1636"],
     )
     out = tmp_path / "library"
-    manifest = build_library([logic], label, out, {"python": tensile_python}, jobs=2)
+    manifest = build_library(
+        [logic], label, out, {"python": tensile_python}, jobs=2, register=register_args(profile)
+    )
     files = set(manifest["files"])
     assert f"TensileLibrary_lazy_{label}.dat" in files
     assert any(f.endswith(f"_{label}.co") for f in files)

@@ -10,7 +10,7 @@ import jinja2
 
 import oto
 from oto.deck.model import LibraryDeck
-from oto.tensile.defaults import BENCHMARK_PROBLEM_KEYS, TENSILE_MIN_VERSION
+from oto.tensile.defaults import TENSILE_MIN_VERSION, benchmark_problem_type
 
 # GlobalParameters for a consumer APU; the emitted tensile_config.yaml template uses the same values
 # (tests/test_tensile_config.py checks they agree).
@@ -42,8 +42,7 @@ def benchmark_config(
     library_logic: Mapping[str, Any] | None = None,
 ) -> dict[str, Any]:
     """A Tensile benchmark config: the candidates as one Groups fork dimension, exact sizes."""
-    problem = {k: problem_type[k] for k in BENCHMARK_PROBLEM_KEYS if k in problem_type}
-    problem.setdefault("OperationType", "GEMM")
+    problem = benchmark_problem_type(problem_type)
     doc: dict[str, Any] = {
         "GlobalParameters": {
             **APU_GLOBAL_PARAMETERS,
@@ -88,7 +87,7 @@ def render_benchmark_yaml(
         undefined=jinja2.StrictUndefined,
         keep_trailing_newline=True,
     )
-    problem = {k: deck.problem_type[k] for k in BENCHMARK_PROBLEM_KEYS if k in deck.problem_type}
+    problem = benchmark_problem_type(deck.problem_type)
     tensile = profile.get("tensile", {})
     cands = [k for k in kernels if "candidate" in k["roles"]]
     return env.get_template("benchmark.yaml.j2").render(

@@ -363,6 +363,10 @@ def _split_and_atomics(run: _Run) -> None:
             )
         if s["GlobalSplitUAtomicAdd"]:
             run.reject("GlobalSplitUAtomicAdd is not supported by this arch")  # no HasAtomicAdd on gfx9 VALU
+        if run.initial_strides_cd:
+            # Solution.initBetaOnlyKernelObjects adds a BetaOnly kernel for every GSU > 1 kernel, and
+            # KernelWriterBetaOnly.kernelBodyBetaOnly asserts on UseInitialStridesCD: the run dies.
+            run.reject("GlobalSplitU > 1 needs the BetaOnly kernel, which does not support UseInitialStridesCD")
     # VectorAtomicWidth: exactly one legal value, 2 for a 2-byte compute type (32-bit CAS), else 1.
     vaw_min = 2 if run.compute_bytes == 2 else 1
     use_atomic = gsu > 1 and s["GlobalSplitUAlgorithm"] == "SingleBuffer"

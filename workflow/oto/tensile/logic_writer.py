@@ -43,15 +43,17 @@ FIXED_PARAMETERS: dict[str, Any] = {
 def problem_type(library: str | Library) -> dict[str, Any]:
     """Tensile ProblemType dict of a GEMM library such as ``Cijk_Ailk_Bljk_HHS_BH``.
 
-    Independent fields plus the index layout ProblemType.initGEMM / assignDerivedParameters derive, so that
-    readers of the file need not re-derive it.
+    Independent fields plus the index layout ProblemType.initGEMM / assignDerivedParameters derive (a
+    TensorContraction reads them), so that readers of the file need not re-derive it.
     """
     lib = Library.parse(library) if isinstance(library, str) else library
     fam = lib.family
     ia = [3, 0, 2] if lib.transpose_a else [0, 3, 2]
     ib = [1, 3, 2] if lib.transpose_b else [3, 1, 2]
+    # rocBLAS ships the initial-stride families (SBIc, SBIIc) as TensorContractions: GEMM does not take them
+    contraction = fam.initial_strides_ab or fam.initial_strides_cd
     return {
-        "OperationType": "GEMM",
+        "OperationType": "TensorContraction" if contraction else "GEMM",
         "DataType": fam.a.enum,
         "DestDataType": fam.dest.enum,
         "ComputeDataType": fam.compute.enum,
