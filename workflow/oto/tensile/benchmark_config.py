@@ -7,6 +7,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 import jinja2
+import yaml
 
 import oto
 from oto.deck.model import LibraryDeck
@@ -87,6 +88,10 @@ def render_benchmark_yaml(
         undefined=jinja2.StrictUndefined,
         keep_trailing_newline=True,
     )
+    # YAML flow style, not JSON: a kernel's AssertStride*Equal keeps integer keys ({0: 1})
+    env.filters["flow"] = lambda v: yaml.safe_dump(
+        v, default_flow_style=True, width=1_000_000, sort_keys=False
+    ).strip()
     problem = benchmark_problem_type(deck.problem_type)
     tensile = profile.get("tensile", {})
     cands = [k for k in kernels if "candidate" in k["roles"]]

@@ -21,7 +21,7 @@ from typing import Any
 
 from oto.gemm import HPA_TYPES, Library
 from oto.tensile.defaults import subset
-from oto.tensile.params import CandidateError, canonical
+from oto.tensile.params import CandidateError, canonical, extras
 
 # Tensile 4.44 Common.py defaultBenchmarkCommonParameters, restricted to the parameters the rules below read
 # (lists as tuples: the table is read-only). A raw parameter dict may override any of these (e.g. a shipped
@@ -72,6 +72,7 @@ TENSILE_DEFAULTS: Mapping[str, Any] = MappingProxyType(
             "NumLoadsCoalescedB",
             "AssertFree0ElementMultiple",
             "AssertFree1ElementMultiple",
+            "AssertSummationElementMultiple",
             "AssertStrideAEqual",
             "AssertStrideBEqual",
             "AssertStrideCEqual",
@@ -80,6 +81,8 @@ TENSILE_DEFAULTS: Mapping[str, Any] = MappingProxyType(
             "MacroTileShapeMax",
             "MaxOccupancy",
             "LocalDotLayout",
+            "UseSgprForGRO",  # kept as given (the resolved value is _UseSgprForGRO), no rule reads it
+            "StaggerUMapping",
         ),
         frozen=True,
     )
@@ -176,6 +179,41 @@ def check_raw(library: Library, params: Mapping[str, Any], limits: Limits | None
     with contextlib.suppress(_Stop):
         _derive(run)
     return Verdict(not run.reasons, tuple(run.reasons), MappingProxyType(dict(run.derived)))
+
+
+# Knobs Tensile resolves in the solution state it names the kernel from (Solution.getNameFull): LdsPad -1 is
+# 0 for Source kernels and for an asm operand read along the tile (TLU), else VectorWidth (0 again when the
+# pad would overflow LDS); 1LDSBuffer -1 becomes 0 or 1 by the LDS size; StaggerU is 0 on asm kernels
+# without buffer loads.
+RESOLVED_KNOBS = ("LdsPadA", "LdsPadB", "1LDSBuffer", "StaggerU")
+
+
+def resolve(library: Library, params: Mapping[str, Any], limits: Limits | None = None) -> dict[str, Any]:
+    """A candidate as Tensile resolves it: identity and duplicate detection use this form.
+
+    The knobs of :data:`RESOLVED_KNOBS` take the value Tensile derives, and an extra parameter whose
+    presence leaves the derived state unchanged (AssertStrideAEqual {0: 1} without initial strides, a
+    LocalReadVectorWidth equal to VectorWidth, GlobalSplitUAlgorithm with GlobalSplitU 1...) is dropped.
+    Raises CandidateError for names or values outside oto's vocabulary."""
+    cand = canonical(params)
+    limits = limits or Limits()
+    state = _final_state(library, cand, limits)
+    out = dict(cand)
+    for key in RESOLVED_KNOBS:
+        value = state.get(key, out[key])
+        out[key] = int(value) if isinstance(value, bool | int) else value
+    for key in extras(cand):
+        without = {k: v for k, v in out.items() if k != key}
+        if _final_state(library, without, limits) == state:
+            out = without
+    return canonical(out)
+
+
+def _final_state(library: Library, params: Mapping[str, Any], limits: Limits) -> dict[str, Any]:
+    run = _Run(library, _with_defaults(params), limits)
+    with contextlib.suppress(_Stop):
+        _derive(run)
+    return run.s
 
 
 def _with_defaults(params: Mapping[str, Any]) -> dict[str, Any]:
@@ -366,7 +404,9 @@ def _split_and_atomics(run: _Run) -> None:
         if run.initial_strides_cd:
             # Solution.initBetaOnlyKernelObjects adds a BetaOnly kernel for every GSU > 1 kernel, and
             # KernelWriterBetaOnly.kernelBodyBetaOnly asserts on UseInitialStridesCD: the run dies.
-            run.reject("GlobalSplitU > 1 needs the BetaOnly kernel, which does not support UseInitialStridesCD")
+            run.reject(
+                "GlobalSplitU > 1 needs the BetaOnly kernel, which does not support UseInitialStridesCD"
+            )
     # VectorAtomicWidth: exactly one legal value, 2 for a 2-byte compute type (32-bit CAS), else 1.
     vaw_min = 2 if run.compute_bytes == 2 else 1
     use_atomic = gsu > 1 and s["GlobalSplitUAlgorithm"] == "SingleBuffer"
