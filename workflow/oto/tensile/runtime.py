@@ -26,8 +26,10 @@ register it in-process before Tensile's entry point runs:
    without it, Tensile's derived-vs-cached caps comparison raises KeyError on ROCm >= 5.3.
 
 Tensile's joblib workers are forked from this process and inherit the registration. A Tensile that already
-knows the ISA is left untouched. Nothing else (the C++ host library, rocBLAS) is patched: a library labelled
-gfx90c loads only in a rocBLAS that knows gfx90c; the gfx900 label is the drop-in route (docs/tensile.md).
+knows the ISA is left untouched. For TensileCreateLibrary, the logic files are also taken in sorted order
+(Tensile takes them in file-system order), so the library it writes does not depend on the machine.
+Nothing else (the C++ host library, rocBLAS) is patched: a library labelled gfx90c loads only in a rocBLAS
+that knows gfx90c; the gfx900 label is the drop-in route (docs/tensile.md).
 """
 
 from __future__ import annotations
@@ -136,6 +138,18 @@ def probe(donors: dict[tuple[int, int, int], tuple[int, int, int]] | None = None
     }
 
 
+def _sorted_logic_files(tcl) -> None:
+    """TensileCreateLibrary merges logic files in ``Path.rglob`` order, i.e. the file system's: solution
+    numbering and the order of tied Matching rows would change with it. Sorted by path, the library is the
+    same on every machine (and equals oto's own writer, oto.tensile.native_library)."""
+    find = tcl.findLogicFiles
+
+    def sorted_find(*args, **kwargs):
+        return sorted(find(*args, **kwargs))
+
+    tcl.findLogicFiles = sorted_find
+
+
 def null_client(argv: list[str]) -> int:
     """Stand-in for tensile_client in build-only runs: writes an empty results file and succeeds, so Tensile
     finishes kernel generation and assembly with rc 0 and nothing is timed."""
@@ -173,7 +187,10 @@ def main(argv: list[str] | None = None) -> int:
         if cmd == "tensile":
             from Tensile.Tensile import main as entry
         else:
-            from Tensile.TensileCreateLibrary import TensileCreateLibrary as entry
+            from Tensile import TensileCreateLibrary as tcl
+
+            _sorted_logic_files(tcl)
+            entry = tcl.TensileCreateLibrary
         result = entry()
         return int(result or 0) if isinstance(result, int) else 0
     print(f"tensile_runtime: unknown command {cmd!r}", file=sys.stderr)
