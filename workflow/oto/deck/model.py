@@ -89,6 +89,7 @@ class LibraryDeck:
         Tensile's Matching table picks), and ``substitute`` says which and why."""
         library = Library.parse(self.name)
         verdicts: dict[int, legality.Verdict] = {}
+        resolved: dict[int, dict[str, Any]] = {}
 
         def verdict(pos: int) -> legality.Verdict:
             if pos not in verdicts:
@@ -116,8 +117,10 @@ class LibraryDeck:
                 if pos is None:
                     out[i] = {"id": None, "params": None, "position": None, "substitute": note}
                     continue
-            params = legality.resolve(library, self.solutions[pos]["params"], limits)
-            out[i] = {"id": candidate_id(params), "params": params, "position": pos}
+            if pos not in resolved:
+                resolved[pos] = legality.resolve(library, self.solutions[pos]["params"], limits)
+            params = resolved[pos]
+            out[i] = {"id": candidate_id(params), "params": dict(params), "position": pos}
             if note:
                 out[i]["substitute"] = note
         return out

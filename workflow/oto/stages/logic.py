@@ -1,4 +1,6 @@
-"""logic: one library's final winners → a logic file in rocBLAS's format, named like the shipped ones."""
+"""logic: one library's final winners → a logic file in rocBLAS's format, named like the shipped ones.
+Every winner is checked first; one that cannot be written hands its sizes to the next best (the file's
+header comment records it)."""
 
 from __future__ import annotations
 
@@ -8,7 +10,9 @@ from pathlib import Path
 
 from oto.deck.model import read_library_yaml
 from oto.files import read_yaml
-from oto.tensile.logic_writer import logic_label, solution_entry, write_logic_file
+from oto.gemm import Library
+from oto.tensile import legality
+from oto.tensile.logic_writer import logic_label, plan_logic, solution_entry, write_logic_file
 
 log = logging.getLogger(__name__)
 
@@ -20,14 +24,21 @@ def run(final_path: Path, deck_path: Path, profile: Mapping, label: str, out: Pa
         raise ValueError(
             f"{final_path}: field 'library' is {final['library']!r}, the deck slice is {deck.name!r}"
         )
-    order: dict[str, int] = {}
-    rows = []
-    for r in final["per_size"]:
-        if not r.get("winner"):
-            continue  # no valid kernel at this size: Tensile falls back to the nearest size's solution
-        index = order.setdefault(r["winner"], len(order))
-        rows.append((list(deck.sizes[r["size_index"]]), index, float(r["gflops"])))
-    solutions = [solution_entry(deck.problem_type, final["kernels"][kid], i) for kid, i in order.items()]
+    library = Library.parse(deck.name)
+    limits = legality.Limits.from_profile(profile)
+    winners = {int(r["size_index"]) for r in final["per_size"] if r.get("winner")}
+    plan = plan_logic(
+        library,
+        final["per_size"],
+        final["kernels"],
+        deck.sizes,
+        deck.references(sorted(winners), limits),
+        limits,
+    )
+    for note in plan.notes():
+        log.warning("%s: %s", deck.name, note)
+    solutions = [solution_entry(deck.problem_type, p, i) for i, p in enumerate(plan.solutions.values())]
+    rows = plan.rows
     schedule, arch, devices = logic_label(profile, label)
     write_logic_file(
         out,
@@ -37,6 +48,7 @@ def run(final_path: Path, deck_path: Path, profile: Mapping, label: str, out: Pa
         schedule=schedule,
         architecture=arch,
         device_names=devices,
+        notes=plan.notes(),
     )
     log.info("%s: %d solutions, %d exact rows → %s", deck.name, len(solutions), len(rows), out)
     return Path(out)
