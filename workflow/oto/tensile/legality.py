@@ -240,6 +240,7 @@ def _derive(run: _Run) -> None:
     _loop_iters(run)
     _partial_tile_loads(run)
     _source_kernel(run)
+    _store_batches(run)
     _vgpr_bound(run)
 
 
@@ -375,6 +376,7 @@ def _split_and_atomics(run: _Run) -> None:
             ga = "MultipleBuffer"
         elif run.compute_char != run.dest_char:
             ga = "SingleBuffer"
+    s["_GlobalAccumulation"] = ga
     if gsu == 1:
         s["GlobalSplitUAlgorithm"] = "SingleBuffer"
         if s["GlobalSplitUAtomicAdd"]:
@@ -743,6 +745,22 @@ def _partial_tile_loads(run: _Run) -> None:
 def _source_kernel(run: _Run) -> None:
     if not run.asm and run.s["PrefetchGlobalRead"] == 2:
         run.reject("Source kernel does not support PGR2")
+
+
+def _store_batches(run: _Run) -> None:
+    """KernelWriterAssembly.globalWriteElements stores half/bf16 C in batches of an even number of elements
+    (vectors of GlobalWriteVectorWidth); without a workspace (no _GlobalAccumulation) a VALU kernel whose
+    thread holds a single such vector cannot be written: overflowedResources 3. Checked against Tensile 4.44
+    on HB/HHS_BH/HSS_BH asm kernels (bench/RESULTS.md, Tensile conformance)."""
+    s = run.s
+    if not run.asm or run.a_char not in ("H", "B") or s.get("_GlobalAccumulation") is not None:
+        return
+    vectors = run.derived["NumElementsPerThread"] // run.derived["GlobalWriteVectorWidth"]
+    if vectors < 2:
+        run.reject(
+            f"{vectors} store vector(s) per thread: half requires at least two elements per batch "
+            "(KernelWriterAssembly overflowedResources 3)"
+        )
 
 
 def _vgpr_bound(run: _Run) -> None:
