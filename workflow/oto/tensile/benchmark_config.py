@@ -3,6 +3,7 @@ tensile backend hands Tensile for one batch, and the human-readable ``tensile_co
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -81,8 +82,9 @@ def render_benchmark_yaml(
     repetitions: int,
     why_empty: str = "",
 ) -> str:
-    """The ``tensile_config.yaml`` of a generation: the candidates and tuning sizes as a Tensile benchmark
-    config a user can run by hand (the backend builds its own per batch with :func:`benchmark_config`)."""
+    """The ``tensile_config.yaml`` of a generation: its kernels (candidates and the references they race)
+    and tuning sizes as a Tensile benchmark config a user can run by hand (the backend builds its own per
+    batch with :func:`benchmark_config`)."""
     env = jinja2.Environment(
         loader=jinja2.PackageLoader("oto.tensile", "templates"),
         undefined=jinja2.StrictUndefined,
@@ -94,7 +96,14 @@ def render_benchmark_yaml(
     ).strip()
     problem = benchmark_problem_type(deck.problem_type)
     tensile = profile.get("tensile", {})
-    cands = [k for k in kernels if "candidate" in k["roles"]]
+    # Candidates, then the spoof-floor references they race against: every kernel the generation builds
+    # (one bundle per distinct kernel).
+    cands, seen = [], set()
+    for k in sorted(kernels, key=lambda k: "candidate" not in k["roles"]):
+        key = json.dumps(k["params"], sort_keys=True, default=str)
+        if key not in seen:
+            seen.add(key)
+            cands.append(k)
     return env.get_template("benchmark.yaml.j2").render(
         oto_version=oto.__version__,
         library=deck.name,
@@ -104,7 +113,7 @@ def render_benchmark_yaml(
         repetitions=repetitions,
         problem_type=problem,
         candidates=[dict(k["params"]) for k in cands],
-        c_ids=[k["id"] for k in cands],
+        c_ids=[k["id"] + ("" if "candidate" in k["roles"] else " reference") for k in cands],
         sizes=[list(s[:4]) for s in sizes],
         schedule=tensile.get("logic_prefix", profile["arch"]),
         device_names=list(tensile.get("device_names", [])),
