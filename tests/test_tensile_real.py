@@ -365,3 +365,18 @@ def test_every_problem_type_of_the_deck_forks_generates_and_assembles(
         sols = read_solutions(step / "Data" / "00_Final.yaml")
         assert len(match_solutions(sols, kernels)) == len(kernels) == len(sols), name
         assert list((step / "00_Final" / "source" / "library").glob("*.co")), name
+
+
+@pytest.mark.slow
+def test_gfx902_builds_with_the_caps_its_profile_names(tensile_python, asm_cache, tmp_path):
+    """gfx902 is registered from its profile's tensile.caps_from (gfx900), also with an assembler cache that
+    a gfx90c run wrote (it has no gfx902 entry): asm and Source kernels build."""
+    prof = yaml.safe_load((ROOT / "arch_profiles" / "gfx902.yaml").read_text())
+    lib = Library.parse("Cijk_Ailk_Bjlk_SB")
+    base = dict(ThreadTile=[4, 4], WorkGroup=[16, 16, 1], DepthU=16, VectorWidth=4)
+    ps = [canonical({**base, "KernelLanguage": kl}) for kl in ("Assembly", "Source")]
+    ks = [Kernel(candidate_id(p), p) for p in ps]
+    be = TensileBackend(prof, {"python": tensile_python, "asm_cache": asm_cache}, "test")
+    res = be.build(Problem(lib, prof, problem_type(lib.name)), ks, tmp_path)
+    assert [r.status for r in res] == ["ok", "ok"], res
+    assert be.provenance()["isa"] == "gfx902"

@@ -34,6 +34,12 @@ def getCapabilitiesCache(version):
 """
 
 
+FAKE_LIBRARYIO = """
+def initAsmCapsCache(path):  # an --asm-cache file written before the ISA was registered
+    return {(9, 0, 0): {"HasMFMA": False, "v_mad_mix_f32": True}}
+"""
+
+
 @pytest.fixture
 def fake_tensile(tmp_path, monkeypatch):
     pkg = tmp_path / "Tensile"
@@ -41,6 +47,7 @@ def fake_tensile(tmp_path, monkeypatch):
     (pkg / "__init__.py").write_text("__version__ = '4.44.0'\n")
     (pkg / "Common.py").write_text(FAKE_COMMON)
     (pkg / "AsmCaps.py").write_text(FAKE_ASMCAPS)
+    (pkg / "LibraryIO.py").write_text(FAKE_LIBRARYIO)
     monkeypatch.syspath_prepend(str(tmp_path))
     for m in [m for m in sys.modules if m == "Tensile" or m.startswith("Tensile.")]:
         monkeypatch.delitem(sys.modules, m)
@@ -102,6 +109,9 @@ def test_registrations_come_from_the_profiles(fake_tensile):
     assert (9, 0, 2) in common.globalParameters["SupportedISA"]
     assert common.architectureMap["gfx902"] == "gfx902"
     assert common.probed()[(9, 0, 2)] == common.probed()[(9, 0, 0)]
+    from Tensile import LibraryIO  # an asm cache file from before the registration gets the donor's caps too
+
+    assert LibraryIO.initAsmCapsCache("asmcache.yaml")[(9, 0, 2)] == {"HasMFMA": False, "v_mad_mix_f32": True}
     # an ISA no profile asks for is left alone, even when named
     assert tensile_runtime._register_targets(["--arch", "gfx90c"], donors) == []
     assert register_args(profiles["gfx902"]) == ["--oto-register", "gfx902=gfx900"]

@@ -75,7 +75,26 @@ def register(isa: tuple[int, int, int], donor: tuple[int, int, int]) -> bool:
 
     AsmCaps.getCapabilitiesCache = with_isa
     Common.getCapabilitiesCache = with_isa  # Common imported the name; patch its binding too
+    _asm_cache_file_with(isa, donor)
     return True
+
+
+def _asm_cache_file_with(isa: tuple[int, int, int], donor: tuple[int, int, int]) -> None:
+    """An ``--asm-cache`` file written by a run that did not register ``isa`` (or by a plain Tensile) has no
+    entry for it, and Tensile takes the AsmCaps from the file alone: give the loaded cache the donor's."""
+    try:
+        from Tensile import LibraryIO
+    except ImportError:  # a Tensile without the cache file (older versions)
+        return
+    original = LibraryIO.initAsmCapsCache
+
+    def with_isa(*args, **kwargs):
+        cache = original(*args, **kwargs)
+        if cache and donor in cache:
+            cache.setdefault(isa, dict(cache[donor]))
+        return cache
+
+    LibraryIO.initAsmCapsCache = with_isa
 
 
 def _target_isas(argv: list[str]) -> list[tuple[int, int, int]]:
