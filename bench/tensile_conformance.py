@@ -63,16 +63,27 @@ _GENERATED = re.compile(r"# Actual Solutions: (\d+) / (\d+) after KernelWriter")
 
 
 def simulate(work: Path, families: list[str] | str) -> Path:
-    """A one-generation simulated run over ``families`` in a scratch copy of the repository."""
+    """A one-generation simulated run over ``families`` in a scratch copy of the repository (resumed when
+    ``work`` already holds one). Its GPU lock is private: other oto runs on the machine do not queue it."""
     config = yaml.safe_load((REPO / "config" / "config.yaml").read_text())
     config.update(families=families, max_generations=1, backend="sim")
     config.setdefault("package", {})["create_library"] = "never"
     work.mkdir(parents=True, exist_ok=True)
-    root = make_workdir(work, config)
-    cmd = [sys.executable, "-m", "snakemake", "--cores", "2", TARGET.format(arch=config["arch"])]
+    root = work / "oto" if (work / "oto").exists() else make_workdir(work, config)
+    cmd = [
+        sys.executable,
+        "-m",
+        "snakemake",
+        "--cores",
+        "2",
+        "--rerun-incomplete",
+        TARGET.format(arch=config["arch"]),
+    ]
+    (work / "tmp").mkdir(exist_ok=True)
+    env = {**os.environ, "TMPDIR": str(work / "tmp")}
     t0 = time.monotonic()
-    with open(work / "snakemake.log", "w") as log:
-        rc = subprocess.run(cmd, cwd=root, stdout=log, stderr=subprocess.STDOUT).returncode
+    with open(work / "snakemake.log", "a") as log:
+        rc = subprocess.run(cmd, cwd=root, stdout=log, stderr=subprocess.STDOUT, env=env).returncode
     if rc:
         sys.exit(f"simulated run failed (rc {rc}); log {work / 'snakemake.log'}")
     print(f"# simulated run: {time.monotonic() - t0:.0f} s in {root}", flush=True)
