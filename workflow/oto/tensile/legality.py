@@ -470,26 +470,32 @@ def _glvw_classic(run: _Run, tc: str, total: int, grvw: int, why: list[str]) -> 
     return ok
 
 
-def _glvw_fractional(run: _Run, tc: str, depth_u: int, glvw: int) -> bool:
-    """setGlobalLoadTileDimFractional: rows of the load tile may be partial (buffer loads clip the rest)."""
-    s = run.s
-    nt = s["NumThreads"]
-    par, perp = _load_shape(run, tc, depth_u)
-    best, grvw, lsc, lsp = -1, glvw, 0, 0
+def fractional_load(threads: int, par: int, perp: int, glvw: int) -> tuple[int, int, int] | None:
+    """setGlobalLoadTileDimFractional for one tensor: (GlobalLoadVectorWidth, LSC, LSP) of a load tile of
+    ``par`` x ``perp`` elements whose rows may be partial (buffer loads clip the rest), or None."""
+    grvw = glvw
     while grvw >= 1:
-        per_inst = nt * grvw
+        per_inst = threads * grvw
         lsc, lsp = (per_inst, 1) if par >= per_inst else (par, min(perp, per_inst // par))
         if lsc % grvw == 0:  # a vector must not wrap into the next row
             best, valid = grvw, lsc * lsp
             narrower = grvw // 2
-            while narrower >= 1 and nt * narrower >= valid:  # prefer the narrowest vector covering the row
+            while narrower >= 1 and threads * narrower >= valid:  # prefer the narrowest covering the row
                 if lsc % narrower == 0:
                     best = narrower
                 narrower //= 2
-            break
+            return best, lsc, lsp
         grvw //= 2
-    if best == -1:
+    return None
+
+
+def _glvw_fractional(run: _Run, tc: str, depth_u: int, glvw: int) -> bool:
+    s = run.s
+    par, perp = _load_shape(run, tc, depth_u)
+    found = fractional_load(s["NumThreads"], par, perp, glvw)
+    if found is None:
         return False
+    best, lsc, lsp = found
     s[f"GlobalLoadVectorWidth{tc}"] = best
     s[f"LSC{tc}"], s[f"LSP{tc}"] = lsc, lsp
     s[f"NumLoadsCoalesced{tc}"] = -(-par // lsc)

@@ -17,6 +17,7 @@ from typing import Any
 
 from oto.gemm import DATATYPES, HPA_TYPES, DataType, datatype
 from oto.tensile.defaults import TENSILE_DEFAULTS
+from oto.tensile.legality import fractional_load
 
 # Tensile's defaults for every solution parameter, in its order (the order of a solution's state, which fixes
 # the order of the problem predicates TCL writes).
@@ -351,6 +352,9 @@ def derive(solution: Mapping[str, Any], pt: ProblemTypeInfo, isa: tuple[int, int
         key = f"GlobalLoadVectorWidth{tc}"
         if s[key] == -1:
             s[key] = max(s["VectorWidth"], math.ceil(1 / regs)) if asm else s["VectorWidth"]
+    if s["VectorAtomicWidth"] == -1:
+        # non-MFMA: one legal value, 2 for a 2-byte compute type (32-bit CAS), else 1; it is in the name
+        s["VectorAtomicWidth"] = 2 if pt.compute.bytes == 2 else 1
     if s["StoreVectorWidth"] == -1:
         s["StoreVectorWidth"] = s["VectorWidth"] if s["SourceSwap"] else (4 if regs <= 1 else int(4 // regs))
     if s["LocalReadVectorWidth"] == -1:
@@ -429,10 +433,16 @@ def _packed_indices(s: Mapping[str, Any], pt: ProblemTypeInfo) -> tuple[list[int
 
 def _global_loads(s: dict[str, Any], pt: ProblemTypeInfo, mt: Mapping[str, int]) -> None:
     """GlobalLoadVectorWidth and NumLoadsCoalesced for a fixed DepthU (setGlobalLoadVectorWidth and
-    setGlobalLoadTileDimClassic); FractionalLoad kernels keep their stored values."""
-    if s["FractionalLoad"]:
-        return
+    setGlobalLoadTileDimClassic, or setGlobalLoadTileDimFractional for FractionalLoad kernels)."""
     du = s["DepthU"]
+    if s["FractionalLoad"]:
+        for tc in "AB":
+            par, perp = (mt[tc], du) if pt.tlu(tc) else (du, mt[tc])
+            found = fractional_load(s["NumThreads"], par, perp, s[f"GlobalLoadVectorWidth{tc}"])
+            if found is not None:
+                s[f"GlobalLoadVectorWidth{tc}"] = found[0]
+                s[f"NumLoadsCoalesced{tc}"] = _ceil_div(par, found[1])
+        return
     for tc in "AB":
         coalesced, perp = (mt[tc], du) if pt.tlu(tc) else (du, mt[tc])
         total = coalesced * perp
