@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import argparse
 import collections
+import fcntl
 import hashlib
 import json
 import os
@@ -101,6 +102,12 @@ def tensile_run(python: str, profile: dict, cfg: Path, out: Path, asm_cache: Pat
     """Run one emitted config as written; count what Tensile did with each kernel. A finished run of the
     same config in ``out`` is read back instead of run again (``--configs-only`` first, the rest later)."""
     out.mkdir(parents=True, exist_ok=True)
+    with open(out / ".lock", "w") as lock:  # another invocation on the same folder waits, then reads back
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        return _tensile_run(python, profile, cfg, out, asm_cache)
+
+
+def _tensile_run(python: str, profile: dict, cfg: Path, out: Path, asm_cache: Path) -> dict[str, Any]:
     digest = hashlib.sha256(cfg.read_bytes()).hexdigest()
     saved = out / "result.json"
     if saved.exists():
