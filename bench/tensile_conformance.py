@@ -355,6 +355,22 @@ def main() -> int:
             asm_cache,
         )
 
+    label_issues: dict[str, list[str]] = collections.defaultdict(list)
+    label_counts: dict[str, collections.Counter] = collections.defaultdict(collections.Counter)
+    label_seconds = {}
+    labels = () if args.configs_only else ("native", "gfx900")
+    with ThreadPoolExecutor(2) as pool:  # the two labels' TensileCreateLibrary runs side by side
+        checked = list(
+            pool.map(lambda lb: check_label(python, root, arch, profile, lb, work / "tcl", libraries), labels)
+        )
+    for label, (per_family, found, seconds) in zip(labels, checked, strict=True):
+        label_seconds[label] = seconds
+        for fam, n in per_family.items():
+            label_counts[fam][f"logic {label}"] += n
+        for fams, msg in found:
+            for fam in fams:
+                label_issues[fam].append(msg)
+
     t0 = time.monotonic()
     with ThreadPoolExecutor(max(1, args.jobs)) as pool:
         runs = dict(
@@ -381,16 +397,10 @@ def main() -> int:
         row, found = check_config(name, results / name, runs[name])
         table[fam].update(row, libraries=1)
         issues[fam] += found
-    label_seconds = {}
-    for label in () if args.configs_only else ("native", "gfx900"):
-        per_family, found, seconds = check_label(python, root, arch, profile, label, work / "tcl", libraries)
-        label_seconds[label] = seconds
-        for fam, n in per_family.items():
-            table[fam][f"logic {label}"] += n
-        for fams, msg in found:
-            for fam in fams:
-                issues[fam].append(msg)
-
+    for fam, counts in label_counts.items():
+        table[fam].update(counts)
+    for fam, msgs in label_issues.items():
+        issues[fam] += msgs
     tensile = subprocess.run(
         [python, "-c", "import Tensile; print(Tensile.__version__)"], capture_output=True, text=True
     )
