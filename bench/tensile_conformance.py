@@ -323,6 +323,11 @@ def main() -> int:
     ap.add_argument("--jobs", type=int, default=2, help="Tensile benchmark runs at a time")
     ap.add_argument("--work", type=Path, help="scratch folder to keep (default: a temporary one)")
     ap.add_argument(
+        "--logic-only",
+        action="store_true",
+        help="check the logic files of the libraries finalized so far (of --run), not the emitted configs",
+    )
+    ap.add_argument(
         "--configs-only",
         action="store_true",
         help="check the emitted configs of the libraries emitted so far (of --run), not the logic files",
@@ -342,6 +347,8 @@ def main() -> int:
     libraries = sorted(p.parent.name for p in results.glob("*/deck.yaml"))
     if args.configs_only:
         libraries = [n for n in libraries if (results / n / "gen0" / "tensile_config.yaml").exists()]
+    if args.logic_only:
+        libraries = [n for n in libraries if (results / n / "final.yaml").exists()]
     if args.families:
         libraries = [n for n in libraries if Library.parse(n).family.code in args.families]
     asm_cache = Path(os.environ.get("OTO_TENSILE_ASM_CACHE") or work / "asmcache.yaml")
@@ -372,10 +379,11 @@ def main() -> int:
                 label_issues[fam].append(msg)
 
     t0 = time.monotonic()
+    configs = [] if args.logic_only else libraries
     with ThreadPoolExecutor(max(1, args.jobs)) as pool:
         runs = dict(
             zip(
-                libraries,
+                configs,
                 pool.map(
                     lambda n: tensile_run(
                         python,
@@ -384,7 +392,7 @@ def main() -> int:
                         work / "tensile" / n,
                         asm_cache,
                     ),
-                    libraries,
+                    configs,
                 ),
                 strict=True,
             )
@@ -392,7 +400,7 @@ def main() -> int:
     bench_seconds = time.monotonic() - t0
     table: dict[str, collections.Counter] = collections.defaultdict(collections.Counter)
     issues: dict[str, list[str]] = collections.defaultdict(list)
-    for name in libraries:
+    for name in configs:
         fam = Library.parse(name).family.code
         row, found = check_config(name, results / name, runs[name])
         table[fam].update(row, libraries=1)
