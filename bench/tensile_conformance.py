@@ -347,6 +347,14 @@ def main() -> int:
     libraries = sorted(p.parent.name for p in results.glob("*/deck.yaml"))
     if args.configs_only:
         libraries = [n for n in libraries if (results / n / "gen0" / "tensile_config.yaml").exists()]
+        # one library of every family first, then the second of every family, ...
+        rank: collections.Counter = collections.Counter()
+        order = {}
+        for n in libraries:
+            fam = Library.parse(n).family.code
+            order[n] = (rank[fam], fam)
+            rank[fam] += 1
+        libraries.sort(key=order.__getitem__)
     if args.logic_only:
         libraries = [n for n in libraries if (results / n / "final.yaml").exists()]
     if args.families:
