@@ -255,7 +255,14 @@ def tcl_merged(python: str, arch: str, paths: list[Path], work: Path, profile: d
 
 
 def check_label(
-    python: str, root: Path, arch: str, profile: dict, label: str, work: Path, libraries
+    python: str,
+    root: Path,
+    arch: str,
+    profile: dict,
+    label: str,
+    work: Path,
+    libraries,
+    merged_too: bool = True,
 ) -> tuple:
     """(solutions per family, [(families, issue)], seconds) for one label's logic files."""
     t0 = time.monotonic()
@@ -270,7 +277,7 @@ def check_label(
         per_family[fam] += len(doc[5])
         for stem in build_master_library([p], arch=label_arch, lazy=True)[1]:
             families_of[stem].add(fam)
-    issues = _check_label_files(python, paths, label, label_arch, work, profile, found)
+    issues = _check_label_files(python, paths, label, label_arch, work, profile, found, merged_too)
     return per_family, [(sorted(_families(m, families_of)), m) for m in issues], time.monotonic() - t0
 
 
@@ -279,7 +286,7 @@ def _families(msg: str, families_of: dict[str, set[str]]) -> set[str]:
     return set().union(*hit) if hit else {"(all)"}
 
 
-def _check_label_files(python, paths, label, label_arch, work, profile, issues) -> list[str]:
+def _check_label_files(python, paths, label, label_arch, work, profile, issues, merged_too) -> list[str]:
     lib_dir = work / label / "library"
     prefix = logic_label(profile, label)[0]
     try:
@@ -306,6 +313,8 @@ def _check_label_files(python, paths, label, label_arch, work, profile, issues) 
     codes = [f for f in manifest["files"] if f.endswith((".co", ".hsaco"))]
     if not codes:
         issues.append(f"{label}: TensileCreateLibrary built no code object")
+    if not merged_too:
+        return issues
     try:
         merged = tcl_merged(python, label_arch, paths, work / label / "merged", profile)
         real = msgpack.unpackb(merged.read_bytes(), strict_map_key=False)
@@ -322,6 +331,12 @@ def main() -> int:
     ap.add_argument("--families", nargs="*", default=None, help="family codes (default: the whole deck)")
     ap.add_argument("--jobs", type=int, default=2, help="Tensile benchmark runs at a time")
     ap.add_argument("--work", type=Path, help="scratch folder to keep (default: a temporary one)")
+    ap.add_argument("--libraries", nargs="*", default=None, help="library names (default: every one)")
+    ap.add_argument(
+        "--no-merged",
+        action="store_true",
+        help="skip the merged TensileCreateLibrary build (the lazy one compares every solution already)",
+    )
     ap.add_argument(
         "--logic-only",
         action="store_true",
@@ -359,6 +374,8 @@ def main() -> int:
         libraries = [n for n in libraries if (results / n / "final.yaml").exists()]
     if args.families:
         libraries = [n for n in libraries if Library.parse(n).family.code in args.families]
+    if args.libraries:
+        libraries = [n for n in libraries if n in args.libraries]
     asm_cache = Path(os.environ.get("OTO_TENSILE_ASM_CACHE") or work / "asmcache.yaml")
     if not asm_cache.exists():  # one probe, before the parallel runs
         first = libraries[0]
@@ -376,7 +393,12 @@ def main() -> int:
     labels = () if args.configs_only else ("native", "gfx900")
     with ThreadPoolExecutor(2) as pool:  # the two labels' TensileCreateLibrary runs side by side
         checked = list(
-            pool.map(lambda lb: check_label(python, root, arch, profile, lb, work / "tcl", libraries), labels)
+            pool.map(
+                lambda lb: check_label(
+                    python, root, arch, profile, lb, work / "tcl", libraries, not args.no_merged
+                ),
+                labels,
+            )
         )
     for label, (per_family, found, seconds) in zip(labels, checked, strict=True):
         label_seconds[label] = seconds
