@@ -448,7 +448,7 @@ def main() -> int:
     )
     print(f"# Tensile {tensile.stdout.strip()} ({python}); run {root}; scratch {work}")
     print(
-        f"# benchmark program: {len(libraries)} configs in {bench_seconds:.0f} s ({args.jobs} at a time); "
+        f"# benchmark program: {len(configs)} configs in {bench_seconds:.0f} s ({args.jobs} at a time); "
         + ", ".join(f"TensileCreateLibrary {k}: {v:.0f} s" for k, v in label_seconds.items())
     )
     cols = [
