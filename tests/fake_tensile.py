@@ -8,6 +8,12 @@ separated, CSVExportWinner layout). Each candidate's fate is chosen by its WorkG
     1 rejected by Tensile     2 register overflow     4 assembly fails (Tensile exits 1)
     16 validation fails (-1)  32 client crashes on it (truncated CSV, rc 139)
     64 client hangs on it     anything else: ok, GFlops from the tile shape
+
+and, like Tensile 4.44 (see :func:`tensile_checks`): StaggerU 2 makes the kernel writer fail with
+``Generating kernel source resulted in error 3`` (no kernel name, as 4.44 prints it for VALU kernels; with no
+kernel left, Tensile stops with "No valid solutions found"); kernels that resolve to the same solution (LdsPad
+-1 is 0 for Source kernels) are forked once; a problem type with initial strides must be a TensorContraction
+with its index keys (else exit 255), and GlobalSplitU > 1 with UseInitialStridesCD asserts (exit 1).
 """
 
 import json
@@ -20,6 +26,28 @@ import yaml
 from oto.tensile.results_csv import LEADING, TRAILING, WINNER
 
 FATE = {1: "reject", 2: "overflow", 4: "asm", 16: "invalid", 32: "crash", 64: "hang"}
+WRITER_ERROR_STAGGER = 2  # StaggerU value whose kernel the kernel writer cannot generate (error 3)
+
+
+def tensile_checks(pt_cfg, cands):
+    """Tensile's problem-type checks and its fork-time dedupe: (exit code, message) or (0, unique cands)."""
+    if pt_cfg.get("UseInitialStridesCD") or pt_cfg.get("UseInitialStridesAB"):
+        needs = ("NumIndicesC", "IndexAssignmentsA", "IndexAssignmentsB")
+        if pt_cfg.get("OperationType") != "TensorContraction" or any(k not in pt_cfg for k in needs):
+            return 255, "ExactSize [64, 64, 1, 64] doesn't match indices of ProblemType"
+        if pt_cfg.get("UseInitialStridesCD") and any(c.get("GlobalSplitU", 1) > 1 for c in cands):
+            return 1, "Traceback (most recent call last):\n  KernelWriterBetaOnly.py\nAssertionError"
+    unique, seen = [], set()
+    for c in cands:
+        resolved = dict(c)
+        if resolved.get("KernelLanguage") == "Source":
+            for key in ("LdsPadA", "LdsPadB"):
+                resolved[key] = max(resolved.get(key, 0), 0)
+        key = yaml.safe_dump(resolved, sort_keys=True)
+        if key not in seen:
+            seen.add(key)
+            unique.append(c)
+    return 0, unique
 
 
 def name(pt, p):
@@ -70,6 +98,11 @@ def main(argv):
     cands = group["ForkParameters"][0]["Groups"][0]
     sizes = [e["Exact"] for e in group["BenchmarkFinalParameters"][0]["ProblemSizes"]]
     reps = cfg["GlobalParameters"]["NumBenchmarks"]
+    rc, checked = tensile_checks(pt_cfg, cands)
+    if rc:
+        print(checked)
+        return rc
+    cands = checked
     print("# Enumerating Solutions")
     sols = []
     for p in cands:
@@ -80,11 +113,17 @@ def main(argv):
         else:
             sols.append(p)
     print(f"# Actual Solutions: {len(sols)} / {len(cands)} after SolutionStructs")
+    if not sols:
+        print("Your parameters resulted in 0 valid solutions.")
+        return 1
     if any(FATE.get(p["WorkGroupMapping"]) == "asm" for p in sols):
         print("Traceback (most recent call last):\nsubprocess.CalledProcessError: clang exited 1")
         return 1
     kept = []
     for p in sols:
+        if p.get("StaggerU") == WRITER_ERROR_STAGGER:
+            print("> UserWarning: \nGenerating kernel source resulted in error 3")
+            continue
         if FATE.get(p["WorkGroupMapping"]) == "overflow":
             print(
                 wrap(
@@ -94,6 +133,9 @@ def main(argv):
             )
         else:
             kept.append(p)
+    if not kept:
+        print("Traceback (most recent call last):\nRuntimeError: No valid solutions found")
+        return 1
     data = out / "1_BenchmarkProblems" / f"{pt}_00" / "Data"
     data.mkdir(parents=True, exist_ok=True)
     docs = [{"MinimumRequiredVersion": "4.44.0"}, {"ProblemSizes": [{"Exact": s} for s in sizes]}]

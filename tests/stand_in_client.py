@@ -1,9 +1,10 @@
 """A stand-in for tensile_client on a machine without a GPU (used by tests/test_tensile_real.py).
 
-It does what the client does to the files: reads ClientParameters.ini and the benchmark library it names,
-and writes the results CSV (CSVExportWinner layout, ", " separated) for every problem × solution, repeated
-num-benchmarks times. GFlops are made up from the solution's macro tile (MT0·MT1/16), and -1 (validation
-failed) for solutions whose name has ThreadTile 8x8, so a test can check which column went to which kernel.
+It does what the client does to the files: reads ClientParameters.ini (sizes, and the leading dimensions
+from the strides) and the benchmark library it names, and writes the results CSV (CSVExportWinner layout,
+", " separated) for every problem × solution, repeated num-benchmarks times. GFlops are made up from the
+solution's macro tile (MT0·MT1/16), and -1 (validation failed) for solutions whose name has ThreadTile 8x8,
+so a test can check which column went to which kernel.
 """
 
 import re
@@ -21,6 +22,8 @@ def main(argv):
     kv = [ln.split("=", 1) for ln in lines if "=" in ln]
     get = {k: v for k, v in kv}
     sizes = [[int(x) for x in v.split(",")] for k, v in kv if k == "problem-size"]
+    # leading dimensions: the second stride of each tensor, in the problems' order (d, c, a, b columns)
+    lds = {t: [int(v.split(",")[1]) for k, v in kv if k == f"{t}-strides"] for t in "dcab"}
     lib = msgpack.unpackb(Path(get["library-file"]).read_bytes(), strict_map_key=False)
     names = [s["name"] for s in sorted(lib["solutions"], key=lambda s: s["index"])]
     reps = int(get.get("num-benchmarks", 1))
@@ -64,10 +67,7 @@ def main(argv):
                     n,
                     b,
                     k,
-                    m,
-                    m,
-                    m,
-                    n,
+                    *(lds[t][i] if i < len(lds[t]) else m for t in "dcab"),
                     0,
                     f"{vals[best]:g}",
                     f"{flops / (vals[best] * 1e3):g}",

@@ -383,3 +383,37 @@ def test_limits_from_arch_profiles():
         assert lim.wavefront_size == profile.get("wavefront_size", 64)
         if not lim.has_mfma:  # every shipped-deck SGEMM kernel fits a gfx9 profile's limits
             assert check(SGEMM_NT, sgemm((8, 8), (16, 16, 1), DepthU=16, VectorWidth=4), lim).valid
+
+
+def test_resolving_never_changes_a_verdict_and_merges_what_tensile_merges():
+    """legality.resolve puts a candidate in Tensile's resolved form (the id's input): the verdict is the
+    same before and after, resolving is idempotent, and the forms Tensile builds as one kernel meet."""
+    import random
+
+    from oto.gemm import PATTERNS
+    from oto.tensile import legality
+
+    rng = random.Random(5)
+    for _ in range(600):
+        lib = Library.build(
+            rng.choice(["SB", "DB", "HB", "HHS_BH", "HSS_BH", "ZB_GB"]), rng.choice(list(PATTERNS))
+        )
+        c = canonical({k: rng.choice(p.values) for k, p in PARAMS.items()})
+        r = legality.resolve(lib, c)
+        assert legality.check(lib, c).valid == legality.check(lib, r).valid, (lib.name, c)
+        assert legality.resolve(lib, r) == r
+    sb = Library.parse("Cijk_Ailk_Bljk_SB")  # NN: A is read along the tile (TLU), B is not
+    base = canonical({"ThreadTile": [4, 4], "WorkGroup": [16, 16, 1], "DepthU": 16, "VectorWidth": 4})
+    src = {**base, "KernelLanguage": "Source"}
+    assert legality.resolve(sb, {**src, "LdsPadA": -1, "LdsPadB": -1}) == legality.resolve(sb, src)
+    auto = legality.resolve(sb, {**base, "LdsPadA": -1, "LdsPadB": -1})
+    assert (auto["LdsPadA"], auto["LdsPadB"]) == (0, 4)
+    assert legality.resolve(sb, {**base, "1LDSBuffer": -1})["1LDSBuffer"] == 0
+    # an extra that changes nothing is dropped; one that does is kept
+    assert legality.resolve(sb, {**base, "GlobalSplitUAlgorithm": "MultipleBuffer"}) == base
+    assert (
+        legality.resolve(sb, {**base, "GlobalSplitU": 2, "GlobalSplitUAlgorithm": "MultipleBuffer"})[
+            "GlobalSplitUAlgorithm"
+        ]
+        == "MultipleBuffer"
+    )

@@ -178,3 +178,79 @@ def test_rows_are_checked_and_distance_extends_the_list():
     data = logic_data(exact_rows=[([64, 64, 1, 64], 0, 2)], distance="Equality", **kw)
     assert len(data) == 13 and data[12] == "Equality" and data[7] == [[[64, 64, 1, 64], [0, 2.0]]]
     assert yaml.safe_load(yaml.safe_dump(data)) == data
+
+
+def test_a_winner_that_cannot_be_written_hands_its_sizes_to_the_reference(tmp_path):
+    """plan_logic judges every winner as Tensile will: an illegal one (here the FractionalLoad shipped kernel
+    stripped of FractionalLoad, as canonicalisation used to leave it) is dropped, its sizes go to the size's
+    reference at the reference's GFLOPS, and the logic file says so in its header."""
+    from oto.gemm import Library
+    from oto.tensile.legality import check
+    from oto.tensile.logic_reader import LogicFileError, check_logic_files
+    from oto.tensile.logic_writer import plan_logic
+
+    lib = Library.parse("Cijk_Ailk_Bjlk_SB")
+    fractional = canonical(
+        dict(ThreadTile=[4, 6], WorkGroup=[16, 16, 1], DepthU=8, VectorWidth=2, GlobalReadVectorWidth=2)
+    )
+    assert not check(lib, fractional).valid and check(lib, {**fractional, "FractionalLoad": 1}).valid
+    good = canonical(dict(ThreadTile=[4, 4], WorkGroup=[16, 16, 1], DepthU=16, VectorWidth=4))
+    ref = canonical(dict(ThreadTile=[8, 8], WorkGroup=[16, 16, 1], DepthU=8, VectorWidth=4))
+    per_size = [
+        {"size_index": 0, "winner": "kbad", "gflops": 300.0, "score": 1.5},
+        {"size_index": 1, "winner": "kgood", "gflops": 250.0, "score": 1.1},
+        {"size_index": 2, "winner": None},
+    ]
+    sizes = [[64, 96, 1, 64], [128, 128, 1, 128], [256, 256, 1, 256]]
+    refs = {0: {"id": "kref", "params": ref}, 1: {"id": "kref", "params": ref}}
+    plan = plan_logic(lib, per_size, {"kbad": fractional, "kgood": good}, sizes, refs)
+    assert list(plan.solutions) == ["kref", "kgood"]
+    assert plan.rows == [([64, 96, 1, 64], 0, pytest.approx(200.0)), ([128, 128, 1, 128], 1, 250.0)]
+    (h,) = plan.handed_over
+    assert h["kernel"] == "kbad" and h["sizes"] == [[64, 96, 1, 64]] and h["to"] == "kref"
+    assert "No valid DepthU found" in h["reason"]
+    # without a writable reference the size gets no row (Tensile serves it from the nearest one)
+    plan = plan_logic(lib, per_size, {"kbad": fractional, "kgood": good}, sizes, {})
+    assert list(plan.solutions) == ["kgood"] and len(plan.rows) == 1 and plan.handed_over[0]["to"] is None
+
+    pt = problem_type(lib)
+    out = tmp_path / logic_file_name("gfx90c", lib.name)
+    fields = dict(problem_type=pt, schedule="gfx90c", architecture="gfx90c", device_names=["Device 1636"])
+    write_logic_file(
+        out,
+        solutions=[solution_entry(pt, p, i) for i, p in enumerate(plan.solutions.values())],
+        exact_rows=plan.rows,
+        notes=plan.notes(),
+        **fields,
+    )
+    assert out.read_text().startswith("# oto: dropped kbad")
+    assert len(check_logic_files([out])) == 1
+    # package's check: a file holding a solution Tensile would not build is refused, naming it
+    bad = tmp_path / "bad" / out.name
+    bad.parent.mkdir()
+    write_logic_file(
+        bad, solutions=[solution_entry(pt, fractional, 0)], exact_rows=[([64, 96, 1, 64], 0, 1.0)], **fields
+    )
+    with pytest.raises(LogicFileError, match=r"entry 0 .*Tensile would not build it: .*No valid DepthU"):
+        check_logic_files([bad])
+
+
+def test_reference_kernels_keep_the_parameters_that_make_them_legal():
+    """The shipped SB NT kernel MT64x96x8 needs FractionalLoad: the deck keeps it, so the reference is legal,
+    and every shipped vega10 reference is either legal or handed to a legal one (recorded)."""
+    from oto.deck.sources import load_deck
+    from oto.gemm import Library
+    from oto.tensile.legality import check
+
+    deck = load_deck("manifest")
+    sb = deck.libraries["Cijk_Ailk_Bjlk_SB"]
+    fractional = [s for s in sb.solutions if s["params"].get("FractionalLoad")]
+    assert fractional and all(check(Library.parse(sb.name), s["params"]).valid for s in fractional)
+    substituted = 0
+    for lib in deck.libraries.values():
+        refs = lib.references(list(range(len(lib.sizes))))
+        for r in refs.values():
+            assert r["id"] is not None
+            assert check(Library.parse(lib.name), r["params"]).valid
+            substituted += "substitute" in r
+    assert 0 < substituted < 200

@@ -126,6 +126,68 @@ def test_crash_and_hang_lose_only_the_bad_kernel(profile, tmp_path):
     assert by[hang.id].status == "timeout" and math.isnan(by[hang.id].time_us)
 
 
+def test_kernel_writer_failure_is_its_own_class(profile, tmp_path):
+    """Tensile 4.44 logs a VALU kernel the writer cannot generate only as 'Generating kernel source resulted
+    in error 3' (no name): it is a resource failure, not a rejection, alone in its batch or among others."""
+    ok = kernel(8)
+    bad = Kernel(*_with(kernel(8, tt=(8, 8)), StaggerU=2))
+    be = backend(profile, tmp_path)
+    res = {r.kernel_id: r for r in be.build(problem(profile), [ok, bad], tmp_path / "work")}
+    assert res[ok.id].status == "ok"
+    assert res[bad.id].status == "register_overflow"
+    assert "errorCode=3: half store requires at least two elements per batch" in res[bad.id].reason
+    (alone,) = be.build(problem(profile), [bad], tmp_path / "work2")
+    assert alone.status == "register_overflow", alone
+
+
+def _with(k: Kernel, **changes) -> tuple[str, dict]:
+    p = canonical({**k.params, **changes})
+    return candidate_id(p), p
+
+
+def test_kernels_tensile_builds_as_one_never_share_a_column(profile, tmp_path):
+    """LdsPad -1 is 0 on a Source kernel: Tensile forks the two once. oto's ids already agree (resolve); and
+    even when handed both, the backend gives the one solution to one kernel only."""
+    from oto.tensile import legality
+
+    src = kernel(8)
+    a = Kernel(*_with(src, KernelLanguage="Source", LdsPadA=-1, LdsPadB=-1))
+    b = Kernel(*_with(src, KernelLanguage="Source", LdsPadA=0, LdsPadB=0))
+    lib = Library.parse("Cijk_Ailk_Bjlk_SB")
+    assert a.id != b.id  # the raw forms differ ...
+    assert candidate_id(legality.resolve(lib, a.params)) == candidate_id(legality.resolve(lib, b.params))
+    be = backend(profile, tmp_path)
+    prob = problem(profile)
+    res = {r.kernel_id: r for r in be.build(prob, [a, b], tmp_path / "work")}
+    assert res[a.id].status == "ok"
+    assert res[b.id].status == "rejected" and "same kernel as another" in res[b.id].reason
+    plan = MeasurePlan(
+        {a.id: a, b.id: b}, [Size(64, 64, 1, 64)], [Launch(k.id, "candidate", 0, 0) for k in (a, b)]
+    )
+    by = {s.kernel_id: s for s in be.measure(prob, plan, tmp_path / "work")}
+    assert by[a.id].status == "ok" and by[b.id].status != "ok"
+
+
+def test_initial_stride_families_send_their_index_keys(profile, tmp_path):
+    """SBIc is a TensorContraction: the config carries NumIndicesC and the index assignments, and
+    GlobalSplitU > 1 (Tensile's BetaOnly writer asserts on UseInitialStridesCD) never reaches Tensile."""
+    from oto.tensile import legality
+    from oto.tensile.logic_writer import problem_type
+
+    lib = Library.parse("Cijk_Ailk_Bljk_SBIc")
+    pt = problem_type(lib)
+    assert pt["OperationType"] == "TensorContraction"
+    be = backend(profile, tmp_path)
+    (res,) = be.build(Problem(lib, profile, pt), [kernel(8)], tmp_path / "work")
+    assert res.status == "ok", res
+    cfg = yaml.safe_load(next((tmp_path / "work" / "tensile").glob("*/config-build.yaml")).read_text())
+    sent = cfg["BenchmarkProblems"][0][0]
+    assert sent["IndexAssignmentsA"] == [0, 3, 2] and sent["NumIndicesC"] == 3
+    gsu = canonical({**kernel(8).params, "GlobalSplitU": 2})
+    verdict = legality.check(lib, gsu)
+    assert not verdict.valid and "UseInitialStridesCD" in verdict.reasons[-1]
+
+
 def test_measure_needs_a_prebuilt_client(profile, tmp_path):
     be = backend(profile, tmp_path, prebuilt_client=None)
     k = kernel(8)

@@ -26,10 +26,10 @@ from oto.backends.tensile import TensileBackend
 from oto.gemm import PATTERNS, Library
 from oto.tensile import legality
 from oto.tensile.create_library import build_library
-from oto.tensile.install import RUNTIME_SCRIPT, tensile_python_from_path
+from oto.tensile.install import RUNTIME_SCRIPT, register_args, tensile_python_from_path
 from oto.tensile.logic_writer import logic_file_name, problem_type, solution_entry, write_logic_file
 from oto.tensile.native_library import build_master_library
-from oto.tensile.outputs import read_solutions
+from oto.tensile.outputs import match_solutions, read_solutions
 from oto.tensile.params import PARAMS, CandidateError, candidate_id, canonical
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -124,10 +124,11 @@ def candidates(vega10_dir: Path, n_mutants: int, seed: int = 7) -> list[tuple[Li
     return out
 
 
-# oto.tensile.legality rejects these on purpose where Tensile's Solution() accepts: Tensile checks registers
-# only while it writes the kernel (KernelWriterAssembly overflowedResources), oto rejects a candidate whose
-# VGPR lower bound already exceeds the budget so it is never compiled.
-OTO_ONLY = ("VGPRs",)
+# oto.tensile.legality rejects these on purpose where Tensile's Solution() accepts: Tensile finds them only
+# while it writes the kernel (KernelWriterAssembly overflowedResources): oto rejects a candidate whose VGPR
+# lower bound already exceeds the budget, and a half kernel with one store vector per thread, so neither is
+# ever compiled; and GlobalSplitU > 1 with UseInitialStridesCD, on which the BetaOnly kernel writer asserts.
+OTO_ONLY = ("overflowedResources", "BetaOnly")
 
 
 def test_legality_agrees_with_tensile_solution(tensile_python, vega10_dir):
@@ -199,6 +200,7 @@ def test_emitted_config_assembles_for_gfx90c(tensile_python, asm_cache, profile,
         tensile_python,
         str(RUNTIME_SCRIPT),
         "tensile",
+        *register_args(profile),
         "--arch",
         "gfx90c",
         "--cxx-compiler",
@@ -237,7 +239,7 @@ def test_backend_build_with_real_tensile(tensile_python, asm_cache, profile, tmp
 
 @pytest.mark.slow
 @pytest.mark.parametrize("label", ["gfx90c", "gfx900"])
-def test_logic_files_build_with_tensile_create_library(tensile_python, label, tmp_path):
+def test_logic_files_build_with_tensile_create_library(tensile_python, label, profile, tmp_path):
     lib, ks = sgemm_nt()
     pt = problem_type(lib.name)
     sols = [solution_entry(pt, k.params, i) for i, k in enumerate(ks[:2])]
@@ -252,7 +254,9 @@ def test_logic_files_build_with_tensile_create_library(tensile_python, label, tm
         device_names=["Device 1636"],
     )
     out = tmp_path / "library"
-    manifest = build_library([logic], label, out, {"python": tensile_python}, jobs=2)
+    manifest = build_library(
+        [logic], label, out, {"python": tensile_python}, jobs=2, register=register_args(profile)
+    )
     files = set(manifest["files"])
     assert f"TensileLibrary_lazy_{label}.dat" in files
     assert any(f.endswith(f"_{label}.co") for f in files)
@@ -302,3 +306,77 @@ def test_backend_measure_path_with_real_tensile(tensile_python, asm_cache, profi
             assert s.status == "ok" and s.time_us == pytest.approx(
                 flops / (mt[s.kernel_id] / 16 * 1e3), rel=1e-5
             )
+
+
+# ---- one configuration per problem type of the deck ----
+
+
+@pytest.mark.slow
+def test_every_problem_type_of_the_deck_forks_generates_and_assembles(
+    tensile_python, asm_cache, profile, tmp_path
+):
+    """Every family of the vega10 deck (one transpose pattern each): the config the backend builds (same
+    ProblemType as the emitted one: benchmark_problem_type) with the spoof-floor references of two tuning
+    sizes and a tuned-looking candidate goes through real Tensile in one run: every kernel is forked,
+    generated and assembled."""
+    from oto.deck.sources import load_deck
+    from oto.deck.tuning_sizes import tuning_indices
+    from oto.tensile.benchmark_config import benchmark_config
+
+    deck = load_deck("manifest")
+    limits = legality.Limits.from_profile(profile)
+    problems, sent = [], {}
+    for fam in sorted({lib.family for lib in deck.libraries.values()}):
+        lib_deck = next(lib for lib in deck.libraries.values() if lib.family == fam)
+        lib = Library.parse(lib_deck.name)
+        idx = tuning_indices(lib_deck.sizes, 2)
+        kernels = {r["id"]: r["params"] for r in lib_deck.references(idx, limits).values()}
+        tries = [
+            {"ThreadTile": [4, 4], "WorkGroup": [16, 16, 1], "DepthU": 16, "VectorWidth": vw} for vw in (2, 1)
+        ]
+        cand = next(
+            c
+            for c in (legality.resolve(lib, t, limits) for t in tries)
+            if legality.check(lib, c, limits).valid
+        )
+        kernels[candidate_id(cand)] = cand
+        cfg = benchmark_config(
+            lib_deck.problem_type, list(kernels.values()), [lib_deck.sizes[i][:4] for i in idx], "gfx90c", 1
+        )
+        problems += cfg["BenchmarkProblems"]
+        sent[lib_deck.name] = kernels
+    cfg["BenchmarkProblems"] = problems
+    path = tmp_path / "every_problem_type.yaml"
+    path.write_text(yaml.safe_dump(cfg, sort_keys=False, default_flow_style=None, width=120))
+    client = tmp_path / "client.sh"
+    client.write_text(
+        f'#!/bin/sh\nexec {sys.executable} {Path(__file__).with_name("stand_in_client.py")} "$@"\n'
+    )
+    client.chmod(0o755)
+    cmd = [tensile_python, str(RUNTIME_SCRIPT), "tensile", *register_args(profile), "--arch", "gfx90c",
+           "--cxx-compiler", "hipcc", "--code-object-version", "V4", "--asm-cache", asm_cache,
+           "--prebuilt-client", str(client), str(path), str(tmp_path / "out")]  # fmt: skip
+    run = subprocess.run(cmd, capture_output=True, text=True, timeout=3600)
+    log = run.stdout + run.stderr
+    assert run.returncode == 0, log[-3000:]
+    assert "Generating kernel source resulted in error" not in log and "rejecting solution" not in log
+    for name, kernels in sent.items():
+        step = tmp_path / "out" / "1_BenchmarkProblems" / f"{name}_00"
+        sols = read_solutions(step / "Data" / "00_Final.yaml")
+        assert len(match_solutions(sols, kernels)) == len(kernels) == len(sols), name
+        assert list((step / "00_Final" / "source" / "library").glob("*.co")), name
+
+
+@pytest.mark.slow
+def test_gfx902_builds_with_the_caps_its_profile_names(tensile_python, asm_cache, tmp_path):
+    """gfx902 is registered from its profile's tensile.caps_from (gfx900), also with an assembler cache that
+    a gfx90c run wrote (it has no gfx902 entry): asm and Source kernels build."""
+    prof = yaml.safe_load((ROOT / "arch_profiles" / "gfx902.yaml").read_text())
+    lib = Library.parse("Cijk_Ailk_Bjlk_SB")
+    base = dict(ThreadTile=[4, 4], WorkGroup=[16, 16, 1], DepthU=16, VectorWidth=4)
+    ps = [canonical({**base, "KernelLanguage": kl}) for kl in ("Assembly", "Source")]
+    ks = [Kernel(candidate_id(p), p) for p in ps]
+    be = TensileBackend(prof, {"python": tensile_python, "asm_cache": asm_cache}, "test")
+    res = be.build(Problem(lib, prof, problem_type(lib.name)), ks, tmp_path)
+    assert [r.status for r in res] == ["ok", "ok"], res
+    assert be.provenance()["isa"] == "gfx902"

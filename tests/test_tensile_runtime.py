@@ -34,6 +34,12 @@ def getCapabilitiesCache(version):
 """
 
 
+FAKE_LIBRARYIO = """
+def initAsmCapsCache(path):  # an --asm-cache file written before the ISA was registered
+    return {(9, 0, 0): {"HasMFMA": False, "v_mad_mix_f32": True}}
+"""
+
+
 @pytest.fixture
 def fake_tensile(tmp_path, monkeypatch):
     pkg = tmp_path / "Tensile"
@@ -41,6 +47,7 @@ def fake_tensile(tmp_path, monkeypatch):
     (pkg / "__init__.py").write_text("__version__ = '4.44.0'\n")
     (pkg / "Common.py").write_text(FAKE_COMMON)
     (pkg / "AsmCaps.py").write_text(FAKE_ASMCAPS)
+    (pkg / "LibraryIO.py").write_text(FAKE_LIBRARYIO)
     monkeypatch.syspath_prepend(str(tmp_path))
     for m in [m for m in sys.modules if m == "Tensile" or m.startswith("Tensile.")]:
         monkeypatch.delitem(sys.modules, m)
@@ -75,12 +82,39 @@ def test_register_copies_gfx900_caps_once(fake_tensile):
     # a Tensile that knows the ISA is left alone
     assert tensile_runtime.register((9, 0, 12), (9, 0, 0)) is False
     assert common.globalParameters["SupportedISA"].count((9, 0, 12)) == 1
-    assert tensile_runtime.probe()["native"] == {"gfx90c": True}
+    assert tensile_runtime.probe({(9, 0, 12): (9, 0, 0)})["native"] == {"gfx90c": True}
 
 
 def test_probe_reports_missing_gfx90c(fake_tensile):
-    info = tensile_runtime.probe()
-    assert info["version"] == "4.44.0" and info["native"] == {"gfx90c": False}
+    info = tensile_runtime.probe({(9, 0, 12): (9, 0, 0), (9, 0, 2): (9, 0, 0)})
+    assert info["version"] == "4.44.0" and info["native"] == {"gfx90c": False, "gfx902": False}
+
+
+def test_registrations_come_from_the_profiles(fake_tensile):
+    """Every profile whose arch differs from its tensile.caps_from is registered with that donor's caps;
+    runtime.py itself names no ISA."""
+    from oto.tensile.install import register_args, registrations
+
+    profiles = {p.stem: yaml.safe_load(p.read_text()) for p in (ROOT / "arch_profiles").glob("*.yaml")}
+    assert registrations(profiles["gfx902"]) == {"gfx902": "gfx900"}
+    assert registrations(profiles["gfx90c"]) == {"gfx90c": "gfx900"}
+    assert registrations(profiles["gfx900"]) == {}
+    assert "DONORS" not in (ROOT / "workflow" / "oto" / "tensile" / "runtime.py").read_text()
+    donors, rest = tensile_runtime.registrations_of(
+        ["--oto-register", "gfx902=gfx900", "--arch", "gfx902", "cfg.yaml", "out"]
+    )
+    assert donors == {(9, 0, 2): (9, 0, 0)} and rest == ["--arch", "gfx902", "cfg.yaml", "out"]
+    assert tensile_runtime._register_targets(rest, donors) == ["gfx902 (caps of gfx900)"]
+    common = fake_tensile
+    assert (9, 0, 2) in common.globalParameters["SupportedISA"]
+    assert common.architectureMap["gfx902"] == "gfx902"
+    assert common.probed()[(9, 0, 2)] == common.probed()[(9, 0, 0)]
+    from Tensile import LibraryIO  # an asm cache file from before the registration gets the donor's caps too
+
+    assert LibraryIO.initAsmCapsCache("asmcache.yaml")[(9, 0, 2)] == {"HasMFMA": False, "v_mad_mix_f32": True}
+    # an ISA no profile asks for is left alone, even when named
+    assert tensile_runtime._register_targets(["--arch", "gfx90c"], donors) == []
+    assert register_args(profiles["gfx902"]) == ["--oto-register", "gfx902=gfx900"]
 
 
 def test_null_client_writes_an_empty_results_file(tmp_path):

@@ -23,7 +23,7 @@ from oto.tensile.install import tensile_info
 
 def report(profile: Mapping[str, Any] | None, tensile_cfg: Mapping[str, Any]) -> dict[str, Any]:
     gpu = detect_gpu()
-    tensile = tensile_info(tensile_cfg)
+    tensile = tensile_info(tensile_cfg, profile)
     compilers = {
         name: shutil.which(name)
         for name in ("hipcc", "amdclang++", "clang++", "clang-offload-bundler", "hipconfig")
@@ -45,6 +45,7 @@ def report(profile: Mapping[str, Any] | None, tensile_cfg: Mapping[str, Any]) ->
         out["auto_backend"], out["auto_backend_reason"] = auto_backend(profile, tensile_cfg)
         if tensile.get("found"):
             out["tensile"]["target_native"] = tensile.get("native", {}).get(profile["arch"], True)
+            out["tensile"]["caps_from"] = (profile.get("tensile") or {}).get("caps_from")
     return out
 
 
@@ -63,7 +64,11 @@ def format_report(rep: Mapping[str, Any]) -> str:
         native = t.get("native", {}).get(arch, True)
         lines.append(
             f"Tensile        {t['version']} ({t['python']}); {arch}: "
-            + ("known natively" if native else "not known → registered at run time with gfx900's caps")
+            + (
+                "known natively"
+                if native
+                else f"not known → registered at run time with {t.get('caps_from') or 'its donor'}'s caps"
+            )
         )
     else:
         lines.append(f"Tensile        not found ({t['why']})")

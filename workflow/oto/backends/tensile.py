@@ -8,7 +8,8 @@ Same interface as ``sim`` (:mod:`oto.backends.base`); every number it returns is
   in as one ``ForkParameters: Groups`` dimension (exact bundles, no cartesian fork).
 - **build** runs Tensile with a stand-in client (``tensile_runtime.py null-client``): kernel generation,
   gfx assembly and the benchmark library, nothing timed. Outcome per kernel: ``ok`` (in the solutions YAML),
-  ``rejected`` (Tensile's ``reject:`` reasons), ``register_overflow`` (``overflowed resources`` warning),
+  ``rejected`` (Tensile's ``reject:`` reasons), ``register_overflow`` (the kernel writer's
+  ``overflowedResources``: a named warning, or ``Generating kernel source resulted in error N``),
   ``compile_error`` (Tensile exited non-zero or timed out; the batch is bisected so one bad kernel does not
   take the others with it).
 - **measure** re-runs the same batch config with the real client (``tensile.prebuilt_client``); Tensile's
@@ -46,7 +47,15 @@ import yaml
 from oto.backends.base import BuildResult, Kernel, MeasurePlan, Problem, Sample, Size
 from oto.tensile.benchmark_config import benchmark_config
 from oto.tensile.install import RUNTIME_SCRIPT, Settings, TensileUnavailable, probe
-from oto.tensile.outputs import name_matches, parse_log, read_solutions, solution_matches, solution_name
+from oto.tensile.outputs import (
+    generation_errors,
+    match_solutions,
+    name_matches,
+    parse_log,
+    read_solutions,
+    resource_reason,
+    solution_name,
+)
 from oto.tensile.results_csv import TensileCsvError, read_results
 
 log = logging.getLogger(__name__)
@@ -92,7 +101,7 @@ class TensileBackend:
     def probe(self) -> dict[str, Any]:
         """Tensile's version and whether it knows the target ISA natively (cached per backend)."""
         if self._probe is None:
-            self._probe = probe(self.settings.command) or {}
+            self._probe = probe(self.settings.command, self.settings.register) or {}
         return self._probe
 
     def provenance(self) -> dict[str, Any]:
@@ -117,6 +126,7 @@ class TensileBackend:
         cmd = [
             *self.settings.command,
             "tensile",
+            *self.settings.register,
             "--arch",
             self.settings.isa,
             *self.settings.compiler_args,
@@ -202,20 +212,24 @@ class TensileBackend:
         yaml_path, _ = self._outputs(run)
         text = run.log_text()
         rejections, overflows = parse_log(text)
+        codes = generation_errors(text)
         if yaml_path is not None and yaml_path.exists() and run.rc == 0:
             sols = read_solutions(yaml_path)
+            column = match_solutions(sols, {k.id: k.params for k in batch})
             for k in batch:
-                hit = next((s for s in sols if solution_matches(s, k.params)), None)
-                if hit is not None:
+                if k.id in column:
                     bpe = _bytes_per_element(problem)
+                    hit = sols[column[k.id]]
                     res = {"lds_bytes": int(hit.get("LdsNumElements", 0)) * bpe} if bpe else {}
                     results[k.id] = BuildResult(k.id, "ok", "", res)
                 else:
-                    results[k.id] = _dropped(k, rejections, overflows)
+                    results[k.id] = _dropped(k, rejections, overflows, codes)
             return folder
-        if "0 valid solutions" in text:
+        # Nothing left to benchmark: every kernel was rejected, or the kernel writer failed on the rest
+        # (Tensile then stops with "No valid solutions found" before the client step).
+        if "0 valid solutions" in text or (codes and "No valid solutions found" in text):
             for k in batch:
-                results[k.id] = _dropped(k, rejections, overflows)
+                results[k.id] = _dropped(k, rejections, overflows, codes)
             return folder
         if len(batch) > 1:  # isolate the kernel that broke the run; the others still build
             half = len(batch) // 2
@@ -314,9 +328,7 @@ class TensileBackend:
         else:
             problem_msg = table.truncated
             complete = not table.truncated and run.rc == 0
-        column = {
-            k.id: next((j for j, s in enumerate(sols) if solution_matches(s, k.params)), None) for k in batch
-        }
+        column = match_solutions(sols, {k.id: k.params for k in batch})
         filled: set[tuple[str, int, int]] = set()
         if table is not None:
             for row in table.rows:
@@ -324,7 +336,7 @@ class TensileBackend:
                     continue
                 for size_index in by_size.get(tuple(row.sizes), []):
                     for k in batch:
-                        j = column[k.id]
+                        j = column.get(k.id)
                         if j is None:
                             continue
                         g = row.gflops[j]
@@ -374,7 +386,8 @@ def _bytes_per_element(problem: Problem) -> int:
         return 0
 
 
-def _dropped(k: Kernel, rejections, overflows) -> BuildResult:
+def _dropped(k: Kernel, rejections, overflows, codes: list[int]) -> BuildResult:
+    """Why a kernel of a finished run is not in Tensile's solutions file."""
     for name, code, msg in overflows:
         if name_matches(name, k.params):
             return BuildResult(
@@ -383,8 +396,12 @@ def _dropped(k: Kernel, rejections, overflows) -> BuildResult:
     for name, reasons in rejections:
         if name_matches(name, k.params):
             return BuildResult(k.id, "rejected", "Tensile: " + "; ".join(reasons or ["rejected"]))
+    if codes:  # accepted by SolutionStructs, then the kernel writer gave up (the log names no kernel)
+        return BuildResult(k.id, "register_overflow", resource_reason(codes))
     every = sorted({r for _, rs in rejections for r in rs})
     reason = "Tensile dropped it: not in the solutions file"
     if every:
         reason += " (reasons in this batch: " + "; ".join(every) + ")"
+    else:
+        reason += " (Tensile built it as the same kernel as another of this batch)"
     return BuildResult(k.id, "rejected", reason)

@@ -15,8 +15,10 @@ from pathlib import Path
 from typing import Any
 
 from oto.files import read_yaml, write_yaml
-from oto.gemm import PATTERNS
+from oto.gemm import PATTERNS, Library
+from oto.tensile import legality
 from oto.tensile.logic_reader import size_problem
+from oto.tensile.params import CandidateError, candidate_id, canonical
 
 _LIBRARY_FIELDS = ("name", "family", "pattern", "problem_type", "logic", "solutions", "sizes", "shipped")
 
@@ -72,6 +74,11 @@ class LibraryDeck:
                 f"{where}: {lib.name}: {len(lib.sizes)} sizes but {len(lib.shipped)} shipped entries"
             )
         check_sizes(lib.sizes, f"{where}: {lib.name}")
+        for pos, sol in enumerate(lib.solutions):
+            try:  # JSON manifests store AssertStride*Equal's integer keys as strings
+                sol["params"] = canonical(sol["params"])
+            except (CandidateError, KeyError, TypeError) as exc:
+                raise DeckError(f"{where}: {lib.name}: solutions[{pos}] params: {exc}") from None
         n = len(lib.solutions)
         for i, entry in enumerate(lib.shipped):
             if not (
@@ -93,6 +100,53 @@ class LibraryDeck:
     def reference_params(self, size_index: int) -> dict[str, Any]:
         """The shipped solution the spoof runs at this deck size (the spoof floor, the reference kernel)."""
         return dict(self.solutions[int(self.shipped[size_index][0])]["params"])
+
+    def references(
+        self, indices: list[int], limits: legality.Limits | None = None
+    ) -> dict[int, dict[str, Any]]:
+        """The spoof-floor kernel of each deck size in ``indices``, as Tensile resolves it.
+
+        ``{size_index: {id, params, position}}``, plus ``substitute`` when the shipped solution cannot be
+        built (no form of it is legal for Tensile 4.44: see oto.deck.sources.reference_params): then the
+        size is handed to the legal shipped solution of the nearest deck size (Euclidean in M, N, K, as
+        Tensile's Matching table picks), and ``substitute`` says which and why."""
+        library = Library.parse(self.name)
+        verdicts: dict[int, legality.Verdict] = {}
+        resolved: dict[int, dict[str, Any]] = {}
+
+        def verdict(pos: int) -> legality.Verdict:
+            if pos not in verdicts:
+                verdicts[pos] = legality.check(library, self.solutions[pos]["params"], limits)
+            return verdicts[pos]
+
+        out = {}
+        for i in indices:
+            shipped = int(self.shipped[i][0])
+            pos, note = shipped, None
+            if not verdict(shipped).valid:
+                m, n, _, k = self.sizes[i][:4]
+                order = sorted(
+                    range(len(self.sizes)),
+                    key=lambda j: ((self.sizes[j][0] - m) ** 2 + (self.sizes[j][1] - n) ** 2
+                                   + (self.sizes[j][3] - k) ** 2, j),
+                )  # fmt: skip
+                legal = (int(self.shipped[j][0]) for j in order if verdict(int(self.shipped[j][0])).valid)
+                pos = next(legal, None)
+                note = {
+                    "shipped": self.solutions[shipped]["name"] or f"solution {shipped}",
+                    "reason": "; ".join(verdict(shipped).reasons),
+                    "used": None if pos is None else (self.solutions[pos]["name"] or f"solution {pos}"),
+                }
+                if pos is None:
+                    out[i] = {"id": None, "params": None, "position": None, "substitute": note}
+                    continue
+            if pos not in resolved:
+                resolved[pos] = legality.resolve(library, self.solutions[pos]["params"], limits)
+            params = resolved[pos]
+            out[i] = {"id": candidate_id(params), "params": dict(params), "position": pos}
+            if note:
+                out[i]["substitute"] = note
+        return out
 
     def stats(self) -> dict[str, int]:
         return {

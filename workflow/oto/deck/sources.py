@@ -15,9 +15,10 @@ from pathlib import Path
 
 from oto.deck.model import Deck, DeckError, LibraryDeck, check_sizes
 from oto.gemm import FamilyCodeError, Library
+from oto.tensile import legality
 from oto.tensile.dat_reader import DatLibrary, master_file, read_rocblas_dir
 from oto.tensile.logic_reader import LogicFile, LogicFileError, read_logic_dir, solution_knobs
-from oto.tensile.params import CandidateError, canonical
+from oto.tensile.params import EXTRA_PARAMS, CandidateError, canonical
 
 SHIPPED_MANIFEST = Path(__file__).resolve().parent / "data" / "deck_vega10.json.gz"
 MANIFEST_FORMAT = "oto-deck-manifest/1"
@@ -53,6 +54,31 @@ def _names(name: str, where: str) -> Library:
         raise DeckError(f"{where}: {exc}") from None
 
 
+# Extras old logic files store that Tensile 4.44 reads differently: a half-compute VectorAtomicWidth of 2 on
+# an HHS/HSS kernel (4.44 allows only 1), the GlobalLoadVectorWidth an older derivation arrived at.
+_STALE_EXTRAS = (("VectorAtomicWidth",), ("GlobalLoadVectorWidthA", "GlobalLoadVectorWidthB"))
+
+
+def reference_params(library: Library, solution: Mapping, knobs: Mapping) -> dict:
+    """A shipped solution as a kernel oto can build: its knobs plus the extra parameters its file sets
+    (:data:`oto.tensile.params.EXTRA_PARAMS`) that keep it the legal kernel that shipped.
+
+    The file's own extras come first (FractionalLoad, GlobalSplitUAlgorithm: MultipleBuffer, ... make
+    kernels legal that the knobs alone are not); extras 4.44 reads differently are dropped only when they
+    make an otherwise legal kernel illegal. A solution legal in no form keeps every extra: emit then stands
+    in the next shipped kernel for it (oto.deck.model.LibraryDeck.reference_for)."""
+    extra = {k: solution[k] for k in EXTRA_PARAMS if k in solution}
+    tries = [extra]
+    for group in _STALE_EXTRAS:
+        tries.append({k: v for k, v in tries[-1].items() if k not in group})
+    tries.append({})
+    for ex in tries:
+        params = canonical({**knobs, **ex})
+        if legality.check(library, params).valid:
+            return params
+    return canonical({**knobs, **extra})
+
+
 def library_from_logic(lf: LogicFile) -> LibraryDeck:
     """The deck of one parsed logic file."""
     lib = _names(lf.library_name, lf.path.name)
@@ -61,7 +87,7 @@ def library_from_logic(lf: LogicFile) -> LibraryDeck:
         knobs, filled = solution_knobs(sol)
         defaulted.update(filled)
         try:
-            params = canonical(knobs)
+            params = reference_params(lib, sol, knobs)
         except CandidateError as exc:
             raise LogicFileError(f"{lf.path.name}: element 5 (solutions) entry {pos}: {exc}") from None
         solutions.append({"index": index, "name": str(sol.get("SolutionNameMin", "")), "params": params})

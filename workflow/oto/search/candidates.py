@@ -8,7 +8,7 @@ from collections.abc import Mapping
 from oto.gemm import Library
 from oto.registry.records import TOPUP
 from oto.tensile import legality
-from oto.tensile.params import CandidateError, candidate_id, canonical
+from oto.tensile.params import CandidateError, candidate_id
 
 
 def classify_proposals(
@@ -26,7 +26,9 @@ def classify_proposals(
     for p in proposals:
         entry = {"proposer": p.get("proposer", "unknown"), "rationale": p.get("rationale", "")}
         try:
-            params = canonical(p.get("params") or {})
+            # Tensile's own form: proposals it would build as one kernel get one id (LdsPad -1 on a Source
+            # kernel is LdsPad 0, ...)
+            params = legality.resolve(library, p.get("params") or {}, limits)
         except CandidateError as exc:
             rejected.append(
                 {**entry, "id": None, "params": p.get("params"), "class": "illegal", "reason": str(exc)}

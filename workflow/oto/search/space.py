@@ -174,7 +174,7 @@ class Space:
         if hit is None:
             hit = self.id_of(self.config(idx))
             self._key_cache[idx] = hit
-            self._by_key[hit] = idx
+            self._by_key.setdefault(hit, idx)
         return hit
 
     def id_of(self, config: Mapping[str, Any]) -> str:

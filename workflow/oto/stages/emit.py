@@ -14,7 +14,6 @@ from oto.registry.transfer import knowledge
 from oto.search.candidates import classify_proposals
 from oto.tensile import legality
 from oto.tensile.benchmark_config import render_benchmark_yaml
-from oto.tensile.params import candidate_id, canonical
 
 log = logging.getLogger(__name__)
 
@@ -56,11 +55,17 @@ def run(
         )
     )
     reference: dict[int, str] = {}
+    substitutes: dict[int, dict] = {}
     if not frozen:
         by_id = {k["id"]: k for k in kernels}
+        refs = deck.references(idx, limits)
         for local, i in enumerate(idx):
-            params = canonical(deck.reference_params(i))
-            kid = candidate_id(params)
+            ref = refs[i]
+            if "substitute" in ref:
+                substitutes[local] = ref["substitute"]
+            if ref["id"] is None:
+                continue  # no shipped kernel Tensile can build near this size: no reference
+            kid = ref["id"]
             reference[local] = kid
             if kid in by_id:
                 if "reference" not in by_id[kid]["roles"]:
@@ -68,7 +73,7 @@ def run(
             else:
                 by_id[kid] = {
                     "id": kid,
-                    "params": params,
+                    "params": ref["params"],
                     "roles": ["reference"],
                     "proposer": "shipped",
                     "rationale": "spoof floor: shipped gfx900 solution for this size",
@@ -81,6 +86,7 @@ def run(
         "sizes": sizes,
         "deck_indices": idx,
         "reference": reference,
+        "reference_substitutes": substitutes,
         "kernels": kernels,
         "rejected": rejected,
     }

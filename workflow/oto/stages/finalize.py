@@ -24,7 +24,8 @@ from oto.measurement.selection import (
     read_selection,
     summarise,
 )
-from oto.tensile.params import candidate_id, canonical
+from oto.tensile import legality
+from oto.tensile.params import canonical
 
 log = logging.getLogger(__name__)
 
@@ -46,12 +47,12 @@ def run(
 
     tuned = finalists(selection)
     kernels = {k: Kernel(k, canonical(p)) for k, p in tuned.items()}
-    reference: dict[int, str] = {}
-    for i in range(len(deck.sizes)):
-        params = canonical(deck.reference_params(i))
-        kid = candidate_id(params)
-        reference[i] = kid
-        kernels.setdefault(kid, Kernel(kid, params))
+    reference: dict[int, str | None] = {}
+    refs = deck.references(list(range(len(deck.sizes))), legality.Limits.from_profile(profile))
+    for i, ref in refs.items():
+        reference[i] = ref["id"]
+        if ref["id"] is not None:
+            kernels.setdefault(ref["id"], Kernel(ref["id"], ref["params"]))
     built = {b.kernel_id: b for b in backend.build(problem, list(kernels.values()), Path(workdir))}
     ok = {k for k, b in built.items() if b.status == "ok"}
     sizes = [Size(*map(int, s[:4])) for s in deck.sizes]
@@ -62,7 +63,7 @@ def run(
         {k: kernels[k] for k in ok},
         sizes,
         {i: [k for k in tuned if k in ok] for i in range(len(sizes))},
-        {i: r for i, r in reference.items() if r in ok},
+        {i: r for i, r in reference.items() if r is not None and r in ok},
         lambda df, only: score_library(df, library, size_lists, profile, config, only, RACE_BOOTSTRAP),
         config,
         workdir,
@@ -103,7 +104,8 @@ def run(
         "sizes": deck.sizes,
         "per_size": rows,
         "kernels": {k: dict(kernels[k].params) for k in winners},
-        "shipped_kernels": len(set(reference.values())),
+        "shipped_kernels": len({r for r in reference.values() if r is not None}),
+        "reference_substitutes": {i: r["substitute"] for i, r in refs.items() if "substitute" in r},
         "summary": summarise(rows, failures),
     }
     write_yaml(out_final, doc)

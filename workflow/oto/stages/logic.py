@@ -1,4 +1,6 @@
-"""logic: one library's final winners → a logic file in rocBLAS's format, named like the shipped ones."""
+"""logic: one library's final winners → a logic file in rocBLAS's format, named like the shipped ones.
+Every winner is checked first; one that cannot be written hands its sizes to the next best (the file's
+header comment records it)."""
 
 from __future__ import annotations
 
@@ -16,6 +18,8 @@ log = logging.getLogger(__name__)
 def run(final_path: Path, deck_path: Path, profile: Mapping, label: str, out: Path) -> Path:
     final = read_yaml(final_path)
     deck = read_library_yaml(deck_path)
-    solutions, rows = write_library_logic(final, deck, profile, label, out, source=str(final_path))
+    solutions, rows, notes = write_library_logic(final, deck, profile, label, out, source=str(final_path))
+    for note in notes:
+        log.warning("%s: %s", deck.name, note)
     log.info("%s: %d solutions, %d exact rows → %s", deck.name, solutions, rows, out)
     return Path(out)

@@ -19,7 +19,6 @@ from oto.measurement.selection import read_selection
 from oto.registry.transfer import knowledge
 from oto.search.evidence import evidence_for, topups
 from oto.search.strategies import make_strategy
-from oto.tensile.params import candidate_id
 
 log = logging.getLogger(__name__)
 
@@ -64,8 +63,8 @@ def run(
         hardware or profile, config, slots,
         ledger_path(Path(out_proposals).parents[2]), agent_audit, previous_build, previous_candidates,
     )  # fmt: skip
-    taken = {candidate_id(p["params"]) for p in agent.proposals}
-    top = [t for t in top if candidate_id(t["params"]) not in taken]
+    taken = {evidence.space.identify(p["params"]) for p in agent.proposals}
+    top = [t for t in top if evidence.space.identify(t["params"]) not in taken]
     evidence = dataclasses.replace(evidence, seen=evidence.seen | taken)
     proposals = strategy.ask(evidence, max(slots - len(taken) - len(top), 0))
     doc.update(

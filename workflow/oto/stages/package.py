@@ -14,7 +14,10 @@ from pathlib import Path
 import yaml
 
 from oto.files import atomic_write_text
+from oto.tensile import legality
 from oto.tensile.create_library import build_library
+from oto.tensile.install import register_args
+from oto.tensile.logic_reader import check_logic_files
 from oto.tensile.logic_writer import logic_label
 from oto.tensile.native_library import build_master_library, write_library
 
@@ -31,6 +34,8 @@ def run(
     create_library: str = "auto",
 ) -> Path:
     prefix, arch, _ = logic_label(profile, label)
+    # nothing Tensile would not build is packaged: a bad file stops here, named, before anything is written
+    check_logic_files([Path(p) for p in logic_paths], legality.Limits.from_profile(profile))
     library = build_master_library([Path(p) for p in logic_paths], arch=arch)
     write_library(library, out)
     log.info(
@@ -44,7 +49,14 @@ def run(
         doc = {"label": label, "architecture": arch, "native_dat": str(out)}
         built = {}
         if create_library != "never":
-            built = build_library(logic_paths, arch, Path(manifest).parent, tensile_cfg or {}, prefix=prefix)
+            built = build_library(
+                logic_paths,
+                arch,
+                Path(manifest).parent,
+                tensile_cfg or {},
+                prefix=prefix,
+                register=register_args(profile),
+            )
             if not built and create_library == "always":
                 raise RuntimeError(
                     "config field 'package.create_library' is 'always' but Tensile was not found "

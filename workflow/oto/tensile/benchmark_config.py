@@ -3,14 +3,16 @@ tensile backend hands Tensile for one batch, and the human-readable ``tensile_co
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping, Sequence
 from typing import Any
 
 import jinja2
+import yaml
 
 import oto
 from oto.deck.model import LibraryDeck
-from oto.tensile.defaults import BENCHMARK_PROBLEM_KEYS, TENSILE_MIN_VERSION
+from oto.tensile.defaults import TENSILE_MIN_VERSION, benchmark_problem_type
 
 # GlobalParameters for a consumer APU; the emitted tensile_config.yaml template uses the same values
 # (tests/test_tensile_config.py checks they agree).
@@ -42,8 +44,7 @@ def benchmark_config(
     library_logic: Mapping[str, Any] | None = None,
 ) -> dict[str, Any]:
     """A Tensile benchmark config: the candidates as one Groups fork dimension, exact sizes."""
-    problem = {k: problem_type[k] for k in BENCHMARK_PROBLEM_KEYS if k in problem_type}
-    problem.setdefault("OperationType", "GEMM")
+    problem = benchmark_problem_type(problem_type)
     doc: dict[str, Any] = {
         "GlobalParameters": {
             **APU_GLOBAL_PARAMETERS,
@@ -84,16 +85,28 @@ def render_benchmark_yaml(
     repetitions: int,
     why_empty: str = "",
 ) -> str:
-    """The ``tensile_config.yaml`` of a generation: the candidates and tuning sizes as a Tensile benchmark
-    config a user can run by hand (the backend builds its own per batch with :func:`benchmark_config`)."""
+    """The ``tensile_config.yaml`` of a generation: its kernels (candidates and the references they race)
+    and tuning sizes as a Tensile benchmark config a user can run by hand (the backend builds its own per
+    batch with :func:`benchmark_config`)."""
     env = jinja2.Environment(
         loader=jinja2.PackageLoader("oto.tensile", "templates"),
         undefined=jinja2.StrictUndefined,
         keep_trailing_newline=True,
     )
-    problem = {k: deck.problem_type[k] for k in BENCHMARK_PROBLEM_KEYS if k in deck.problem_type}
+    # YAML flow style, not JSON: a kernel's AssertStride*Equal keeps integer keys ({0: 1})
+    env.filters["flow"] = lambda v: yaml.safe_dump(
+        v, default_flow_style=True, width=1_000_000, sort_keys=False
+    ).strip()
+    problem = benchmark_problem_type(deck.problem_type)
     tensile = profile.get("tensile", {})
-    cands = [k for k in kernels if "candidate" in k["roles"]]
+    # Candidates, then the spoof-floor references they race against: every kernel the generation builds
+    # (one bundle per distinct kernel).
+    cands, seen = [], set()
+    for k in sorted(kernels, key=lambda k: "candidate" not in k["roles"]):
+        key = json.dumps(k["params"], sort_keys=True, default=str)
+        if key not in seen:
+            seen.add(key)
+            cands.append(k)
     return env.get_template("benchmark.yaml.j2").render(
         oto_version=oto.__version__,
         library=deck.name,
@@ -103,7 +116,7 @@ def render_benchmark_yaml(
         repetitions=repetitions,
         problem_type=problem,
         candidates=[dict(k["params"]) for k in cands],
-        c_ids=[k["id"] for k in cands],
+        c_ids=[k["id"] + ("" if "candidate" in k["roles"] else " reference") for k in cands],
         sizes=[list(s[:4]) for s in sizes],
         schedule=tensile.get("logic_prefix", profile["arch"]),
         device_names=list(tensile.get("device_names", [])),

@@ -43,7 +43,16 @@ class PackagingError(RuntimeError):
     pass
 
 
-def tcl_command(arch_label: str, logic_dir: Path, out_dir: Path, tensile_cfg: Mapping[str, Any], jobs: int):
+def tcl_command(
+    arch_label: str,
+    logic_dir: Path,
+    out_dir: Path,
+    tensile_cfg: Mapping[str, Any],
+    jobs: int,
+    register: Sequence[str] = (),
+):
+    """The TensileCreateLibrary command line; ``register``: runtime.py's --oto-register options (from the
+    arch profile, :func:`oto.tensile.install.register_args`)."""
     from oto.tensile.install import tensile_command
 
     prefix = tensile_command(tensile_cfg)
@@ -56,6 +65,7 @@ def tcl_command(arch_label: str, logic_dir: Path, out_dir: Path, tensile_cfg: Ma
     return [
         *prefix,
         "tcl",
+        *register,
         *FLAGS,
         *tcl_args,
         f"--architecture={arch_label}",
@@ -74,6 +84,7 @@ def build_library(
     jobs: int = 0,
     timeout_s: float = 6 * 3600,
     prefix: str | None = None,
+    register: Sequence[str] = (),
 ) -> dict[str, Any]:
     """Run TensileCreateLibrary on ``logic_paths``; return the manifest (files, command, seconds).
 
@@ -93,7 +104,7 @@ def build_library(
                 f"--architecture={arch_label} would skip it (label and logic stage disagree)"
             )
         shutil.copy(p, logic_dir / p.name)
-    cmd = tcl_command(arch_label, logic_dir, out_dir, tensile_cfg, jobs or (os.cpu_count() or 1))
+    cmd = tcl_command(arch_label, logic_dir, out_dir, tensile_cfg, jobs or (os.cpu_count() or 1), register)
     if cmd is None:
         shutil.rmtree(work)
         return {}

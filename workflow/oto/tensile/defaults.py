@@ -82,7 +82,8 @@ def subset(names: Iterable[str], *, frozen: bool = False) -> dict[str, Any]:
 # The Tensile version emitted benchmark configs require (the one verified here: research/tensile.md).
 TENSILE_MIN_VERSION = "4.44.0"
 
-# ProblemType keys a Tensile benchmark config takes; Tensile derives the rest.
+# ProblemType keys a Tensile benchmark config takes; Tensile derives the rest. A TensorContraction (the
+# initial-stride families SBIc/SBIIc) also needs CONTRACTION_PROBLEM_KEYS: its indices are not derived.
 BENCHMARK_PROBLEM_KEYS = (
     "OperationType",
     "DataType",
@@ -99,3 +100,21 @@ BENCHMARK_PROBLEM_KEYS = (
     "UseInitialStridesAB",
     "UseInitialStridesCD",
 )
+CONTRACTION_PROBLEM_KEYS = ("NumIndicesC", "IndexAssignmentsA", "IndexAssignmentsB")
+
+
+def benchmark_problem_type(problem_type: Mapping[str, Any]) -> dict[str, Any]:
+    """The ProblemType of a benchmark config for a logic file's problem type: the keys Tensile takes (a
+    TensorContraction's index assignments included), GEMM when the file does not say."""
+    out = {k: _plain(problem_type[k]) for k in BENCHMARK_PROBLEM_KEYS if k in problem_type}
+    out.setdefault("OperationType", "GEMM")
+    if out["OperationType"] == "TensorContraction":
+        missing = [k for k in CONTRACTION_PROBLEM_KEYS if k not in problem_type]
+        if missing:
+            raise ValueError(f"TensorContraction problem type lacks {', '.join(missing)}")
+        out.update({k: _plain(problem_type[k]) for k in CONTRACTION_PROBLEM_KEYS})
+    return out
+
+
+def _plain(value: Any) -> Any:
+    return [int(v) for v in value] if isinstance(value, list | tuple) else value

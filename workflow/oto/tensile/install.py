@@ -26,9 +26,27 @@ class TensileUnavailable(RuntimeError):
     pass
 
 
+def registrations(profile: Mapping[str, Any]) -> dict[str, str]:
+    """{ISA: donor ISA} Tensile must be taught at run time for this arch profile: the profile's arch takes
+    the capabilities of ``tensile.caps_from`` (gfx90c, gfx902 → gfx900). Empty when they are the same ISA.
+    runtime.py registers an ISA only when the installed Tensile lacks it."""
+    donor = (profile.get("tensile") or {}).get("caps_from")
+    arch = str(profile["arch"])
+    return {arch: str(donor)} if donor and donor != arch else {}
+
+
+def register_args(profile: Mapping[str, Any] | None) -> list[str]:
+    """runtime.py's ``--oto-register ISA=DONOR`` options for :func:`registrations`."""
+    out: list[str] = []
+    for isa, donor in registrations(profile or {"arch": ""}).items():
+        out += ["--oto-register", f"{isa}={donor}"]
+    return out
+
+
 @dataclass(frozen=True)
 class Settings:
     command: tuple[str, ...]  # prefix; "tensile" + args are appended
+    register: tuple[str, ...]  # runtime.py's --oto-register options, from the profile's tensile.caps_from
     prebuilt_client: str | None
     asm_cache: Path
     timeout_s: float
@@ -58,6 +76,7 @@ class Settings:
             raise ValueError("config field 'tensile': batch_size must be >= 1 and timeout_s > 0")
         return cls(
             command=command,
+            register=tuple(register_args(profile)),
             prebuilt_client=cfg["prebuilt_client"],
             asm_cache=Path(str(cfg["asm_cache"]).format(arch=profile["arch"])),
             timeout_s=float(cfg["timeout_s"]),
@@ -91,10 +110,13 @@ def tensile_command(tensile_cfg: Mapping[str, Any]) -> list[str] | None:
     return [str(python), str(RUNTIME_SCRIPT)] if python else None
 
 
-def probe(command: list[str] | tuple[str, ...], timeout: float = 300) -> dict[str, Any] | None:
-    """``<command> probe``: Tensile's version, Python and which ISAs it knows natively; None if it failed."""
+def probe(
+    command: list[str] | tuple[str, ...], register: list[str] | tuple[str, ...] = (), timeout: float = 300
+) -> dict[str, Any] | None:
+    """``<command> probe``: Tensile's version, Python and whether it knows each ISA of ``register`` natively;
+    None if it failed."""
     try:
-        out = subprocess.run([*command, "probe"], capture_output=True, text=True, timeout=timeout)
+        out = subprocess.run([*command, "probe", *register], capture_output=True, text=True, timeout=timeout)
     except (OSError, subprocess.TimeoutExpired):
         return None
     if out.returncode != 0:
@@ -105,12 +127,12 @@ def probe(command: list[str] | tuple[str, ...], timeout: float = 300) -> dict[st
         return None
 
 
-def tensile_info(tensile_cfg: Mapping[str, Any]) -> dict[str, Any]:
+def tensile_info(tensile_cfg: Mapping[str, Any], profile: Mapping[str, Any] | None = None) -> dict[str, Any]:
     """{"found": True, version, python, native...} from the probe, or {"found": False, "why": ...}."""
     cmd = tensile_command(tensile_cfg)
     if cmd is None:
         return {"found": False, "why": "no tensile.python, $OTO_TENSILE_PYTHON or `Tensile` on PATH"}
-    info = probe(cmd)
+    info = probe(cmd, register_args(profile))
     if info is None:
         return {
             "found": False,

@@ -21,7 +21,7 @@ from typing import Any
 
 from oto.gemm import HPA_TYPES, Library
 from oto.tensile.defaults import subset
-from oto.tensile.params import CandidateError, canonical
+from oto.tensile.params import CandidateError, canonical, extras
 
 # Tensile 4.44 Common.py defaultBenchmarkCommonParameters, restricted to the parameters the rules below read
 # (lists as tuples: the table is read-only). A raw parameter dict may override any of these (e.g. a shipped
@@ -72,6 +72,7 @@ TENSILE_DEFAULTS: Mapping[str, Any] = MappingProxyType(
             "NumLoadsCoalescedB",
             "AssertFree0ElementMultiple",
             "AssertFree1ElementMultiple",
+            "AssertSummationElementMultiple",
             "AssertStrideAEqual",
             "AssertStrideBEqual",
             "AssertStrideCEqual",
@@ -80,6 +81,8 @@ TENSILE_DEFAULTS: Mapping[str, Any] = MappingProxyType(
             "MacroTileShapeMax",
             "MaxOccupancy",
             "LocalDotLayout",
+            "UseSgprForGRO",  # kept as given (the resolved value is _UseSgprForGRO), no rule reads it
+            "StaggerUMapping",
         ),
         frozen=True,
     )
@@ -183,6 +186,41 @@ def check_raw(library: Library, params: Mapping[str, Any], limits: Limits | None
     return Verdict(not run.reasons, tuple(run.reasons), MappingProxyType(dict(run.derived)))
 
 
+# Knobs Tensile resolves in the solution state it names the kernel from (Solution.getNameFull): LdsPad -1 is
+# 0 for Source kernels and for an asm operand read along the tile (TLU), else VectorWidth (0 again when the
+# pad would overflow LDS); 1LDSBuffer -1 becomes 0 or 1 by the LDS size; StaggerU is 0 on asm kernels
+# without buffer loads.
+RESOLVED_KNOBS = ("LdsPadA", "LdsPadB", "1LDSBuffer", "StaggerU")
+
+
+def resolve(library: Library, params: Mapping[str, Any], limits: Limits | None = None) -> dict[str, Any]:
+    """A candidate as Tensile resolves it: identity and duplicate detection use this form.
+
+    The knobs of :data:`RESOLVED_KNOBS` take the value Tensile derives, and an extra parameter whose
+    presence leaves the derived state unchanged (AssertStrideAEqual {0: 1} without initial strides, a
+    LocalReadVectorWidth equal to VectorWidth, GlobalSplitUAlgorithm with GlobalSplitU 1...) is dropped.
+    Raises CandidateError for names or values outside oto's vocabulary."""
+    cand = canonical(params)
+    limits = limits or Limits()
+    state = _final_state(library, cand, limits)
+    out = dict(cand)
+    for key in RESOLVED_KNOBS:
+        value = state.get(key, out[key])
+        out[key] = int(value) if isinstance(value, bool | int) else value
+    for key in extras(cand):
+        without = {k: v for k, v in out.items() if k != key}
+        if _final_state(library, without, limits) == state:
+            out = without
+    return canonical(out)
+
+
+def _final_state(library: Library, params: Mapping[str, Any], limits: Limits) -> dict[str, Any]:
+    run = _Run(library, _with_defaults(params), limits)
+    with contextlib.suppress(_Stop):
+        _derive(run)
+    return run.s
+
+
 def _with_defaults(params: Mapping[str, Any]) -> dict[str, Any]:
     out = dict(params)
     for key in ("PrefetchGlobalRead", "PrefetchLocalRead", "FractionalLoad", "1LDSBuffer"):
@@ -207,6 +245,7 @@ def _derive(run: _Run) -> None:
     _loop_iters(run)
     _partial_tile_loads(run)
     _source_kernel(run)
+    _store_batches(run)
     _vgpr_bound(run)
 
 
@@ -342,6 +381,7 @@ def _split_and_atomics(run: _Run) -> None:
             ga = "MultipleBuffer"
         elif run.compute_char != run.dest_char:
             ga = "SingleBuffer"
+    s["_GlobalAccumulation"] = ga
     if gsu == 1:
         s["GlobalSplitUAlgorithm"] = "SingleBuffer"
         if s["GlobalSplitUAtomicAdd"]:
@@ -368,6 +408,12 @@ def _split_and_atomics(run: _Run) -> None:
             )
         if s["GlobalSplitUAtomicAdd"]:
             run.reject("GlobalSplitUAtomicAdd is not supported by this arch")  # no HasAtomicAdd on gfx9 VALU
+        if run.initial_strides_cd:
+            # Solution.initBetaOnlyKernelObjects adds a BetaOnly kernel for every GSU > 1 kernel, and
+            # KernelWriterBetaOnly.kernelBodyBetaOnly asserts on UseInitialStridesCD: the run dies.
+            run.reject(
+                "GlobalSplitU > 1 needs the BetaOnly kernel, which does not support UseInitialStridesCD"
+            )
     # VectorAtomicWidth: exactly one legal value, 2 for a 2-byte compute type (32-bit CAS), else 1.
     vaw_min = 2 if run.compute_bytes == 2 else 1
     use_atomic = gsu > 1 and s["GlobalSplitUAlgorithm"] == "SingleBuffer"
@@ -429,26 +475,32 @@ def _glvw_classic(run: _Run, tc: str, total: int, grvw: int, why: list[str]) -> 
     return ok
 
 
-def _glvw_fractional(run: _Run, tc: str, depth_u: int, glvw: int) -> bool:
-    """setGlobalLoadTileDimFractional: rows of the load tile may be partial (buffer loads clip the rest)."""
-    s = run.s
-    nt = s["NumThreads"]
-    par, perp = _load_shape(run, tc, depth_u)
-    best, grvw, lsc, lsp = -1, glvw, 0, 0
+def fractional_load(threads: int, par: int, perp: int, glvw: int) -> tuple[int, int, int] | None:
+    """setGlobalLoadTileDimFractional for one tensor: (GlobalLoadVectorWidth, LSC, LSP) of a load tile of
+    ``par`` x ``perp`` elements whose rows may be partial (buffer loads clip the rest), or None."""
+    grvw = glvw
     while grvw >= 1:
-        per_inst = nt * grvw
+        per_inst = threads * grvw
         lsc, lsp = (per_inst, 1) if par >= per_inst else (par, min(perp, per_inst // par))
         if lsc % grvw == 0:  # a vector must not wrap into the next row
             best, valid = grvw, lsc * lsp
             narrower = grvw // 2
-            while narrower >= 1 and nt * narrower >= valid:  # prefer the narrowest vector covering the row
+            while narrower >= 1 and threads * narrower >= valid:  # prefer the narrowest covering the row
                 if lsc % narrower == 0:
                     best = narrower
                 narrower //= 2
-            break
+            return best, lsc, lsp
         grvw //= 2
-    if best == -1:
+    return None
+
+
+def _glvw_fractional(run: _Run, tc: str, depth_u: int, glvw: int) -> bool:
+    s = run.s
+    par, perp = _load_shape(run, tc, depth_u)
+    found = fractional_load(s["NumThreads"], par, perp, glvw)
+    if found is None:
         return False
+    best, lsc, lsp = found
     s[f"GlobalLoadVectorWidth{tc}"] = best
     s[f"LSC{tc}"], s[f"LSP{tc}"] = lsc, lsp
     s[f"NumLoadsCoalesced{tc}"] = -(-par // lsc)
@@ -704,6 +756,22 @@ def _partial_tile_loads(run: _Run) -> None:
 def _source_kernel(run: _Run) -> None:
     if not run.asm and run.s["PrefetchGlobalRead"] == 2:
         run.reject("Source kernel does not support PGR2")
+
+
+def _store_batches(run: _Run) -> None:
+    """KernelWriterAssembly.globalWriteElements stores half/bf16 C in batches of an even number of elements
+    (vectors of GlobalWriteVectorWidth); without a workspace (no _GlobalAccumulation) a VALU kernel whose
+    thread holds a single such vector cannot be written: overflowedResources 3. Checked against Tensile 4.44
+    on HB/HHS_BH/HSS_BH asm kernels (bench/RESULTS.md, Tensile conformance)."""
+    s = run.s
+    if not run.asm or run.a_char not in ("H", "B") or s.get("_GlobalAccumulation") is not None:
+        return
+    vectors = run.derived["NumElementsPerThread"] // run.derived["GlobalWriteVectorWidth"]
+    if vectors < 2:
+        run.reject(
+            f"{vectors} store vector(s) per thread: half requires at least two elements per batch "
+            "(KernelWriterAssembly overflowedResources 3)"
+        )
 
 
 def _vgpr_bound(run: _Run) -> None:

@@ -348,3 +348,27 @@ def read_logic_dir(path: str | Path) -> list[LogicFile]:
     if not files:
         raise LogicFileError(f"{path}: no *.yaml logic files")
     return [read_logic_file(f) for f in files]
+
+
+def check_logic_files(paths: list[str | Path], limits: Any = None) -> list[LogicFile]:
+    """Read logic files and judge every solution as Tensile will (:func:`oto.tensile.legality.check_raw`);
+    raise LogicFileError naming the file, the solution and Tensile's reasons for the first one it would not
+    build. ``limits``: the arch's :class:`oto.tensile.legality.Limits`."""
+    from oto.gemm import Library
+    from oto.tensile import legality
+
+    files = []
+    for path in paths:
+        lf = read_logic_file(path)
+        library = Library.parse(lf.library_name)
+        for pos, sol in enumerate(lf.solutions):
+            params = {k: v for k, v in sol.items() if k in legality.TENSILE_DEFAULTS}
+            verdict = legality.check_raw(library, params, limits)
+            if not verdict.valid:
+                raise LogicFileError(
+                    f"{lf.path.name}: element 5 (solutions) entry {pos} "
+                    f"({sol.get('SolutionNameMin') or 'unnamed'}): Tensile would not build it: "
+                    + "; ".join(verdict.reasons)
+                )
+        files.append(lf)
+    return files

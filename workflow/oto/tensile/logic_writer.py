@@ -10,6 +10,7 @@ re-derives everything else on load (``AssignedDerivedParameters`` is forced off)
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -17,8 +18,9 @@ import yaml
 
 from oto.files import atomic_write_text
 from oto.gemm import Library
+from oto.tensile import legality
 from oto.tensile import solution_fields as sf
-from oto.tensile.params import canonical, macro_tile
+from oto.tensile.params import CandidateError, canonical, macro_tile
 
 # The logic format version we emit. TCL only warns when the file's version is newer than itself
 # (Common.versionIsCompatible: same major, minor.patch <= installed); 4.33.0 is the Tensile of ROCm 5.2, the
@@ -43,15 +45,17 @@ FIXED_PARAMETERS: dict[str, Any] = {
 def problem_type(library: str | Library) -> dict[str, Any]:
     """Tensile ProblemType dict of a GEMM library such as ``Cijk_Ailk_Bljk_HHS_BH``.
 
-    Independent fields plus the index layout ProblemType.initGEMM / assignDerivedParameters derive, so that
-    readers of the file need not re-derive it.
+    Independent fields plus the index layout ProblemType.initGEMM / assignDerivedParameters derive (a
+    TensorContraction reads them), so that readers of the file need not re-derive it.
     """
     lib = Library.parse(library) if isinstance(library, str) else library
     fam = lib.family
     ia = [3, 0, 2] if lib.transpose_a else [0, 3, 2]
     ib = [1, 3, 2] if lib.transpose_b else [3, 1, 2]
+    # rocBLAS ships the initial-stride families (SBIc, SBIIc) as TensorContractions: GEMM does not take them
+    contraction = fam.initial_strides_ab or fam.initial_strides_cd
     return {
-        "OperationType": "GEMM",
+        "OperationType": "TensorContraction" if contraction else "GEMM",
         "DataType": fam.a.enum,
         "DestDataType": fam.dest.enum,
         "ComputeDataType": fam.compute.enum,
@@ -78,17 +82,18 @@ def problem_type(library: str | Library) -> dict[str, Any]:
 
 
 def solution_entry(pt: Mapping[str, Any], params: Mapping[str, Any], index: int) -> dict[str, Any]:
-    """One logic solution from oto's tunable parameters (``tensile_params.PARAMS`` names).
+    """One logic solution from a kernel's parameters (``oto.tensile.params`` names, extras included).
 
     ``params`` are canonicalised (defaults filled, illegal values rejected); the rest is
-    :data:`FIXED_PARAMETERS`, the problem type and the solution index the exact rows refer to. A few derived
+    :data:`FIXED_PARAMETERS` (unless the kernel sets one itself), the problem type and the solution index
+    the exact rows refer to. A few derived
     values (macro tile, thread count) are added for readers; TCL recomputes them.
     """
     p = canonical(params)
     mt0, mt1 = macro_tile(p)
     wg = p["WorkGroup"]
-    entry: dict[str, Any] = dict(p)
-    entry.update(FIXED_PARAMETERS)
+    entry: dict[str, Any] = dict(FIXED_PARAMETERS)
+    entry.update(p)  # a kernel's own extras (BufferLoad: false, ...) win over the fixed values
     entry.update(
         {
             "ProblemType": dict(pt),
@@ -102,6 +107,82 @@ def solution_entry(pt: Mapping[str, Any], params: Mapping[str, Any], index: int)
         }
     )
     return entry
+
+
+@dataclass
+class LogicPlan:
+    """What a library's logic file holds: solutions (kernel id → parameters, in index order), exact rows
+    ``(sizes, solution index, gflops)``, and the kernels that could not be written, with where their sizes
+    went (``{kernel, reason, sizes, to}``)."""
+
+    solutions: dict[str, dict[str, Any]]
+    rows: list[tuple[list[int], int, float]]
+    handed_over: list[dict[str, Any]]
+
+    def notes(self) -> list[str]:
+        """One line per kernel that could not be written, for the logic file's header comment."""
+        return [
+            f"oto: dropped {h['kernel']} ({h['reason']}); its {len(h['sizes'])} size(s) went to "
+            f"{h['to'] or 'the nearest size (no row)'}"
+            for h in self.handed_over
+        ]
+
+
+def plan_logic(
+    library: Library,
+    per_size: Sequence[Mapping[str, Any]],
+    kernels: Mapping[str, Mapping[str, Any]],
+    sizes: Sequence[Sequence[int]],
+    references: Mapping[int, Mapping[str, Any]],
+    limits: legality.Limits | None = None,
+) -> LogicPlan:
+    """The logic of a library's final winners, checked before anything is written.
+
+    Every winner is judged as Tensile will judge the solution (:func:`oto.tensile.legality.check`, extras
+    included). A winner that cannot be written is dropped and each of its sizes handed to the next best
+    kernel measured there: the size's spoof-floor reference (``references[size_index]``: ``{id, params}``;
+    its GFLOPS follow from the winner's score, which is the winner's speed-up over it), or no row when that
+    cannot be written either (Tensile then serves the size from the nearest row, as for a size without a
+    winner)."""
+    judged: dict[str, tuple[str, ...]] = {}
+
+    def reasons(kid: str, params: Mapping[str, Any]) -> tuple[str, ...]:
+        if kid not in judged:
+            try:
+                verdict = legality.check(library, params, limits)
+                judged[kid] = () if verdict.valid else verdict.reasons
+            except CandidateError as exc:
+                judged[kid] = (str(exc),)
+        return judged[kid]
+
+    solutions: dict[str, dict[str, Any]] = {}
+    rows: list[tuple[list[int], int, float]] = []
+    handed: dict[str, dict[str, Any]] = {}
+    for r in per_size:
+        kid = r.get("winner")
+        if not kid:
+            continue  # no valid kernel at this size: Tensile falls back to the nearest size's solution
+        i = int(r["size_index"])
+        params, gflops = kernels[kid], float(r["gflops"])
+        why = reasons(kid, params)
+        if why:
+            ref = references.get(i) or {}
+            to = ref.get("id")
+            if to and not reasons(to, ref["params"]) and r.get("score"):
+                params, gflops = ref["params"], gflops / float(r["score"])
+            else:
+                to = None
+            h = handed.setdefault(kid, {"kernel": kid, "reason": "; ".join(why), "sizes": [], "to": set()})
+            h["sizes"].append(list(sizes[i]))
+            if to:
+                h["to"].add(to)
+            if not to:
+                continue
+            kid = to
+        solutions.setdefault(kid, dict(params))
+        rows.append((list(sizes[i]), list(solutions).index(kid), gflops))
+    out = [dict(h, to=", ".join(sorted(h["to"])) or None) for h in handed.values()]
+    return LogicPlan(solutions, rows, out)
 
 
 def logic_file_name(schedule: str, library: str) -> str:
@@ -164,11 +245,13 @@ def _named(
     return out
 
 
-def write_logic_file(path: str | Path, **fields: Any) -> Path:
-    """Write ``logic_data(**fields)`` as YAML the way Tensile does (sorted keys, flow-style leaves)."""
+def write_logic_file(path: str | Path, notes: Sequence[str] = (), **fields: Any) -> Path:
+    """Write ``logic_data(**fields)`` as YAML the way Tensile does (sorted keys, flow-style leaves);
+    ``notes`` become comment lines at the top (Tensile ignores them)."""
     data = logic_data(**fields)
     path = Path(path)
-    text = yaml.dump(data, Dumper=yaml.CSafeDumper, default_flow_style=None)
+    text = "".join(f"# {n}\n" for n in notes)
+    text += yaml.dump(data, Dumper=yaml.CSafeDumper, default_flow_style=None)
     atomic_write_text(path, text)  # an interrupted job never leaves half a logic file for package to read
     return path
 
@@ -186,29 +269,37 @@ def logic_label(profile: Mapping, label: str) -> tuple[str, str, list[str]]:
 
 def write_library_logic(
     final: Mapping[str, Any], deck: Any, profile: Mapping, label: str, out: str | Path, source: str = "final"
-) -> tuple[int, int]:
+) -> tuple[int, int, list[str]]:
     """One library's final winners (a ``final.yaml`` document; ``deck`` its LibraryDeck) → its logic file.
-    Returns (solutions, exact rows). Shared by the logic rule and the merge of many testers' bundles."""
+    Validates before writing: a winner Tensile would not build hands its sizes to the size's reference (see
+    plan_logic). Returns (solutions, exact rows, notes on such hand-overs). Shared by the logic rule and the
+    merge of many testers' bundles."""
     if final["library"] != deck.name:
         raise ValueError(
             f"{source}: field 'library' is {final['library']!r}, the deck slice is {deck.name!r}"
         )
-    order: dict[str, int] = {}
-    rows = []
-    for r in final["per_size"]:
-        if not r.get("winner"):
-            continue  # no valid kernel at this size: Tensile falls back to the nearest size's solution
-        index = order.setdefault(r["winner"], len(order))
-        rows.append((list(deck.sizes[r["size_index"]]), index, float(r["gflops"])))
-    solutions = [solution_entry(deck.problem_type, final["kernels"][kid], i) for kid, i in order.items()]
+    library = Library.parse(deck.name)
+    limits = legality.Limits.from_profile(profile)
+    winners = {int(r["size_index"]) for r in final["per_size"] if r.get("winner")}
+    plan = plan_logic(
+        library,
+        final["per_size"],
+        final["kernels"],
+        deck.sizes,
+        deck.references(sorted(winners), limits),
+        limits,
+    )
+    notes = plan.notes()
+    solutions = [solution_entry(deck.problem_type, p, i) for i, p in enumerate(plan.solutions.values())]
     schedule, arch, devices = logic_label(profile, label)
     write_logic_file(
         out,
         problem_type=deck.problem_type,
         solutions=solutions,
-        exact_rows=rows,
+        exact_rows=plan.rows,
         schedule=schedule,
         architecture=arch,
         device_names=devices,
+        notes=notes,
     )
-    return len(solutions), len(rows)
+    return len(solutions), len(plan.rows), notes

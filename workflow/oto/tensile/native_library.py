@@ -312,11 +312,14 @@ def build_master_library(
     Returns the ``TensileLibrary`` state, or with ``lazy`` (which implies separate architectures, as in TCL)
     the parent ``TensileLibrary_lazy_<arch>`` state and ``{child file stem: child state}``. With separate
     architectures solution indices start at :func:`arch_index_base`; merged they start at 0. Every logic file
-    must be for ``arch`` (or ``fallback``).
+    must be for ``arch`` (or ``fallback``). Files are merged in name order, whatever order they are given.
     """
     if lazy:
         separate_architectures = True
-    parsed = [_logic_dict(read_logic(f) if isinstance(f, str | Path) else f) for f in logic_files]
+    # One order whatever order the files come in (TCL walks its logic folder in file-system order;
+    # oto.tensile.runtime makes it walk it sorted by path, which for one folder is this order).
+    ordered = sorted(logic_files, key=_logic_sort_key)
+    parsed = [_logic_dict(read_logic(f) if isinstance(f, str | Path) else f) for f in ordered]
     if not parsed:
         raise ValueError("no logic files")
     for d in parsed:
@@ -338,6 +341,14 @@ def build_master_library(
     if not lazy:
         return state
     return state, {name: _master_state(child, naming) for name, child in master.lazy.items()}
+
+
+def _logic_sort_key(f: Any) -> tuple:
+    """Files by name; logic given as data by its problem type's name (after the files)."""
+    if isinstance(f, str | Path):
+        return (0, Path(f).name)
+    data = _logic_dict(f)
+    return (1, sf.ProblemTypeInfo.from_dict(data["ProblemType"]).name, str(data["ArchitectureName"]))
 
 
 def write_library(obj: Mapping[str, Any], path: str | Path) -> Path:

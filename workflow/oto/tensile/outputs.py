@@ -11,6 +11,20 @@ from typing import Any
 import yaml
 
 _OVERFLOW = re.compile(r"(Cijk_[A-Za-z0-9_]+?) overflowed resources\. errorCode=(\d+), msg='([^']*)'")
+# KernelWriter.getKernelSource when KernelWriterAssembly set overflowedResources. For VALU kernels Tensile
+# 4.44's warning with the kernel name comes out empty (an operator-precedence slip in
+# KernelWriterAssembly.functionSuffix), so this line, without a name, is all the log says.
+_GENERATION_ERROR = re.compile(r"Generating kernel source resulted in error (\d+)")
+# KernelWriterAssembly.functionSuffix's messages for the overflowedResources codes.
+RESOURCE_ERRORS = {
+    1: "too many vgprs",
+    2: "too many sgprs",
+    3: "half store requires at least two elements per batch",
+    4: "Occupancy limit",
+    5: "cannot schedule local reads/writes",
+    6: "SIA2 better with occupancy 2",
+    7: "too many accvgprs",
+}
 
 
 def name_matches(name: str, params: Mapping[str, Any]) -> bool:
@@ -64,6 +78,18 @@ def parse_log(text: str) -> tuple[list[tuple[str, list[str]]], list[tuple[str, i
     return rejections, overflows
 
 
+def generation_errors(text: str) -> list[int]:
+    """The overflowedResources codes of the kernels whose generation failed, one per failed kernel, from
+    Tensile's ``Generating kernel source resulted in error N`` lines (they name no kernel)."""
+    return [int(m.group(1)) for m in _GENERATION_ERROR.finditer(text)]
+
+
+def resource_reason(codes: list[int]) -> str:
+    """A register_overflow reason for the codes of :func:`generation_errors`."""
+    parts = sorted({f"errorCode={c}: {RESOURCE_ERRORS.get(c, 'overflowed resources')}" for c in codes})
+    return "Tensile's kernel writer overflowed resources (" + "; ".join(parts) + ")"
+
+
 _MATCH_KEYS = (
     "KernelLanguage",
     "ThreadTile",
@@ -108,6 +134,28 @@ def solution_matches(solution: Mapping[str, Any], params: Mapping[str, Any]) -> 
         if _norm(solution[key]) != _norm(want):
             return False
     return True
+
+
+def _agreement(solution: Mapping[str, Any], params: Mapping[str, Any]) -> int:
+    """How many of the kernel's parameters the solution holds with the same value (after normalising)."""
+    return sum(1 for k, v in params.items() if k in solution and _norm(solution[k]) == _norm(v))
+
+
+def match_solutions(solutions: list[Mapping[str, Any]], kernels: Mapping[str, Mapping[str, Any]]) -> dict:
+    """{kernel id: solution position} for the kernels Tensile built, one to one.
+
+    Kernels are given in their fork order and take the solution that agrees with them on the most
+    parameters among those :func:`solution_matches` accepts; a solution is never given to two kernels, so
+    two ids can never share a results column (a kernel Tensile merged into another is left unmatched)."""
+    taken: set[int] = set()
+    out: dict[str, int] = {}
+    for kid, params in kernels.items():
+        fits = [j for j, s in enumerate(solutions) if j not in taken and solution_matches(s, params)]
+        if fits:
+            best = max(fits, key=lambda j: (_agreement(solutions[j], params), -j))
+            out[kid] = best
+            taken.add(best)
+    return out
 
 
 def read_solutions(path: Path) -> list[dict[str, Any]]:

@@ -1,9 +1,12 @@
 """The Tensile kernel parameters oto tunes, their legal values, and the canonical form of a candidate.
 
 A *candidate* is a dict of Tensile's independent solution parameters (ROCm/Tensile:Tensile/Common.py
-``validParameters``), restricted to the knobs below; every other parameter takes Tensile's default. Its
-identity is a hash of the canonical form, so the same kernel proposed twice (by the seed, a strategy or
-the agent) is recognised as one.
+``validParameters``): the knobs below (:data:`PARAMS`, the search space) plus, for kernels that come from a
+logic file (the shipped spoof-floor references), the few further parameters of :data:`EXTRA_PARAMS` their
+file sets (FractionalLoad, GlobalSplitUAlgorithm, ...): without them such a kernel is not the one that
+shipped and may not even be legal. Every other parameter takes Tensile's default. Its identity is a hash of
+the canonical form; :func:`oto.tensile.legality.resolve` first puts the knobs Tensile resolves itself into
+their resolved form, so two proposals Tensile would build as one kernel get one id.
 """
 
 from __future__ import annotations
@@ -13,6 +16,8 @@ import json
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
+
+from oto.tensile.defaults import subset
 
 
 @dataclass(frozen=True)
@@ -70,14 +75,44 @@ PARAMS: dict[str, Param] = {
 
 _LIST_PARAMS = {"ThreadTile", "WorkGroup"}
 
+# Tensile parameters beyond PARAMS that a kernel may carry (with their Tensile defaults): the ones shipped
+# vega10 logic files set that oto.tensile.legality models. Never searched; a kernel keeps them from its file.
+EXTRA_PARAMS: dict[str, Any] = subset(
+    (
+        "GlobalSplitUAlgorithm",
+        "FractionalLoad",
+        "BufferLoad",
+        "VectorStore",
+        "StoreVectorWidth",
+        "LocalReadVectorWidth",
+        "VectorAtomicWidth",
+        "GlobalLoadVectorWidthA",
+        "GlobalLoadVectorWidthB",
+        "NumLoadsCoalescedA",
+        "NumLoadsCoalescedB",
+        "LdsBlockSizePerPadA",
+        "LdsBlockSizePerPadB",
+        "AssertFree0ElementMultiple",
+        "AssertFree1ElementMultiple",
+        "AssertSummationElementMultiple",
+        "AssertStrideAEqual",
+        "AssertStrideBEqual",
+        "AssertStrideCEqual",
+        "AssertStrideDEqual",
+        "UseSgprForGRO",
+        "StaggerUMapping",
+    )
+)
+
 
 class CandidateError(ValueError):
     pass
 
 
 def canonical(params: Mapping[str, Any]) -> dict[str, Any]:
-    """Fill defaults, normalise list/bool forms and reject unknown names or illegal values."""
-    unknown = sorted(set(params) - set(PARAMS))
+    """Fill defaults, normalise list/bool forms and reject unknown names or illegal values. Extra parameters
+    (:data:`EXTRA_PARAMS`) are kept, normalised, after the knobs when they differ from Tensile's default."""
+    unknown = sorted(set(params) - set(PARAMS) - set(EXTRA_PARAMS))
     if unknown:
         raise CandidateError(f"unknown Tensile parameter(s): {', '.join(unknown)}")
     out: dict[str, Any] = {}
@@ -94,11 +129,41 @@ def canonical(params: Mapping[str, Any]) -> dict[str, Any]:
         if value not in p.values:
             raise CandidateError(f"{name}={value!r} is not a legal value (legal: {list(p.values)})")
         out[name] = list(value) if name in _LIST_PARAMS else value
+    for name in sorted(set(params) & set(EXTRA_PARAMS)):
+        value = _extra_value(name, params[name])
+        if value != EXTRA_PARAMS[name]:
+            out[name] = value
     return out
 
 
+def extras(params: Mapping[str, Any]) -> dict[str, Any]:
+    """The :data:`EXTRA_PARAMS` a (canonical) kernel carries."""
+    return {k: v for k, v in params.items() if k in EXTRA_PARAMS}
+
+
+def _extra_value(name: str, value: Any) -> Any:
+    """An extra parameter in Tensile's own type (old logic files store booleans for 0/1 knobs)."""
+    default = EXTRA_PARAMS[name]
+    if isinstance(default, dict):
+        if not isinstance(value, Mapping):
+            raise CandidateError(f"{name} must be a mapping of index: value, got {value!r}")
+        return {int(k): int(v) for k, v in sorted(value.items(), key=lambda kv: int(kv[0]))}
+    if isinstance(default, bool):
+        if value not in (0, 1):  # also True/False
+            raise CandidateError(f"{name}={value!r} is not a boolean")
+        return bool(value)
+    if isinstance(default, int):
+        if isinstance(value, bool) or (isinstance(value, int | float) and int(value) == value):
+            return int(value)
+        raise CandidateError(f"{name}={value!r} is not an integer")
+    if not isinstance(value, str):
+        raise CandidateError(f"{name}={value!r} is not a string")
+    return value
+
+
 def candidate_id(params: Mapping[str, Any]) -> str:
-    """Stable short id of a candidate: hash of its canonical JSON."""
+    """Stable short id of a candidate: hash of its canonical JSON (pass the form
+    :func:`oto.tensile.legality.resolve` gives, so that Tensile's duplicates share an id)."""
     text = json.dumps(canonical(params), sort_keys=True, separators=(",", ":"))
     return "k" + hashlib.sha256(text.encode()).hexdigest()[:12]
 

@@ -3,26 +3,33 @@
 This file runs under *Tensile's* Python (the interpreter whose ``import Tensile`` works, which need not have
 oto installed), so it uses the standard library only. oto invokes it as a script:
 
-    <tensile-python> tensile_runtime.py probe                 JSON: version, ISAs, whether the ISA is native
-    <tensile-python> tensile_runtime.py tensile ARGS...       the ``Tensile`` benchmark program
-    <tensile-python> tensile_runtime.py tcl ARGS...           ``TensileCreateLibrary``
-    <any-python>     tensile_runtime.py null-client ARGS...   stand-in client for build-only runs
+    <tensile-python> tensile_runtime.py probe [REG...]         JSON: version, ISAs, which targets are native
+    <tensile-python> tensile_runtime.py tensile [REG...] ARGS  the ``Tensile`` benchmark program
+    <tensile-python> tensile_runtime.py tcl [REG...] ARGS      ``TensileCreateLibrary``
+    <any-python>     tensile_runtime.py null-client ARGS...    stand-in client for build-only runs
 
-The registration rule (research/tensile.md §5, §8): Tensile 4.44 has no gfx90c (ISA 9.0.12) in
-``SupportedISA``, ``architectureMap`` or its assembler-capability cache. gfx90c is the APU variant of the
-Vega ISA: clang gives it exactly gfx900's assembler capabilities (no MFMA, no dot, no fmac; MaxVmcnt 63) and
-Tensile's hard-coded ``GetArchCaps`` already returns gfx900's values for (9,0,12). So, when the installed
-Tensile lacks the ISA, we register it in-process before Tensile's entry point runs:
+``REG`` is ``--oto-register ISA=DONOR`` (e.g. ``gfx90c=gfx900``), one per ISA the arch profiles say takes its
+Tensile capabilities from another (``tensile.caps_from``); oto derives them from the profile
+(:func:`oto.tensile.install.registrations`) and this file hard-codes none.
+
+The registration rule (research/tensile.md §5, §8): Tensile 4.44 has no gfx90c (ISA 9.0.12) or gfx902 in
+``SupportedISA``, ``architectureMap`` or its assembler-capability cache. Both are APU variants of the Vega
+ISA: clang gives them exactly gfx900's assembler capabilities (no MFMA, no dot, no fmac; MaxVmcnt 63) and
+Tensile's hard-coded ``GetArchCaps`` already returns gfx900's values for them. So, when the installed
+Tensile lacks a target ISA named by ``--arch``/``--architecture`` and a registration names its donor, we
+register it in-process before Tensile's entry point runs:
 
 1. append it to ``SupportedISA`` in both ``globalParameters`` and ``defaultGlobalParameters`` (Tensile
    restores the defaults at start-up) and to ``validISA`` (the ``ISA`` parameter's legal values);
 2. add ``architectureMap[name] = name`` so logic files named ``gfx90c_*.yaml`` are selected;
-3. wrap ``getCapabilitiesCache`` so its table has an entry for the ISA copied from the donor (gfx900);
+3. wrap ``getCapabilitiesCache`` so its table has an entry for the ISA copied from the donor;
    without it, Tensile's derived-vs-cached caps comparison raises KeyError on ROCm >= 5.3.
 
 Tensile's joblib workers are forked from this process and inherit the registration. A Tensile that already
-knows the ISA is left untouched. Nothing else (the C++ host library, rocBLAS) is patched: a library labelled
-gfx90c loads only in a rocBLAS that knows gfx90c; the gfx900 label is the drop-in route (docs/tensile.md).
+knows the ISA is left untouched. For TensileCreateLibrary, the logic files are also taken in sorted order
+(Tensile takes them in file-system order), so the library it writes does not depend on the machine.
+Nothing else (the C++ host library, rocBLAS) is patched: a library labelled gfx90c loads only in a rocBLAS
+that knows gfx90c; the gfx900 label is the drop-in route (docs/tensile.md).
 """
 
 from __future__ import annotations
@@ -31,8 +38,7 @@ import json
 import os
 import sys
 
-# ISAs oto may register at run time, and the ISA whose capabilities they share.
-DONORS = {(9, 0, 12): (9, 0, 0)}
+REGISTER_FLAG = "--oto-register"
 
 
 def isa_of(name: str) -> tuple[int, int, int]:
@@ -69,7 +75,26 @@ def register(isa: tuple[int, int, int], donor: tuple[int, int, int]) -> bool:
 
     AsmCaps.getCapabilitiesCache = with_isa
     Common.getCapabilitiesCache = with_isa  # Common imported the name; patch its binding too
+    _asm_cache_file_with(isa, donor)
     return True
+
+
+def _asm_cache_file_with(isa: tuple[int, int, int], donor: tuple[int, int, int]) -> None:
+    """An ``--asm-cache`` file written by a run that did not register ``isa`` (or by a plain Tensile) has no
+    entry for it, and Tensile takes the AsmCaps from the file alone: give the loaded cache the donor's."""
+    try:
+        from Tensile import LibraryIO
+    except ImportError:  # a Tensile without the cache file (older versions)
+        return
+    original = LibraryIO.initAsmCapsCache
+
+    def with_isa(*args, **kwargs):
+        cache = original(*args, **kwargs)
+        if cache and donor in cache:
+            cache.setdefault(isa, dict(cache[donor]))
+        return cache
+
+    LibraryIO.initAsmCapsCache = with_isa
 
 
 def _target_isas(argv: list[str]) -> list[tuple[int, int, int]]:
@@ -90,17 +115,35 @@ def _target_isas(argv: list[str]) -> list[tuple[int, int, int]]:
     return out
 
 
-def _register_targets(argv: list[str]) -> list[str]:
+def registrations_of(argv: list[str]) -> tuple[dict[tuple[int, int, int], tuple[int, int, int]], list[str]]:
+    """Split ``--oto-register ISA=DONOR`` options off ``argv``: ({isa: donor isa}, the other arguments)."""
+    found: dict[tuple[int, int, int], tuple[int, int, int]] = {}
+    rest: list[str] = []
+    args = iter(argv)
+    for arg in args:
+        if arg == REGISTER_FLAG or arg.startswith(REGISTER_FLAG + "="):
+            value = arg.split("=", 1)[1] if "=" in arg else next(args, "")
+            name, _, donor = value.partition("=")
+            if not donor:
+                raise SystemExit(f"tensile_runtime: {REGISTER_FLAG} needs ISA=DONOR, got {value!r}")
+            found[isa_of(name)] = isa_of(donor)
+        else:
+            rest.append(arg)
+    return found, rest
+
+
+def _register_targets(argv: list[str], donors: dict[tuple[int, int, int], tuple[int, int, int]]) -> list[str]:
     done = []
     for isa in _target_isas(argv):
-        if isa in DONORS and register(isa, DONORS[isa]):
-            done.append(name_of(isa))
+        if isa in donors and register(isa, donors[isa]):
+            done.append(f"{name_of(isa)} (caps of {name_of(donors[isa])})")
     if done:
-        print(f"oto: registered {', '.join(done)} in Tensile at run time (caps of gfx900)", flush=True)
+        print(f"oto: registered {', '.join(done)} in Tensile at run time", flush=True)
     return done
 
 
-def probe() -> dict:
+def probe(donors: dict[tuple[int, int, int], tuple[int, int, int]] | None = None) -> dict:
+    """Tensile's version and whether it knows each ISA oto would register (``donors``) natively."""
     import Tensile
     from Tensile import Common
 
@@ -110,8 +153,20 @@ def probe() -> dict:
         "path": os.path.dirname(Tensile.__file__),
         "python": sys.executable,
         "supported_isa": supported,
-        "native": {name_of(i): list(i) in supported for i in DONORS},
+        "native": {name_of(i): list(i) in supported for i in donors or {}},
     }
+
+
+def _sorted_logic_files(tcl) -> None:
+    """TensileCreateLibrary merges logic files in ``Path.rglob`` order, i.e. the file system's: solution
+    numbering and the order of tied Matching rows would change with it. Sorted by path, the library is the
+    same on every machine (and equals oto's own writer, oto.tensile.native_library)."""
+    find = tcl.findLogicFiles
+
+    def sorted_find(*args, **kwargs):
+        return sorted(find(*args, **kwargs))
+
+    tcl.findLogicFiles = sorted_find
 
 
 def null_client(argv: list[str]) -> int:
@@ -141,16 +196,20 @@ def main(argv: list[str] | None = None) -> int:
     cmd, rest = argv[0], argv[1:]
     if cmd == "null-client":
         return null_client(rest)
+    donors, rest = registrations_of(rest)
     if cmd == "probe":
-        print(json.dumps(probe()))
+        print(json.dumps(probe(donors)))
         return 0
     if cmd in ("tensile", "tcl"):
-        _register_targets(rest)
+        _register_targets(rest, donors)
         sys.argv = ["Tensile" if cmd == "tensile" else "TensileCreateLibrary", *rest]
         if cmd == "tensile":
             from Tensile.Tensile import main as entry
         else:
-            from Tensile.TensileCreateLibrary import TensileCreateLibrary as entry
+            from Tensile import TensileCreateLibrary as tcl
+
+            _sorted_logic_files(tcl)
+            entry = tcl.TensileCreateLibrary
         result = entry()
         return int(result or 0) if isinstance(result, int) else 0
     print(f"tensile_runtime: unknown command {cmd!r}", file=sys.stderr)

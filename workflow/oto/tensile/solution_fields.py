@@ -17,6 +17,7 @@ from typing import Any
 
 from oto.gemm import DATATYPES, HPA_TYPES, DataType, datatype
 from oto.tensile.defaults import TENSILE_DEFAULTS
+from oto.tensile.legality import fractional_load
 
 # Tensile's defaults for every solution parameter, in its order (the order of a solution's state, which fixes
 # the order of the problem predicates TCL writes).
@@ -325,8 +326,12 @@ def derive(solution: Mapping[str, Any], pt: ProblemTypeInfo, isa: tuple[int, int
     ):
         s["SuppressNoLoadLoop"] = 0
     if s["ExpandPointerSwap"] == 1:
+        # Pointer swap is kept for PGR 1, and for PGR > 1 on the data types DirectToVgpr supports (every
+        # type but int32 and packed int8: Solution.isDirectToVgprSupportDataType).
         dtv = s["DirectToVgprA"] or s["DirectToVgprB"]
-        if not ((buffer_load or dtv) and s["PrefetchGlobalRead"] == 1) or s["DepthULdsDivisor"] > 1:
+        pgr = s["PrefetchGlobalRead"]
+        pgr_ok = pgr == 1 or (pgr > 1 and pt.a.char not in ("I", "4xi8"))
+        if not ((buffer_load or dtv) and pgr_ok) or s["DepthULdsDivisor"] > 1:
             s["ExpandPointerSwap"] = 0
     s["OptPreLoopVmcnt"] = s["OptPreLoopVmcnt"] and s["PrefetchAcrossPersistent"]
 
@@ -347,17 +352,23 @@ def derive(solution: Mapping[str, Any], pt: ProblemTypeInfo, isa: tuple[int, int
         key = f"GlobalLoadVectorWidth{tc}"
         if s[key] == -1:
             s[key] = max(s["VectorWidth"], math.ceil(1 / regs)) if asm else s["VectorWidth"]
+    if s["VectorAtomicWidth"] == -1:
+        # non-MFMA: one legal value, 2 for a 2-byte compute type (32-bit CAS), else 1; it is in the name
+        s["VectorAtomicWidth"] = 2 if pt.compute.bytes == 2 else 1
     if s["StoreVectorWidth"] == -1:
         s["StoreVectorWidth"] = s["VectorWidth"] if s["SourceSwap"] else (4 if regs <= 1 else int(4 // regs))
     if s["LocalReadVectorWidth"] == -1:
         s["LocalReadVectorWidth"] = s["VectorWidth"]
+    auto = {}
     for tc in "AB":
-        if s[f"LdsPad{tc}"] == -1:
+        auto[tc] = s[f"LdsPad{tc}"] == -1
+        if auto[tc]:
             s[f"LdsPad{tc}"] = (
                 0 if (pt.tlu(tc) and not s[f"UnrollMajorLDS{tc}"]) or not asm else s["VectorWidth"]
             )
         if s[f"LdsBlockSizePerPad{tc}"] == -1 or s[f"LdsPad{tc}"] == 0:
             s[f"LdsBlockSizePerPad{tc}"] = 0
+    _resolve_lds(s, bpe, auto)
     _global_loads(s, pt, mt)
 
     # Kernels that need dims > 1 (assignDerivedParameters, near the end).
@@ -367,6 +378,34 @@ def derive(solution: Mapping[str, Any], pt: ProblemTypeInfo, isa: tuple[int, int
         s["StaggerU"] = 0
     s["TLUA"], s["TLUB"] = pt.tlu("A"), pt.tlu("B")
     return s
+
+
+_MAX_LDS = 65536  # Common.py globalParameters["MaxLDS"]
+
+
+def _lds_elements(s: Mapping[str, Any], tc: str, bpe: int, aligned: bool) -> int:
+    """Solution.getLdsNumElements[Aligned] (VALU: one pad per MacroTile-long row, 256-byte alignment)."""
+    mt = s["MacroTile0" if tc == "A" else "MacroTile1"]
+    n = mt * (s["DepthU"] // s["DepthULdsDivisor"])
+    n += (n // mt) * s[f"LdsPad{tc}"]
+    return _ceil_div(n, 256 // bpe) * (256 // bpe) if aligned else n
+
+
+def _resolve_lds(s: dict[str, Any], bpe: int, auto: Mapping[str, bool]) -> None:
+    """The end of ldsPaddingAuto and assignDerivedParameters' LDS part: an automatic pad that would overflow
+    LDS is dropped, and 1LDSBuffer -1 becomes 1 exactly when the double buffer does not fit. Both values
+    are part of the kernel name, so they are resolved before naming."""
+    for tc in "AB":
+        ab = _lds_elements(s, "A", bpe, True) + _lds_elements(s, "B", bpe, False)
+        if s["1LDSBuffer"] != 1:
+            ab *= 2
+        if auto[tc] and ab * bpe > _MAX_LDS:
+            s[f"LdsPad{tc}"] = 0
+    if s["1LDSBuffer"] == -1:
+        a_al, b_al = _lds_elements(s, "A", bpe, True), _lds_elements(s, "B", bpe, True)
+        b = _lds_elements(s, "B", bpe, False)
+        lds_ab = ((1 << (a_al + b_al - 1).bit_length()) + a_al + b) if s["PrefetchGlobalRead"] else a_al + b
+        s["1LDSBuffer"] = int(lds_ab * bpe > _MAX_LDS)
 
 
 def _copy(v: Any) -> Any:
@@ -394,10 +433,16 @@ def _packed_indices(s: Mapping[str, Any], pt: ProblemTypeInfo) -> tuple[list[int
 
 def _global_loads(s: dict[str, Any], pt: ProblemTypeInfo, mt: Mapping[str, int]) -> None:
     """GlobalLoadVectorWidth and NumLoadsCoalesced for a fixed DepthU (setGlobalLoadVectorWidth and
-    setGlobalLoadTileDimClassic); FractionalLoad kernels keep their stored values."""
-    if s["FractionalLoad"]:
-        return
+    setGlobalLoadTileDimClassic, or setGlobalLoadTileDimFractional for FractionalLoad kernels)."""
     du = s["DepthU"]
+    if s["FractionalLoad"]:
+        for tc in "AB":
+            par, perp = (mt[tc], du) if pt.tlu(tc) else (du, mt[tc])
+            found = fractional_load(s["NumThreads"], par, perp, s[f"GlobalLoadVectorWidth{tc}"])
+            if found is not None:
+                s[f"GlobalLoadVectorWidth{tc}"] = found[0]
+                s[f"NumLoadsCoalesced{tc}"] = _ceil_div(par, found[1])
+        return
     for tc in "AB":
         coalesced, perp = (mt[tc], du) if pt.tlu(tc) else (du, mt[tc])
         total = coalesced * perp

@@ -22,10 +22,14 @@ def tensile_space(library: Library, limits: legality.Limits) -> Space:
         verdict = legality.check(library, canonical(config), limits)
         return () if verdict.valid else tuple(verdict.reasons)
 
+    def identify(config: Mapping[str, Any]) -> str:
+        # ids as Tensile resolves the kernel, the ids candidates.yaml records (oto.search.candidates)
+        return candidate_id(legality.resolve(library, config, limits))
+
     return Space(
         name=f"tensile:{library.name}",
         parameters=tuple(Parameter(p.name, tuple(p.values), p.default, p.doc) for p in PARAMS.values()),
-        identify=candidate_id,
+        identify=identify,
         explain=explain,
         # One kind for every library: the agent's cached system prompt is shared by all libraries of an arch.
         kind="tensile-gemm",

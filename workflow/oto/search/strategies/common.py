@@ -49,7 +49,9 @@ class History:
 def history(evidence: Evidence, space: Space) -> History:
     pts, costs, ppts, pcosts = [], [], [], []
     for o in evidence.observations:
-        idx = space.known(o.kernel_id) or space.index(o.params)
+        # the observed parameters first: several configurations may share an id (Tensile builds them as one
+        # kernel), and which of them the space met first depends on its cache
+        idx = space.index(o.params) or space.known(o.kernel_id)
         if idx is not None:
             pts.append(idx)
             costs.append(cost(o))
