@@ -317,7 +317,14 @@ def device_profile(arch_profile: Mapping[str, Any], facts: DeviceFacts, source: 
     if facts.compute_units:
         prof["compute_units"] = int(facts.compute_units)
     if facts.clock_mhz:
+        # the profile's sustained clocks are a share of its peak clock: the device keeps the shares
+        share = int(facts.clock_mhz) / float(prof["clock_mhz"])
         prof["clock_mhz"] = int(facts.clock_mhz)
+        sustained = (prof.get("timing") or {}).get("sustained_clock_mhz")
+        if sustained:
+            prof["timing"]["sustained_clock_mhz"] = {
+                rate: round(mhz * share, 1) for rate, mhz in sustained.items()
+            }
     mem = prof["memory"]
     peak = facts.peak_bandwidth_gbs
     if peak:
@@ -363,13 +370,34 @@ def check_device_profile(arch_profile: Mapping[str, Any], device: Mapping[str, A
     if device.get("arch") != arch_profile["arch"]:
         fail("arch", f"{device.get('arch')!r} is not the run's arch {arch_profile['arch']!r}")
     for key in sorted(set(arch_profile) | set(device)):
-        if key in REFINED or key == "device_range":
+        if key in REFINED or key in ("device_range", "timing"):
             continue
         if device.get(key) != arch_profile.get(key):
             fail(
                 key,
                 f"differs from the arch profile ({device.get(key)!r} vs {arch_profile.get(key)!r}); "
                 f"a device profile may only refine {', '.join(REFINED[1:4])}",
+            )
+    timing, arch_timing = dict(device.get("timing") or {}), dict(arch_profile.get("timing") or {})
+    sustained, arch_sustained = (
+        timing.pop("sustained_clock_mhz", {}),
+        arch_timing.pop("sustained_clock_mhz", {}),
+    )
+    for key in sorted(set(timing) | set(arch_timing)):
+        if timing.get(key) != arch_timing.get(key):
+            fail(
+                f"timing.{key}",
+                f"differs from the arch profile ({timing.get(key)!r} vs {arch_timing.get(key)!r})",
+            )
+    if set(sustained) != set(arch_sustained):
+        fail("timing.sustained_clock_mhz", f"rate classes {sorted(sustained)} are not the arch profile's")
+    share = float(device.get("clock_mhz") or 0) / float(arch_profile["clock_mhz"])
+    for rate, mhz in sorted(arch_sustained.items()):
+        if not isinstance(sustained[rate], int | float) or sustained[rate] > mhz * share * 1.01:
+            fail(
+                f"timing.sustained_clock_mhz.{rate}",
+                f"{sustained[rate]!r} is above the arch profile's share of the device clock "
+                f"({mhz * share:.1f})",
             )
     mem, arch_mem = device.get("memory") or {}, arch_profile["memory"]
     for key in sorted(set(arch_mem) | set(mem)):

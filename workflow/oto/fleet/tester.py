@@ -321,7 +321,7 @@ def shards_main(argv: list[str]) -> int:
     try:
         with open(args.configfile) as fh:
             cfg = validate_config(yaml.safe_load(fh) or {}, args.configfile)
-        names, _ = deck_library_names(cfg["deck"]["source"], cfg["deck"]["path"])
+        names, _, _ = deck_library_names(cfg["deck"]["source"], cfg["deck"]["path"])
         selected = select_libraries(names, cfg["families"], cfg["patterns"], args.configfile)
         libs = sorted(x for v in selected.values() for x in v)
     except (OSError, ValueError, PlanError) as exc:
