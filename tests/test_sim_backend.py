@@ -55,7 +55,12 @@ def test_resolve_builds_a_sim_backend_with_provenance():
     assert prov["model_version"] == MODEL_VERSION
     assert (prov["seed"], prov["stream"]) == (3, "lib/gen1")
     assert prov["noise"]["jitter"] == 0.05
-    assert set(prov["noise"]) == set(config_defaults("sim"))
+    assert set(prov["noise"]) | {"launch_order"} == set(config_defaults("sim"))
+    assert prov["capabilities"] == {
+        "launch_order": "plan",
+        "clock_telemetry": "per_launch",
+        "repetitions_per_call": None,
+    }
 
 
 def test_unknown_sim_key_is_refused():

@@ -18,13 +18,15 @@ from typing import Any
 
 import numpy as np
 
-from oto.backends.base import BuildResult, Kernel, MeasurePlan, Problem, Sample
+from oto.backends.base import BuildResult, Capabilities, Kernel, MeasurePlan, Problem, Sample
 from oto.search.tuning_cache import TuningCache, load_cache
 
 
 class ReplayBackend:
     name = "replay"
     numbers = "replayed"
+    # Recorded repetitions answer the plan's launches in its order; a cache records no clocks.
+    capabilities = Capabilities("plan", "none", None)
 
     def __init__(self, replay_config: Mapping[str, Any], seed: int, stream: str):
         path = (replay_config or {}).get("cache")
@@ -46,6 +48,7 @@ class ReplayBackend:
             "kernel": self.cache.kernel,
             "seed": self.seed,
             "stream": self.stream,
+            "capabilities": self.capabilities.as_dict(),
         }
 
     def _lookup(self, params: Mapping[str, Any]):

@@ -13,6 +13,7 @@ import contextlib
 import fcntl
 import hashlib
 import logging
+import math
 import tempfile
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import replace
@@ -25,7 +26,7 @@ from oto.backends.base import Kernel, Launch, MeasurePlan, Sample, Size
 from oto.config import config_block
 from oto.hardware.memory import oversize
 from oto.measurement.racing import RaceResult, RaceSettings, race
-from oto.measurement.scoring import SAMPLE_COLUMNS, TELEMETRY_COLUMNS
+from oto.measurement.scoring import MEASUREMENT_COLUMNS, SAMPLE_COLUMNS
 
 log = logging.getLogger(__name__)
 REFERENCE_EVERY = 4  # candidates between two reference launches
@@ -83,8 +84,10 @@ def interleave(
 
 
 def measure_frame(backend, problem, plan: MeasurePlan, workdir: Path) -> pd.DataFrame:
-    """Run a plan on the backend (holding the GPU lock) and return the samples in the samples.csv layout."""
+    """Run a plan on the backend (holding the GPU lock) and return the samples in the samples.csv layout,
+    ordered as they really ran, with the backend's capabilities on every row."""
     samples = []
+    caps = backend.capabilities
     # Memory guard, for every backend: launches at sizes that do not fit in the device memory are not run.
     skipped = oversize(problem.library, plan.sizes, problem.arch) if "memory" in problem.arch else {}
     runnable = [i for i, la in enumerate(plan.launches) if la.size_index not in skipped]
@@ -92,13 +95,17 @@ def measure_frame(backend, problem, plan: MeasurePlan, workdir: Path) -> pd.Data
         with gpu_mutex():
             run_plan = replace(plan, launches=[plan.launches[i] for i in runnable])
             measured = backend.measure(problem, run_plan, Path(workdir))
-            samples = [replace(s, seq=runnable[s.seq]) for s in measured]
-    for i, la in enumerate(plan.launches):
-        if la.size_index in skipped:
-            reason = skipped[la.size_index]
-            samples.append(
-                Sample(i, la.kernel_id, la.role, la.size_index, la.rep, float("nan"), "too_large", reason)
-            )
+            # Plan order: seq is the launch's index in the plan. Reported order: the position it ran at.
+            if caps.launch_order == "plan":
+                samples = [replace(s, seq=runnable[s.seq]) for s in measured]
+            else:
+                samples = list(measured)
+    after = max((s.seq for s in samples), default=-1) + 1
+    for j, i in enumerate(i for i, la in enumerate(plan.launches) if la.size_index in skipped):
+        la = plan.launches[i]
+        seq = i if caps.launch_order == "plan" else after + j  # never ran: after everything that did
+        why = skipped[la.size_index]
+        samples.append(Sample(seq, la.kernel_id, la.role, la.size_index, la.rep, math.nan, "too_large", why))
     samples.sort(key=lambda s: s.seq)
     rows = [
         (
@@ -113,10 +120,16 @@ def measure_frame(backend, problem, plan: MeasurePlan, workdir: Path) -> pd.Data
             s.reason,
             backend.numbers,
             s.clock_mhz,
+            s.temperature_c,
+            s.power_w,
+            s.telemetry_note,
+            s.sweep,
+            caps.launch_order,
+            caps.clock_telemetry,
         )
         for s in samples
     ]
-    return pd.DataFrame(rows, columns=[*SAMPLE_COLUMNS, *TELEMETRY_COLUMNS])
+    return pd.DataFrame(rows, columns=[*SAMPLE_COLUMNS, *MEASUREMENT_COLUMNS])
 
 
 def run_race(
@@ -146,5 +159,5 @@ def run_race(
 
     result = race(measure, score, plan, candidates, reference, settings)
     if not len(result.samples):  # nothing to launch: samples.csv still gets its header
-        result.samples = pd.DataFrame(columns=[*SAMPLE_COLUMNS, *TELEMETRY_COLUMNS, "round"])
+        result.samples = pd.DataFrame(columns=[*SAMPLE_COLUMNS, *MEASUREMENT_COLUMNS, "round"])
     return result
