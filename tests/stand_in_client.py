@@ -18,7 +18,8 @@ problem is never written; 64: it hangs) or from the regular expression in $STAND
 $STAND_IN_CLIENT_LOG names a file that gets one line per timed cell (run, problem, solution name), the
 order the client really ran them in. With $STAND_IN_CLIENT_GPU_METRICS the client plays an APU whose clock
 drops 150 MHz per call from 1800 MHz: at start it writes that clock to the named file as a gpu_metrics v2.2
-table (tests/gpu_metrics_blobs.py), waits 0.3 s for the sampler, and its GFlops scale with the clock.
+table (tests/gpu_metrics_blobs.py), waits 0.3 s for the sampler, and its GFlops scale with the clock; with
+$STAND_IN_CLIENT_GPU_METRICS_VANISH the file is then removed, as if the driver went away mid-run.
 """
 
 import os
@@ -75,6 +76,9 @@ def main(argv):
         tmp.write_bytes(renoir(clock_mhz=clock, temperature_c=60.0 + calls, power_w=12.0))
         tmp.replace(metrics)
         time.sleep(0.3)
+        if os.environ.get("STAND_IN_CLIENT_GPU_METRICS_VANISH"):  # the driver's file goes away mid-run
+            Path(metrics).unlink()
+            time.sleep(0.2)
 
     def gflops(name):
         wgm = re.search(r"_WGM(\d+)", name)

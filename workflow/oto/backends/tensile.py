@@ -316,10 +316,8 @@ class TensileBackend:
             reps = [sw.rep for sw in group]
             for p in first.problems:
                 for k in first.solutions:
-                    if k in missing:
-                        out.fail_cells([k], [p], reps, "crash", missing[k])
-                    elif why_blocks:
-                        out.fail_cells([k], [p], reps, "crash", why_blocks)
+                    if k in missing or why_blocks:
+                        out.fail_cells([(k, p, r) for r in reps], "crash", missing.get(k) or why_blocks)
             sols = [k for k in first.solutions if k in located]
             if sols and not why_blocks:
                 out.sweep(list(first.problems), sols, reps, located, blocks)
@@ -448,28 +446,27 @@ class _MeasureRun:
     def _role(self, kid: str, p: int) -> str:
         return self.roles.get((kid, p), "candidate")
 
-    def fail_cells(self, kernels, problems, reps, status: str, reason: str, tele=None) -> None:
+    def fail_cells(self, cells, status: str, reason: str, tele=None) -> None:
+        """Failed samples for (kernel, size, rep) cells the client did not time (NaN, with the reason)."""
         note = tele.note if tele is not None else "no telemetry: the launch never ran"
-        for r in reps:
-            for p in problems:
-                for k in kernels:
-                    self.samples.append(
-                        Sample(
-                            len(self.samples),
-                            k,
-                            self._role(k, p),
-                            p,
-                            r,
-                            math.nan,
-                            status,
-                            reason,
-                            math.nan,
-                            -1,
-                            math.nan,
-                            math.nan,
-                            note,
-                        )  # fmt: skip
-                    )
+        for k, p, r in cells:
+            self.samples.append(
+                Sample(
+                    len(self.samples),
+                    k,
+                    self._role(k, p),
+                    p,
+                    r,
+                    math.nan,
+                    status,
+                    reason,
+                    math.nan,
+                    -1,
+                    math.nan,
+                    math.nan,
+                    note,
+                )  # fmt: skip
+            )
 
     def _folder(self) -> Path:
         n = len(list(self.calls.glob("call-*")))
@@ -493,7 +490,7 @@ class _MeasureRun:
                 [(located[k].doc, located[k].index, located[k].library) for k in sols]
             )
         except ClientFilesError as exc:
-            self.fail_cells(sols, problems, reps, "crash", str(exc))
+            self.fail_cells([(k, p, r) for r in reps for p in problems for k in sols], "crash", str(exc))
             return
         lib_path = folder / ("TensileLibrary" + located[sols[0]].library.suffix)
         write_library(library, lib_path)
@@ -510,14 +507,13 @@ class _MeasureRun:
         got = read_call(run, names, sizes, len(reps))
         sweep = self.sweep_id
         self.sweep_id += 1
-        left: list[int] = []  # problems (positions) with a cell the call did not measure
+        missing: list[tuple[int, int, int]] = []  # (run, problem position, solution position) not measured
         for i, r in enumerate(reps):  # the order the client ran: run, problem, solution
             for pi, p in enumerate(problems):
                 for j, k in enumerate(sols):
                     cell = got.cells.get((i, pi, j))
                     if cell is None:
-                        if pi not in left:
-                            left.append(pi)
+                        missing.append((i, pi, j))
                         continue
                     status, t, reason = cell
                     self.samples.append(
@@ -537,19 +533,20 @@ class _MeasureRun:
                             tele.note,
                         )  # fmt: skip
                     )
-        if not left:
+        if not missing:
             return
-        rest = [problems[pi] for pi in sorted(left)]
         where = f"call {folder.name}, log {run.log}"
-        if got.complete:  # the client finished but its file lacks cells: recorded, never re-used or guessed
-            self.fail_cells(
-                sols, rest, reps, "crash", f"no result in the client's CSV: {got.problem}; {where}", tele
-            )
+        cells = [(sols[j], problems[pi], reps[i]) for i, pi, j in missing]
+        if got.finished:  # the client finished but its file lacks cells: recorded, never re-used or guessed
+            self.fail_cells(cells, "crash", f"no result in the client's CSV: {got.problem}; {where}", tele)
             return
-        if len(sols) > 1:
-            half = len(sols) // 2
-            for part in (sols[:half], sols[half:]):
-                self.sweep(rest, part, reps, located, blocks)
+        again = sorted({j for _, _, j in missing})
+        if len(again) > 1:  # re-run what is left with the solutions split in halves
+            rest = [problems[pi] for pi in sorted({pi for _, pi, _ in missing})]
+            runs = [reps[i] for i in sorted({i for i, _, _ in missing})]
+            half = len(again) // 2
+            for part in (again[:half], again[half:]):
+                self.sweep(rest, [sols[j] for j in part], runs, located, blocks)
             return
         if run.timed_out:
             status, why = "timeout", f"client killed after {be.settings.timeout_s:.0f} s"
@@ -558,7 +555,7 @@ class _MeasureRun:
             why = f"client exited with rc {run.rc} before timing this size" + (
                 f" ({got.problem})" if got.problem else ""
             )
-        self.fail_cells(sols, rest, reps, status, f"{why}; {where}: {run.tail(2)}", tele)
+        self.fail_cells(cells, status, f"{why}; {where}: {run.tail(2)}", tele)
 
 
 def _bytes_per_element(problem: Problem) -> int:

@@ -289,7 +289,7 @@ class CallCells:
     """What one call measured: (run, problem position, solution position) -> (status, time_us, reason)."""
 
     cells: dict[tuple[int, int, int], tuple[str, float, str]]
-    complete: bool  # the client finished and wrote every planned row
+    finished: bool  # the client exited 0 (what its file lacks then is recorded, not re-run)
     problem: str  # what went wrong with the results file ("" when nothing)
 
 
@@ -301,9 +301,9 @@ def read_call(
     try:
         table = read_results(run.results, expected_indices=len(sizes[0]) if sizes else None)
     except FileNotFoundError:
-        return CallCells({}, False, f"the client wrote no results file {run.results}")
+        return CallCells({}, run.rc == 0, f"the client wrote no results file {run.results}")
     except TensileCsvError as exc:
-        return CallCells({}, False, str(exc))
+        return CallCells({}, run.rc == 0 and not run.timed_out, str(exc))
     column = {n: j for j, n in enumerate(table.solutions)}
     missing_cols = [n for n in names if n not in column]
     cells: dict[tuple[int, int, int], tuple[str, float, str]] = {}
@@ -346,5 +346,5 @@ def read_call(
         problems.append(
             f"{got} of {planned} planned row(s)" + (f"; {table.truncated}" if table.truncated else "")
         )
-    complete = run.rc == 0 and not run.timed_out and got >= planned and not table.truncated
-    return CallCells(cells, complete, f"{run.results}: " + "; ".join(problems) if problems else "")
+    finished = run.rc == 0 and not run.timed_out
+    return CallCells(cells, finished, f"{run.results}: " + "; ".join(problems) if problems else "")
