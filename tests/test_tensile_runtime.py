@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 import yaml
 from oto import backends, environment
-from oto.backends.base import Kernel, Launch, MeasurePlan, Problem, Sample, Size
+from oto.backends.base import Capabilities, Kernel, Launch, MeasurePlan, Problem, Sample, Size
 from oto.gemm import Library
 from oto.hardware import detect, memory
 from oto.measurement import benchmarking
@@ -149,8 +149,9 @@ def test_memory_guard_skips_sizes_that_do_not_fit(profile):
 class _Recorder:
     numbers = "measured"
 
-    def __init__(self):
+    def __init__(self, order="plan"):
         self.seen = []
+        self.capabilities = Capabilities(order, "none")
 
     def measure(self, problem, plan, workdir):
         self.seen = list(plan.launches)
@@ -176,6 +177,16 @@ def test_benchmark_stage_applies_the_guard_for_every_backend(profile, tmp_path):
     assert list(df["seq"]) == [0, 1, 2, 3]
     assert list(df["status"]) == ["too_large", "ok", "too_large", "ok"]
     assert "skipped" in df["reason"][0]
+    assert (df["launch_order"] == "plan").all() and (df["clock_telemetry"] == "none").all()
+    # a backend that reports its own order: what never ran comes after everything that did
+    rec = _Recorder("reported")
+    df = benchmarking.measure_frame(
+        rec,
+        Problem(Library.parse("Cijk_Ailk_Bljk_DB"), profile, {}),
+        MeasurePlan({k.id: k}, sizes, launches),
+        tmp_path,
+    )
+    assert list(df["seq"]) == [0, 1, 2, 3] and list(df["status"]) == ["ok", "ok", "too_large", "too_large"]
 
 
 # ---- the emitted Tensile config ----

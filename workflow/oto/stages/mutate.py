@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from oto.agent.proposals import agent_proposals, ledger_path, proposal_entries
+from oto.backends import job_stream, resolve
 from oto.deck.model import read_library_yaml
 from oto.deck.tuning_sizes import tuning_indices
 from oto.files import read_yaml, write_yaml
@@ -49,7 +50,8 @@ def run(
         return doc
     strategy = make_strategy(config["search"]["strategy"], int(config["seed"]), config["search"]["options"])
     sizes = [deck.sizes[i] for i in tuning_indices(deck.sizes, int(config["benchmark"]["tuning_sizes"]))]
-    know = knowledge(Path(out_proposals).parents[2], profile["arch"], deck.name, config, sizes)
+    provenance = resolve(config, profile, job_stream(deck.name, f"gen{generation}")).provenance()
+    know = knowledge(Path(out_proposals).parents[2], profile["arch"], deck.name, config, sizes, provenance)
     evidence = evidence_for(deck, generation, selection, profile, config, know)
     slots = int(config["search"]["candidates_per_generation"])
     top = topups(know, generation)
