@@ -207,6 +207,27 @@ def choose_drift(samples: pd.DataFrame, nominal_mhz: float | None) -> DriftChoic
     return DriftChoice(CLOCK_PER_LAUNCH, f"per-launch clock readings on {share:.0%} of ok launches")
 
 
+def measurement_summary(samples: pd.DataFrame, nominal_mhz: float | None) -> dict:
+    """How a batch was measured, for final.yaml and the reports: the backend's launch order and telemetry,
+    the drift estimator and why, the sweeps, the share of ok launches with a sane clock, and the telemetry
+    notes (why a reading is missing or was rejected) with their counts."""
+    order, telemetry = measurement_facts(samples)
+    choice = choose_drift(samples, nominal_mhz)
+    ok = (samples["status"] == "ok").to_numpy() if len(samples) else np.zeros(0, bool)
+    sane = _sane_clock(samples, nominal_mhz) if nominal_mhz and "clock_mhz" in samples.columns else ok & False
+    notes = samples.get("telemetry_note", pd.Series([], dtype=str)).fillna("")
+    sweep = pd.to_numeric(samples.get("sweep", pd.Series([], dtype=float)), errors="coerce")
+    return {
+        "launch_order": order,
+        "clock_telemetry": telemetry,
+        "drift": choice.estimator,
+        "drift_reason": choice.reason,
+        "sweeps": int(sweep[sweep >= 0].nunique()),
+        "clock_share": round(float((sane & ok).sum() / max(ok.sum(), 1)), 4),
+        "telemetry_notes": {str(k): int(v) for k, v in notes[notes != ""].value_counts().head(5).items()},
+    }
+
+
 def sweep_clock_drift(samples: pd.DataFrame, nominal_mhz: float) -> np.ndarray | None:
     """The reference timeline's log drift, levelled by the sweeps' clocks: the median offset between the
     clock-based log drift of each launch's sweep and the reference-based one (None: no sane reading)."""

@@ -9,11 +9,19 @@ from pathlib import Path
 from oto.deck.model import read_library_yaml
 from oto.files import read_yaml
 from oto.tensile.logic_writer import logic_label, solution_entry, write_logic_file
+from oto.tensile.provenance import logic_record, write_record
 
 log = logging.getLogger(__name__)
 
 
-def run(final_path: Path, deck_path: Path, profile: Mapping, label: str, out: Path) -> Path:
+def run(
+    final_path: Path,
+    deck_path: Path,
+    profile: Mapping,
+    label: str,
+    out: Path,
+    out_provenance: Path | None = None,
+) -> Path:
     final = read_yaml(final_path)
     deck = read_library_yaml(deck_path)
     if final["library"] != deck.name:
@@ -38,5 +46,7 @@ def run(final_path: Path, deck_path: Path, profile: Mapping, label: str, out: Pa
         architecture=arch,
         device_names=devices,
     )
+    if out_provenance is not None:
+        write_record(logic_record(final, Path(out), label), out_provenance)
     log.info("%s: %d solutions, %d exact rows → %s", deck.name, len(solutions), len(rows), out)
     return Path(out)
