@@ -26,9 +26,11 @@ configuration's recorded mean.
 
 Figures per scenario: score error vs truth (median and p90 of |score/true - 1| over every valid kernel×size,
 eliminated kernels included), Kendall tau of each size's ranking (mean), regret of the chosen winner (mean
-and max of t_winner/t_best - 1), the error of the winner's score (what selection and reports carry), and
-candidate launches per (kernel, size). Targets (issue #3): error ≤ 2%, regret ≤ 1%, ≤ 40 paired samples per
-contender.
+and max of t_winner/t_best - 1), the error of the winner's score (what selection and reports carry), the
+error of the reported times against the truth at the nominal clock (``time err``, median over valid
+kernel×size: what GFLOPS and % of ceiling carry; sim only), and candidate launches per (kernel, size).
+Targets (issues #3, #14): error ≤ 2%, regret ≤ 1%, ≤ 40 paired samples per contender, in every simulated
+order.
 
     python bench/measurement_bench.py [--sizes 8] [--candidates 12] [--naive-reps 10] [--seeds 3]
         [--only TEXT]
@@ -74,9 +76,16 @@ def kendall_tau(a: np.ndarray, b: np.ndarray) -> float:
     return float(s / (n * (n - 1) / 2)) if n > 1 else 1.0
 
 
-def grade(scores: pd.DataFrame, truth: dict[tuple[str, int], float], reference: dict[int, str], samples):
-    """Error, tau, regret, launches per (candidate, size) of one pipeline's scores against true times."""
-    errs, win_errs, taus, regrets = [], [], [], []
+def grade(
+    scores: pd.DataFrame,
+    truth: dict[tuple[str, int], float],
+    reference: dict[int, str],
+    samples,
+    nominal: dict[tuple[str, int], float] | None = None,
+):
+    """Error, tau, regret, launches per (candidate, size) of one pipeline's scores against true times;
+    ``nominal`` (true times at the nominal clock) grades the reported times too (GFLOPS, % of ceiling)."""
+    errs, win_errs, taus, regrets, time_errs = [], [], [], [], []
     valid = scores[(scores["status"] == "ok") & scores["score"].notna()]
     for size, g in valid.groupby("size_index"):
         true_t = np.array([truth[(k, size)] for k in g["kernel_id"]])
@@ -87,6 +96,10 @@ def grade(scores: pd.DataFrame, truth: dict[tuple[str, int], float], reference: 
         winner = g["kernel_id"].iloc[w]
         win_errs.append(abs(g["score"].iloc[w] / true_score[w] - 1))
         regrets.append(truth[(winner, size)] / true_t.min() - 1)
+        if nominal is not None:
+            time_errs.extend(
+                abs(t / nominal[(k, size)] - 1) for k, t in zip(g["kernel_id"], g["time_us"], strict=True)
+            )
     cand = samples[samples["role"] == "candidate"]
     per = cand.groupby(["kernel_id", "size_index"]).size()
     return {
@@ -98,6 +111,7 @@ def grade(scores: pd.DataFrame, truth: dict[tuple[str, int], float], reference: 
         "regret_max": float(np.max(regrets)),
         "per_contender": float(per.mean()),
         "launches": len(samples),
+        "time_error": float(np.median(time_errs)) if time_errs else float("nan"),
     }
 
 
@@ -218,9 +232,14 @@ def sim_scenario(
     naive = measure_with(naive_backend)(naive_plan(cands, reference, naive_reps))
     stops = pd.Series([d.stop for d in res.decisions.values()]).value_counts().to_dict()
     drift = res.scores["drift"].iloc[0] if len(res.scores) else ""
+    nominal = {
+        (k, j): float(t)
+        for k, p in kernels.items()
+        for j, t in enumerate(backend.ground_truth(problem, p, sizes))
+    }
     return (
-        grade(naive_scores(naive, flops), truth_at(naive), reference, naive),
-        grade(res.scores, truth_at(res.samples), reference, res.samples),
+        grade(naive_scores(naive, flops), truth_at(naive), reference, naive, nominal),
+        grade(res.scores, truth_at(res.samples), reference, res.samples, nominal),
         {"stops": stops, "rounds": res.rounds, "seconds": oto_s, "drift": drift},
     )
 
@@ -297,7 +316,7 @@ def main() -> None:
         ]
     scenarios = [sc for sc in scenarios if args.only in sc[0]]
     header = (f"{'scenario':60} {'pipeline':8} {'error':>7} {'err p90':>8} {'tau':>6} {'regret':>7} "
-              f"{'reg max':>8} {'win err':>8} {'samples/c':>9} {'launches':>9}  "
+              f"{'reg max':>8} {'win err':>8} {'time err':>8} {'samples/c':>9} {'launches':>9}  "
               "drift; racing stops")  # fmt: skip
     print(header)
     print("-" * len(header))
@@ -331,8 +350,8 @@ def main() -> None:
             extra = f"{runs[0][2]['drift']}; {extra}" if pipe == "oto" else ""
             print(
                 f"{label:60} {pipe:8} {m['error']:7.2%} {m['error_p90']:8.2%} {m['tau']:6.3f} "
-                f"{m['regret']:7.2%} {m['regret_max']:8.2%} {m['win_error']:8.2%} {m['per_contender']:9.1f} "
-                f"{m['launches']:9.0f}  {extra}"
+                f"{m['regret']:7.2%} {m['regret_max']:8.2%} {m['win_error']:8.2%} {m['time_error']:8.2%} "
+                f"{m['per_contender']:9.1f} {m['launches']:9.0f}  {extra}"
             )
     print("-" * len(header))
     groups = (
@@ -349,7 +368,7 @@ def main() -> None:
             keys = ("error", "tau", "regret", "win_error", "per_contender")
             mean = {k: float(np.mean([m[k] for m in ms])) for k in keys}
             print(f"{'mean over ' + label:60} {pipe:8} {mean['error']:7.2%} {'':8} {mean['tau']:6.3f} "
-                  f"{mean['regret']:7.2%} {'':8} {mean['win_error']:8.2%} "
+                  f"{mean['regret']:7.2%} {'':8} {mean['win_error']:8.2%} {'':8} "
                   f"{mean['per_contender']:9.1f}")  # fmt: skip
     print("targets (oto, simulated): error <= 2%, regret <= 1%, <= 40 samples per contender")
 

@@ -24,6 +24,7 @@ import msgpack
 import yaml
 
 FATE = {1: "reject", 2: "overflow", 4: "asm"}
+TYPES = {0: "Float", 1: "Double", 2: "ComplexFloat", 3: "ComplexDouble", 4: "Half"}  # Tensile's DataType
 
 
 def name(pt, p):
@@ -137,13 +138,15 @@ def client_ini(pt_cfg, sizes, glob, source, code_objects, results):
     the size of A's first index, LDB of B's)."""
     ta, tb = pt_cfg.get("TransposeA", False), pt_cfg.get("TransposeB", False)
     a, b = ("lik" if ta else "ilk"), ("jlk" if tb else "ljk")
+    kind = TYPES.get(pt_cfg.get("DataType", 0), "Float")
     lines = [
         f"library-file={source / 'library' / 'TensileLibrary.dat'}",
         *(f"code-object={co}" for co in code_objects),
         f"results-file={results}",
         "performance-metric=DeviceEfficiency",
         f"problem-identifier=Contraction_l_A{a}_B{b}_Cijk_Dijk",
-        "a-type=Float", "b-type=Float", "c-type=Float", "d-type=Float", "alpha-type=Float", "beta-type=Float",
+        f"a-type={kind}", f"b-type={kind}", f"c-type={kind}", f"d-type={kind}", f"alpha-type={kind}",
+        f"beta-type={kind}",
         "strided-batched=True",
     ]  # fmt: skip
     dim = {"i": 0, "j": 1, "k": 2, "l": 3}

@@ -12,9 +12,11 @@ them: ``GFlops`` (the problem index), ``SizeI..SizeL``, ``LDD, LDC, LDA, LDB`` (
 (0: no hardware monitor), with ``csv-export-extra-cols`` ``WinnerGFlops, WinnerTimeUS, WinnerIdx,
 WinnerName``, then ``TotalFlops, WinnerPower, WinnerTemperature`` and one GFlops column per solution.
 
-Made-up numbers: a solution named ``..._TT<a>_<b>_..._WG<c>_...`` runs at 10·a·b + c GFlops. Its fate comes
+Made-up numbers: a solution named ``..._TT<a>_<b>_..._WG<c>_...`` runs at 10·a·b + c GFlops (for Float;
+/16 for Double and ComplexDouble, x2 for Half, as an APU's rates go). Its fate comes
 from ``_WGM<n>`` in its name (16: fails validation, -1; 32: the client crashes on it, rc 139, the row of that
-problem is never written; 64: it hangs) or from the regular expression in $STAND_IN_CLIENT_INVALID (-1).
+problem is never written; 64: it hangs; none with $STAND_IN_CLIENT_NO_FATES) or from the regular expression
+in $STAND_IN_CLIENT_INVALID (-1).
 $STAND_IN_CLIENT_LOG names a file that gets one line per timed cell (run, problem, solution name), the
 order the client really ran them in. With $STAND_IN_CLIENT_GPU_METRICS the client plays an APU whose clock
 drops 150 MHz per call from 1800 MHz: at start it writes that clock to the named file as a gpu_metrics v2.2
@@ -63,6 +65,8 @@ def main(argv):
     ident = get.get("problem-identifier", "Contraction_l_Ailk_Bjlk_Cijk_Dijk")
     a_first, b_first = re.search(r"_A(\w)\w*_B(\w)", ident).groups()
     dim = {"i": 0, "j": 1, "k": 2, "l": 3}
+    kind = get.get("a-type", "Float")
+    rate = {"Double": 1 / 16, "ComplexDouble": 1 / 16, "Half": 2.0}.get(kind, 1.0)
     invalid = os.environ.get("STAND_IN_CLIENT_INVALID")
     trace = os.environ.get("STAND_IN_CLIENT_LOG")
     clock = NOMINAL_MHZ
@@ -83,10 +87,12 @@ def main(argv):
     def gflops(name):
         wgm = re.search(r"_WGM(\d+)", name)
         fate = {16: "invalid", 32: "crash", 64: "hang"}.get(int(wgm.group(1)) if wgm else 0)
+        if os.environ.get("STAND_IN_CLIENT_NO_FATES"):  # a whole workflow: the strategies pick any WGM
+            fate = None
         if fate is None and invalid and re.search(invalid, name):
             fate = "invalid"
         tt, wg = re.search(r"_TT(\d+)_(\d+)_", name), re.search(r"_WG(\d+)_", name)
-        value = (10.0 * int(tt.group(1)) * int(tt.group(2)) + int(wg.group(1))) * clock / NOMINAL_MHZ
+        value = (10.0 * int(tt.group(1)) * int(tt.group(2)) + int(wg.group(1))) * rate * clock / NOMINAL_MHZ
         return fate, value
 
     head = ["GFlops", "SizeI", "SizeJ", "SizeK", "SizeL", "LDD", "LDC", "LDA", "LDB", "WinnerFreq"]
@@ -103,7 +109,7 @@ def main(argv):
                     s = strides[key][p][1] if strides[key] else -1
                     return s if s != -1 else size[dim[letter]]
 
-                flops = 2 * m * n * b * k
+                flops = 2 * m * n * b * k  # ContractionProblem::flopCount: 2 x packing (1 but int8x4)
                 vals = []
                 for name in names:
                     fate, value = gflops(name)

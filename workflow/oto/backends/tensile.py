@@ -481,7 +481,7 @@ class _MeasureRun:
         call that dies leaves its finished rows; the rest is re-run with the solutions split in halves, so
         one bad kernel does not cost the others, and a kernel that fails alone gets the failure."""
         be = self.be
-        folder = self._folder()
+        folder = self._folder().resolve()  # the client runs in it: every path it is given is absolute
         code_objects = list(
             dict.fromkeys(c for k in sols for c in ClientIni.read(located[k].ini).values("code-object"))
         )

@@ -52,6 +52,13 @@ def run(
     sizes = [deck.sizes[i] for i in tuning_indices(deck.sizes, int(config["benchmark"]["tuning_sizes"]))]
     provenance = resolve(config, profile, job_stream(deck.name, f"gen{generation}")).provenance()
     know = knowledge(Path(out_proposals).parents[2], profile["arch"], deck.name, config, sizes, provenance)
+    if know is not None:
+        log.info(
+            "%s gen%d: registry knowledge (%s numbers only): %d kernel(s) of this library, %d of its family, "
+            "%d measured here before under this protocol; %d labelled prior(s) of other numbers (%s)",
+            deck.name, generation, know.numbers, len(know.own), len(know.family), len(know.measured),
+            len(know.priors), ", ".join(sorted({p["numbers"] for p in know.priors})) or "none",
+        )  # fmt: skip
     evidence = evidence_for(deck, generation, selection, profile, config, know)
     slots = int(config["search"]["candidates_per_generation"])
     top = topups(know, generation)

@@ -249,25 +249,26 @@ class CallRun:
 
 def run_call(client: str, ini: Path, results: Path, timeout_s: float, sampler=None) -> CallRun:
     """``client --config-file ini`` in the ini's folder, killed with its process group at the timeout; the
-    sampler (oto.hardware.telemetry.Sampler) reads telemetry while it runs."""
+    sampler (oto.hardware.telemetry.Sampler) reads telemetry while it runs. ``started``..``ended`` spans the
+    sampler's first and last reading, so even a call shorter than its period gets two."""
     folder = ini.parent
     log = folder / "client.log"
     cmd = [client, "--config-file", str(ini)]
     with open(log, "w") as fh:
         fh.write("$ " + shlex.join(cmd) + "\n")
         fh.flush()
+        started = time.monotonic()
         if sampler is not None:
             sampler.start()
-        started = time.monotonic()
         try:
             proc = subprocess.Popen(
                 cmd, stdout=fh, stderr=subprocess.STDOUT, cwd=folder, start_new_session=True
             )
         except OSError as exc:
             fh.write(f"# oto: could not start the client: {exc}\n")
-            ended = time.monotonic()
             if sampler is not None:
                 sampler.stop()
+            ended = time.monotonic()
             return CallRun(folder, ini, results, log, 127, False, started, ended)
         try:
             rc: int | None = proc.wait(timeout=timeout_s)
@@ -277,9 +278,9 @@ def run_call(client: str, ini: Path, results: Path, timeout_s: float, sampler=No
                 os.killpg(proc.pid, signal.SIGKILL)
             proc.wait()
             rc, timed_out = None, True
-        ended = time.monotonic()
         if sampler is not None:
             sampler.stop()
+        ended = time.monotonic()
         fh.write(f"\n# oto: rc={rc} timed_out={timed_out} seconds={ended - started:.1f}\n")
     return CallRun(folder, ini, results, log, rc, timed_out, started, ended)
 
