@@ -243,9 +243,13 @@ def test_the_drift_estimator_follows_the_declared_capabilities():
     s_sweep = score_samples(per_sweep, {0: 1e6}, 100, nominal_mhz=1800.0).set_index("kernel_id")
     s_blind = score_samples(blind, {0: 1e6}, 100, nominal_mhz=1800.0).set_index("kernel_id")
     assert (s_sweep["drift"] == SWEEP_CLOCK).all() and (s_blind["drift"] == REFERENCE_TIMELINE).all()
-    # the sweeps' clocks only set the level: scores (median state) agree, times move to the nominal clock
-    assert np.allclose(s_sweep["score"], s_blind["score"], rtol=1e-9)
+    # the sweeps' clocks put the references' drift on the clock's scale: scores (median state, 0.4) agree
+    # with the truth either way, and times move to the nominal clock
+    for table in (s_sweep, s_blind):
+        assert abs(table.loc["m", "score"] / _ratio_at(0.4, "ref", "m") - 1) < 0.015
+        assert abs(table.loc["c", "score"] / _ratio_at(0.4, "ref", "c") - 1) < 0.015
     assert abs(s_sweep.loc["c", "time_us"] / 80 - 1) < 0.04 and s_blind.loc["c", "time_us"] / 80 - 1 > 0.15
+    assert abs(s_sweep.loc["m", "time_us"] / 90 - 1) < 0.04
     # too few sane readings: the reference, and the reason says so
     broken = per_sweep.assign(clock_mhz=np.where(per_sweep["sweep"] < 4, 0.0, per_sweep["clock_mhz"]))
     choice = choose_drift(broken, 1800.0)

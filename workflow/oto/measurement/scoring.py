@@ -16,7 +16,8 @@ solution, i.e. the spoof floor) with the candidates, and every sample is brought
     the fastest state they saw;
   - ``reference_timeline+sweep_clock`` — the clock is read once per sweep (Tensile's client on an APU): a
     sweep's clock cannot follow the drift inside the sweep, so the references give its shape as above and
-    the sweeps' clocks its level (the nominal clock is the peak state, as with per-launch clocks).
+    the sweeps' clocks its scale and level (a memory-bound reference drifts less than the clock; the nominal
+    clock is the peak state, as with per-launch clocks).
 
   Too few sane readings (missing, zero, above 1.5x nominal) fall back to the reference, with the reason.
 * **Each kernel's sensitivity to it** (β, :func:`fit_drift`): memory-bound kernels follow the DRAM clock and
@@ -202,7 +203,7 @@ def choose_drift(samples: pd.DataFrame, nominal_mhz: float | None) -> DriftChoic
         return DriftChoice(
             SWEEP_CLOCK,
             f"one clock per sweep on {share:.0%} of ok launches: references over {where} give the drift "
-            "inside sweeps, the sweeps' clocks its level",
+            "inside sweeps, the sweeps' clocks its scale and level",
         )
     return DriftChoice(CLOCK_PER_LAUNCH, f"per-launch clock readings on {share:.0%} of ok launches")
 
@@ -228,16 +229,28 @@ def measurement_summary(samples: pd.DataFrame, nominal_mhz: float | None) -> dic
     }
 
 
+SWEEP_SLOPE_PRIOR = 0.05**2  # weight of the prior slope 1 against the sweeps' spread of reference drift
+
+
 def sweep_clock_drift(samples: pd.DataFrame, nominal_mhz: float) -> np.ndarray | None:
-    """The reference timeline's log drift, levelled by the sweeps' clocks: the median offset between the
-    clock-based log drift of each launch's sweep and the reference-based one (None: no sane reading)."""
+    """The reference timeline's log drift put on the clock's scale by the sweeps' clocks (None: no sane
+    reading). The references drift only as much as they are ALU-bound (a memory-bound reference follows the
+    DRAM clock), so the clock's log drift per sweep is regressed on the references' mean log drift in that
+    sweep: slope (shrunk towards 1 where the sweeps barely differ) and level, x = slope * x_ref + level."""
     x_ref = np.log(drift_at(samples))
     sane = _sane_clock(samples, nominal_mhz) & (samples["status"] == "ok").to_numpy()
     if not sane.any():
         return None
     clock = pd.to_numeric(samples["clock_mhz"], errors="coerce").to_numpy(float)
-    offset = float(np.median(np.log(nominal_mhz / clock[sane]) - x_ref[sane]))
-    return x_ref + offset
+    sweep = pd.to_numeric(samples.get("sweep", pd.Series(-1, index=samples.index)), errors="coerce")
+    sweep = sweep.to_numpy()
+    per = pd.DataFrame({"sweep": sweep[sane], "c": np.log(nominal_mhz / clock[sane]), "r": x_ref[sane]})
+    per = per.groupby("sweep")[["c", "r"]].mean()
+    r, c = per["r"].to_numpy(), per["c"].to_numpy()
+    rc = r - r.mean()
+    slope = (float(rc @ (c - c.mean())) + SWEEP_SLOPE_PRIOR) / (float(rc @ rc) + SWEEP_SLOPE_PRIOR)
+    level = float(c.mean() - slope * r.mean())
+    return slope * x_ref + level
 
 
 def drift_estimate(samples: pd.DataFrame, choice: DriftChoice, nominal_mhz: float | None) -> np.ndarray:
