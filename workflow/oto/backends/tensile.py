@@ -46,7 +46,7 @@ import subprocess
 import sys
 import time
 from collections.abc import Iterator, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -446,27 +446,24 @@ class _MeasureRun:
     def _role(self, kid: str, p: int) -> str:
         return self.roles.get((kid, p), "candidate")
 
-    def fail_cells(self, cells, status: str, reason: str, tele=None) -> None:
-        """Failed samples for (kernel, size, rep) cells the client did not time (NaN, with the reason)."""
-        note = tele.note if tele is not None else "no telemetry: the launch never ran"
-        for k, p, r in cells:
-            self.samples.append(
-                Sample(
-                    len(self.samples),
-                    k,
-                    self._role(k, p),
-                    p,
-                    r,
-                    math.nan,
-                    status,
-                    reason,
-                    math.nan,
-                    -1,
-                    math.nan,
-                    math.nan,
-                    note,
-                )  # fmt: skip
+    def _add(self, k: str, p: int, r: int, t: float, status: str, reason: str, tele, sweep: int) -> None:
+        self.samples.append(
+            Sample(
+                seq=len(self.samples), kernel_id=k, role=self._role(k, p), size_index=p, rep=r, time_us=t,
+                status=status, reason=reason, clock_mhz=tele.clock_mhz if tele else math.nan, sweep=sweep,
+                temperature_c=tele.temperature_c if tele else math.nan,
+                power_w=tele.power_w if tele else math.nan,
+                telemetry_note=tele.note if tele else "no telemetry: the launch never ran",
             )
+        )  # fmt: skip
+
+    def fail_cells(self, cells, status: str, reason: str, tele=None) -> None:
+        """Failed samples for (kernel, size, rep) cells the client did not time (NaN, with the reason); a
+        cell that never ran carries no reading (its call's note says why)."""
+        for k, p, r in cells:
+            self._add(k, p, r, math.nan, status, reason, None, -1)
+            if tele is not None:
+                self.samples[-1] = replace(self.samples[-1], telemetry_note=tele.note)
 
     def _folder(self) -> Path:
         n = len(list(self.calls.glob("call-*")))
@@ -516,23 +513,7 @@ class _MeasureRun:
                         missing.append((i, pi, j))
                         continue
                     status, t, reason = cell
-                    self.samples.append(
-                        Sample(
-                            len(self.samples),
-                            k,
-                            self._role(k, p),
-                            p,
-                            r,
-                            t,
-                            status,
-                            reason,
-                            tele.clock_mhz,
-                            sweep,
-                            tele.temperature_c,
-                            tele.power_w,
-                            tele.note,
-                        )  # fmt: skip
-                    )
+                    self._add(k, p, r, t, status, reason, tele, sweep)
         if not missing:
             return
         where = f"call {folder.name}, log {run.log}"
