@@ -8,21 +8,33 @@ Two pipelines measure the same candidate sets and are graded against the truth:
   (:mod:`oto.measurement.scoring`), adaptive repetition (:mod:`oto.measurement.racing`).
 
 Scenarios: the simulated gfx90c (±25% drift + 3% jitter + outliers, default ``sim`` settings) on several
-libraries, with the samples' clock telemetry and without it (``no clock``: the drift from the interleaved
-reference alone), graded with ``SimBackend.ground_truth`` in the batch's median clock state (the state scores
-refer to, see oto.measurement.scoring: a memory-bound kernel's ratio to an ALU-bound reference depends on the
-state, so the truth is taken where each pipeline's batch ran); and real repetition noise replayed from the 32
+libraries, in two launch orders and with or without clock telemetry:
+
+* plan order (the simulator runs the plan as listed): with a clock reading per launch, and without
+  (``no clock``: the drift from the interleaved reference alone);
+* **Tensile's order** (``sim.launch_order: sweeps``, :mod:`oto.measurement.sweeps`): each repetition is one
+  sweep of the client, problem after problem, every kernel of a problem back to back with its reference,
+  orders permuted per sweep; with one clock reading per sweep (``per-sweep telemetry``, what the tensile
+  backend's sampler gives on an APU) and without (``no telemetry``). This is the real GPU's path.
+
+Each is graded with ``SimBackend.ground_truth`` in the batch's median clock state (the state scores refer to,
+see oto.measurement.scoring: a memory-bound kernel's ratio to an ALU-bound reference depends on the state, so
+the truth is taken where each pipeline's batch ran); and real repetition noise replayed from the 32
 recorded times per configuration of the Kernel Tuner caches in ../shared/reference/replay
 (:mod:`oto.measurement.recorded_noise`), alone and multiplied by the simulator's drift, graded against each
 configuration's recorded mean.
 
 Figures per scenario: score error vs truth (median and p90 of |score/true - 1| over every valid kernel×size,
 eliminated kernels included), Kendall tau of each size's ranking (mean), regret of the chosen winner (mean
-and max of t_winner/t_best - 1), the error of the winner's score (what selection and reports carry), and
-candidate launches per (kernel, size). Targets (issue #3): error ≤ 2%, regret ≤ 1%, ≤ 40 paired samples per
-contender.
+and max of t_winner/t_best - 1), the error of the winner's score (what selection and reports carry), the
+error of the reported times against the truth at the nominal clock (``time err``, median over valid
+kernel×size: what GFLOPS and % of ceiling carry; sim only), and candidate launches per (kernel, size)
+(mean, and the most any (kernel, size) got, as a mean over seeds).
+Targets (issues #3, #14): error ≤ 2%, regret ≤ 1%, ≤ 40 paired samples per contender, in every simulated
+order.
 
     python bench/measurement_bench.py [--sizes 8] [--candidates 12] [--naive-reps 10] [--seeds 3]
+        [--only TEXT]
 """
 
 from __future__ import annotations
@@ -35,24 +47,17 @@ from pathlib import Path
 
 import numpy as np
 import pandas as pd
-from oto.backends import problem_for
-from oto.backends.base import Kernel, Launch, MeasurePlan, Size
+from oto.backends.base import Kernel, Launch, MeasurePlan, Problem, Size
 from oto.backends.sim import SimBackend
 from oto.deck.sources import load_deck
+from oto.deck.tuning_sizes import tuning_indices
 from oto.gemm import Library, gemm_flops
 from oto.hardware.profile import load_profile
 from oto.hardware.simulated.noise import NoiseModel
-from oto.measurement.benchmarking import interleave_sizes
+from oto.measurement.benchmarking import interleave_sizes, measure_frame
 from oto.measurement.racing import RaceSettings, race
 from oto.measurement.recorded_noise import ReplayNoise, load_times
-from oto.measurement.scoring import (
-    SAMPLE_COLUMNS,
-    SCORE_COLUMNS,
-    TELEMETRY_COLUMNS,
-    score_library,
-    score_samples,
-)
-from oto.stages.emit import reference_params, tuning_sizes
+from oto.measurement.scoring import SCORE_COLUMNS, score_library, score_samples
 from oto.tensile import legality
 from oto.tensile.params import PARAMS, candidate_id, canonical
 
@@ -72,9 +77,16 @@ def kendall_tau(a: np.ndarray, b: np.ndarray) -> float:
     return float(s / (n * (n - 1) / 2)) if n > 1 else 1.0
 
 
-def grade(scores: pd.DataFrame, truth: dict[tuple[str, int], float], reference: dict[int, str], samples):
-    """Error, tau, regret, launches per (candidate, size) of one pipeline's scores against true times."""
-    errs, win_errs, taus, regrets = [], [], [], []
+def grade(
+    scores: pd.DataFrame,
+    truth: dict[tuple[str, int], float],
+    reference: dict[int, str],
+    samples,
+    nominal: dict[tuple[str, int], float] | None = None,
+):
+    """Error, tau, regret, launches per (candidate, size) of one pipeline's scores against true times;
+    ``nominal`` (true times at the nominal clock) grades the reported times too (GFLOPS, % of ceiling)."""
+    errs, win_errs, taus, regrets, time_errs = [], [], [], [], []
     valid = scores[(scores["status"] == "ok") & scores["score"].notna()]
     for size, g in valid.groupby("size_index"):
         true_t = np.array([truth[(k, size)] for k in g["kernel_id"]])
@@ -85,6 +97,10 @@ def grade(scores: pd.DataFrame, truth: dict[tuple[str, int], float], reference: 
         winner = g["kernel_id"].iloc[w]
         win_errs.append(abs(g["score"].iloc[w] / true_score[w] - 1))
         regrets.append(truth[(winner, size)] / true_t.min() - 1)
+        if nominal is not None:
+            time_errs.extend(
+                abs(t / nominal[(k, size)] - 1) for k, t in zip(g["kernel_id"], g["time_us"], strict=True)
+            )
     cand = samples[samples["role"] == "candidate"]
     per = cand.groupby(["kernel_id", "size_index"]).size()
     return {
@@ -95,7 +111,9 @@ def grade(scores: pd.DataFrame, truth: dict[tuple[str, int], float], reference: 
         "regret": float(np.mean(regrets)),
         "regret_max": float(np.max(regrets)),
         "per_contender": float(per.mean()),
+        "per_contender_max": float(per.max()),
         "launches": len(samples),
+        "time_error": float(np.median(time_errs)) if time_errs else float("nan"),
     }
 
 
@@ -119,7 +137,7 @@ def naive_scores(samples: pd.DataFrame, flops: dict[int, float]) -> pd.DataFrame
     rows = []
     for (k, s), t in med.items():
         status = "failed" if (k, s) in failed else "ok"
-        rows.append((k, s, 0, ref[s] / t, np.nan, np.nan, t, flops[s] / (t * 1e3), status, "", 0))
+        rows.append((k, s, 0, ref[s] / t, np.nan, np.nan, t, flops[s] / (t * 1e3), status, "", 0, "none"))
     return pd.DataFrame(rows, columns=SCORE_COLUMNS)
 
 
@@ -144,15 +162,26 @@ def candidate_space(lib: Library, backend: SimBackend, profile: dict) -> list[di
 
 
 def sim_scenario(
-    name: str, n_sizes: int, n_cands: int, naive_reps: int, seed: int, profile: dict, deck, clock: bool = True
+    name: str,
+    n_sizes: int,
+    n_cands: int,
+    naive_reps: int,
+    seed: int,
+    profile: dict,
+    deck,
+    clock: bool = True,
+    order: str = "plan",
 ):
+    """One simulated scenario: ``order`` plan or sweeps (Tensile's), ``clock`` whether the scorer sees the
+    backend's clock readings (per launch in plan order, per sweep in Tensile's)."""
     lib_deck = deck.libraries[name]
     lib = Library.parse(name)
-    problem = problem_for(lib_deck, profile)
-    idx = tuning_sizes(lib_deck, n_sizes)
+    problem = Problem.of(lib_deck, profile)
+    idx = tuning_indices(lib_deck.sizes, n_sizes)
     sizes = [Size(*map(int, lib_deck.sizes[i][:4])) for i in idx]
     size_lists = [s.as_list() for s in sizes]
-    backend = SimBackend(profile, SIM, seed, f"bench:{name}:oto")
+    sim = {**SIM, "launch_order": order}
+    backend = SimBackend(profile, sim, seed, f"bench:{name}:oto")
     space = candidate_space(lib, backend, profile)
     rng = np.random.default_rng(seed)
     # A late generation: half close competitors (the best of the space on these sizes), half random.
@@ -163,7 +192,7 @@ def sim_scenario(
     kernels = {candidate_id(space[i]): space[i] for i in [*top, *rest]}
     reference = {}
     for j, i in enumerate(idx):
-        params = canonical(reference_params(lib_deck, i))
+        params = canonical(lib_deck.reference_params(i))
         reference[j] = candidate_id(params)
         kernels.setdefault(reference[j], params)
     kmap = {k: Kernel(k, p) for k, p in kernels.items()}
@@ -172,16 +201,14 @@ def sim_scenario(
 
     def measure_with(be):
         def measure(launches):
-            got = be.measure(problem, MeasurePlan(kmap, sizes, launches), Path("."))
-            rows = [(s.seq, s.kernel_id, s.role, s.size_index, *size_lists[s.size_index], s.rep, s.time_us,
-                     s.status, s.reason, "simulated", s.clock_mhz) for s in got]  # fmt: skip
-            return pd.DataFrame(rows, columns=[*SAMPLE_COLUMNS, *TELEMETRY_COLUMNS])
+            return measure_frame(be, problem, MeasurePlan(kmap, sizes, launches), Path("."))
 
         return measure
 
     def score(df, only):  # without telemetry the scorer sees no clock (the bench still grades with it)
-        return score_library(df if clock else df.drop(columns=TELEMETRY_COLUMNS), lib, size_lists, profile,
-                          CONFIG, only)  # fmt: skip
+        if not clock:
+            df = df.assign(clock_mhz=np.nan, clock_telemetry="none")
+        return score_library(df, lib, size_lists, profile, CONFIG, only)
 
     def truth_at(samples: pd.DataFrame) -> dict[tuple[str, int], float]:
         """True times in the batch's median clock state, the state scores refer to (measurement.scoring)."""
@@ -206,10 +233,16 @@ def sim_scenario(
     naive_backend = SimBackend(profile, SIM, seed, f"bench:{name}:naive")
     naive = measure_with(naive_backend)(naive_plan(cands, reference, naive_reps))
     stops = pd.Series([d.stop for d in res.decisions.values()]).value_counts().to_dict()
+    drift = res.scores["drift"].iloc[0] if len(res.scores) else ""
+    nominal = {
+        (k, j): float(t)
+        for k, p in kernels.items()
+        for j, t in enumerate(backend.ground_truth(problem, p, sizes))
+    }
     return (
-        grade(naive_scores(naive, flops), truth_at(naive), reference, naive),
-        grade(res.scores, truth_at(res.samples), reference, res.samples),
-        {"stops": stops, "rounds": res.rounds, "seconds": oto_s},
+        grade(naive_scores(naive, flops), truth_at(naive), reference, naive, nominal),
+        grade(res.scores, truth_at(res.samples), reference, res.samples, nominal),
+        {"stops": stops, "rounds": res.rounds, "seconds": oto_s, "drift": drift},
     )
 
 
@@ -255,7 +288,7 @@ def replay_scenario(path: Path, n_sizes: int, n_cands: int, naive_reps: int, see
     return (
         grade(naive_scores(naive, flops), truth, reference, naive),
         grade(res.scores, truth, reference, res.samples),
-        {"stops": stops, "rounds": res.rounds, "seconds": 0.0},
+        {"stops": stops, "rounds": res.rounds, "seconds": 0.0, "drift": res.scores["drift"].iloc[0]},
     )
 
 
@@ -265,19 +298,28 @@ def main() -> None:
     ap.add_argument("--candidates", type=int, default=12)
     ap.add_argument("--naive-reps", type=int, default=10)
     ap.add_argument("--seeds", type=int, default=3)
+    ap.add_argument("--only", default="", help="run only the scenarios whose label contains this text")
     args = ap.parse_args()
     profile = load_profile(REPO / "arch_profiles" / "gfx90c.yaml")
     deck = load_deck("manifest")
-    scenarios = [(f"sim {n.removeprefix('Cijk_')}", "sim", (n, True)) for n in LIBRARIES]
-    scenarios += [(f"sim {n.removeprefix('Cijk_')} no clock", "sim", (n, False)) for n in LIBRARIES]
+    scenarios = []
+    for order, clock, suffix in (
+        ("plan", True, ""),
+        ("plan", False, " no clock"),
+        ("sweeps", True, " Tensile's order, per-sweep telemetry"),
+        ("sweeps", False, " Tensile's order, no telemetry"),
+    ):
+        scenarios += [(f"sim {n.removeprefix('Cijk_')}{suffix}", "sim", (n, clock, order)) for n in LIBRARIES]
     for f in sorted(REPLAY.glob("*.json.gz")):
         stem = f.name.removesuffix(".json.gz")
         scenarios += [
             (f"replay {stem}", "replay", (f, False)),
             (f"replay {stem} +drift", "replay", (f, True)),
         ]
-    header = (f"{'scenario':34} {'pipeline':8} {'error':>7} {'err p90':>8} {'tau':>6} {'regret':>7} "
-              f"{'reg max':>8} {'win err':>8} {'samples/c':>9} {'launches':>9}  racing stops")  # fmt: skip
+    scenarios = [sc for sc in scenarios if args.only in sc[0]]
+    header = (f"{'scenario':60} {'pipeline':8} {'error':>7} {'err p90':>8} {'tau':>6} {'regret':>7} "
+              f"{'reg max':>8} {'win err':>8} {'time err':>8} {'samples/c':>9} {'max/c':>5} {'launches':>9}  "
+              "drift; racing stops")  # fmt: skip
     print(header)
     print("-" * len(header))
     totals: dict[str, list[dict]] = {"naive": [], "oto": []}
@@ -287,7 +329,7 @@ def main() -> None:
             if kind == "sim":
                 runs.append(
                     sim_scenario(
-                        arg[0], args.sizes, args.candidates, args.naive_reps, seed, profile, deck, arg[1]
+                        arg[0], args.sizes, args.candidates, args.naive_reps, seed, profile, deck, *arg[1:]
                     )
                 )
             else:
@@ -304,23 +346,31 @@ def main() -> None:
                 stops[k] = stops.get(k, 0) + v
         for pi, pipe in enumerate(("naive", "oto")):
             m = {k: float(np.mean([r[pi][k] for r in runs])) for k in runs[0][pi]}
-            totals[pipe].append({**m, "kind": kind})
+            kind_of = "tensile" if "Tensile" in label else kind
+            totals[pipe].append({**m, "kind": kind_of})
             extra = ", ".join(f"{k} {v}" for k, v in sorted(stops.items())) if pipe == "oto" else ""
+            extra = f"{runs[0][2]['drift']}; {extra}" if pipe == "oto" else ""
             print(
-                f"{label:34} {pipe:8} {m['error']:7.2%} {m['error_p90']:8.2%} {m['tau']:6.3f} "
-                f"{m['regret']:7.2%} {m['regret_max']:8.2%} {m['win_error']:8.2%} {m['per_contender']:9.1f} "
-                f"{m['launches']:9.0f}  {extra}"
+                f"{label:60} {pipe:8} {m['error']:7.2%} {m['error_p90']:8.2%} {m['tau']:6.3f} "
+                f"{m['regret']:7.2%} {m['regret_max']:8.2%} {m['win_error']:8.2%} {m['time_error']:8.2%} "
+                f"{m['per_contender']:9.1f} {m['per_contender_max']:5.0f} {m['launches']:9.0f}  {extra}"
             )
     print("-" * len(header))
-    for label, kinds in (("simulated", {"sim"}), ("replayed", {"replay"}), ("scenarios", {"sim", "replay"})):
+    groups = (
+        ("simulated, plan order", {"sim"}),
+        ("simulated, Tensile's order", {"tensile"}),
+        ("replayed", {"replay"}),
+        ("scenarios", {"sim", "tensile", "replay"}),
+    )
+    for label, kinds in groups:
         for pipe, ms in totals.items():
             ms = [m for m in ms if m["kind"] in kinds]
             if not ms:
                 continue
             keys = ("error", "tau", "regret", "win_error", "per_contender")
             mean = {k: float(np.mean([m[k] for m in ms])) for k in keys}
-            print(f"{'mean over ' + label:34} {pipe:8} {mean['error']:7.2%} {'':8} {mean['tau']:6.3f} "
-                  f"{mean['regret']:7.2%} {'':8} {mean['win_error']:8.2%} "
+            print(f"{'mean over ' + label:60} {pipe:8} {mean['error']:7.2%} {'':8} {mean['tau']:6.3f} "
+                  f"{mean['regret']:7.2%} {'':8} {mean['win_error']:8.2%} {'':8} "
                   f"{mean['per_contender']:9.1f}")  # fmt: skip
     print("targets (oto, simulated): error <= 2%, regret <= 1%, <= 40 samples per contender")
 

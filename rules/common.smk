@@ -106,6 +106,10 @@ def logic_path(library):
     return f"results/{ARCH}/logic/{PLAN.logic_prefix}_{library}.yaml"
 
 
+def logic_provenance_path(library):
+    return f"results/{ARCH}/logic/{PLAN.logic_prefix}_{library}.provenance.json"
+
+
 def family_inputs(wc):
     libs = PLAN.families.get(wc.family)
     if not libs:

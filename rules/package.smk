@@ -5,6 +5,8 @@ rule logic:
         profile=ancient(PROFILE),
     output:
         "results/{arch}/logic/{prefix}_{library}.yaml",
+        # where its numbers came from; JSON, which TensileCreateLibrary never reads (oto.tensile.provenance)
+        provenance="results/{arch}/logic/{prefix}_{library}.provenance.json",
     params:
         label=lookup(dpath="package/label", within=config),
         profile=profile_view("logic"),
@@ -53,6 +55,7 @@ rule report:
 rule package:
     input:
         logic=[logic_path(lib) for lib in LIBRARIES],
+        provenance=[logic_provenance_path(lib) for lib in LIBRARIES],
         acceptance="results/{arch}/acceptance.md",
         # The README's one target also leaves the final dashboard and the consolidated experiment registry.
         dashboard="results/{arch}/dashboard/index.html",

@@ -13,4 +13,5 @@ with stage(snakemake) as ctx:
         ctx.profile,
         snakemake.params.label,
         Path(snakemake.output[0]),
+        Path(snakemake.output.provenance),
     )

@@ -15,4 +15,6 @@ with stage(snakemake) as ctx:
         manifest=Path(snakemake.output.manifest),
         tensile_cfg=ctx.config.get("tensile") or {},
         create_library=(ctx.config.get("package") or {}).get("create_library", "auto"),
+        provenance_paths=[Path(p) for p in snakemake.input.provenance],
+        allow_simulated=bool((ctx.config.get("package") or {}).get("allow_simulated", False)),
     )

@@ -2,12 +2,16 @@
 
 It reads the benchmark config the backend wrote and behaves like Tensile 4.44 on the outside: console log
 (``reject:`` / ``rejecting solution`` / ``overflowed resources`` lines, names wrapped at 80 columns),
-``1_BenchmarkProblems/<PT>_00/Data/00_Final.yaml`` (solutions) and ``00_Final.csv`` (results, ``", "``
-separated, CSVExportWinner layout). Each candidate's fate is chosen by its WorkGroupMapping:
+``1_BenchmarkProblems/<PT>_00/Data/00_Final.yaml`` (solutions), and the client's files Tensile's
+BenchmarkProblems step writes: ``00_Final/source/ClientParameters.ini`` (ClientWriter.writeClientConfigIni:
+library, code objects, results file, one problem-size block per size with its strides, the global
+parameters) and the benchmark library ``00_Final/source/library/TensileLibrary.dat`` (msgpack: solutions with
+their index and name, a Problem map of Single solutions); then it runs the prebuilt client as Tensile's
+run.sh does (``<client> --config-file ClientParameters.ini``). The timing client is tests/stand_in_client.py.
+Each candidate's build fate is chosen by its WorkGroupMapping (the client's fates are in stand_in_client.py):
 
     1 rejected by Tensile     2 register overflow     4 assembly fails (Tensile exits 1)
-    16 validation fails (-1)  32 client crashes on it (truncated CSV, rc 139)
-    64 client hangs on it     anything else: ok, GFlops from the tile shape
+    anything else: built
 
 and, like Tensile 4.44 (see :func:`tensile_checks`): StaggerU 2 makes the kernel writer fail with
 ``Generating kernel source resulted in error 3`` (no kernel name, as 4.44 prints it for VALU kernels; with no
@@ -18,14 +22,15 @@ with its index keys (else exit 255), and GlobalSplitU > 1 with UseInitialStrides
 
 import json
 import os
+import subprocess
 import sys
-import time
 from pathlib import Path
 
+import msgpack
 import yaml
-from oto.tensile.results_csv import LEADING, TRAILING, WINNER
 
-FATE = {1: "reject", 2: "overflow", 4: "asm", 16: "invalid", 32: "crash", 64: "hang"}
+FATE = {1: "reject", 2: "overflow", 4: "asm"}
+TYPES = {0: "Float", 1: "Double", 2: "ComplexFloat", 3: "ComplexDouble", 4: "Half"}  # Tensile's DataType
 WRITER_ERROR_STAGGER = 2  # StaggerU value whose kernel the kernel writer cannot generate (error 3)
 
 
@@ -94,10 +99,10 @@ def main(argv):
         cache.write_text("fake asm caps\n")
     cfg = yaml.safe_load(cfg_path.read_text())
     pt_cfg, group = cfg["BenchmarkProblems"][0]
-    pt = "Cijk_Ailk_Bjlk_SB"
+    ta, tb = pt_cfg.get("TransposeA", False), pt_cfg.get("TransposeB", False)
+    pt = f"Cijk_{'Alik' if ta else 'Ailk'}_{'Bjlk' if tb else 'Bljk'}_SB"
     cands = group["ForkParameters"][0]["Groups"][0]
     sizes = [e["Exact"] for e in group["BenchmarkFinalParameters"][0]["ProblemSizes"]]
-    reps = cfg["GlobalParameters"]["NumBenchmarks"]
     rc, checked = tensile_checks(pt_cfg, cands)
     if rc:
         print(checked)
@@ -136,58 +141,81 @@ def main(argv):
     if not kept:
         print("Traceback (most recent call last):\nRuntimeError: No valid solutions found")
         return 1
-    data = out / "1_BenchmarkProblems" / f"{pt}_00" / "Data"
+    step = out / "1_BenchmarkProblems" / f"{pt}_00"
+    data = step / "Data"
     data.mkdir(parents=True, exist_ok=True)
     docs = [{"MinimumRequiredVersion": "4.44.0"}, {"ProblemSizes": [{"Exact": s} for s in sizes]}]
     docs += [{**p, "SolutionNameMin": name(pt, p), "LdsNumElements": 4096} for p in kept]
     (data / "00_Final.yaml").write_text(yaml.safe_dump(docs))
-    if client.endswith("null-client.sh"):
-        (data / "00_Final.csv").write_text("")
+    source = step / "00_Final" / "source"
+    (source / "library").mkdir(parents=True, exist_ok=True)
+    code_objects = [
+        source / "library" / "Kernels.so-000-gfx90c.hsaco",
+        source / "library" / "TensileLibrary_gfx90c.co",
+    ]
+    for co in code_objects:
+        co.write_text("fake code object\n")
+    rows = [
+        {"predicate": {"type": "And", "value": []}, "library": {"type": "Single", "index": i}}
+        for i in range(len(kept))
+    ]
+    solutions = [{"index": i, "name": name(pt, p), "libraryLogicIndex": -1} for i, p in enumerate(kept)]
+    lib = {"solutions": solutions, "library": {"type": "Problem", "rows": rows}}
+    (source / "library" / "TensileLibrary.dat").write_bytes(msgpack.packb(lib))
+    ini = source / "ClientParameters.ini"
+    ini.write_text(
+        client_ini(pt_cfg, sizes, cfg["GlobalParameters"], source, code_objects, data / "00_Final.csv")
+    )
+    # Tensile runs the client unless the results file is there (BenchmarkProblems: "Already benchmarked")
+    if (data / "00_Final.csv").exists():
+        print("# Already benchmarked; skipping.")
         return 0
-    names = [name(pt, p) for p in kept]
-    # The client's column layout, as oto.tensile.results_csv reads it (winner columns on).
-    head = ["GFlops", "SizeI", "SizeJ", "SizeK", "SizeL", *LEADING, *WINNER, *TRAILING, *names]
-    with open(data / "00_Final.csv", "w") as fh:
-        fh.write(", ".join(head) + "\n")
-        for _ in range(reps):
-            for i, (m, n, b, k) in enumerate(sizes):
-                vals = []
-                for p in kept:
-                    fate = FATE.get(p["WorkGroupMapping"])
-                    if fate == "crash":
-                        fh.write(f"{i}, {m}, {n}")  # cut mid-line, as a dying client leaves it
-                        fh.flush()
-                        return 139
-                    if fate == "hang":
-                        fh.flush()
-                        time.sleep(3600)
-                    tt, wg = p["ThreadTile"], p["WorkGroup"]
-                    vals.append(-1.0 if fate == "invalid" else 10.0 * tt[0] * tt[1] + wg[0])
-                flops = 2 * m * n * b * k
-                best = max(range(len(vals)), key=lambda j: vals[j]) if vals else -1
-                g = vals[best] if vals else -1
-                row = [
-                    i,
-                    m,
-                    n,
-                    b,
-                    k,
-                    m,
-                    m,
-                    m,
-                    n,
-                    0,
-                    f"{g:g}",
-                    f"{flops / (g * 1e3):g}" if g > 0 else -1,
-                    best,
-                    names[best] if vals else "",
-                    flops,
-                    0,
-                    0,
-                    *(f"{v:g}" for v in vals),
-                ]
-                fh.write(", ".join(str(x) for x in row) + "\n")
+    rc = subprocess.run([client, "--config-file", str(ini)]).returncode
+    print(f"clientExit={rc}")
     return 0
+
+
+def client_ini(pt_cfg, sizes, glob, source, code_objects, results):
+    """ClientParameters.ini as ClientWriter.writeClientConfigIni writes it (default LDs: LDD = LDC = M, LDA
+    the size of A's first index, LDB of B's)."""
+    ta, tb = pt_cfg.get("TransposeA", False), pt_cfg.get("TransposeB", False)
+    a, b = ("lik" if ta else "ilk"), ("jlk" if tb else "ljk")
+    kind = TYPES.get(pt_cfg.get("DataType", 0), "Float")
+    lines = [
+        f"library-file={source / 'library' / 'TensileLibrary.dat'}",
+        *(f"code-object={co}" for co in code_objects),
+        f"results-file={results}",
+        "performance-metric=DeviceEfficiency",
+        f"problem-identifier=Contraction_l_A{a}_B{b}_Cijk_Dijk",
+        f"a-type={kind}", f"b-type={kind}", f"c-type={kind}", f"d-type={kind}", f"alpha-type={kind}",
+        f"beta-type={kind}",
+        "strided-batched=True",
+    ]  # fmt: skip
+    dim = {"i": 0, "j": 1, "k": 2, "l": 3}
+    for m, n, bt, k in sizes:
+        s = (m, n, bt, k)
+        lines += [
+            f"problem-size={m},{n},{bt},{k}",
+            f"a-strides=-1,{s[dim[a[0]]]},-1",
+            f"b-strides=-1,{s[dim[b[0]]]},-1",
+            f"c-strides=-1,{m},-1",
+            f"d-strides=-1,{m},-1",
+        ]
+    lines += [
+        "device-idx=0", "init-a=Random", "init-b=Random", "init-c=Random", "init-d=Zero",
+        f"num-elements-to-validate={glob.get('NumElementsToValidate', 0)}",
+        f"num-benchmarks={glob.get('NumBenchmarks', 1)}",
+        f"num-warmups={glob.get('NumWarmups', 0)}",
+        f"num-enqueues-per-sync={glob.get('EnqueuesPerSync', 1)}",
+        f"num-syncs-per-benchmark={glob.get('SyncsPerBenchmark', 1)}",
+        f"use-gpu-timer={glob.get('KernelTime', True)}",
+        f"hardware-monitor={glob.get('HardwareMonitor', False)}",
+        f"sleep-percent={glob.get('SleepPercent', 0)}",
+        f"csv-export-extra-cols={glob.get('CSVExportWinner', False)}",
+        f"csv-merge-same-problems={glob.get('CSVMergeSameProblemID', False)}",
+        "log-level=Debug",
+    ]  # fmt: skip
+    return "\n".join(lines) + "\n"
 
 
 if __name__ == "__main__":

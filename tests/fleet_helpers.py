@@ -259,7 +259,7 @@ def synthetic_bundle(
         "arch": "gfx90c",
         "generation": 0,
         "proposer": "seed",
-        "protocol": protocol_of(config),
+        "protocol": protocol_of({"backend": "sim", "numbers": numbers}, config),
         "config_hash": config_hash(config),
         "backend": "sim",
         "numbers": numbers,

@@ -1,84 +1,140 @@
-"""A stand-in for tensile_client on a machine without a GPU (used by tests/test_tensile_real.py).
+"""A stand-in for Tensile's benchmark client (tensile_client) on a machine without a GPU; the tensile
+backend's tests run it as ``tensile.prebuilt_client`` (tests/test_tensile_backend.py with
+tests/fake_tensile.py, and tests/test_tensile_real.py with real Tensile).
 
-It does what the client does to the files: reads ClientParameters.ini (sizes, and the leading dimensions
-from the strides) and the benchmark library it names, and writes the results CSV (CSVExportWinner layout,
-", " separated) for every problem × solution, repeated num-benchmarks times. GFlops are made up from the
-solution's macro tile (MT0·MT1/16), and -1 (validation failed) for solutions whose name has ThreadTile 8x8,
-so a test can check which column went to which kernel.
+It does to the files what the client of Tensile 4.44 does (Tensile/Source/client: main.cpp,
+ResultFileReporter.cpp, CSVStackFile.cpp): reads ClientParameters.ini and the benchmark library it names
+(msgpack .dat or .yaml), then times benchmark run after run (``num-benchmarks``), problem after problem (the
+ini's ``problem-size=`` blocks, in order), and at each problem every solution in library index order. The
+results file is created empty at start; the header row is written just before the first data row, and one
+row per (run, problem) when the problem is done, ", " separated, doubles as C++ ``setprecision(6)`` prints
+them: ``GFlops`` (the problem index), ``SizeI..SizeL``, ``LDD, LDC, LDA, LDB`` (strides[1]), ``WinnerFreq``
+(0: no hardware monitor), with ``csv-export-extra-cols`` ``WinnerGFlops, WinnerTimeUS, WinnerIdx,
+WinnerName``, then ``TotalFlops, WinnerPower, WinnerTemperature`` and one GFlops column per solution.
+
+Made-up numbers: a solution named ``..._TT<a>_<b>_..._WG<c>_...`` runs at 10·a·b + c GFlops (for Float;
+/16 for Double and ComplexDouble, x2 for Half, as an APU's rates go). Its fate comes
+from ``_WGM<n>`` in its name (16: fails validation, -1; 32: the client crashes on it, rc 139, the row of that
+problem is never written; 64: it hangs; none with $STAND_IN_CLIENT_NO_FATES) or from the regular expression
+in $STAND_IN_CLIENT_INVALID (-1).
+$STAND_IN_CLIENT_LOG names a file that gets one line per timed cell (run, problem, solution name), the
+order the client really ran them in. With $STAND_IN_CLIENT_GPU_METRICS the client plays an APU whose clock
+drops 150 MHz per call from 1800 MHz: at start it writes that clock to the named file as a gpu_metrics v2.2
+table (tests/gpu_metrics_blobs.py), waits 0.3 s for the sampler, and its GFlops scale with the clock; with
+$STAND_IN_CLIENT_GPU_METRICS_VANISH the file is then removed, as if the driver went away mid-run.
 """
 
+import os
 import re
 import sys
+import time
 from pathlib import Path
 
 import msgpack
+import yaml
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from gpu_metrics_blobs import renoir  # noqa: E402
+
+NOMINAL_MHZ = 1800
+
+
+def g6(x: float) -> str:
+    return f"{x:.6g}"
 
 
 def main(argv):
-    ini = argv[argv.index("--config-file") + 1]
-    if "--best-solution" in argv:
+    if "--best-solution" in argv:  # LibraryClient's second call
         return 0
-    lines = Path(ini).read_text().splitlines()
-    kv = [ln.split("=", 1) for ln in lines if "=" in ln]
+    ini_path = argv[argv.index("--config-file") + 1]
+    kv = [ln.split("=", 1) for ln in Path(ini_path).read_text().splitlines() if "=" in ln]
     get = {k: v for k, v in kv}
     sizes = [[int(x) for x in v.split(",")] for k, v in kv if k == "problem-size"]
-    # leading dimensions: the second stride of each tensor, in the problems' order (d, c, a, b columns)
-    lds = {t: [int(v.split(",")[1]) for k, v in kv if k == f"{t}-strides"] for t in "dcab"}
-    lib = msgpack.unpackb(Path(get["library-file"]).read_bytes(), strict_map_key=False)
+    strides = {
+        key: [[int(x) for x in v.split(",")] for k, v in kv if k == key]
+        for key in ("a-strides", "b-strides", "c-strides", "d-strides")
+    }
+    lib_path = Path(get["library-file"])
+    if lib_path.suffix == ".yaml":
+        lib = yaml.safe_load(lib_path.read_text())
+    else:
+        lib = msgpack.unpackb(lib_path.read_bytes(), strict_map_key=False)
     names = [s["name"] for s in sorted(lib["solutions"], key=lambda s: s["index"])]
-    reps = int(get.get("num-benchmarks", 1))
+    runs = int(get.get("num-benchmarks", 1))
+    extra = get.get("csv-export-extra-cols", "False") == "True"
+    ident = get.get("problem-identifier", "Contraction_l_Ailk_Bjlk_Cijk_Dijk")
+    a_first, b_first = re.search(r"_A(\w)\w*_B(\w)", ident).groups()
+    dim = {"i": 0, "j": 1, "k": 2, "l": 3}
+    kind = get.get("a-type", "Float")
+    rate = {"Double": 1 / 16, "ComplexDouble": 1 / 16, "Half": 2.0}.get(kind, 1.0)
+    invalid = os.environ.get("STAND_IN_CLIENT_INVALID")
+    trace = os.environ.get("STAND_IN_CLIENT_LOG")
+    clock = NOMINAL_MHZ
+    metrics = os.environ.get("STAND_IN_CLIENT_GPU_METRICS")
+    if metrics:
+        counter = Path(metrics + ".calls")
+        calls = int(counter.read_text()) if counter.exists() else 0
+        counter.write_text(str(calls + 1))
+        clock = max(NOMINAL_MHZ - 150 * calls, 600)
+        tmp = Path(metrics + ".tmp")
+        tmp.write_bytes(renoir(clock_mhz=clock, temperature_c=60.0 + calls, power_w=12.0))
+        tmp.replace(metrics)
+        time.sleep(0.3)
+        if os.environ.get("STAND_IN_CLIENT_GPU_METRICS_VANISH"):  # the driver's file goes away mid-run
+            Path(metrics).unlink()
+            time.sleep(0.2)
 
     def gflops(name):
-        if "_TT8_8_" in name:
-            return -1.0
-        m = re.search(r"_MT(\d+)x(\d+)x", name)
-        return int(m.group(1)) * int(m.group(2)) / 16.0
+        wgm = re.search(r"_WGM(\d+)", name)
+        fate = {16: "invalid", 32: "crash", 64: "hang"}.get(int(wgm.group(1)) if wgm else 0)
+        if os.environ.get("STAND_IN_CLIENT_NO_FATES"):  # a whole workflow: the strategies pick any WGM
+            fate = None
+        if fate is None and invalid and re.search(invalid, name):
+            fate = "invalid"
+        tt, wg = re.search(r"_TT(\d+)_(\d+)_", name), re.search(r"_WG(\d+)_", name)
+        value = (10.0 * int(tt.group(1)) * int(tt.group(2)) + int(wg.group(1))) * rate * clock / NOMINAL_MHZ
+        return fate, value
 
-    head = [
-        "GFlops",
-        "SizeI",
-        "SizeJ",
-        "SizeK",
-        "SizeL",
-        "LDD",
-        "LDC",
-        "LDA",
-        "LDB",
-        "WinnerFreq",
-        "WinnerGFlops",
-        "WinnerTimeUS",
-        "WinnerIdx",
-        "WinnerName",
-        "TotalFlops",
-        "WinnerPower",
-        "WinnerTemperature",
-        *names,
-    ]
-    with open(get["results-file"], "w") as fh:
-        fh.write(", ".join(head) + "\n")
-        for _ in range(reps):
-            for i, (m, n, b, k) in enumerate(sizes):
-                vals = [gflops(x) for x in names]
-                best = max(range(len(vals)), key=lambda j: vals[j])
-                flops = 2 * m * n * b * k
-                row = [
-                    i,
-                    m,
-                    n,
-                    b,
-                    k,
-                    *(lds[t][i] if i < len(lds[t]) else m for t in "dcab"),
-                    0,
-                    f"{vals[best]:g}",
-                    f"{flops / (vals[best] * 1e3):g}",
-                    best,
-                    names[best],
-                    flops,
-                    0,
-                    0,
-                    *(f"{v:g}" for v in vals),
-                ]
+    head = ["GFlops", "SizeI", "SizeJ", "SizeK", "SizeL", "LDD", "LDC", "LDA", "LDB", "WinnerFreq"]
+    if extra:
+        head += ["WinnerGFlops", "WinnerTimeUS", "WinnerIdx", "WinnerName"]
+    head += ["TotalFlops", "WinnerPower", "WinnerTemperature", *names]
+    with open(get["results-file"], "w") as fh:  # the client opens (creates) the file at start
+        first = True
+        for run in range(runs):
+            for p, (m, n, b, k) in enumerate(sizes):
+                size = (m, n, b, k)
+
+                def ld(key, letter, p=p, size=size):
+                    s = strides[key][p][1] if strides[key] else -1
+                    return s if s != -1 else size[dim[letter]]
+
+                flops = 2 * m * n * b * k  # ContractionProblem::flopCount: 2 x packing (1 but int8x4)
+                vals = []
+                for name in names:
+                    fate, value = gflops(name)
+                    if fate == "crash":
+                        return 139  # this problem's row is never written
+                    if fate == "hang":
+                        time.sleep(3600)
+                    vals.append(-1.0 if fate == "invalid" else value)
+                    if trace:
+                        with open(trace, "a") as t:
+                            t.write(f"{run} {p} {name}\n")
+                valid = [j for j, v in enumerate(vals) if v > 0]
+                best = max(valid, key=lambda j: vals[j]) if valid else -1
+                row = [p, m, n, b, k, ld("d-strides", "i"), ld("c-strides", "i"), ld("a-strides", a_first),
+                       ld("b-strides", b_first), 0]  # fmt: skip
+                if extra:
+                    win = vals[best] if valid else -1.0
+                    time_us = flops / (win * 1e3) if valid else -1.0
+                    row += [g6(win), g6(time_us), best, names[best] if valid else ""]
+                row += [flops, 0, 0, *(g6(v) for v in vals)]
+                if first:
+                    fh.write(", ".join(head) + "\n")
+                    first = False
                 fh.write(", ".join(str(x) for x in row) + "\n")
+                fh.flush()
     return 0
 
 

@@ -158,6 +158,20 @@ def test_page_shows_every_chart_and_the_figures(results):
     assert json.loads((results / "dashboard" / "data.json").read_text())["state"] == "running"
 
 
+def test_page_says_how_the_numbers_were_taken_and_warns_of_simulated_code_objects(results):
+    path = results / "Cijk_Ailk_Bljk_DB" / "final.yaml"
+    doc = yaml.safe_load(path.read_text())
+    doc["measurement"] = dict(launch_order="plan", clock_telemetry="per_launch", drift="clock_per_launch")
+    path.write_text(yaml.safe_dump(doc))
+    data = write_dashboard(results, {**CONFIG, "package": {"allow_simulated": True}})
+    page = (results / "dashboard" / "index.html").read_text()
+    assert 'data-test="simulated-build"' in page and "package.allow_simulated is true" in page
+    assert data["simulated_build_banner"] and data["measurement"][0]["drift"]
+    assert f'data-drift="{data["measurement"][0]["drift"]}"' in page
+    write_dashboard(results, CONFIG)
+    assert "simulated-build" not in (results / "dashboard" / "index.html").read_text()
+
+
 def test_finished_run_stops_reloading(results):
     for lib in ("Cijk_Ailk_Bjlk_DB",):
         src = results / "Cijk_Ailk_Bljk_DB" / "final.yaml"

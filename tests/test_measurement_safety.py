@@ -9,7 +9,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import pytest
-from oto.backends.base import Kernel, Problem, Sample, Size
+from oto.backends.base import Capabilities, Kernel, Problem, Sample, Size
 from oto.config import validate_config
 from oto.files import write_yaml
 from oto.gemm import Library
@@ -38,10 +38,14 @@ class StubBackend:
     name, numbers = "stub", "simulated"
     PROFILE_FIELDS = ("clock_mhz",)
     launch_timeout_us = 5e6
+    capabilities = Capabilities("plan", "none", None)
 
     def __init__(self, times: dict[str, float]):
         self.times = times
         self.launches = 0
+
+    def provenance(self):
+        return {"backend": self.name, "numbers": self.numbers}
 
     def measure(self, problem, plan, workdir):
         self.launches += len(plan.launches)

@@ -28,7 +28,9 @@ def _scores(rows):
     out = []
     for r in rows:
         kid, score, lo, hi, *status = r
-        out.append((kid, 0, 5, score, lo, hi, 1.0, 1.0, status[0] if status else "ok", "", 0))
+        out.append(
+            (kid, 0, 5, score, lo, hi, 1.0, 1.0, status[0] if status else "ok", "", 0, "reference_timeline")
+        )
     return pd.DataFrame(out, columns=SCORE_COLUMNS)
 
 
@@ -160,9 +162,22 @@ def test_settings_from_config():
 def test_failures_are_counted_and_reach_the_evidence():
     scores = pd.DataFrame(
         [
-            ("a", 0, 5, 1.1, 1.0, 1.2, 9.0, 1.0, "ok", "2 timing(s) excluded: NaN, zero or negative time", 2),
-            ("v", 0, 5, 1.5, 1.4, 1.6, 9.0, 1.0, "validation_failed", "results differ", 0),
-            ("t", 0, 4, 1.0, 0.9, 1.1, 9.0, 1.0, "timeout", "no completion within 5000000 us", 0),
+            (
+                "a",
+                0,
+                5,
+                1.1,
+                1.0,
+                1.2,
+                9.0,
+                1.0,
+                "ok",
+                "2 timing(s) excluded: NaN, zero or negative time",
+                2,
+                "",
+            ),
+            ("v", 0, 5, 1.5, 1.4, 1.6, 9.0, 1.0, "validation_failed", "results differ", 0, ""),
+            ("t", 0, 4, 1.0, 0.9, 1.1, 9.0, 1.0, "timeout", "no completion within 5000000 us", 0, ""),
         ],
         columns=SCORE_COLUMNS,
     )

@@ -16,6 +16,8 @@ from oto.tensile.legality import Limits
 from oto.tensile.params import candidate_id, canonical
 
 CONFIG = {"backend": "sim", "seed": 1, "benchmark": {"repetitions": 5, "tuning_sizes": 4, "bootstrap": 400}}
+SIM = {"backend": "sim", "numbers": "simulated", "model_version": "7", "stream": "x/gen0"}
+MEASURED = {"backend": "tensile", "numbers": "measured", "tensile_version": "4.44.0", "device": "gfx90c"}
 LIB = "Cijk_Ailk_Bljk_DB"
 SIZES = [[64, 64, 1, 64], [128, 128, 1, 128]]
 
@@ -24,7 +26,7 @@ def params(tt0: int) -> dict:
     return canonical({"ThreadTile": [tt0, 4], "WorkGroup": [16, 16, 1], "DepthU": 16, "VectorWidth": 2})
 
 
-def generation(gen: int, kernels: list[dict], library: str = LIB) -> list[dict]:
+def generation(gen: int, kernels: list[dict], library: str = LIB, prov: dict = SIM) -> list[dict]:
     cands = {
         "library": library,
         "generation": gen,
@@ -38,7 +40,7 @@ def generation(gen: int, kernels: list[dict], library: str = LIB) -> list[dict]:
         ],
     }
     build = {
-        "provenance": {"backend": "sim", "numbers": "simulated", "model_version": "7"},
+        "provenance": prov,
         "kernels": [{"id": k["id"], "status": "ok"} for k in cands["kernels"]],
     }
     scores = [
@@ -56,9 +58,9 @@ def generation(gen: int, kernels: list[dict], library: str = LIB) -> list[dict]:
     return generation_records(cands, build, scores, CONFIG, "gfx90c", now=1000.0 + gen)
 
 
-def write_gen(root: Path, gen: int, kernels: list[dict], library: str = LIB) -> Path:
+def write_gen(root: Path, gen: int, kernels: list[dict], library: str = LIB, prov: dict = SIM) -> Path:
     path = root / "gfx90c" / library / f"gen{gen}" / "registry.jsonl"
-    write_job_file(path, generation(gen, kernels, library))
+    write_job_file(path, generation(gen, kernels, library, prov))
     return path
 
 
@@ -128,15 +130,17 @@ def test_knowledge_dedupes_by_candidate_size_and_protocol(tmp_path):
     f0 = write_gen(tmp_path, 0, [params(2), params(4)])
     f1 = write_gen(tmp_path, 0, [params(8)], library="Cijk_Alik_Bljk_DB")  # another pattern of the family
     consolidate([f0, f1], store_path(tmp_path / "gfx90c"))
-    know = knowledge(tmp_path / "gfx90c", "gfx90c", LIB, CONFIG, SIZES)
+    know = knowledge(tmp_path / "gfx90c", "gfx90c", LIB, CONFIG, SIZES, SIM)
     assert know.measured == {candidate_id(params(2)), candidate_id(params(4))}
     assert [k["id"] for k in know.own] == [candidate_id(params(4)), candidate_id(params(2))]  # best first
     assert [k["id"] for k in know.family] == [candidate_id(params(8))]
     # another size or another protocol is a different experiment
-    assert not knowledge(tmp_path / "gfx90c", "gfx90c", LIB, CONFIG, [*SIZES, [256, 256, 1, 256]]).measured
+    assert not knowledge(
+        tmp_path / "gfx90c", "gfx90c", LIB, CONFIG, [*SIZES, [256, 256, 1, 256]], SIM
+    ).measured
     other = {**CONFIG, "benchmark": {**CONFIG["benchmark"], "repetitions": 9}}
-    assert not knowledge(tmp_path / "gfx90c", "gfx90c", LIB, other, SIZES).measured
-    assert knowledge(tmp_path / "nothing", "gfx90c", LIB, CONFIG, SIZES) is None
+    assert not knowledge(tmp_path / "gfx90c", "gfx90c", LIB, other, SIZES, SIM).measured
+    assert knowledge(tmp_path / "nothing", "gfx90c", LIB, CONFIG, SIZES, SIM) is None
 
 
 def test_knowledge_transfers_between_neighbouring_sizes():
@@ -228,7 +232,7 @@ def test_a_fresh_run_starts_from_the_registry(tmp_path):
 
     f = write_gen(tmp_path, 0, [params(2), params(4), params(8)])
     consolidate([f], store_path(tmp_path / "gfx90c"))
-    know = knowledge(tmp_path / "gfx90c", "gfx90c", LIB, CONFIG, SIZES)
+    know = knowledge(tmp_path / "gfx90c", "gfx90c", LIB, CONFIG, SIZES, SIM)
     top = topups(know, 0)
     # the two best earlier kernels are re-measured once, deliberately; later generations do not repeat it
     assert [candidate_id(t["params"]) for t in top] == [candidate_id(params(8)), candidate_id(params(4))]
@@ -289,10 +293,43 @@ def test_a_job_run_again_does_not_take_its_own_run_for_an_earlier_one(tmp_path):
     f0 = write_gen(tmp_path, 0, [params(2), params(4)])
     consolidate([f0], store_path(arch_dir))
     mine = {candidate_id(params(2)), candidate_id(params(4))}
-    assert knowledge(arch_dir, "gfx90c", LIB, CONFIG, SIZES).measured == mine  # as knowledge: all of it
-    job = knowledge(arch_dir, "gfx90c", LIB, CONFIG, SIZES, as_job=True)
+    assert knowledge(arch_dir, "gfx90c", LIB, CONFIG, SIZES, SIM).measured == mine  # as knowledge: all of it
+    job = knowledge(arch_dir, "gfx90c", LIB, CONFIG, SIZES, SIM, as_job=True)
     assert job.measured == set() and job.own == []  # its own chain is on disk: not knowledge
     other = {**CONFIG, "seed": 2}  # another run's view of the same protocol's records
-    assert knowledge(arch_dir, "gfx90c", LIB, other, SIZES, as_job=True).measured == mine
+    assert knowledge(arch_dir, "gfx90c", LIB, other, SIZES, SIM, as_job=True).measured == mine
     f0.unlink()  # the library's generations deleted: what they measured is knowledge again
-    assert knowledge(arch_dir, "gfx90c", LIB, CONFIG, SIZES, as_job=True).measured == mine
+    assert knowledge(arch_dir, "gfx90c", LIB, CONFIG, SIZES, SIM, as_job=True).measured == mine
+
+
+def test_provenance_never_mixes_simulated_with_measured(tmp_path):
+    """A simulated demo and a run on the GPU in the same results folder: the measured run finds nothing
+    'already measured' and no knowledge in the simulated records, unless it opts in to simulated priors, and
+    then they are labelled priors, never observations, never seen, never top-ups."""
+    from oto.registry.records import protocol_of
+    from oto.search.evidence import topups
+
+    sim = write_gen(tmp_path, 0, [params(2), params(4)])
+    consolidate([sim], store_path(tmp_path / "gfx90c"))
+    assert protocol_of(SIM, CONFIG) != protocol_of(MEASURED, CONFIG)
+    assert protocol_of(SIM, CONFIG) == protocol_of({**SIM, "stream": "y/final"}, CONFIG)  # per-job facts
+    assert protocol_of(SIM, CONFIG) != protocol_of({**SIM, "model_version": "8"}, CONFIG)  # recalibrated sim
+    with pytest.raises(ValueError, match="provenance"):
+        protocol_of({}, CONFIG)
+    know = knowledge(tmp_path / "gfx90c", "gfx90c", LIB, CONFIG, SIZES, MEASURED)
+    assert know.measured == set() and know.own == [] and know.family == [] and know.priors == []
+    assert topups(know, 0) == []
+    opted = {**CONFIG, "registry": {"simulated_priors": True}}
+    know = knowledge(tmp_path / "gfx90c", "gfx90c", LIB, opted, SIZES, MEASURED)
+    assert know.measured == set() and know.own == [] and topups(know, 0) == []
+    assert {k["id"] for k in know.priors} == {candidate_id(params(2)), candidate_id(params(4))}
+    assert all(k["numbers"] == "simulated" for k in know.priors)
+    # a measured generation in the same store is knowledge of the measured run, and only of it
+    meas = write_gen(tmp_path, 1, [params(8)], prov=MEASURED)
+    consolidate([sim, meas], store_path(tmp_path / "gfx90c"))
+    know = knowledge(tmp_path / "gfx90c", "gfx90c", LIB, CONFIG, SIZES, MEASURED)
+    assert know.measured == {candidate_id(params(8))} and [k["id"] for k in know.own] == [
+        candidate_id(params(8))
+    ]
+    back = knowledge(tmp_path / "gfx90c", "gfx90c", LIB, CONFIG, SIZES, SIM)
+    assert candidate_id(params(8)) not in back.measured | {k["id"] for k in back.own}

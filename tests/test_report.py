@@ -59,6 +59,30 @@ def test_report_names_the_broken_final(tmp_path):
         _run(res, tmp_path)
 
 
+def test_report_says_how_the_numbers_were_taken_and_warns_of_simulated_code_objects(tmp_path):
+    res = make_results(tmp_path)
+    path = res / "Cijk_Ailk_Bljk_DB" / "final.yaml"
+    doc = yaml.safe_load(path.read_text())
+    doc["measurement"] = {
+        "launch_order": "reported",
+        "clock_telemetry": "per_sweep",
+        "drift": "reference_timeline+sweep_clock",
+        "drift_reason": "one clock per sweep on 97% of ok launches",
+    }
+    path.write_text(yaml.safe_dump(doc))
+    text, html = _run(res, tmp_path)
+    assert "drift estimator `reference_timeline+sweep_clock` — one clock per sweep on 97%" in text
+    assert "Tensile's client" in text and "one clock reading per sweep" in text
+    assert 'data-drift="reference_timeline+sweep_clock"' in html
+    assert "**Warning:**" not in text and "simulated-build" not in html  # no opt-in, no banner
+    finals = sorted(res.glob("*/final.yaml"))
+    md, out = tmp_path / "a.md", tmp_path / "a.html"
+    opted = {**CONFIG, "package": {"allow_simulated": True}}
+    text = report.run(finals, res / "ceilings.yaml", res / "deck.yaml", None, opted, md, out)
+    assert "> **Warning:** package.allow_simulated is true: TensileCreateLibrary builds installable" in text
+    assert 'data-test="simulated-build"' in out.read_text()
+
+
 @pytest.fixture(scope="module")
 def finished_run(tmp_path_factory):
     work = make_workdir(tmp_path_factory.mktemp("dash"), FAST_CONFIG)

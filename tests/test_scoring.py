@@ -211,3 +211,63 @@ def test_read_samples_names_file_field_and_row(tmp_path):
     df.assign(seq=df.seq.astype(object).where(df.index != 0, "x")).to_csv(bad_seq, index=False)
     with pytest.raises(ValueError, match=r"seq.csv: field 'seq' row 2"):
         read_samples(bad_seq)
+
+
+def test_the_drift_estimator_follows_the_declared_capabilities():
+    """scoring picks its estimator from what the samples say the backend could do, and says which."""
+    from oto.measurement.scoring import (
+        CLOCK_PER_LAUNCH,
+        REFERENCE_TIMELINE,
+        SWEEP_CLOCK,
+        choose_drift,
+        measurement_facts,
+    )
+
+    state = lambda f: 0.4 + 0.2 * np.sin(f * 2 * np.pi)  # noqa: E731
+    clocked = _two_clock_batch(state, clock=True)
+    # a file from before the capability columns: plan order, per-launch clocks since it has readings
+    assert measurement_facts(clocked) == ("plan", "per_launch")
+    assert choose_drift(clocked, 1800.0).estimator == CLOCK_PER_LAUNCH
+    blind = clocked.assign(clock_mhz=np.nan, launch_order="reported", clock_telemetry="none")
+    choice = choose_drift(blind, 1800.0)
+    assert choice.estimator == REFERENCE_TIMELINE and "reported" in choice.reason
+    # per-sweep clocks: 6 sweeps, each launch carries its sweep's median reading
+    sweep = clocked["seq"] * 6 // len(clocked)
+    per_sweep = clocked.assign(
+        sweep=sweep,
+        clock_mhz=clocked.groupby(sweep)["clock_mhz"].transform("median"),
+        launch_order="reported",
+        clock_telemetry="per_sweep",
+    )
+    assert choose_drift(per_sweep, 1800.0).estimator == SWEEP_CLOCK
+    s_sweep = score_samples(per_sweep, {0: 1e6}, 100, nominal_mhz=1800.0).set_index("kernel_id")
+    s_blind = score_samples(blind, {0: 1e6}, 100, nominal_mhz=1800.0).set_index("kernel_id")
+    assert (s_sweep["drift"] == SWEEP_CLOCK).all() and (s_blind["drift"] == REFERENCE_TIMELINE).all()
+    # the sweeps' clocks put the references' drift on the clock's scale: scores (median state, 0.4) agree
+    # with the truth either way, and times move to the nominal clock
+    for table in (s_sweep, s_blind):
+        assert abs(table.loc["m", "score"] / _ratio_at(0.4, "ref", "m") - 1) < 0.015
+        assert abs(table.loc["c", "score"] / _ratio_at(0.4, "ref", "c") - 1) < 0.015
+    assert abs(s_sweep.loc["c", "time_us"] / 80 - 1) < 0.04 and s_blind.loc["c", "time_us"] / 80 - 1 > 0.15
+    assert abs(s_sweep.loc["m", "time_us"] / 90 - 1) < 0.04
+    # too few sane readings: the reference, and the reason says so
+    broken = per_sweep.assign(clock_mhz=np.where(per_sweep["sweep"] < 4, 0.0, per_sweep["clock_mhz"]))
+    choice = choose_drift(broken, 1800.0)
+    assert (
+        choice.estimator == REFERENCE_TIMELINE and "per_sweep clock telemetry: sane readings" in choice.reason
+    )
+
+
+def test_samples_written_before_capabilities_read_with_defaults_and_bad_values_are_named(tmp_path):
+    df, _ = _samples(0.0)
+    old = tmp_path / "old.csv"
+    df.to_csv(old, index=False)
+    read = read_samples(old)
+    assert (read["sweep"] == -1).all() and (read["launch_order"] == "plan").all()
+    assert (read["clock_telemetry"] == "none").all() and (read["telemetry_note"] == "").all()
+    bad = tmp_path / "bad.csv"
+    df.assign(launch_order="plan", clock_telemetry=["per_launch"] * 3 + ["hourly"] * (len(df) - 3)).to_csv(
+        bad, index=False
+    )
+    with pytest.raises(ValueError, match=r"bad.csv: field 'clock_telemetry' row 5: 'hourly'"):
+        read_samples(bad)

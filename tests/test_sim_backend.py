@@ -55,7 +55,12 @@ def test_resolve_builds_a_sim_backend_with_provenance():
     assert prov["model_version"] == MODEL_VERSION
     assert (prov["seed"], prov["stream"]) == (3, "lib/gen1")
     assert prov["noise"]["jitter"] == 0.05
-    assert set(prov["noise"]) == set(config_defaults("sim"))
+    assert set(prov["noise"]) | {"launch_order"} == set(config_defaults("sim"))
+    assert prov["capabilities"] == {
+        "launch_order": "plan",
+        "clock_telemetry": "per_launch",
+        "repetitions_per_call": None,
+    }
 
 
 def test_unknown_sim_key_is_refused():
@@ -205,3 +210,36 @@ def test_fifty_thousand_launches_in_one_plan(tmp_path):
     samples = backend().measure(PROBLEM, p, tmp_path)
     assert len(samples) == len(p.launches)
     assert [s.seq for s in samples] == list(range(len(p.launches)))
+
+
+def test_sweeps_order_runs_the_plan_as_tensiles_client_would(tmp_path):
+    """sim.launch_order: sweeps — one sweep per repetition, every kernel of a problem back to back with the
+    size's reference, orders permuted per sweep, one clock reading per sweep."""
+    from oto.measurement.benchmarking import interleave
+
+    be = backend(launch_order="sweeps")
+    caps = be.capabilities
+    assert (caps.launch_order, caps.clock_telemetry, caps.repetitions_per_call) == (
+        "reported",
+        "per_sweep",
+        1,
+    )
+    ks = KERNELS[:3]
+    ref = ks[0].id
+    launches = interleave([k.id for k in ks[1:]], {0: ref, 1: ref}, 2, 3, "t")
+    got = be.measure(PROBLEM, MeasurePlan({k.id: k for k in ks}, SIZES[:2], launches), tmp_path)
+    assert [s.seq for s in got] == list(range(len(got))) == list(range(3 * 2 * 3))
+    assert [s.sweep for s in got] == [r for r in range(3) for _ in range(6)]
+    assert all(s.rep == s.sweep for s in got)
+    for sweep in range(3):
+        cells = [s for s in got if s.sweep == sweep]
+        assert len({s.clock_mhz for s in cells}) == 1  # one reading per sweep
+        for size in range(2):  # a problem's kernels back to back, its reference among them, once
+            at = [i for i, s in enumerate(cells) if s.size_index == size]
+            assert at == list(range(at[0], at[0] + 3))
+            assert [cells[i].role for i in at].count("reference") == 1
+    orders = {tuple(s.kernel_id for s in got if s.sweep == w)[:3] for w in range(3)}
+    assert len(orders) > 1
+    assert backend(launch_order="sweeps", clock_telemetry=0).capabilities.clock_telemetry == "none"
+    with pytest.raises(ValueError, match="sim.launch_order"):
+        backend(launch_order="random")

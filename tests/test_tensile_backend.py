@@ -18,6 +18,7 @@ from oto.tensile.params import candidate_id, canonical
 
 ROOT = Path(__file__).resolve().parents[1]
 FAKE = Path(__file__).with_name("fake_tensile.py")
+CLIENT = Path(__file__).with_name("stand_in_client.py")
 PT = {
     "OperationType": "GEMM",
     "DataType": 0,
@@ -48,7 +49,7 @@ def kernel(wgm, tt=(4, 4), du=16):
 
 def backend(profile, tmp_path, **extra):
     client = tmp_path / "tensile_client"
-    client.write_text("#!/bin/sh\nexit 0\n")
+    client.write_text(f'#!/bin/sh\nexec {sys.executable} {CLIENT} "$@"\n')
     client.chmod(0o755)
     cfg = {
         "command": [sys.executable, str(FAKE)],
@@ -280,3 +281,211 @@ def test_tensile_create_library_failure_names_the_log(tmp_path):
         build_library([logic], "gfx90c", tmp_path / "library", {"command": [sys.executable, str(FAKE)]})
     with pytest.raises(PackagingError, match="does not start with 'vega10'"):
         build_library([logic], "gfx900", tmp_path / "library", {"command": [sys.executable, str(FAKE)]})
+
+
+# ---- the measure path: Tensile's real order, sweeps, telemetry, bad input ----
+
+
+def plan_of(kernels, reference, sizes, reps):
+    """A benchmark plan as the benchmark stage makes it (reference bracketing the candidates)."""
+    from oto.measurement.benchmarking import interleave_sizes
+
+    cands = [k.id for k in kernels if k.id != reference.id]
+    per = {i: cands for i in range(len(sizes))}
+    launches = interleave_sizes(per, dict.fromkeys(range(len(sizes)), reference.id), reps, "t")
+    return MeasurePlan({k.id: k for k in kernels}, sizes, launches)
+
+
+def calls_of(tmp_path):
+    return sorted((tmp_path / "work" / "tensile" / "client").glob("call-*"))
+
+
+def test_each_repetition_is_one_client_sweep_in_the_clients_real_order(profile, tmp_path, monkeypatch):
+    """Every problem's sweep has the reference; sweeps are freshly permuted; samples follow the order the
+    client ran (its own trace); a repetition is a new call, never a re-used cell."""
+    trace = tmp_path / "trace.txt"
+    monkeypatch.setenv("STAND_IN_CLIENT_LOG", str(trace))
+    ref, *cands = [kernel(8, tt=t) for t in ((4, 4), (8, 8), (2, 2), (4, 8), (8, 4), (2, 4))]
+    ks = [ref, *cands]
+    be = backend(profile, tmp_path, telemetry={"source": "none"})
+    prob = problem(profile)
+    assert all(b.status == "ok" for b in be.build(prob, ks, tmp_path / "work"))
+    sizes = [Size(256, 256, 1, 256), Size(512, 256, 2, 128), Size(128, 384, 1, 64)]
+    plan = plan_of(ks, ref, sizes, reps=3)
+    samples = be.measure(prob, plan, tmp_path / "work")
+    assert be.capabilities.launch_order == "reported" and be.capabilities.repetitions_per_call == 1
+    assert [s.seq for s in samples] == list(range(len(samples)))
+    # every (kernel, size, rep) exactly once: 3 reps x 3 sizes x 6 kernels, the reference once per sweep
+    assert len(samples) == 3 * 3 * 6
+    assert len({(s.kernel_id, s.size_index, s.rep) for s in samples}) == len(samples)
+    assert all(s.status == "ok" for s in samples)
+    calls = calls_of(tmp_path)
+    assert len(calls) == 3 and {s.sweep for s in samples} == {0, 1, 2}
+    lines = [ln.split(" ", 2) for ln in trace.read_text().splitlines()]
+    assert len(lines) == len(samples)
+    orders = []
+    for call in calls:
+        ini = call / "ClientParameters.ini"
+        assert "num-benchmarks=1" in ini.read_text().splitlines()
+        problems = [tuple(int(x) for x in ln.split("=")[1].split(",")) for ln in ini.read_text().splitlines()
+                    if ln.startswith("problem-size=")]  # fmt: skip
+        orders.append(problems)
+    for s, (_run, p, name) in zip(samples, lines, strict=True):
+        assert name_matches(name, plan.kernels[s.kernel_id].params)  # the solution the client ran then
+        assert tuple(sizes[s.size_index].as_list()) == orders[s.sweep][int(p)]
+    for sweep in range(3):
+        got = [s for s in samples if s.sweep == sweep]
+        for i in range(3):  # the reference is timed in every problem's sweep
+            at = [s for s in got if s.size_index == i]
+            assert [s.kernel_id for s in at if s.role == "reference"] == [ref.id]
+    firsts = {tuple(s.kernel_id for s in samples if s.sweep == w)[:6] for w in range(3)}
+    assert len(firsts) > 1  # solution order permuted between sweeps
+
+
+def test_repetitions_beyond_one_call_take_more_calls(profile, tmp_path):
+    ref, c1 = kernel(8), kernel(8, tt=(8, 8))
+    be = backend(profile, tmp_path, max_benchmarks=2, telemetry={"source": "none"})
+    prob = problem(profile)
+    be.build(prob, [ref, c1], tmp_path / "work")
+    sizes = [Size(256, 256, 1, 256)]
+    samples = be.measure(prob, plan_of([ref, c1], ref, sizes, reps=5), tmp_path / "work")
+    calls = calls_of(tmp_path)
+    # 5 repetitions at 2 sweeps per call: 3 calls (2 + 2 + 1), each writing as many rows as it ran
+    assert len(calls) == 3 and be.capabilities.repetitions_per_call == 2
+    runs = [int(next(ln for ln in (c / "ClientParameters.ini").read_text().splitlines()
+                     if ln.startswith("num-benchmarks=")).split("=")[1]) for c in calls]  # fmt: skip
+    assert runs == [2, 2, 1]
+    rows = [len((c / "results.csv").read_text().splitlines()) - 1 for c in calls]
+    assert rows == runs
+    assert sorted((s.kernel_id, s.rep) for s in samples) == sorted(
+        (k.id, r) for k in (ref, c1) for r in range(5)
+    )
+
+
+def _editing_client(tmp_path, edit: str) -> str:
+    """The stand-in client, then a Python edit of the results file it wrote (``edit`` gets ``lines``)."""
+    script = tmp_path / "edit.py"
+    script.write_text(
+        "import sys\nfrom pathlib import Path\n"
+        "ini = Path(sys.argv[1]).read_text().splitlines()\n"
+        "res = Path(next(ln.split('=', 1)[1] for ln in ini if ln.startswith('results-file=')))\n"
+        "lines = res.read_text().splitlines()\n" + edit + "\nres.write_text('\\n'.join(lines) + '\\n')\n"
+    )
+    client = tmp_path / "editing_client"
+    client.write_text(
+        f'#!/bin/sh\n{sys.executable} {CLIENT} "$@" || exit $?\nexec {sys.executable} {script} "$2"\n'
+    )
+    client.chmod(0o755)
+    return str(client)
+
+
+@pytest.mark.parametrize(
+    "edit, lost",
+    [
+        ("lines = lines[:-1]", "rows"),  # one problem's row missing
+        ("lines = [', '.join(ln.split(', ')[:-1]) for ln in lines]", "column"),  # last solution column gone
+    ],
+)
+def test_a_results_file_with_fewer_rows_or_columns_keeps_what_it_has(profile, tmp_path, edit, lost):
+    ref, c1, c2 = kernel(8), kernel(8, tt=(8, 8)), kernel(8, tt=(2, 2))
+    be = backend(
+        profile, tmp_path, prebuilt_client=_editing_client(tmp_path, edit), telemetry={"source": "none"}
+    )
+    prob = problem(profile)
+    be.build(prob, [ref, c1, c2], tmp_path / "work")
+    sizes = [Size(256, 256, 1, 256), Size(128, 128, 1, 128)]
+    samples = be.measure(prob, plan_of([ref, c1, c2], ref, sizes, reps=1), tmp_path / "work")
+    assert len(calls_of(tmp_path)) == 1  # the client finished: what its file lacks is recorded, not re-run
+    assert len(samples) == 6 and len({(s.kernel_id, s.size_index) for s in samples}) == 6
+    bad = [s for s in samples if s.status != "ok"]
+    good = [s for s in samples if s.status == "ok"]
+    if lost == "rows":
+        assert len(bad) == 3 and len({s.size_index for s in bad}) == 1
+        assert all("1 of 2 planned row(s)" in s.reason and "results.csv" in s.reason for s in bad)
+    else:
+        assert len(bad) == 2 and len({s.kernel_id for s in bad}) == 1
+        assert all("2 solution column(s), the call planned 3: no column for" in s.reason for s in bad)
+    assert all(s.status == "crash" and math.isnan(s.time_us) for s in bad)
+    assert all(s.time_us > 0 for s in good)
+
+
+def metrics_root(tmp_path, blob_bytes):
+    dev = tmp_path / "sys" / "class" / "drm" / "card0" / "device"
+    dev.mkdir(parents=True)
+    (dev / "vendor").write_text("0x1002\n")
+    (dev / "gpu_metrics").write_bytes(blob_bytes)
+    return tmp_path / "sys", dev / "gpu_metrics"
+
+
+def test_telemetry_is_read_during_each_call_and_goes_with_its_sweep(profile, tmp_path, monkeypatch):
+    from gpu_metrics_blobs import renoir
+    from oto.measurement.benchmarking import measure_frame
+    from oto.measurement.scoring import SWEEP_CLOCK, choose_drift
+
+    root, metrics = metrics_root(tmp_path, renoir(1800))
+    monkeypatch.setenv("STAND_IN_CLIENT_GPU_METRICS", str(metrics))
+    ref, c1 = kernel(8), kernel(8, tt=(8, 8))
+    be = backend(profile, tmp_path, telemetry={"sysfs": str(root), "rate_hz": 50})
+    prob = problem(profile)
+    be.build(prob, [ref, c1], tmp_path / "work")
+    assert be.capabilities.clock_telemetry == "per_sweep"
+    df = measure_frame(be, prob, plan_of([ref, c1], ref, [Size(256, 256, 1, 256)], reps=3), tmp_path / "work")
+    # the stand-in APU drops 150 MHz per call; each sweep carries its own call's clock
+    for sweep, clock in ((0, 1800), (1, 1650), (2, 1500)):
+        at = df[df["sweep"] == sweep]
+        assert len(at) == 2 and (at["clock_mhz"] == clock).all(), at
+        assert (at["temperature_c"] == 60.0 + sweep).all() and (at["power_w"] == 12.0).all()
+    assert (df["launch_order"] == "reported").all() and (df["clock_telemetry"] == "per_sweep").all()
+    assert choose_drift(df, float(profile["clock_mhz"])).estimator == SWEEP_CLOCK
+    # a slower clock, a slower kernel: the times follow the clock read in the same call
+    t = df[df["kernel_id"] == ref.id].sort_values("sweep")["time_us"].to_numpy()
+    assert t[2] / t[0] == pytest.approx(1800 / 1500, rel=1e-4)
+
+
+def test_unreadable_telemetry_is_recorded_never_guessed(profile, tmp_path, monkeypatch):
+    import struct
+
+    from gpu_metrics_blobs import renoir
+
+    monkeypatch.setenv("PATH", "/nonexistent:" + str(Path(sys.executable).parent))  # no rocm-smi
+    root, metrics = metrics_root(tmp_path, struct.pack("<HBB", 120, 1, 3) + bytes(116))  # format 1.3
+    ref, c1 = kernel(8), kernel(8, tt=(8, 8))
+    prob = problem(profile)
+    be = backend(profile, tmp_path, telemetry={"sysfs": str(root)})
+    be.build(prob, [ref, c1], tmp_path / "work")
+    assert be.capabilities.clock_telemetry == "none"
+    samples = be.measure(prob, plan_of([ref, c1], ref, [Size(256, 256, 1, 256)], reps=1), tmp_path / "work")
+    assert all(math.isnan(s.clock_mhz) and s.status == "ok" for s in samples)
+    assert all("no telemetry" in s.telemetry_note and "format 1.3" in s.telemetry_note for s in samples)
+    # the driver's file vanishes mid-run: what the sampler read stays, the death is recorded
+    metrics.write_bytes(renoir(1800))
+    monkeypatch.setenv("STAND_IN_CLIENT_GPU_METRICS", str(metrics))
+    monkeypatch.setenv("STAND_IN_CLIENT_GPU_METRICS_VANISH", "1")
+    be = backend(profile, tmp_path, telemetry={"sysfs": str(root), "rate_hz": 50})
+    samples = be.measure(prob, plan_of([ref, c1], ref, [Size(256, 256, 1, 256)], reps=2), tmp_path / "work")
+    first = [s for s in samples if s.sweep == 0]
+    assert all(s.clock_mhz == 1800 and "sampler died" in s.telemetry_note for s in first)
+    later = [s for s in samples if s.sweep == 1]
+    assert all(math.isnan(s.clock_mhz) and "sampler died" in s.telemetry_note for s in later)
+    assert all(s.status == "ok" for s in samples)  # telemetry never costs a measurement
+
+
+def test_absurd_clock_readings_are_rejected_with_the_reason(profile, tmp_path):
+    from gpu_metrics_blobs import renoir
+
+    root, _ = metrics_root(tmp_path, renoir(0))
+    ref, c1 = kernel(8), kernel(8, tt=(8, 8))
+    be = backend(profile, tmp_path, telemetry={"sysfs": str(root), "rate_hz": 50})
+    prob = problem(profile)
+    be.build(prob, [ref, c1], tmp_path / "work")
+    samples = be.measure(prob, plan_of([ref, c1], ref, [Size(256, 256, 1, 256)], reps=1), tmp_path / "work")
+    assert all(math.isnan(s.clock_mhz) and "rejected as absurd" in s.telemetry_note for s in samples)
+    assert all(s.temperature_c == 61.5 for s in samples)  # the rest of the reading is still good
+
+
+def test_a_failed_probe_determines_nothing(profile, tmp_path):
+    be = TensileBackend(profile, {"command": [sys.executable, "-c", "raise SystemExit(1)"]}, "s")
+    prov = be.provenance()
+    assert prov["tensile_version"] == "unknown"
+    assert prov["isa_registered_at_run_time"] == "unknown"
+    assert prov["probe"].startswith("failed")

@@ -269,9 +269,41 @@ def test_logic_files_build_with_tensile_create_library(tensile_python, label, pr
 
 
 @pytest.mark.slow
+def test_tensile_create_library_ignores_the_provenance_record_beside_a_logic_file(tensile_python, tmp_path):
+    """The logic folder as oto leaves it (a logic file and its provenance record) is a valid logic path:
+    TensileCreateLibrary builds the library from the YAML and never reads the JSON."""
+    from oto.tensile.create_library import tcl_command
+    from oto.tensile.provenance import record_path, write_record
+
+    lib, ks = sgemm_nt()
+    pt = problem_type(lib.name)
+    logic_dir = tmp_path / "logic"
+    logic = write_logic_file(
+        logic_dir / logic_file_name("gfx90c", lib.name),
+        problem_type=pt,
+        solutions=[solution_entry(pt, ks[0].params, 0)],
+        exact_rows=[([512, 512, 1, 512], 0, 731.6)],
+        schedule="gfx90c",
+        architecture="gfx90c",
+        device_names=["Device 1636"],
+    )
+    record = write_record(
+        {"library": lib.name, "numbers": "simulated", "logic_file": logic.name}, record_path(logic)
+    )
+    assert sorted(p.name for p in logic_dir.iterdir()) == [record.name, logic.name]
+    cmd = tcl_command("gfx90c", logic_dir, tmp_path / "out", {"python": tensile_python}, jobs=2)
+    run = subprocess.run(cmd, capture_output=True, text=True, timeout=3600)
+    assert run.returncode == 0, (run.stdout + run.stderr)[-3000:]
+    assert record.name not in run.stdout + run.stderr
+    built = sorted(p.name for p in (tmp_path / "out" / "library").glob("*"))
+    assert "TensileLibrary_lazy_gfx90c.dat" in built and any(n.endswith("_gfx90c.co") for n in built), built
+
+
+@pytest.mark.slow
 def test_backend_measure_path_with_real_tensile(tensile_python, asm_cache, profile, tmp_path):
-    """build, then measure through real Tensile with a stand-in client (no GPU here): Tensile reuses its
-    solution cache, and each results column is mapped back to the kernel that made it."""
+    """build, then measure on real Tensile's files with a stand-in client (no GPU here): Tensile writes the
+    client's parameters for the real sizes from its solution cache, each sweep is one client call on a
+    re-ordered copy of Tensile's benchmark library, and each results column is mapped back to its kernel."""
     from oto.backends.base import Launch, MeasurePlan, Size
 
     lib, ks = sgemm_nt()
@@ -283,11 +315,17 @@ def test_backend_measure_path_with_real_tensile(tensile_python, asm_cache, profi
         ),
     ]
     client = tmp_path / "client.sh"
-    client.write_text(
-        f'#!/bin/sh\nexec {sys.executable} {Path(__file__).with_name("stand_in_client.py")} "$@"\n'
+    client.write_text(  # the stand-in fails validation for TT8x8 solutions
+        "#!/bin/sh\nSTAND_IN_CLIENT_INVALID=_TT8_8_ exec "
+        f'{sys.executable} {Path(__file__).with_name("stand_in_client.py")} "$@"\n'
     )
     client.chmod(0o755)
-    cfg = {"python": tensile_python, "asm_cache": asm_cache, "prebuilt_client": str(client)}
+    cfg = {
+        "python": tensile_python,
+        "asm_cache": asm_cache,
+        "prebuilt_client": str(client),
+        "telemetry": {"source": "none"},
+    }
     be = TensileBackend(profile, cfg, "test")
     prob = Problem(lib, profile, problem_type(lib.name))
     assert [r.status for r in be.build(prob, ks, tmp_path / "work")] == ["ok", "ok", "ok"]
@@ -295,8 +333,17 @@ def test_backend_measure_path_with_real_tensile(tensile_python, asm_cache, profi
     launches = [Launch(k.id, "candidate", s, r) for r in range(2) for s in range(2) for k in ks]
     samples = be.measure(prob, MeasurePlan({k.id: k for k in ks}, sizes, launches), tmp_path / "work")
     measure_log = next((tmp_path / "work" / "tensile").glob("batch-*/tensile-measure.log")).read_text()
-    assert "Using cached solution data" in measure_log
-    mt = {ks[0].id: 64 * 64, ks[2].id: 32 * 32}  # the stand-in reports MT0*MT1/16 GFlops, TT8x8 fails
+    assert "Using cached solution data" in measure_log  # the real sizes' parameters, nothing regenerated
+    calls = sorted((tmp_path / "work" / "tensile" / "client").glob("call-*"))
+    assert len(calls) == 2 and {s.sweep for s in samples} == {0, 1}  # one client call per repetition
+    assert len(samples) == 2 * 2 * 3 and [s.seq for s in samples] == list(range(12))
+    for call in calls:  # the call's problems are the plan's sizes, with the strides Tensile wrote
+        lines = (call / "ClientParameters.ini").read_text().splitlines()
+        got = sorted(
+            tuple(map(int, ln.split("=")[1].split(","))) for ln in lines if ln.startswith("problem-size=")
+        )
+        assert got == sorted(tuple(s.as_list()) for s in sizes)
+    gflops = {ks[0].id: 10 * 4 * 4 + 16, ks[2].id: 10 * 4 * 4 + 8}  # the stand-in's 10·TT0·TT1 + WG0
     for s in samples:
         size = sizes[s.size_index]
         if s.kernel_id == ks[1].id:
@@ -304,7 +351,7 @@ def test_backend_measure_path_with_real_tensile(tensile_python, asm_cache, profi
         else:
             flops = 2 * size.m * size.n * size.batch * size.k
             assert s.status == "ok" and s.time_us == pytest.approx(
-                flops / (mt[s.kernel_id] / 16 * 1e3), rel=1e-5
+                flops / (gflops[s.kernel_id] * 1e3), rel=1e-5
             )
 
 

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 import yaml
 from oto import backends, environment
-from oto.backends.base import Kernel, Launch, MeasurePlan, Problem, Sample, Size
+from oto.backends.base import Capabilities, Kernel, Launch, MeasurePlan, Problem, Sample, Size
 from oto.gemm import Library
 from oto.hardware import detect, memory
 from oto.measurement import benchmarking
@@ -183,8 +183,9 @@ def test_memory_guard_skips_sizes_that_do_not_fit(profile):
 class _Recorder:
     numbers = "measured"
 
-    def __init__(self):
+    def __init__(self, order="plan"):
         self.seen = []
+        self.capabilities = Capabilities(order, "none")
 
     def measure(self, problem, plan, workdir):
         self.seen = list(plan.launches)
@@ -210,6 +211,16 @@ def test_benchmark_stage_applies_the_guard_for_every_backend(profile, tmp_path):
     assert list(df["seq"]) == [0, 1, 2, 3]
     assert list(df["status"]) == ["too_large", "ok", "too_large", "ok"]
     assert "skipped" in df["reason"][0]
+    assert (df["launch_order"] == "plan").all() and (df["clock_telemetry"] == "none").all()
+    # a backend that reports its own order: what never ran comes after everything that did
+    rec = _Recorder("reported")
+    df = benchmarking.measure_frame(
+        rec,
+        Problem(Library.parse("Cijk_Ailk_Bljk_DB"), profile, {}),
+        MeasurePlan({k.id: k}, sizes, launches),
+        tmp_path,
+    )
+    assert list(df["seq"]) == [0, 1, 2, 3] and list(df["status"]) == ["ok", "ok", "too_large", "too_large"]
 
 
 # ---- the emitted Tensile config ----
@@ -256,6 +267,7 @@ def test_emitted_config_matches_the_backend_settings(profile):
 
 def test_package_without_tensile_says_why(vega10_dir, tmp_path, profile, monkeypatch):
     from oto.stages import package
+    from oto.tensile.provenance import record_path, write_record
 
     monkeypatch.delenv("OTO_TENSILE_PYTHON", raising=False)
     monkeypatch.setenv("PATH", "/nonexistent")
@@ -263,12 +275,55 @@ def test_package_without_tensile_says_why(vega10_dir, tmp_path, profile, monkeyp
     text = (vega10_dir / "vega10_Cijk_Ailk_Bljk_DB.yaml").read_text()
     logic.write_text(text.replace("- vega10\n", "- gfx90c\n", 1).replace("- gfx900\n", "- gfx90c\n", 1))
     manifest = tmp_path / "library" / "manifest.yaml"
-    package.run([logic], profile, "native", tmp_path / "TensileLibrary.dat", manifest=manifest)
+    record = write_record({"library": "Cijk_Ailk_Bljk_DB", "numbers": "measured"}, record_path(logic))
+    package.run(
+        [logic],
+        profile,
+        "native",
+        tmp_path / "TensileLibrary.dat",
+        manifest=manifest,
+        provenance_paths=[record],
+    )
     doc = yaml.safe_load(manifest.read_text())
     assert doc["architecture"] == "gfx90c" and doc["tensile_create_library"]["files"] == []
     assert "Tensile not found" in doc["tensile_create_library"]["why"]
+    assert doc["provenance"]["numbers"] == ["measured"]
     assert (tmp_path / "TensileLibrary.dat").stat().st_size > 0
     with pytest.raises(RuntimeError, match="create_library"):
         package.run(
-            [logic], profile, "native", tmp_path / "T.dat", manifest=manifest, create_library="always"
-        )
+            [logic], profile, "native", tmp_path / "T.dat", manifest=manifest, create_library="always",
+            provenance_paths=[record],
+        )  # fmt: skip
+
+
+def test_package_builds_no_code_objects_from_simulated_winners(vega10_dir, tmp_path, profile):
+    """Tensile is 'installed' (a command that fails loudly if run): simulated winners never reach it, unless
+    package.allow_simulated opts in; the manifest says where the numbers came from and why."""
+    from oto.stages import package
+    from oto.tensile.create_library import PackagingError
+    from oto.tensile.provenance import PackagingRefused, record_path, write_record
+
+    logic = tmp_path / "logic" / "gfx90c_Cijk_Ailk_Bljk_DB.yaml"
+    logic.parent.mkdir()
+    text = (vega10_dir / "vega10_Cijk_Ailk_Bljk_DB.yaml").read_text()
+    logic.write_text(text.replace("- vega10\n", "- gfx90c\n", 1).replace("- gfx900\n", "- gfx90c\n", 1))
+    prov = {"backend": "sim", "numbers": "simulated", "model_version": "3", "seed": 1}
+    record = write_record({"library": "Cijk_Ailk_Bljk_DB", "numbers": "simulated", "backend": "sim",
+                           "provenance": prov, "measurement": {"drift": "clock_per_launch"}},
+                          record_path(logic))  # fmt: skip
+    assert record.name == "gfx90c_Cijk_Ailk_Bljk_DB.provenance.json"
+    tcl = {"command": [sys.executable, "-c", "raise SystemExit(7)"]}
+    manifest = tmp_path / "library" / "manifest.yaml"
+    args = dict(manifest=manifest, tensile_cfg=tcl, provenance_paths=[record])
+    package.run([logic], profile, "native", tmp_path / "TensileLibrary.dat", **args)
+    doc = yaml.safe_load(manifest.read_text())
+    assert doc["provenance"]["numbers"] == ["simulated"]
+    assert doc["provenance"]["libraries"]["Cijk_Ailk_Bljk_DB"]["model_version"] == "3"
+    assert doc["tensile_create_library"]["files"] == []
+    assert "winners are simulated" in doc["tensile_create_library"]["why"]
+    assert "package.allow_simulated" in doc["tensile_create_library"]["why"]
+    assert (tmp_path / "TensileLibrary.dat").stat().st_size > 0  # oto's own .dat is still written
+    with pytest.raises(PackagingRefused, match="'always' but winners are simulated"):
+        package.run([logic], profile, "native", tmp_path / "T.dat", create_library="always", **args)
+    with pytest.raises(PackagingError, match="rc 7"):  # opted in: TensileCreateLibrary really runs
+        package.run([logic], profile, "native", tmp_path / "T.dat", allow_simulated=True, **args)

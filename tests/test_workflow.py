@@ -234,3 +234,85 @@ def test_a_fresh_run_in_the_same_results_folder_starts_from_the_registry(finishe
     topup_ids = {candidate_id(canonical(p["params"])) for p in topped}
     assert topup_ids <= set(after["kernel_id"])  # re-measured under this run's conditions
     assert not (set(after["kernel_id"]) - topup_ids) & before  # nothing else measured twice
+
+
+def test_readme_flow_demo_then_a_tensile_run_in_the_same_results_folder(finished_run, tmp_path, monkeypatch):
+    """The README's flow: the simulated demo, then Tensile found (here the stand-in Tensile and client, with
+    a gpu_metrics table in a stand-in sysfs), one library re-tuned in the same results folder. The simulated
+    records are never 'already measured', never knowledge nor top-ups of the measured run; opted in, they are
+    labelled priors. Every deliverable says which numbers it holds, and no code objects come from them."""
+    from gpu_metrics_blobs import renoir
+    from oto.measurement.scoring import SWEEP_CLOCK
+    from oto.registry.store import Store
+
+    tests = Path(__file__).resolve().parent
+    work = tmp_path / "oto"
+    shutil.copytree(finished_run, work, ignore=shutil.ignore_patterns(".snakemake"))
+    res = work / "results" / "gfx90c"
+    lib = res / "Cijk_Ailk_Bljk_DB"
+    dev = tmp_path / "sys" / "class" / "drm" / "card0" / "device"
+    dev.mkdir(parents=True)
+    (dev / "vendor").write_text("0x1002\n")
+    (dev / "gpu_metrics").write_bytes(renoir(1750))
+    client = tmp_path / "tensile_client"
+    monkeypatch.setenv("STAND_IN_CLIENT_NO_FATES", "1")  # the strategies may propose any WorkGroupMapping
+    client.write_text(f'#!/bin/sh\nexec {sys.executable} {tests / "stand_in_client.py"} "$@"\n')
+    client.chmod(0o755)
+    cfg = yaml.safe_load((work / "config" / "config.yaml").read_text())
+    cfg.update(
+        backend="tensile",
+        tensile={
+            "command": [sys.executable, str(tests / "fake_tensile.py")],
+            "prebuilt_client": str(client),
+            "asm_cache": str(tmp_path / "asm" / "asmcache.yaml"),
+            "telemetry": {"sysfs": str(tmp_path / "sys"), "rate_hz": 50},
+        },
+        registry={"simulated_priors": True},
+    )
+    (work / "config" / "config.yaml").write_text(yaml.safe_dump(cfg))
+    # The README's way to redo one library, then its one target: only that library is re-tuned.
+    for args in (("results/gfx90c/Cijk_Ailk_Bljk_DB/final.yaml", "-R", "mutate"), (TARGET,)):
+        proc = snakemake(work, "--cores", "2", *args, timeout=1200)
+        assert proc.returncode == 0, proc.stderr[-4000:]
+    # the measured run found nothing of the simulated demo as measurements, only as labelled priors
+    gen0 = yaml.safe_load((lib / "gen0" / "proposals.yaml").read_text())
+    assert not [p for p in gen0["proposals"] if p["proposer"] == TOPUP]
+    cands = yaml.safe_load((lib / "gen0" / "candidates.yaml").read_text())
+    assert not [r for r in cands["rejected"] if "registry" in r.get("reason", "")]
+    mutate_log = (res / "logs" / "Cijk_Ailk_Bljk_DB" / "gen0" / "mutate.log").read_text()
+    assert (
+        "registry knowledge (measured numbers only): 0 kernel(s) of this library, 0 of its family"
+        in mutate_log
+    )
+    assert "labelled prior(s) of other numbers (simulated)" in mutate_log
+    # measured in Tensile's order, one clock per sweep
+    samples = pd.read_csv(lib / "gen0" / "samples.csv")
+    assert set(samples["source"]) == {"measured"} and set(samples["launch_order"]) == {"reported"}
+    assert set(samples["clock_telemetry"]) == {"per_sweep"} and (samples["sweep"] >= 0).all()
+    assert set(samples.loc[samples["status"] == "ok", "clock_mhz"]) == {1750.0}
+    assert set(pd.read_csv(lib / "gen0" / "scores.csv")["drift"]) == {SWEEP_CLOCK}
+    final = yaml.safe_load((lib / "final.yaml").read_text())
+    assert final["provenance"]["numbers"] == "measured" and final["measurement"]["drift"] == SWEEP_CLOCK
+    # deliverables: which numbers each holds
+    logic = res / "logic"
+    assert (
+        yaml.safe_load((logic / "gfx90c_Cijk_Ailk_Bljk_DB.provenance.json").read_text())["numbers"]
+        == "measured"
+    )
+    assert (
+        yaml.safe_load((logic / "gfx90c_Cijk_Ailk_Bjlk_DB.provenance.json").read_text())["numbers"]
+        == "simulated"
+    )
+    manifest = yaml.safe_load((res / "library" / "manifest.yaml").read_text())
+    assert manifest["provenance"]["numbers"] == ["measured", "simulated"]
+    assert manifest["tensile_create_library"]["files"] == []
+    assert "winners are simulated" in manifest["tensile_create_library"]["why"]
+    acceptance = (res / "acceptance.md").read_text()
+    assert "Numbers are **measured** on the GPU" in acceptance and "Numbers are **simulated**" in acceptance
+    assert f"drift estimator `{SWEEP_CLOCK}`" in acceptance
+    # the store keeps both kinds apart: different protocols, each record with its numbers
+    db = Store(res / "registry" / "registry.sqlite")
+    rows = db.query("SELECT DISTINCT numbers, protocol FROM records WHERE kind='benchmarked'")
+    db.close()
+    protocols = {r["numbers"]: r["protocol"] for r in rows}
+    assert set(protocols) == {"simulated", "measured"} and len(set(protocols.values())) == 2

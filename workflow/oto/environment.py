@@ -2,7 +2,8 @@
 
 Reports the GPU (rocminfo / rocm_agent_enumerator, with HSA_OVERRIDE_GFX_VERSION taken into account), the
 ROCm/HIP version, Tensile (version, whether it knows the target ISA natively or needs oto's run-time
-registration), compilers, the prebuilt client, and whether ANTHROPIC_API_KEY is set (never its value).
+registration), compilers, the prebuilt client, the clock telemetry the tensile backend would read
+(oto.hardware.telemetry), and whether ANTHROPIC_API_KEY is set (never its value).
 
 Which backend ``auto`` picks is :func:`oto.backends.auto_backend`'s rule.
 """
@@ -18,6 +19,7 @@ from typing import Any
 
 from oto.backends import auto_backend
 from oto.hardware.detect import detect_gpu, hip_version
+from oto.hardware.telemetry import TelemetrySettings, find_source
 from oto.tensile.install import tensile_info
 
 
@@ -40,6 +42,8 @@ def report(profile: Mapping[str, Any] | None, tensile_cfg: Mapping[str, Any]) ->
         },
         "anthropic_api_key": "set" if os.environ.get("ANTHROPIC_API_KEY") else "not set",
     }
+    source, what = find_source(TelemetrySettings.from_config(tensile_cfg))
+    out["telemetry"] = {"source": source.name if source else None, "detail": what}
     if profile is not None:
         out["arch"] = profile["arch"]
         out["auto_backend"], out["auto_backend_reason"] = auto_backend(profile, tensile_cfg)
@@ -80,6 +84,9 @@ def format_report(rep: Mapping[str, Any]) -> str:
         f"client         {pc['path'] or 'tensile.prebuilt_client not set'}"
         + ("" if not pc["path"] else (" (ok)" if pc["exists"] else " (missing or not executable)"))
     )
+    tel = rep.get("telemetry") or {}
+    detail = tel.get("detail") if tel.get("source") else f"none: {tel.get('detail')}"
+    lines.append(f"telemetry      {detail}")
     lines.append(f"API key        ANTHROPIC_API_KEY {rep['anthropic_api_key']}")
     if "auto_backend" in rep:
         lines.append(f"backend auto → {rep['auto_backend']} ({rep['auto_backend_reason']})")

@@ -2,7 +2,10 @@
 
 Stages call :func:`oto.backends.resolve` and then only ``build`` and ``measure``; they never branch on which
 backend they hold. A backend states what its numbers are (``simulated``, ``replayed`` or ``measured``) and
-that label travels with every record into every output.
+that label travels with every record into every output. It also declares what its measurements can tell
+(:class:`Capabilities`): whose order the launches ran in, what clock telemetry comes with them and how many
+repetitions one call to its timer gives; scoring picks its drift estimator from those facts
+(:func:`oto.measurement.scoring.choose_drift`), never from the backend's name.
 """
 
 from __future__ import annotations
@@ -22,6 +25,41 @@ BUILD_OK = "ok"
 BUILD_CLASSES = ("ok", "rejected", "compile_error", "register_overflow")
 SAMPLE_OK = "ok"
 SAMPLE_CLASSES = ("ok", "validation_failed", "timeout", "crash", "too_large")
+
+# Whose order the samples' ``seq`` follows: the plan's (the backend ran the launches as listed) or the order
+# the backend reports it really ran them in (Tensile's client: problem after problem, every solution of a
+# problem back to back, in the order of its library).
+LAUNCH_ORDERS = ("plan", "reported")
+# Clock readings that come with the samples: one per launch, one per sweep (every launch of a sweep shares the
+# clock its observer saw during the sweep), or none.
+CLOCK_TELEMETRY = ("per_launch", "per_sweep", "none")
+
+
+@dataclass(frozen=True)
+class Capabilities:
+    """What a backend's measurements can tell scoring (declared by each backend, recorded in samples.csv).
+
+    ``repetitions_per_call``: the most repetitions of one (kernel, size) one call to the backend's timer gives
+    (None: any number); a plan asking for more takes more calls, never reuses a measured cell."""
+
+    launch_order: str
+    clock_telemetry: str
+    repetitions_per_call: int | None = None
+
+    def __post_init__(self):
+        if self.launch_order not in LAUNCH_ORDERS:
+            raise ValueError(f"launch_order {self.launch_order!r} is not one of {', '.join(LAUNCH_ORDERS)}")
+        if self.clock_telemetry not in CLOCK_TELEMETRY:
+            raise ValueError(
+                f"clock_telemetry {self.clock_telemetry!r} is not one of {', '.join(CLOCK_TELEMETRY)}"
+            )
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "launch_order": self.launch_order,
+            "clock_telemetry": self.clock_telemetry,
+            "repetitions_per_call": self.repetitions_per_call,
+        }
 
 
 @dataclass(frozen=True)
@@ -51,7 +89,8 @@ class Size:
 
 @dataclass(frozen=True)
 class Launch:
-    """One timed launch the backend must perform, in plan order."""
+    """One timed launch the plan asks for. A backend whose launch order is ``plan`` runs them as listed; one
+    that reports its order runs every (kernel, size, rep) the plan names, in its own order, once per rep."""
 
     kernel_id: str
     role: str  # "candidate" or "reference"
@@ -68,7 +107,7 @@ class MeasurePlan:
 
 @dataclass(frozen=True)
 class Sample:
-    seq: int  # position in execution order (the backend's clock proxy)
+    seq: int  # position in the order the launches really ran (the plan's, or the one the backend reports)
     kernel_id: str
     role: str
     size_index: int
@@ -77,7 +116,12 @@ class Sample:
     status: str  # one of SAMPLE_CLASSES
     reason: str = ""
     # Core clock at the launch as an observer read it (MHz); NaN where the backend has no clock telemetry.
+    # With per-sweep telemetry every launch of a sweep carries its sweep's reading.
     clock_mhz: float = float("nan")
+    sweep: int = -1  # the sweep (one pass of the client over its problems) the launch ran in; -1: none
+    temperature_c: float = float("nan")  # GPU temperature an observer read (per launch or sweep)
+    power_w: float = float("nan")  # GPU/socket power an observer read
+    telemetry_note: str = ""  # why a reading is missing or was rejected ("" when fine or not applicable)
 
 
 @dataclass(frozen=True)
@@ -100,6 +144,8 @@ class Backend(Protocol):
     PROFILE_FIELDS: tuple[str, ...]  # the arch-profile fields build and measure depend on
     launch_timeout_us: float  # no launch takes longer: a reported time above it is a bad timing
 
+    capabilities: Capabilities
+
     def provenance(self) -> dict[str, Any]:
         """Facts that make a result reproducible: backend, numbers, versions, seeds."""
         ...
@@ -109,5 +155,9 @@ class Backend(Protocol):
         ...
 
     def measure(self, problem: Problem, plan: MeasurePlan, workdir: Path) -> list[Sample]:
-        """Run the plan's launches in order; one sample per launch, failures included."""
+        """Run the plan; failures included. ``launch_order`` plan: one sample per launch, in plan order,
+        ``seq`` its index in the plan. ``reported``: one sample per launch really run, ``seq`` its position in
+        the order it ran; every (kernel, size, rep) the plan names is answered (a launch that never ran is a
+        failed sample with its reason), and cells the backend's timer measured beyond them are returned
+        too."""
         ...

@@ -18,7 +18,7 @@ from typing import Any
 
 import numpy as np
 
-from oto.backends.base import BuildResult, Kernel, MeasurePlan, Problem, Sample
+from oto.backends.base import BuildResult, Capabilities, Kernel, MeasurePlan, Problem, Sample
 from oto.search.tuning_cache import TuningCache, load_cache
 
 
@@ -27,6 +27,9 @@ class ReplayBackend:
     numbers = "replayed"
     PROFILE_FIELDS = ()  # answers from the recorded cache, whatever the profile says
     launch_timeout_us = float("inf")  # the recording's own; scoring's absolute bound still applies
+
+    # Recorded repetitions answer the plan's launches in its order; a cache records no clocks.
+    capabilities = Capabilities("plan", "none", None)
 
     def __init__(self, replay_config: Mapping[str, Any], seed: int, stream: str):
         path = (replay_config or {}).get("cache")
@@ -48,6 +51,7 @@ class ReplayBackend:
             "kernel": self.cache.kernel,
             "seed": self.seed,
             "stream": self.stream,
+            "capabilities": self.capabilities.as_dict(),
         }
 
     def _lookup(self, params: Mapping[str, Any]):

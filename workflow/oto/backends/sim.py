@@ -2,6 +2,11 @@
 (:mod:`oto.hardware.simulated.performance`) plus its noise model (:mod:`oto.hardware.simulated.noise`).
 
 Every number it returns is ``simulated``. The model and its calibration are in docs/simulator.md.
+
+Launch order (``sim.launch_order``): ``plan`` runs the plan's launches as listed and reads the clock at every
+launch; ``sweeps`` runs them as Tensile's client does (:mod:`oto.measurement.sweeps`: one sweep per
+repetition, problem after problem, every kernel of a problem back to back, orders permuted per sweep) and its
+observer reports one clock per sweep, which is what the tensile backend delivers on a real APU.
 """
 
 from __future__ import annotations
@@ -13,10 +18,13 @@ from typing import Any
 
 import numpy as np
 
-from oto.backends.base import BuildResult, Kernel, MeasurePlan, Problem, Sample, Size
+from oto.backends.base import BuildResult, Capabilities, Kernel, MeasurePlan, Problem, Sample, Size
 from oto.config import config_defaults
 from oto.hardware.simulated.noise import NOISE_KEYS, NoiseModel
 from oto.hardware.simulated.performance import MODEL_VERSION, Arch, SimGPU
+from oto.measurement.sweeps import plan_sweeps, roles_of, sweep_launches, sweep_of_launch
+
+LAUNCH_ORDERS = {"plan": "plan", "sweeps": "reported"}  # sim.launch_order -> Capabilities.launch_order
 
 
 class SimBackend:
@@ -31,7 +39,13 @@ class SimBackend:
             raise ValueError(
                 f"config field 'sim': unknown key(s) {', '.join(unknown)} (known: {', '.join(defaults)})"
             )
-        self.settings = {k: float(sim_config.get(k, v)) for k, v in defaults.items()}
+        self.launch_order = str(sim_config.get("launch_order", defaults["launch_order"]))
+        if self.launch_order not in LAUNCH_ORDERS:
+            raise ValueError(
+                f"config field 'sim.launch_order': {self.launch_order!r} is not one of "
+                f"{', '.join(LAUNCH_ORDERS)}"
+            )
+        self.settings = {k: float(sim_config.get(k, v)) for k, v in defaults.items() if k != "launch_order"}
         st = self.settings
         if not 0 <= st["validation_fail_rate"] <= 1 or st["cooldown_us"] < 0 or st["pace"] < 0:
             raise ValueError(
@@ -42,6 +56,10 @@ class SimBackend:
         self.noise = NoiseModel(self.seed, self.stream, **{k: self.settings[k] for k in NOISE_KEYS})
         self.launch_timeout_us = st["timeout_us"]  # a slower launch is reported as a hang
 
+        sweeps = self.launch_order == "sweeps"
+        telemetry = ("per_sweep" if sweeps else "per_launch") if self.settings["clock_telemetry"] else "none"
+        self.capabilities = Capabilities(LAUNCH_ORDERS[self.launch_order], telemetry, 1 if sweeps else None)
+
     def provenance(self) -> dict[str, Any]:
         return {
             "backend": self.name,
@@ -51,6 +69,8 @@ class SimBackend:
             "seed": self.seed,
             "stream": self.stream,
             "noise": dict(self.settings),
+            "launch_order": self.launch_order,
+            "capabilities": self.capabilities.as_dict(),
         }
 
     def build(self, problem: Problem, kernels: Sequence[Kernel], workdir: Path) -> list[BuildResult]:
@@ -86,6 +106,11 @@ class SimBackend:
         launches = list(plan.launches)
         if not launches:
             return []
+        sweep_id = np.full(len(launches), -1)
+        if self.launch_order == "sweeps":  # the order Tensile's client would run the plan in
+            sweeps = plan_sweeps(launches, self.stream)
+            launches = sweep_launches(sweeps, roles_of(launches))
+            sweep_id = np.asarray(sweep_of_launch(sweeps))
         m, n, b, k = _size_arrays(plan.sizes)
         too_large = self.gpu.problem_bytes(fam, m, n, b, k) > self.gpu.arch.usable_bytes
         usable_gib = self.gpu.arch.usable_bytes / 2**30
@@ -118,6 +143,10 @@ class SimBackend:
             if self.settings["clock_telemetry"]
             else np.full(len(launches), np.nan)
         )
+        if self.capabilities.clock_telemetry == "per_sweep":  # one reading per sweep: its median
+            for sw in np.unique(sweep_id):
+                at = sweep_id == sw
+                clock[at] = np.nanmedian(clock[at]) if np.isfinite(clock[at]).any() else np.nan
 
         samples = []
         for seq, la in enumerate(launches):
@@ -134,7 +163,18 @@ class SimBackend:
             if status != "ok":
                 t = float("nan")
             samples.append(
-                Sample(seq, la.kernel_id, la.role, s, la.rep, t, status, reason, float(clock[seq]))
+                Sample(
+                    seq,
+                    la.kernel_id,
+                    la.role,
+                    s,
+                    la.rep,
+                    t,
+                    status,
+                    reason,
+                    float(clock[seq]),
+                    int(sweep_id[seq]),
+                )  # fmt: skip
             )
         if self.settings["pace"] > 0:  # completed kernel time only: a paced hang would sleep for hours
             time.sleep(self.settings["pace"] * float(np.nansum(times)) / 1e6)

@@ -12,14 +12,23 @@ Same interface as ``sim`` (:mod:`oto.backends.base`); every number it returns is
   ``overflowedResources``: a named warning, or ``Generating kernel source resulted in error N``),
   ``compile_error`` (Tensile exited non-zero or timed out; the batch is bisected so one bad kernel does not
   take the others with it).
-- **measure** re-runs the same batch config with the real client (``tensile.prebuilt_client``); Tensile's
-  solution cache matches, so no kernel is regenerated. The results CSV (:mod:`oto.tensile.results_csv`)
-  columns are mapped to kernels through the solutions YAML; -1 GFlops → ``validation_failed``; rows missing
-  after a client crash → ``crash``; a run killed at ``tensile.timeout_s`` → ``timeout``. Failed batches are
-  bisected and re-run, so the rest of the generation is never lost.
-- **Launch order.** Tensile times all solutions of one problem, then the next, ``NumBenchmarks`` times; the
-  plan's launches are answered from that data (seq = plan order). The drift model sees the client's order
-  only through the repetitions; this is documented in docs/tensile.md.
+- **measure** runs the prebuilt client (``tensile.prebuilt_client``) directly, one **sweep** per call
+  (:mod:`oto.measurement.sweeps`, :mod:`oto.tensile.client`): the plan's repetition r becomes a call whose
+  problems are the sizes r names and whose solutions are every kernel r names, the size's reference (the spoof
+  floor) included, so each candidate is timed seconds from its reference in the same pass over the problem.
+  oto writes the call's ``ClientParameters.ini`` (problem blocks in a permuted order) and a copy of the build
+  batches' benchmark libraries (solutions renumbered in a permuted order, code objects of every batch
+  listed); nothing is rebuilt. The sizes' problem blocks come from Tensile (one run of the batch's build
+  config with the real sizes and the build-only client). Samples carry the order the client really ran them
+  in (runs × problems × solutions), the call as their ``sweep`` and the call's telemetry. Repetitions beyond
+  ``tensile.max_benchmarks`` sweeps per call take more calls, each freshly permuted: a measured cell is never
+  reused. -1 GFlops → ``validation_failed``; a call that dies keeps its finished rows and re-runs the rest
+  with the solutions split in halves, so a kernel that crashes (``crash``) or hangs (``timeout``) alone loses
+  only its own cells; a results file with fewer rows or columns than planned keeps what it has and the missing
+  cells are failures naming the file. Calls are kept in ``<workdir>/tensile/client/call-NNNN/``.
+- **Telemetry** (:mod:`oto.hardware.telemetry`, ``tensile.telemetry``): a sampler reads the driver's
+  gpu_metrics (else pp_dpm_sclk, else rocm-smi) at a fixed rate during each call; each call's median clock,
+  temperature and power go with its samples (``clock_telemetry: per_sweep``), or a note says why none.
 - **Start-up.** Tensile probes the assembler (~50 s) at every start unless ``--asm-cache`` names a cache:
   the first run on the machine writes it (under a lock) next to the results, every later run reads it.
 """
@@ -38,14 +47,29 @@ import subprocess
 import sys
 import time
 from collections.abc import Iterator, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
 import yaml
 
-from oto.backends.base import BuildResult, Kernel, MeasurePlan, Problem, Sample, Size
+from oto.backends.base import BuildResult, Capabilities, Kernel, MeasurePlan, Problem, Sample, Size
+from oto.hardware.detect import detect_gpu
+from oto.hardware.telemetry import Sampler, TelemetrySettings, find_source, summarise
+from oto.measurement.sweeps import plan_sweeps, roles_of
 from oto.tensile.benchmark_config import benchmark_config
+from oto.tensile.client import (
+    ClientFilesError,
+    ClientIni,
+    ProblemBlock,
+    client_files,
+    compose_ini,
+    compose_library,
+    load_library,
+    read_call,
+    run_call,
+    write_library,
+)
 from oto.tensile.install import RUNTIME_SCRIPT, Settings, TensileUnavailable, probe
 from oto.tensile.outputs import (
     generation_errors,
@@ -54,9 +78,7 @@ from oto.tensile.outputs import (
     parse_log,
     read_solutions,
     resource_reason,
-    solution_name,
 )
-from oto.tensile.results_csv import TensileCsvError, read_results
 
 log = logging.getLogger(__name__)
 
@@ -93,28 +115,63 @@ class TensileBackend:
     def __init__(self, profile: Mapping[str, Any], tensile_config: Mapping[str, Any] | None, stream: str):
         self.profile = profile
         self.settings = Settings.from_config(tensile_config, profile)
+        self.telemetry = TelemetrySettings.from_config(tensile_config)
         self.stream = stream
         self.launch_timeout_us = self.settings.timeout_s * 1e6  # one invocation runs many launches
+        self.nominal_mhz = float(profile["clock_mhz"])
         self._probe: dict[str, Any] | None = None
+        self._source: tuple[Any, str] | None = None
 
     # -- facts
     def probe(self) -> dict[str, Any]:
-        """Tensile's version and whether it knows the target ISA natively (cached per backend)."""
+        """Tensile's version and whether it knows the target ISA natively (cached per backend); {} when the
+        probe failed."""
         if self._probe is None:
             self._probe = probe(self.settings.command, self.settings.register) or {}
         return self._probe
 
+    def telemetry_source(self) -> tuple[Any, str]:
+        """(source or None, what it is or why there is none), found once per backend."""
+        if self._source is None:
+            self._source = find_source(self.telemetry)
+        return self._source
+
+    @property
+    def telemetry_why(self) -> str:
+        return self.telemetry_source()[1]
+
+    def sampler(self) -> Sampler:
+        source, what = self.telemetry_source()
+        return Sampler(source, self.telemetry.rate_hz, what if source else "")
+
+    @property
+    def capabilities(self) -> Capabilities:
+        """The client's own order, reported; one clock per sweep where a telemetry source reads."""
+        telemetry = "per_sweep" if self.telemetry_source()[0] is not None else "none"
+        return Capabilities("reported", telemetry, self.sweeps_per_call)
+
     def provenance(self) -> dict[str, Any]:
+        """Tensile's version and the device. A failed probe determines nothing: both facts it would have given
+        are 'unknown', never a definite-looking default."""
         p = self.probe()
+        native = p.get("native", {}).get(self.settings.isa) if p else None
+        gpu = detect_gpu()
         return {
             "backend": self.name,
             "numbers": self.numbers,
             "arch": self.profile["arch"],
             "isa": self.settings.isa,
-            "tensile_version": p.get("version", "unknown"),
-            "isa_registered_at_run_time": not p.get("native", {}).get(self.settings.isa, True),
+            "device": gpu["physical"] or "unknown",
+            "device_seen_as": gpu["effective"] or "unknown",
+            "tensile_version": p.get("version", "unknown") if p else "unknown",
+            "isa_registered_at_run_time": "unknown" if native is None else not native,
+            "probe": "ok"
+            if p
+            else f"failed: `{shlex.join([*self.settings.command, 'probe'])}` gave no answer",
             "prebuilt_client": self.settings.prebuilt_client,
             "stream": self.stream,
+            "capabilities": self.capabilities.as_dict(),
+            "telemetry": self.telemetry_why,
         }
 
     # -- one Tensile invocation
@@ -245,7 +302,7 @@ class TensileBackend:
         results[k.id] = BuildResult(k.id, "compile_error", f"{why}; log {run.log}: {run.tail(3)}")
         return folder
 
-    # -- measure
+    # -- measure (one client call per sweep: oto.measurement.sweeps, oto.tensile.client)
     def measure(self, problem: Problem, plan: MeasurePlan, workdir: Path) -> list[Sample]:
         launches = list(plan.launches)
         if not launches:
@@ -264,119 +321,235 @@ class TensileBackend:
         for kid in wanted:
             if kid not in plan.kernels:
                 raise ValueError(f"launch names kernel {kid!r} that the plan does not list")
-        reps = min(max(la.rep for la in launches) + 1, self.settings.max_benchmarks)
-        sizes = [s.as_list() if isinstance(s, Size) else list(s) for s in plan.sizes]
-        # Reuse the build batches so Tensile's solution cache matches and nothing is regenerated.
-        batches = self._measure_batches(root, plan, wanted)
-        cells: dict[tuple[str, int, int], tuple[str, float, str]] = {}
-        for batch in batches:
-            self._measure_batch(problem, batch, sizes, reps, root, cells)
-        samples = []
-        for seq, la in enumerate(launches):
-            key = (la.kernel_id, la.size_index, la.rep % reps)
-            status, t, reason = cells.get(key, ("crash", math.nan, "no result recorded for this launch"))
-            samples.append(Sample(seq, la.kernel_id, la.role, la.size_index, la.rep, t, status, reason))
-        return samples
+        sizes = [tuple(s.as_list() if isinstance(s, Size) else list(s)) for s in plan.sizes]
+        located, missing = self._client_solutions(root, plan, wanted)
+        blocks, why_blocks = self._problem_blocks(problem, root, located, sizes)
+        roles = roles_of(launches)
+        out = _MeasureRun(self, root, sizes, roles)
+        for group in _call_groups(plan_sweeps(launches, f"{self.stream}:{len(sizes)}"), self.sweeps_per_call):
+            first = group[0]
+            reps = [sw.rep for sw in group]
+            for p in first.problems:
+                for k in first.solutions:
+                    if k in missing or why_blocks:
+                        out.fail_cells([(k, p, r) for r in reps], "crash", missing.get(k) or why_blocks)
+            sols = [k for k in first.solutions if k in located]
+            if sols and not why_blocks:
+                out.sweep(list(first.problems), sols, reps, located, blocks)
+        return out.samples
 
-    def _measure_batches(self, root: Path, plan: MeasurePlan, wanted: list[str]) -> list[list[Kernel]]:
+    @property
+    def sweeps_per_call(self) -> int:
+        return max(1, int(self.settings.max_benchmarks))
+
+    def _client_solutions(
+        self, root: Path, plan: MeasurePlan, wanted: list[str]
+    ) -> tuple[dict[str, _Located], dict[str, str]]:
+        """Where each kernel's solution is: its build batch's benchmark library and index, found through the
+        batch's solutions file (same order as the library's indices). Kernels not found, with the reason."""
+        located: dict[str, _Located] = {}
+        errors: list[str] = []
+        for folder in self._batch_folders(root, wanted):
+            data = sorted((folder / "out" / "1_BenchmarkProblems").glob("*_00/Data/00_Final.yaml"))
+            try:
+                if not data:
+                    raise ClientFilesError(
+                        f"{folder}: Tensile wrote no solutions file (was the batch built?)"
+                    )
+                sols = read_solutions(data[0])
+                ini, lib = client_files(folder / "out")
+                doc = load_library(lib)
+            except (ClientFilesError, ValueError) as exc:
+                errors.append(str(exc))
+                continue
+            # one to one: two ids never share a solution (Tensile merges what it resolves as one kernel)
+            column = match_solutions(sols, {k: plan.kernels[k].params for k in wanted if k not in located})
+            for kid, j in column.items():
+                located[kid] = _Located(folder, ini, lib, doc, j)
+        why = "; ".join(errors) or "Tensile did not benchmark this kernel (not in its solutions file)"
+        return located, {kid: why for kid in wanted if kid not in located}
+
+    def _batch_folders(self, root: Path, wanted: list[str]) -> list[Path]:
+        """The build batches holding the wanted kernels (the build's manifest; else the folders build would
+        have used)."""
         manifest = root / "batches.yaml"
-        left = set(wanted)
-        batches: list[list[Kernel]] = []
+        left, folders = set(wanted), []
         if manifest.exists():
             for b in (yaml.safe_load(manifest.read_text()) or {}).get("batches", []):
-                ids = [kid for kid in b.get("kernels", []) if kid in left]
-                if ids:
-                    batches.append([plan.kernels[kid] for kid in ids])
-                    left -= set(ids)
-        rest = [plan.kernels[kid] for kid in wanted if kid in left]
+                if left & set(b.get("kernels", [])):
+                    folders.append(root / str(b["folder"]))
+                    left -= set(b["kernels"])
+        rest = sorted(left)
         size = self.settings.batch_size
-        batches += [rest[i : i + size] for i in range(0, len(rest), size)]
-        return batches
-
-    def _measure_batch(
-        self,
-        problem: Problem,
-        batch: list[Kernel],
-        sizes: list[list[int]],
-        reps: int,
-        root: Path,
-        cells: dict[tuple[str, int, int], tuple[str, float, str]],
-    ) -> None:
-        folder = self._folder(root, batch)
-        for stale in (folder / "out" / "1_BenchmarkProblems").glob("*_00/Data/*.csv"):
-            stale.unlink()  # the build run's empty results file must not pass for this run's
-        config = self._config(problem, batch, sizes, reps)
-        run = self._invoke(folder, config, self.settings.prebuilt_client, "measure")
-        yaml_path, csv_path = self._outputs(run)
-        by_size: dict[tuple[int, ...], list[int]] = {}
-        for i, s in enumerate(sizes):
-            by_size.setdefault(tuple(int(x) for x in s[:4]), []).append(i)
-        complete = True
-        try:
-            if yaml_path is None or not yaml_path.exists():
-                raise FileNotFoundError(f"{folder}: Tensile wrote no solutions file")
-            sols = read_solutions(yaml_path)
-            names = [solution_name(s) for s in sols]
-            table = read_results(
-                csv_path,
-                names if all(names) else None,  # 4.44 leaves SolutionNameMin empty: check the count
-                expected_indices=4,
-                expected_count=len(sols),
-            )
-        except (FileNotFoundError, TensileCsvError, ValueError) as exc:
-            sols, table, complete, problem_msg = [], None, False, str(exc)
-        else:
-            problem_msg = table.truncated
-            complete = not table.truncated and run.rc == 0
-        column = match_solutions(sols, {k.id: k.params for k in batch})
-        filled: set[tuple[str, int, int]] = set()
-        if table is not None:
-            for row in table.rows:
-                if row.run >= reps:
-                    continue
-                for size_index in by_size.get(tuple(row.sizes), []):
-                    for k in batch:
-                        j = column.get(k.id)
-                        if j is None:
-                            continue
-                        g = row.gflops[j]
-                        key = (k.id, size_index, row.run)
-                        if g > 0 and math.isfinite(g):
-                            cells[key] = ("ok", row.time_us(j), "")
-                        elif g == -1:
-                            cells[key] = (
-                                "validation_failed",
-                                math.nan,
-                                "client reported -1 GFlops: wrong results or failed predicates",
-                            )
-                        else:
-                            cells[key] = ("crash", math.nan, f"client reported {g} GFlops (kernel skipped)")
-                        filled.add(key)
-        missing = [
-            (k, i, r)
-            for k in batch
-            for i in range(len(sizes))
-            for r in range(reps)
-            if (k.id, i, r) not in filled
+        folders += [
+            self._folder(root, [Kernel(k, {}) for k in rest[i : i + size]]) for i in range(0, len(rest), size)
         ]
+        return folders
+
+    def _problem_blocks(
+        self, problem: Problem, root: Path, located: dict[str, _Located], sizes: list
+    ) -> tuple[dict[tuple[int, ...], ProblemBlock], str]:
+        """The client's problem blocks (sizes with the strides Tensile derives) for every plan size: read from
+        a batch's ini when it already holds them, else Tensile writes them: the batch's own build config with
+        these sizes, run with the build-only client (its solution cache matches, nothing is regenerated)."""
+        if not located:
+            return {}, ""
+        first = located[sorted(located)[0]]
+        want = {tuple(s[:4]) for s in sizes}
+        blocks = {b.size[:4]: b for b in ClientIni.read(first.ini).problems()}
+        if want <= set(blocks):
+            return blocks, ""
+        built = first.folder / "config-build.yaml"
+        try:
+            config = yaml.safe_load(built.read_text())
+            group = config["BenchmarkProblems"][0][1]
+            group["BenchmarkFinalParameters"] = [{"ProblemSizes": [{"Exact": list(s[:4])} for s in sizes]}]
+        except (OSError, yaml.YAMLError, KeyError, IndexError, TypeError) as exc:
+            return {}, f"{built}: the batch's build config is unreadable ({exc})"
+        run = self._invoke(first.folder, config, self._null_client(root), "measure")
+        try:
+            ini, _ = client_files(first.folder / "out")
+            blocks = {b.size[:4]: b for b in ClientIni.read(ini).problems()}
+        except ClientFilesError as exc:
+            return {}, f"Tensile did not write the client's parameters ({exc}); log {run.log}: {run.tail(3)}"
+        lacking = sorted(want - set(blocks))
+        if lacking:
+            return {}, f"Tensile's client parameters lack size(s) {lacking[:3]}; log {run.log}: {run.tail(3)}"
+        return blocks, ""
+
+
+@dataclass
+class _Located:
+    folder: Path  # the build batch
+    ini: Path  # its ClientParameters.ini
+    library: Path  # its benchmark library
+    doc: dict  # the library, loaded
+    index: int  # the kernel's solution index in it
+
+
+def _call_groups(sweeps: list, per_call: int) -> list[list]:
+    """Consecutive sweeps with the same cells share one call (the client repeats its order), up to
+    ``per_call`` of them; every other sweep is a call of its own."""
+    groups: list[list] = []
+    for sw in sweeps:
+        last = groups[-1] if groups else None
+        if (
+            last is not None
+            and len(last) < per_call
+            and set(last[0].problems) == set(sw.problems)
+            and set(last[0].solutions) == set(sw.solutions)
+        ):
+            last.append(sw)
+        else:
+            groups.append([sw])
+    return groups
+
+
+class _MeasureRun:
+    """The samples of one ``measure``: client calls in the order they ran, each a sweep, each launch a sample
+    with its real position, its sweep and the sweep's telemetry."""
+
+    def __init__(self, backend: TensileBackend, root: Path, sizes: list, roles: dict):
+        self.be, self.root, self.sizes, self.roles = backend, root, sizes, roles
+        self.samples: list[Sample] = []
+        self.calls = root / "client"
+        self.calls.mkdir(parents=True, exist_ok=True)
+        self.sweep_id = 0
+
+    def _role(self, kid: str, p: int) -> str:
+        return self.roles.get((kid, p), "candidate")
+
+    def _add(self, k: str, p: int, r: int, t: float, status: str, reason: str, tele, sweep: int) -> None:
+        self.samples.append(
+            Sample(
+                seq=len(self.samples), kernel_id=k, role=self._role(k, p), size_index=p, rep=r, time_us=t,
+                status=status, reason=reason, clock_mhz=tele.clock_mhz if tele else math.nan, sweep=sweep,
+                temperature_c=tele.temperature_c if tele else math.nan,
+                power_w=tele.power_w if tele else math.nan,
+                telemetry_note=tele.note if tele else "no telemetry: the launch never ran",
+            )
+        )  # fmt: skip
+
+    def fail_cells(self, cells, status: str, reason: str, tele=None) -> None:
+        """Failed samples for (kernel, size, rep) cells the client did not time (NaN, with the reason); a
+        cell that never ran carries no reading (its call's note says why)."""
+        for k, p, r in cells:
+            self._add(k, p, r, math.nan, status, reason, None, -1)
+            if tele is not None:
+                self.samples[-1] = replace(self.samples[-1], telemetry_note=tele.note)
+
+    def _folder(self) -> Path:
+        n = len(list(self.calls.glob("call-*")))
+        while (self.calls / f"call-{n:04d}").exists():
+            n += 1
+        folder = self.calls / f"call-{n:04d}"
+        folder.mkdir(parents=True)
+        return folder
+
+    def sweep(self, problems: list[int], sols: list[str], reps: list[int], located, blocks) -> None:
+        """One client call: ``problems`` in this order, ``sols`` in this order at each, ``len(reps)`` runs. A
+        call that dies leaves its finished rows; the rest is re-run with the solutions split in halves, so
+        one bad kernel does not cost the others, and a kernel that fails alone gets the failure."""
+        be = self.be
+        folder = self._folder().resolve()  # the client runs in it: every path it is given is absolute
+        code_objects = list(
+            dict.fromkeys(c for k in sols for c in ClientIni.read(located[k].ini).values("code-object"))
+        )
+        try:
+            library, names = compose_library(
+                [(located[k].doc, located[k].index, located[k].library) for k in sols]
+            )
+        except ClientFilesError as exc:
+            self.fail_cells([(k, p, r) for r in reps for p in problems for k in sols], "crash", str(exc))
+            return
+        lib_path = folder / ("TensileLibrary" + located[sols[0]].library.suffix)
+        write_library(library, lib_path)
+        results = folder / "results.csv"
+        base = ClientIni.read(located[sols[0]].ini)
+        ini = folder / "ClientParameters.ini"
+        sizes = [tuple(self.sizes[p][:4]) for p in problems]
+        ini.write_text(
+            compose_ini(base, lib_path, code_objects, results, [blocks[s] for s in sizes], len(reps))
+        )
+        sampler = be.sampler()
+        run = run_call(be.settings.prebuilt_client, ini, results, be.settings.timeout_s, sampler)
+        tele = summarise(sampler.log, run.started, run.ended, be.nominal_mhz, be.telemetry_why)
+        got = read_call(run, names, sizes, len(reps))
+        sweep = self.sweep_id
+        self.sweep_id += 1
+        missing: list[tuple[int, int, int]] = []  # (run, problem position, solution position) not measured
+        for i, r in enumerate(reps):  # the order the client ran: run, problem, solution
+            for pi, p in enumerate(problems):
+                for j, k in enumerate(sols):
+                    cell = got.cells.get((i, pi, j))
+                    if cell is None:
+                        missing.append((i, pi, j))
+                        continue
+                    status, t, reason = cell
+                    self._add(k, p, r, t, status, reason, tele, sweep)
         if not missing:
             return
-        if not complete and len(batch) > 1:  # rerun the halves so one bad kernel does not cost the others
-            half = len(batch) // 2
-            for part in (batch[:half], batch[half:]):
-                self._measure_batch(problem, part, sizes, reps, root, cells)
+        where = f"call {folder.name}, log {run.log}"
+        cells = [(sols[j], problems[pi], reps[i]) for i, pi, j in missing]
+        if got.finished:  # the client finished but its file lacks cells: recorded, never re-used or guessed
+            self.fail_cells(cells, "crash", f"no result in the client's CSV: {got.problem}; {where}", tele)
             return
-        for k, i, r in missing:
-            if column.get(k.id) is None and table is not None:
-                status, why = "crash", "Tensile did not benchmark this kernel (not in its solutions file)"
-            elif run.timed_out:
-                status, why = "timeout", f"Tensile/client killed after {self.settings.timeout_s:.0f} s"
-            else:
-                status = "crash"
-                why = f"client exited with rc {run.rc} before timing this size" + (
-                    f" ({problem_msg})" if problem_msg else ""
-                )
-            cells[(k.id, i, r)] = (status, math.nan, f"{why}; log {run.log}")
+        again = sorted({j for _, _, j in missing})
+        if len(again) > 1:  # re-run what is left with the solutions split in halves
+            rest = [problems[pi] for pi in sorted({pi for _, pi, _ in missing})]
+            runs = [reps[i] for i in sorted({i for i, _, _ in missing})]
+            half = len(again) // 2
+            for part in (again[:half], again[half:]):
+                self.sweep(rest, [sols[j] for j in part], runs, located, blocks)
+            return
+        if run.timed_out:
+            status, why = "timeout", f"client killed after {be.settings.timeout_s:.0f} s"
+        else:
+            status = "crash"
+            why = f"client exited with rc {run.rc} before timing this size" + (
+                f" ({got.problem})" if got.problem else ""
+            )
+        self.fail_cells(cells, status, f"{why}; {where}: {run.tail(2)}", tele)
 
 
 def _bytes_per_element(problem: Problem) -> int:

@@ -39,7 +39,7 @@ from oto.hardware.memory import oversize
 from oto.hardware.profile import profile_view
 from oto.measurement.racing import BUDGET, RaceResult, RaceSettings, decide_sizes, race
 from oto.measurement.samples import read_samples
-from oto.measurement.scoring import SAMPLE_COLUMNS, TELEMETRY_COLUMNS, ImplausibleReference
+from oto.measurement.scoring import MEASUREMENT_COLUMNS, SAMPLE_COLUMNS, ImplausibleReference
 from oto.registry.records import protocol_of
 
 log = logging.getLogger(__name__)
@@ -98,8 +98,10 @@ def interleave(
 
 
 def measure_frame(backend, problem, plan: MeasurePlan, workdir: Path) -> pd.DataFrame:
-    """Run a plan on the backend (holding the GPU lock) and return the samples in the samples.csv layout."""
+    """Run a plan on the backend (holding the GPU lock) and return the samples in the samples.csv layout,
+    ordered as they really ran, with the backend's capabilities on every row."""
     samples = []
+    caps = backend.capabilities
     # Memory guard, for every backend: launches at sizes that do not fit in the device memory are not run.
     skipped = oversize(problem.library, plan.sizes, problem.arch) if "memory" in problem.arch else {}
     runnable = [i for i, la in enumerate(plan.launches) if la.size_index not in skipped]
@@ -107,13 +109,17 @@ def measure_frame(backend, problem, plan: MeasurePlan, workdir: Path) -> pd.Data
         with gpu_mutex():
             run_plan = replace(plan, launches=[plan.launches[i] for i in runnable])
             measured = backend.measure(problem, run_plan, Path(workdir))
-            samples = [replace(s, seq=runnable[s.seq]) for s in measured]
-    for i, la in enumerate(plan.launches):
-        if la.size_index in skipped:
-            reason = skipped[la.size_index]
-            samples.append(
-                Sample(i, la.kernel_id, la.role, la.size_index, la.rep, float("nan"), "too_large", reason)
-            )
+            # Plan order: seq is the launch's index in the plan. Reported order: the position it ran at.
+            if caps.launch_order == "plan":
+                samples = [replace(s, seq=runnable[s.seq]) for s in measured]
+            else:
+                samples = list(measured)
+    after = max((s.seq for s in samples), default=-1) + 1
+    for j, i in enumerate(i for i, la in enumerate(plan.launches) if la.size_index in skipped):
+        la = plan.launches[i]
+        seq = i if caps.launch_order == "plan" else after + j  # never ran: after everything that did
+        why = skipped[la.size_index]
+        samples.append(Sample(seq, la.kernel_id, la.role, la.size_index, la.rep, math.nan, "too_large", why))
     samples.sort(key=lambda s: s.seq)
     samples = [_past_timeout(s, getattr(backend, "launch_timeout_us", math.inf)) for s in samples]
     rows = [
@@ -129,10 +135,16 @@ def measure_frame(backend, problem, plan: MeasurePlan, workdir: Path) -> pd.Data
             s.reason,
             backend.numbers,
             s.clock_mhz,
+            s.temperature_c,
+            s.power_w,
+            s.telemetry_note,
+            s.sweep,
+            caps.launch_order,
+            caps.clock_telemetry,
         )
         for s in samples
     ]
-    return pd.DataFrame(rows, columns=[*SAMPLE_COLUMNS, *TELEMETRY_COLUMNS])
+    return pd.DataFrame(rows, columns=[*SAMPLE_COLUMNS, *MEASUREMENT_COLUMNS])
 
 
 def _past_timeout(s: Sample, timeout_us: float) -> Sample:
@@ -157,7 +169,7 @@ def measurement_key(
     bench = {k: v for k, v in config_block(config, "benchmark").items() if k != "reuse_measurements"}
     fields = (*getattr(backend, "PROFILE_FIELDS", ()), *memory.PROFILE_FIELDS)
     facts = {
-        "protocol": protocol_of(config),
+        "protocol": protocol_of(backend.provenance(), config),
         "benchmark": bench,
         "backend": [backend.name, backend.numbers],
         "figures": profile_view(problem.arch, fields),
@@ -245,7 +257,7 @@ def run_race(
 
     result = race(measure, checked_score, plan, candidates, reference, settings)
     if not len(result.samples):  # nothing to launch: samples.csv still gets its header
-        result.samples = pd.DataFrame(columns=[*SAMPLE_COLUMNS, *TELEMETRY_COLUMNS, "round"])
+        result.samples = pd.DataFrame(columns=[*SAMPLE_COLUMNS, *MEASUREMENT_COLUMNS, "round"])
     if kept is not None:
         atomic_write_text(kept, result.samples.to_csv(index=False))
     return result

@@ -16,8 +16,8 @@ open:
      (``budget_per_pair`` × candidates × sizes candidate launches; the bracketing references come on top)
      is spent.
 3. **Top up** the contenders of open sizes by ``round_repetitions``, again bracketed by the reference, and go
-   to 2. Each round is one ``measure`` call; execution order (``seq``) and repetition numbers continue across
-   rounds so the drift model sees one timeline.
+   to 2. Each round is one ``measure`` call; execution order (``seq``), repetition and sweep numbers continue
+   across rounds so the drift model sees one timeline.
 
 Kernels with any failed launch (validation, crash, timeout) have status != ok and can never lead.
 """
@@ -145,7 +145,7 @@ def race(
     decisions: dict[int, SizeDecision] = {}
     per_size = {i: [c for c in cands if c != reference.get(i)] for i, cands in candidates.items()}
     budget = s.budget_per_pair * sum(len(c) for c in per_size.values())
-    next_seq = next_rep = launches = spent = 0
+    next_seq = next_rep = next_sweep = launches = spent = 0
     rnd = 0
     reps = s.probe_repetitions
     log: list[str] = []
@@ -163,6 +163,10 @@ def race(
             df["seq"] = df["seq"].astype(int) + next_seq
             df["round"] = rnd
             next_seq = int(df["seq"].max()) + 1
+            if "sweep" in df.columns:  # sweeps too continue across rounds (-1: the backend has none)
+                sweep = df["sweep"].astype(int)
+                df["sweep"] = sweep.where(sweep < 0, sweep + next_sweep)
+                next_sweep = max(next_sweep, int(df["sweep"].max()) + 1)
             frames.append(df)
         launches += len(launch_plan)
         spent += paired

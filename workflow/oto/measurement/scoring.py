@@ -4,10 +4,22 @@ On an APU, thermal and DVFS state move every kernel's time by up to ±25% over m
 rank kernels measured at different moments. Every batch interleaves the reference kernel (the shipped
 solution, i.e. the spoof floor) with the candidates, and every sample is brought to one drift state:
 
-* **The drift.** Where samples carry the core clock an observer read at each launch (``clock_mhz``), the
-  drift is log(nominal clock / read clock), exact per launch. Otherwise it is estimated from *all*
-  reference samples — each divided by its own (kernel, size) median, smoothed by a running median over
-  execution order — relative to the fastest state they saw.
+* **The drift**, by the estimator the backend's declared capabilities allow (:func:`choose_drift`; the
+  samples record them, scores.csv and the reports name the choice):
+
+  - ``clock_per_launch`` — the samples carry the core clock an observer read at each launch (``clock_mhz``):
+    the drift is log(nominal clock / read clock), exact per launch;
+  - ``reference_timeline`` — no usable clock: the drift is estimated from *all* reference samples — each
+    divided by its own (kernel, size) median, smoothed by a running median over the order the launches
+    really ran in (the plan's, or the one the backend reports: Tensile's client runs every solution of a
+    problem back to back, so each size's reference is timed within seconds of its candidates) — relative to
+    the fastest state they saw;
+  - ``reference_timeline+sweep_clock`` — the clock is read once per sweep (Tensile's client on an APU): a
+    sweep's clock cannot follow the drift inside the sweep, so the references give its shape as above and
+    the sweeps' clocks its scale and level (a memory-bound reference drifts less than the clock; the nominal
+    clock is the peak state, as with per-launch clocks).
+
+  Too few sane readings (missing, zero, above 1.5x nominal) fall back to the reference, with the reason.
 * **Each kernel's sensitivity to it** (β, :func:`fit_drift`): memory-bound kernels follow the DRAM clock and
   drift less than ALU-bound ones.
 * **The state scores refer to: the batch's median drift.** A memory-bound kernel's ratio to an ALU-bound
@@ -52,8 +64,12 @@ SAMPLE_COLUMNS = [
     "reason",
     "source",
 ]
-# Optional per-sample telemetry after the required columns: absent or NaN where a backend has no observer.
-TELEMETRY_COLUMNS = ["clock_mhz"]
+# Optional per-sample telemetry after the required columns: absent or NaN where a backend has no observer;
+# ``telemetry_note`` says why a reading is missing or was rejected.
+TELEMETRY_COLUMNS = ["clock_mhz", "temperature_c", "power_w", "telemetry_note"]
+# What the backend could tell (oto.backends.base.Capabilities) and the sweep each launch ran in (-1: none).
+ORDER_COLUMNS = ["sweep", "launch_order", "clock_telemetry"]
+MEASUREMENT_COLUMNS = [*TELEMETRY_COLUMNS, *ORDER_COLUMNS]
 SCORE_COLUMNS = [
     "kernel_id",
     "size_index",
@@ -66,6 +82,7 @@ SCORE_COLUMNS = [
     "status",
     "reason",
     "excluded",
+    "drift",  # the drift estimator the scores come from (choose_drift)
 ]
 DRIFT_WINDOW = 9
 # Two-sided 95% Student t quantiles by degrees of freedom (1..30); 1.96 beyond.
@@ -168,15 +185,134 @@ def clock_drift(samples: pd.DataFrame, nominal_mhz: float | None) -> np.ndarray 
     return np.interp(seq, seq[sane][order], x)
 
 
+CLOCK_PER_LAUNCH = "clock_per_launch"
+REFERENCE_TIMELINE = "reference_timeline"
+SWEEP_CLOCK = "reference_timeline+sweep_clock"
+DRIFT_ESTIMATORS = (CLOCK_PER_LAUNCH, REFERENCE_TIMELINE, SWEEP_CLOCK)
+
+
+def measurement_facts(samples: pd.DataFrame) -> tuple[str, str]:
+    """(launch order, clock telemetry) the samples were taken with: the columns the benchmark stage writes
+    from the backend's capabilities; files without them ran in plan order, with per-launch telemetry if any
+    launch carries a clock reading."""
+    order = samples["launch_order"].dropna() if "launch_order" in samples.columns else pd.Series(dtype=str)
+    telemetry = (
+        samples["clock_telemetry"].dropna() if "clock_telemetry" in samples.columns else pd.Series(dtype=str)
+    )
+    if "clock_mhz" in samples.columns:
+        has_clock = bool(np.isfinite(pd.to_numeric(samples["clock_mhz"], errors="coerce")).any())
+    else:
+        has_clock = False
+    return (
+        str(order.iloc[0]) if len(order) else "plan",
+        str(telemetry.iloc[0]) if len(telemetry) else ("per_launch" if has_clock else "none"),
+    )
+
+
+@dataclass(frozen=True)
+class DriftChoice:
+    estimator: str  # one of DRIFT_ESTIMATORS
+    reason: str
+
+
+def _sane_clock(samples: pd.DataFrame, nominal_mhz: float) -> np.ndarray:
+    clock = pd.to_numeric(samples["clock_mhz"], errors="coerce").to_numpy(float)
+    return np.isfinite(clock) & (clock > 0) & (clock <= 1.5 * nominal_mhz)
+
+
+def choose_drift(samples: pd.DataFrame, nominal_mhz: float | None) -> DriftChoice:
+    """The drift estimator the samples' capabilities allow (see the module doc), and why."""
+    order, telemetry = measurement_facts(samples)
+    where = "the launch order the backend reported" if order == "reported" else "the plan's launch order"
+    fallback = DriftChoice(REFERENCE_TIMELINE, f"no clock telemetry; reference samples over {where}")
+    if telemetry == "none":
+        return fallback
+    if not nominal_mhz or "clock_mhz" not in samples.columns:
+        why = f"{telemetry} clock telemetry, but no nominal clock to read it by"
+        return DriftChoice(REFERENCE_TIMELINE, why)
+    ok = (samples["status"] == "ok").to_numpy()
+    share = float((_sane_clock(samples, nominal_mhz) & ok).sum() / max(ok.sum(), 1))
+    if not ok.any() or share < MIN_CLOCK_SHARE:
+        return DriftChoice(
+            REFERENCE_TIMELINE,
+            f"{telemetry} clock telemetry: sane readings (0 < clock <= 1.5x nominal) on {share:.0%} of ok "
+            f"launches, below {MIN_CLOCK_SHARE:.0%}; reference samples over {where}",
+        )
+    if telemetry == "per_sweep":
+        return DriftChoice(
+            SWEEP_CLOCK,
+            f"one clock per sweep on {share:.0%} of ok launches: references over {where} give the drift "
+            "inside sweeps, the sweeps' clocks its scale and level",
+        )
+    return DriftChoice(CLOCK_PER_LAUNCH, f"per-launch clock readings on {share:.0%} of ok launches")
+
+
+def measurement_summary(samples: pd.DataFrame, nominal_mhz: float | None) -> dict:
+    """How a batch was measured, for final.yaml and the reports: the backend's launch order and telemetry,
+    the drift estimator and why, the sweeps, the share of ok launches with a sane clock, and the telemetry
+    notes (why a reading is missing or was rejected) with their counts."""
+    order, telemetry = measurement_facts(samples)
+    choice = choose_drift(samples, nominal_mhz)
+    ok = (samples["status"] == "ok").to_numpy() if len(samples) else np.zeros(0, bool)
+    sane = _sane_clock(samples, nominal_mhz) if nominal_mhz and "clock_mhz" in samples.columns else ok & False
+    notes = samples.get("telemetry_note", pd.Series([], dtype=str)).fillna("")
+    sweep = pd.to_numeric(samples.get("sweep", pd.Series([], dtype=float)), errors="coerce")
+    return {
+        "launch_order": order,
+        "clock_telemetry": telemetry,
+        "drift": choice.estimator,
+        "drift_reason": choice.reason,
+        "sweeps": int(sweep[sweep >= 0].nunique()),
+        "clock_share": round(float((sane & ok).sum() / max(ok.sum(), 1)), 4),
+        "telemetry_notes": {str(k): int(v) for k, v in notes[notes != ""].value_counts().head(5).items()},
+    }
+
+
+SWEEP_SLOPE_PRIOR = 0.05**2  # weight of the prior slope 1 against the sweeps' spread of reference drift
+
+
+def sweep_clock_drift(samples: pd.DataFrame, nominal_mhz: float) -> np.ndarray | None:
+    """The reference timeline's log drift put on the clock's scale by the sweeps' clocks (None: no sane
+    reading). The references drift only as much as they are ALU-bound (a memory-bound reference follows the
+    DRAM clock), so the clock's log drift per sweep is regressed on the references' mean log drift in that
+    sweep: slope (shrunk towards 1 where the sweeps barely differ) and level, x = slope * x_ref + level."""
+    x_ref = np.log(drift_at(samples))
+    sane = _sane_clock(samples, nominal_mhz) & (samples["status"] == "ok").to_numpy()
+    if not sane.any():
+        return None
+    clock = pd.to_numeric(samples["clock_mhz"], errors="coerce").to_numpy(float)
+    sweep = pd.to_numeric(samples.get("sweep", pd.Series(-1, index=samples.index)), errors="coerce")
+    sweep = sweep.to_numpy()
+    per = pd.DataFrame({"sweep": sweep[sane], "c": np.log(nominal_mhz / clock[sane]), "r": x_ref[sane]})
+    per = per.groupby("sweep")[["c", "r"]].mean()
+    r, c = per["r"].to_numpy(), per["c"].to_numpy()
+    rc = r - r.mean()
+    slope = (float(rc @ (c - c.mean())) + SWEEP_SLOPE_PRIOR) / (float(rc @ rc) + SWEEP_SLOPE_PRIOR)
+    level = float(c.mean() - slope * r.mean())
+    return slope * x_ref + level
+
+
+def drift_estimate(samples: pd.DataFrame, choice: DriftChoice, nominal_mhz: float | None) -> np.ndarray:
+    """Log drift per sample by the chosen estimator (0: the peak state)."""
+    x = None
+    if choice.estimator == CLOCK_PER_LAUNCH:
+        x = clock_drift(samples, nominal_mhz)
+    elif choice.estimator == SWEEP_CLOCK and nominal_mhz:
+        x = sweep_clock_drift(samples, nominal_mhz)
+    return np.log(drift_at(samples)) if x is None else x
+
+
 @dataclass(frozen=True)
 class DriftFit:
     """The drift model of one batch: ``x`` the log drift at each sample (0 at the nominal clock with clock
     telemetry, else at the fastest state the references saw), ``beta`` each sample's (kernel, size) drift
-    sensitivity, and ``anchor`` the batch's median log drift: the state scores refer to."""
+    sensitivity, ``anchor`` the batch's median log drift: the state scores refer to, and the estimator that
+    gave ``x``."""
 
     x: np.ndarray
     beta: np.ndarray
     anchor: float
+    choice: DriftChoice = DriftChoice(REFERENCE_TIMELINE, "")
 
     def bring(self, times: pd.Series, to: float) -> pd.Series:
         """Per-sample ``times`` brought to the log drift ``to`` (``anchor``: scores; 0: the peak state)."""
@@ -194,15 +330,14 @@ def fit_drift(samples: pd.DataFrame, sensitivity: bool = True, nominal_mhz: floa
     A memory-bound kernel follows the fixed DRAM clock and drifts less than an ALU-bound one, so each
     (kernel, size) gets its own β (log t = log T + β·x), fitted by least squares shrunk towards 1 after
     dropping outliers: where the drift barely moved over its samples, β stays ≈ 1 and nothing is lost."""
-    x = clock_drift(samples, nominal_mhz)
-    if x is None:
-        x = np.log(drift_at(samples))
+    choice = choose_drift(samples, nominal_mhz)
+    x = drift_estimate(samples, choice, nominal_mhz)
     t = _ok_times(samples)
     y = np.log(t.where(t > 0)).to_numpy()
     ok = np.isfinite(y)
     anchor = float(np.median(x[ok])) if ok.any() else 0.0
     if not sensitivity or not ok.any():
-        return DriftFit(x, np.ones(len(samples)), anchor)
+        return DriftFit(x, np.ones(len(samples)), anchor, choice)
     # Vectorised over (kernel, size) groups: racing rescores every round.
     kernel_code, kernels = pd.factorize(samples["kernel_id"].astype(str))
     group_code, groups = pd.factorize(
@@ -231,7 +366,7 @@ def fit_drift(samples: pd.DataFrame, sensitivity: bool = True, nominal_mhz: floa
     b_kernel = (k_sxy + SENSITIVITY_PRIOR) / (k_sxx + SENSITIVITY_PRIOR)
     prior = b_kernel[group_kernel]
     b_group = np.where(fit, (sxy + SIZE_SENSITIVITY_PRIOR * prior) / (sxx + SIZE_SENSITIVITY_PRIOR), prior)
-    return DriftFit(x, b_group[group_code], anchor)
+    return DriftFit(x, b_group[group_code], anchor, choice)
 
 
 def normalise_times(
@@ -324,6 +459,7 @@ def score_samples(
     peak_us = d.bring(t, 0.0).to_numpy(float)
     ref_time = s[(s["role"] == "reference") & s["norm_us"].notna()].groupby("size_index")["norm_us"].median()
     rng = np.random.default_rng(seed)
+    drift = d.choice.estimator
     norm = s["norm_us"].to_numpy(float)
     status_a = s["status"].astype(str).to_numpy()
     reason_a = s["reason"].fillna("").astype(str).to_numpy()
@@ -345,7 +481,7 @@ def score_samples(
         else:
             status, reason = ("ok", bad_reason) if len(good) else ("no_samples", "")
         if len(good) == 0:
-            rows.append((kid, size, 0, np.nan, np.nan, np.nan, np.nan, np.nan, status, reason, n_bad))
+            rows.append((kid, size, 0, np.nan, np.nan, np.nan, np.nan, np.nan, status, reason, n_bad, drift))
             continue
         ref = ref_time.get(size, np.nan)
         peak = peak_us[idx]
@@ -354,7 +490,8 @@ def score_samples(
         if np.isfinite(ref):
             pending.append((len(rows), ref / good))
         score = _med(ref / good)
-        rows.append([kid, size, len(good), score, np.nan, np.nan, med_t, gflops, status, reason, n_bad])
+        row = [kid, size, len(good), score, np.nan, np.nan, med_t, gflops, status, reason, n_bad, drift]
+        rows.append(row)
     for (r, _), ci in zip(pending, median_cis([p[1] for p in pending], rng, bootstrap), strict=True):
         rows[r][4:6] = ci
     return pd.DataFrame(rows, columns=SCORE_COLUMNS)

@@ -17,8 +17,13 @@ transactional (a killed consolidation leaves the previous store intact), a prima
 rows.
 
 Dedupe key of a measurement: (kernel id = hash of the canonical parameters, size, protocol). ``protocol``
-hashes what makes two measurements comparable (backend, numbers, repetitions, tuning sizes); the same key
-is never benchmarked twice unless a proposal is a deliberate top-up (proposer ``topup``).
+hashes what makes two measurements comparable: the resolved backend's provenance — backend, numbers
+(simulated | replayed | measured), the simulator's model version, seed and noise, or Tensile's version and the
+device, or the replayed cache — and the repetition settings (:func:`protocol_of`). It is computed from the
+backend a run resolves to (``backend: auto`` included), never from the config's spelling, so a simulated
+demo and a run on the GPU in the same results folder never share a protocol; records of different simulator
+model versions stay apart too. The same key is never benchmarked twice unless a proposal is a deliberate
+top-up (proposer ``topup``).
 """
 
 from __future__ import annotations
@@ -78,15 +83,25 @@ def config_hash(config: Mapping) -> str:
     return _hash(config)
 
 
-def protocol_of(config: Mapping) -> str:
-    """What must match for two measurements to be the same experiment (computable before measuring, so
-    mutate and emit can dedupe against it): backend choice, its settings, repetitions per cell."""
+# Provenance facts that describe one job or this machine's plumbing, not the kind of measurement.
+PER_JOB_FACTS = ("stream", "capabilities", "telemetry", "prebuilt_client", "probe", "device_seen_as")
+
+
+def protocol_facts(provenance: Mapping) -> dict[str, Any]:
+    """The part of a backend's provenance that makes two measurements comparable."""
+    return {k: v for k, v in dict(provenance or {}).items() if k not in PER_JOB_FACTS}
+
+
+def protocol_of(provenance: Mapping, config: Mapping) -> str:
+    """What must match for two measurements to be the same experiment: the resolved backend's provenance
+    (backend, numbers, model version or Tensile version and device, seeds and settings) and the repetitions
+    per cell. Computable before measuring (mutate and emit resolve the backend), so they dedupe against it."""
     bench = config.get("benchmark", {})
-    backend = config.get("backend", "auto")
+    if not provenance or not provenance.get("numbers"):
+        raise ValueError("protocol_of: a backend provenance with 'backend' and 'numbers' is needed")
     return _hash(
         {
-            "backend": backend,
-            "backend_settings": config.get(backend if backend != "auto" else "sim"),
+            "backend": protocol_facts(provenance),
             "repetitions": bench.get("repetitions"),
             "bootstrap": bench.get("bootstrap"),
         }
@@ -129,7 +144,7 @@ def generation_records(
         "pattern": lib.pattern,
         "arch": arch,
         "generation": int(cands["generation"]),
-        "protocol": protocol_of(config),
+        "protocol": protocol_of(prov, config),
         "config_hash": config_hash(config),
         "backend": prov.get("backend", ""),
         "numbers": prov.get("numbers", ""),

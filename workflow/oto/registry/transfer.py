@@ -1,5 +1,11 @@
 """What earlier runs know, handed to a new one: measurements of a library estimated at this run's tuning
-sizes (:func:`size_transfer`), kernels never to measure again, and the family's other patterns as priors."""
+sizes (:func:`size_transfer`), kernels never to measure again, and the family's other patterns as priors.
+
+Only records of the same kind of numbers as this run's (simulated, replayed or measured: the resolved
+backend's provenance) are knowledge; "already measured" also needs the same protocol. A run that measures
+on the GPU may opt in (``registry.simulated_priors``) to simulated records as **priors**: they reach the
+search labelled as such (``Knowledge.priors``, ``Observation.source``), never as measurements, never as
+"already measured", never re-measured as top-ups."""
 
 from __future__ import annotations
 
@@ -8,10 +14,11 @@ import logging
 import math
 import sqlite3
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from oto.config import config_block
 from oto.registry.records import protocol_of, run_id, size_key
 from oto.registry.store import RunChain, Store, outside, store_path
 
@@ -24,9 +31,12 @@ class Knowledge:
     current tuning sizes from the sizes each kernel was measured at (:func:`size_transfer`)."""
 
     measured: set[str]  # kernel ids benchmarked at every given size under this protocol: never again
-    rejected: set[str]  # kernel ids the legality checker rejected
-    own: list[dict[str, Any]]  # this library's kernels {id, params, score}, best first
-    family: list[dict[str, Any]]  # the other patterns of its family, best first (for transfer)
+    rejected: set[str]  # kernel ids the legality checker rejected (a fact of the parameters, not a number)
+    own: list[dict[str, Any]]  # this library's kernels {id, params, score}, best first: same kind of numbers
+    family: list[dict[str, Any]]  # the other patterns of its family, best first (for transfer): same kind
+    numbers: str = ""  # the kind of numbers of this run, the only kind ``own`` and ``family`` hold
+    # Opt-in priors of another kind of numbers (registry.simulated_priors), labelled {"numbers": ...}.
+    priors: list[dict[str, Any]] = field(default_factory=list)
 
 
 # Sizes whose (M, N, batch, K) differ by about 1.4x in each dimension still inform each other.
@@ -62,49 +72,62 @@ def size_transfer(measured: Mapping[str, float], sizes: Sequence) -> float | Non
     return math.exp(sum(logs) / len(logs))
 
 
+def _scored(
+    db: Store, arch: str, family: str, numbers: str, sizes: Sequence, chain: RunChain | None = None
+) -> list[tuple[str, dict]]:
+    """(library, {id, params, score}) of every kernel the store benchmarked in ``family`` with ``numbers``,
+    scored at ``sizes`` (best first); ``chain``: records left out (:func:`oto.registry.store.outside`)."""
+    per: dict[tuple[str, str], dict[str, Any]] = {}
+    skip, extra = outside(chain)
+    for r in db.size_scores(arch, f"family = ? AND numbers = ?{skip}", (family, numbers, *extra)):
+        k = per.setdefault((r["library"], r["kernel_id"]), {"params": r["params"], "sizes": {}})
+        k["sizes"][r["size"]] = r["score"]
+    kernels = [
+        (
+            lib,
+            {"id": kid, "params": json.loads(k["params"] or "{}"), "score": size_transfer(k["sizes"], sizes)},
+        )
+        for (lib, kid), k in per.items()
+    ]
+    kernels.sort(key=lambda lk: (-(lk[1]["score"] or 0.0), lk[1]["id"]))
+    return [(lib, k) for lib, k in kernels if k["score"] is not None]
+
+
 def knowledge(
     arch_dir: Path,
     arch: str,
     library: str,
     config: Mapping,
     sizes: Sequence,
+    provenance: Mapping,
     as_job: bool = False,
 ) -> Knowledge | None:
-    """Optional knowledge for mutate and emit: None when there is no store yet (first run).
-    ``as_job``: leave out this run's own selection chain (its generations still on disk), so a job that
-    Snakemake runs again sees what it saw the first time (:func:`oto.registry.store.outside`)."""
+    """Optional knowledge for mutate and emit: None when there is no store yet (first run). ``provenance``
+    is the resolved backend's (what this run's numbers will be). ``as_job``: leave out this run's own
+    selection chain (its generations still on disk), so a job that Snakemake runs again sees what it saw the
+    first time (:func:`oto.registry.store.outside`)."""
     from oto.gemm import Library
 
     db = Store.open_optional(store_path(arch_dir))
     if db is None:
         return None
     chain = RunChain.on_disk(arch_dir, run_id(config)) if as_job else None
+    numbers = str(provenance.get("numbers") or "")
     try:
         want = {size_key(s) for s in sizes}
-        measured = {
-            k for k, got in db.measured(arch, library, protocol_of(config), chain).items() if want <= got
-        }
+        protocol = protocol_of(provenance, config)
+        measured = {k for k, got in db.measured(arch, library, protocol, chain).items() if want <= got}
         fam = Library.parse(library).family.code
-        per: dict[tuple[str, str], dict[str, Any]] = {}
-        skip, extra = outside(chain)
-        for r in db.size_scores(arch, f"family = ?{skip}", (fam, *extra)):
-            k = per.setdefault((r["library"], r["kernel_id"]), {"params": r["params"], "sizes": {}})
-            k["sizes"][r["size"]] = r["score"]
-        kernels = [
-            (
-                lib,
-                {
-                    "id": kid,
-                    "params": json.loads(k["params"] or "{}"),
-                    "score": size_transfer(k["sizes"], sizes),
-                },
-            )
-            for (lib, kid), k in per.items()
-        ]
-        kernels.sort(key=lambda lk: (-(lk[1]["score"] or 0.0), lk[1]["id"]))
-        own = [k for lib, k in kernels if lib == library and k["score"] is not None]
-        family = [k for lib, k in kernels if lib != library and k["score"] is not None]
-        return Knowledge(measured, db.rejected(arch, library), own, family)
+        kernels = _scored(db, arch, fam, numbers, sizes, chain)
+        own = [k for lib, k in kernels if lib == library]
+        family = [k for lib, k in kernels if lib != library]
+        priors: list[dict[str, Any]] = []
+        if config_block(config, "registry")["simulated_priors"] and numbers != "simulated":
+            priors = [
+                {**k, "numbers": "simulated", "library": lib}
+                for lib, k in _scored(db, arch, fam, "simulated", sizes, chain)
+            ]
+        return Knowledge(measured, db.rejected(arch, library), own, family, numbers, priors)
     except sqlite3.DatabaseError as exc:
         log.warning("ignoring the registry store %s: %s", db.path, exc)
         return None

@@ -14,6 +14,13 @@ from oto.files import StageFileError, read_yaml, require
 from oto.reporting import plots
 from oto.reporting.dashboard import css, environment, fmt
 
+ORDER_TEXT = {
+    "plan": "the plan's order (the reference interleaved by the benchmark stage)",
+    "reported": "the order the backend reported (Tensile's client: each problem's kernels back to back with "
+    "its reference, one sweep per repetition, orders permuted per sweep)",
+}
+TELEMETRY_TEXT = {"per_launch": "a clock reading per launch", "per_sweep": "one clock reading per sweep",
+                  "none": "no clock telemetry"}  # fmt: skip
 NUMBERS_TEXT = {
     "simulated": "**simulated** on oto's model of the GPU (docs/simulator.md) — no hardware was measured",
     "replayed": "**replayed** from recorded real measurements",
@@ -40,9 +47,21 @@ def render_markdown(data: Mapping, deck_source: Mapping) -> str:
     tol = data["tie_tolerance"] or 0.0
     fin, cov = data["final"], data["coverage"]
     libs = {lib["library"]: lib for lib in data["libraries"]}
-    out = [f"# oto acceptance report — {data['arch']}", "", "## Provenance", ""]
+    out = [f"# oto acceptance report — {data['arch']}", ""]
+    if data.get("simulated_build_banner"):
+        out += [f"> **Warning:** {data['simulated_build_banner']}", ""]
+    out += ["## Provenance", ""]
     for n in data["numbers"] or ["unknown"]:
         out.append(f"- Numbers are {NUMBERS_TEXT.get(n, n)}.")
+    kinds = data.get("measurement") or []
+    for m in kinds:
+        which = f" ({', '.join(m['libraries'])})" if len(kinds) > 1 else ""
+        order = ORDER_TEXT.get(m.get("launch_order"), m.get("launch_order") or "?")
+        tele = TELEMETRY_TEXT.get(m.get("clock_telemetry"), m.get("clock_telemetry") or "?")
+        out.append(
+            f"- Measured{which}: launches in {order}; {tele}; drift estimator `{m['drift']}`"
+            + (f" — {m['drift_reason']}." if m.get("drift_reason") else ".")
+        )
     out += [
         f"- Backend: `{', '.join(data['backends']) or '?'}`; seed {data['seed']}; deck: "
         f"{deck_source.get('kind', '?')} of the shipped {cov['deck_of']} library.",

@@ -25,11 +25,13 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from oto.config import config_block
 from oto.files import StageFileError, atomic_write_text, read_yaml
 from oto.measurement.scoring import drift_series
 from oto.reporting import figures
+from oto.tensile.provenance import simulated_build_banner
 
-CACHE_VERSION = 1
+CACHE_VERSION = 2  # 2: generations carry their drift estimator
 DRIFT_POINTS = 120  # per generation: the drift curve is smooth, more points only weigh the page down
 GEN_DIR = re.compile(r"^gen(\d+)$")
 REFERENCE = "reference"  # proposer label of the spoof-floor launches
@@ -152,6 +154,7 @@ def _generation_record(gen_dir: Path, peak: float | None) -> dict:
         "finished_ts": done,
         "numbers": (selection.get("provenance") or {}).get("numbers"),
         "backend": (selection.get("provenance") or {}).get("backend"),
+        "drift_estimator": (selection.get("measurement") or {}).get("drift"),
         "geomean_score": figures.finite(summary.get("geomean_score")),
         "pct_ceiling_median": figures.finite(summary.get("pct_ceiling_median")),
         "wins": int(summary.get("wins") or 0),
@@ -224,6 +227,8 @@ def library_record(
         "convergence": (final or {}).get("convergence") or last.get("convergence") or {},
         "numbers": ((final or {}).get("provenance") or {}).get("numbers") or last.get("numbers"),
         "backend": ((final or {}).get("provenance") or {}).get("backend") or last.get("backend"),
+        # how it was measured: launch order, telemetry and the drift estimator (final, else the latest gen)
+        "measurement": dict((final or {}).get("measurement") or {}) or {"drift": last.get("drift_estimator")},
         "final": None,
         "latest": None,
     }
@@ -332,6 +337,7 @@ def collect(
     tol = figures.finite((config.get("benchmark") or {}).get("tie_tolerance"))
     numbers = sorted({n for lib in libs if (n := lib["numbers"])})
     backends = sorted({b for lib in libs if (b := lib["backend"])})
+    package = config_block(config, "package") if config else {}
     return {
         "arch": ceilings.get("arch") or config.get("arch") or results.name,
         "generated_at": datetime.now(UTC).strftime("%Y-%m-%d %H:%M:%S UTC"),
@@ -341,6 +347,8 @@ def collect(
         "tie_tolerance": tol,
         "numbers": numbers,
         "backends": backends,
+        "measurement": measurement_kinds(libs),
+        "simulated_build_banner": simulated_build_banner(numbers, package),
         "peaks": peaks,
         "libraries": libs,
         "coverage": _coverage(deck, libs),
@@ -358,6 +366,22 @@ def collect(
             "failures": figures.failure_totals(finals),
         },
     }
+
+
+def measurement_kinds(libs: list[dict]) -> list[dict[str, Any]]:
+    """The distinct ways the libraries were measured (launch order, telemetry, drift estimator and why),
+    each with its libraries: what the reports say about how the numbers were taken."""
+    kinds: dict[tuple, dict[str, Any]] = {}
+    for lib in libs:
+        m = lib.get("measurement") or {}
+        if not m.get("drift"):
+            continue
+        fields = ("launch_order", "clock_telemetry", "drift", "drift_reason")
+        entry = kinds.setdefault(
+            tuple(m.get(k) for k in fields), {k: m.get(k) for k in fields} | {"libraries": []}
+        )
+        entry["libraries"].append(lib["library"])
+    return list(kinds.values())
 
 
 def generations_done(data: Mapping) -> tuple[int, int | None]:

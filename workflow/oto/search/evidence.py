@@ -50,6 +50,12 @@ def evidence_for(
         obs.sort(key=lambda o: -(o.score or 0.0))
         seen |= know.measured | know.rejected
         prior = [Observation(k["id"], k["params"], k["score"]) for k in know.family[:PRIOR_KEPT]]
+        # Opt-in priors of another kind of numbers: labelled, weaker evidence, never observations or seen.
+        label = "{numbers} prior from the registry"
+        prior += [
+            Observation(k["id"], k["params"], k["score"], source=label.format(numbers=k["numbers"]))
+            for k in know.priors[:PRIOR_KEPT]
+        ]
     return Evidence(
         space=tensile_space(library, legality.Limits.from_profile(profile)),
         generation=generation,

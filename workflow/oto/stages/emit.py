@@ -6,6 +6,7 @@ import logging
 from collections.abc import Mapping
 from pathlib import Path
 
+from oto.backends import job_stream, resolve
 from oto.deck.model import read_library_yaml
 from oto.deck.tuning_sizes import tuning_indices
 from oto.files import read_yaml, require, write_yaml
@@ -40,7 +41,10 @@ def run(
     if previous_selection is not None:
         seen.update(read_yaml(previous_selection).get("measured", []))
     arch_dir = Path(out_candidates).parents[2]
-    know = None if frozen else knowledge(arch_dir, profile["arch"], deck.name, config, sizes, as_job=True)
+    know = None
+    if not frozen:
+        provenance = resolve(config, profile, job_stream(deck.name, f"gen{generation}")).provenance()
+        know = knowledge(arch_dir, profile["arch"], deck.name, config, sizes, provenance, as_job=True)
     registry_seen = frozenset(know.measured) if know is not None else frozenset()
 
     kernels, rejected = (

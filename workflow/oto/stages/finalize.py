@@ -16,7 +16,7 @@ from oto.deck.model import read_library_yaml
 from oto.files import atomic_write_text, write_yaml
 from oto.gemm import Library
 from oto.measurement.benchmarking import RACE_BOOTSTRAP, run_race
-from oto.measurement.scoring import score_library
+from oto.measurement.scoring import measurement_summary, score_library
 from oto.measurement.selection import (
     finalists,
     measurement_failures,
@@ -97,6 +97,10 @@ def run(
         "family": library.family.code,
         "pattern": library.pattern,
         "provenance": backend.provenance(),
+        "measurement": {
+            **measurement_summary(df, float(profile["clock_mhz"])),
+            "repetitions_per_call": backend.capabilities.repetitions_per_call,
+        },
         "generations": int(selection["generation"]) + 1,
         "converged": bool(selection["convergence"]["converged"]),
         "convergence": selection["convergence"],

@@ -11,15 +11,25 @@ from pathlib import Path
 from oto.deck.model import read_library_yaml
 from oto.files import read_yaml
 from oto.tensile.logic_writer import write_library_logic
+from oto.tensile.provenance import logic_record, write_record
 
 log = logging.getLogger(__name__)
 
 
-def run(final_path: Path, deck_path: Path, profile: Mapping, label: str, out: Path) -> Path:
+def run(
+    final_path: Path,
+    deck_path: Path,
+    profile: Mapping,
+    label: str,
+    out: Path,
+    out_provenance: Path | None = None,
+) -> Path:
     final = read_yaml(final_path)
     deck = read_library_yaml(deck_path)
     solutions, rows, notes = write_library_logic(final, deck, profile, label, out, source=str(final_path))
     for note in notes:
         log.warning("%s: %s", deck.name, note)
+    if out_provenance is not None:
+        write_record(logic_record(final, Path(out), label), out_provenance)
     log.info("%s: %d solutions, %d exact rows → %s", deck.name, solutions, rows, out)
     return Path(out)

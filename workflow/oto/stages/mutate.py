@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from oto.agent.proposals import agent_proposals, ledger_path, proposal_entries
+from oto.backends import job_stream, resolve
 from oto.deck.model import read_library_yaml
 from oto.deck.tuning_sizes import tuning_indices
 from oto.files import write_yaml
@@ -53,7 +54,15 @@ def run(
     strategy = make_strategy(config["search"]["strategy"], int(config["seed"]), config["search"]["options"])
     sizes = [deck.sizes[i] for i in tuning_indices(deck.sizes, int(config["benchmark"]["tuning_sizes"]))]
     arch_dir = Path(out_proposals).parents[2]
-    know = knowledge(arch_dir, profile["arch"], deck.name, config, sizes, as_job=True)
+    provenance = resolve(config, profile, job_stream(deck.name, f"gen{generation}")).provenance()
+    know = knowledge(arch_dir, profile["arch"], deck.name, config, sizes, provenance, as_job=True)
+    if know is not None:
+        log.info(
+            "%s gen%d: registry knowledge (%s numbers only): %d kernel(s) of this library, %d of its family, "
+            "%d measured here before under this protocol; %d labelled prior(s) of other numbers (%s)",
+            deck.name, generation, know.numbers, len(know.own), len(know.family), len(know.measured),
+            len(know.priors), ", ".join(sorted({p["numbers"] for p in know.priors})) or "none",
+        )  # fmt: skip
     evidence = evidence_for(deck, generation, selection, profile, config, know)
     slots = int(config["search"]["candidates_per_generation"])
     top = topups(know, generation)

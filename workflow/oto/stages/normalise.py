@@ -15,7 +15,7 @@ from oto.files import atomic_write_text, read_yaml
 from oto.gemm import Library
 from oto.measurement.racing import BUDGET, FIXED, annotate_scores
 from oto.measurement.samples import read_samples
-from oto.measurement.scoring import ImplausibleReference, score_library
+from oto.measurement.scoring import ImplausibleReference, measurement_summary, score_library
 
 log = logging.getLogger(__name__)
 
@@ -32,6 +32,12 @@ def run(samples_path: Path, candidates_path: Path, profile: Mapping, config: Map
     scores = annotate_scores(scores, float(config["benchmark"]["tie_tolerance"]), BUDGET if racing else FIXED)
     atomic_write_text(out_scores, scores.to_csv(index=False))
     stops = scores.drop_duplicates("size_index")["race"].value_counts().to_dict() if len(scores) else {}
+    how = measurement_summary(samples, float(profile["clock_mhz"]))
+    log.info(
+        "%s gen%s: launch order %s, clock telemetry %s; drift estimator %s (%s)%s",
+        library.name, cands["generation"], how["launch_order"], how["clock_telemetry"], how["drift"],
+        how["drift_reason"], f"; telemetry notes: {how['telemetry_notes']}" if how["telemetry_notes"] else "",
+    )  # fmt: skip
     log.info(
         "%s gen%s: %d scores from %d samples (%d failed, %d bad timings excluded); sizes stopped: %s",
         library.name,

@@ -88,6 +88,7 @@ def run(
         "generation": generation,
         "frozen": False,
         "provenance": build.get("provenance", {}),
+        "measurement": {"drift": str(scores["drift"].iloc[0]) if "drift" in scores and len(scores) else None},
         "sizes": cands["sizes"],
         "deck_indices": cands.get("deck_indices", []),
         "per_size": rows,

@@ -92,6 +92,7 @@ class Observation:
     sizes_won: int = 0
     failure: str = ""  # failure class when it did not run or failed a launch
     failure_reason: str = ""  # what the compiler, Tensile or the validation said
+    source: str = ""  # "" for this run's and same-kind evidence; else what it is (e.g. "simulated prior ...")
 
 
 @dataclass(frozen=True)
