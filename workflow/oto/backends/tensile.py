@@ -70,7 +70,7 @@ from oto.tensile.client import (
     run_call,
     write_library,
 )
-from oto.tensile.install import RUNTIME_SCRIPT, Settings, TensileUnavailable, probe
+from oto.tensile.install import REGISTRATION_FIELDS, RUNTIME_SCRIPT, Settings, TensileUnavailable, probe
 from oto.tensile.outputs import (
     generation_errors,
     match_solutions,
@@ -110,7 +110,8 @@ def _locked(path: Path) -> Iterator[None]:
 class TensileBackend:
     name = "tensile"
     numbers = "measured"
-    PROFILE_FIELDS = ("arch",)  # the real GPU is what it is: only its name reaches Tensile
+    # the real GPU is what it is: its name and donor reach Tensile, the nominal clock scales telemetry
+    PROFILE_FIELDS = (*REGISTRATION_FIELDS, "clock_mhz")
 
     def __init__(self, profile: Mapping[str, Any], tensile_config: Mapping[str, Any] | None, stream: str):
         self.profile = profile

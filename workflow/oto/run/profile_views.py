@@ -32,6 +32,7 @@ from oto.hardware import memory
 from oto.hardware.ceilings import CEILING_FIELDS, PEAK_FIELDS, ROOFLINE_FIELDS
 from oto.hardware.profile import profile_view, view_paths
 from oto.tensile import benchmark_config
+from oto.tensile.install import REGISTRATION_FIELDS
 from oto.tensile.legality import Limits
 from oto.tensile.logic_writer import LABEL_FIELDS
 
@@ -54,9 +55,9 @@ def stage_fields(config: Mapping[str, Any]) -> dict[str, tuple[str, ...]]:
         "benchmark": measured,
         "normalise": scoring,
         "select": ("arch", *selection),
-        "finalize": (*measured, *selection),
-        "logic": LABEL_FIELDS,
-        "package": LABEL_FIELDS,
+        "finalize": (*measured, *selection, *Limits.PROFILE_FIELDS),
+        "logic": (*LABEL_FIELDS, *Limits.PROFILE_FIELDS),
+        "package": (*LABEL_FIELDS, *Limits.PROFILE_FIELDS, *REGISTRATION_FIELDS),
     }
     return {stage: tuple(dict.fromkeys(fields)) for stage, fields in table.items()}
 

@@ -26,6 +26,9 @@ class TensileUnavailable(RuntimeError):
     pass
 
 
+REGISTRATION_FIELDS = ("arch", "tensile.caps_from")  # what registrations reads
+
+
 def registrations(profile: Mapping[str, Any]) -> dict[str, str]:
     """{ISA: donor ISA} Tensile must be taught at run time for this arch profile: the profile's arch takes
     the capabilities of ``tensile.caps_from`` (gfx90c, gfx902 → gfx900). Empty when they are the same ISA.
