@@ -12,8 +12,6 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-import anthropic
-
 from oto.agent.audit import AuditLog
 from oto.agent.settings import AgentSettings
 
@@ -54,6 +52,8 @@ def _retry_after(exc: Exception) -> float | None:
 
 
 def _retryable(exc: Exception) -> bool:
+    import anthropic
+
     if isinstance(exc, anthropic.APITimeoutError | anthropic.APIConnectionError):
         return True
     if isinstance(exc, anthropic.APIStatusError):
@@ -75,6 +75,9 @@ def call(
     sleep: Callable[[float], None] = time.sleep,
 ) -> Reply:
     """Send ``request`` (Messages API keyword arguments); raise CallFailed after the last attempt."""
+    # Imported here: the SDK takes seconds to import and most mutate jobs never call it (no key, or frozen).
+    import anthropic
+
     client = anthropic.Anthropic(
         api_key=key, base_url=settings.base_url, timeout=settings.timeout_s, max_retries=0
     )
