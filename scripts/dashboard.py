@@ -9,4 +9,4 @@ from oto.run.context import stage
 with stage(snakemake) as ctx:
     results = Path(snakemake.input.ceilings).parent
     write_dashboard(results, ctx.config, Path(snakemake.output.page).parent)
-    refresh(results, ctx.config)  # the live page too says the run finished (best effort)
+    refresh(results, ctx.config, force=True)  # the live page too says the run finished (best effort)

@@ -11,7 +11,7 @@ from dashboard_helpers import CONFIG, PEAK, make_results
 from oto.files import StageFileError
 from oto.reporting import charts, figures, plots
 from oto.reporting.collect import collect
-from oto.reporting.dashboard import fmt, refresh, write_dashboard
+from oto.reporting.dashboard import LIVE_SHARE, LIVE_STAMP, fmt, refresh, write_dashboard
 
 
 @pytest.fixture
@@ -107,9 +107,27 @@ def test_refresh_keeps_the_last_good_page_and_never_raises(results):
     live = results / "live" / "index.html"
     page = live.read_text()
     (results / "Cijk_Ailk_Bjlk_DB" / "gen1" / "selection.yaml").write_text("a: [\n")
-    assert refresh(results, CONFIG) is False
+    assert refresh(results, CONFIG, force=True) is False
     assert live.read_text() == page
     assert not (results / "dashboard").exists(), "the live refresh wrote the dashboard rule's output"
+
+
+def test_live_refresh_is_paced_to_a_share_of_the_run(results):
+    live = results / "live"
+    assert refresh(results, CONFIG) is True
+    stamp = json.loads((live / LIVE_STAMP).read_text())
+    assert stamp["seconds"] > 0
+    page = (live / "index.html").read_text()
+    # Right after a refresh the next select job leaves the page alone...
+    assert refresh(results, CONFIG) is False
+    assert (live / "index.html").read_text() == page
+    # ... until (1/LIVE_SHARE - 1) times the refresh's own duration has passed, or when forced (the end).
+    stamp["ended"] -= (1 / LIVE_SHARE - 1) * stamp["seconds"] + 1
+    (live / LIVE_STAMP).write_text(json.dumps(stamp))
+    assert refresh(results, CONFIG) is True
+    assert refresh(results, CONFIG, force=True) is True
+    (live / LIVE_STAMP).write_text("{torn")
+    assert refresh(results, CONFIG) is True
 
 
 def test_generation_digests_are_cached_on_the_files(results):
