@@ -12,6 +12,7 @@ def main(argv: list[str] | None = None) -> int:
     commands = {
         "deck-manifest": ("derive the shipped deck manifest from a folder of logic files", _deck_manifest),
         "env": ("report GPU, ROCm, Tensile, compilers, client, API key and the auto backend", _env),
+        "plan": ("estimate a configured run: jobs, timed launches, GPU time on the target, time here", _plan),
         "replay": ("score a search strategy on a recorded Kernel Tuner cache", _replay),
         "registry": ("query the experiment registry or export it as Kernel Tuner T4", _registry),
         "strategies": (
@@ -65,6 +66,12 @@ def _strategies(argv: list[str]) -> int:
 
     print(describe())
     return 0
+
+
+def _plan(argv: list[str]) -> int:
+    from oto.run.estimate import main
+
+    return main(argv)
 
 
 def _env(argv: list[str]) -> int:

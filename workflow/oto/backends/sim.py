@@ -13,7 +13,7 @@ from typing import Any
 
 import numpy as np
 
-from oto.backends.base import BuildResult, Kernel, MeasurePlan, Problem, Sample, Size
+from oto.backends.base import BuildResult, Costs, Kernel, MeasurePlan, Problem, Sample, Size
 from oto.config import config_defaults
 from oto.hardware.simulated.noise import NOISE_KEYS, NoiseModel
 from oto.hardware.simulated.performance import MODEL_VERSION, SimGPU
@@ -39,6 +39,13 @@ class SimBackend:
         self.seed, self.stream = int(seed), str(stream)
         self.gpu = SimGPU(profile, seed=self.seed)
         self.noise = NoiseModel(self.seed, self.stream, **{k: self.settings[k] for k in NOISE_KEYS})
+
+    @classmethod
+    def costs(cls, config: Mapping[str, Any]) -> Costs:
+        # The model computes a launch in ~30 us of CPU (the demo's 32 benchmark jobs, 2-core dev machine);
+        # sim.pace sleeps that many wall seconds per simulated second of kernel time.
+        pace = float((config.get("sim") or {}).get("pace", config_defaults("sim")["pace"]))
+        return Costs(launch_overhead_us=30.0, gpu_time_scale=pace, source="simulator (CPU) and sim.pace")
 
     def provenance(self) -> dict[str, Any]:
         return {
