@@ -30,6 +30,7 @@ include: "rules/registry.smk"
 
 onstart:
     take_run_lock()
+    record_run_estimate(PLAN)  # the backend's seconds per GPU job, for the progress line's time left
 
 
 rule all:

@@ -6,6 +6,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(workflow.basedir) / "workflow"))  # the oto package of this checkout
 
+from oto.run.estimate import record_run_estimate
 from oto.run.lock import RunLockError, acquire_run_lock
 from oto.run.plan import PlanError, plan_run
 from snakemake.exceptions import WorkflowError
