@@ -204,3 +204,12 @@ def test_command_line_redraws_a_run(results, tmp_path, capsys):
     assert main([str(results), "--config", str(cfg)]) == 0
     assert "running, 2 libraries" in capsys.readouterr().out
     assert (results / "dashboard" / "index.html").is_file()
+
+
+def test_every_series_of_a_chart_gets_its_own_colour():
+    from oto.reporting.plots import PROPOSER_COLOURS, series_colours
+
+    keys = ["reference", "seed", "surrogate", "new_strategy", "another", "agent"]
+    colours = series_colours(keys, PROPOSER_COLOURS)
+    assert len(set(colours.values())) == len(keys)
+    assert colours["seed"] == PROPOSER_COLOURS["seed"] != colours["surrogate"]

@@ -101,6 +101,14 @@ def test_finished_dashboard_in_chromium(finished_run):
 
 
 @pytest.mark.slow
+@pytest.mark.skipif(not available(), reason="no chromium at /usr/bin/chromium")
+def test_acceptance_report_of_a_run_in_chromium(finished_run):
+    res = finished_run / "results" / "gfx90c"
+    v = check_page(res, res / "acceptance.html", "acceptance_run")
+    assert len(v["inline"]) == 2
+
+
+@pytest.mark.slow
 def test_snakemake_report_holds_the_dashboard_and_the_acceptance_report(finished_run):
     proc = snakemake(finished_run, "--report", "report.zip")
     assert proc.returncode == 0, proc.stderr[-3000:]
