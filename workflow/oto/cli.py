@@ -24,6 +24,9 @@ def main(argv: list[str] | None = None) -> int:
         print(f"oto {oto.__version__}\n\nusage: oto COMMAND [...]\n")
         for name, (doc, _) in commands.items():
             print(f"  {name:16s} {doc}")
+        print(
+            "\n`oto COMMAND --help` describes a command's arguments. The workflow itself runs with snakemake."
+        )
         return 0
     if argv[0] == "--version":
         print(oto.__version__)
