@@ -40,6 +40,8 @@ def take_run_lock():
 
 
 def library_dir(wc):
+    if why := PLAN.not_selected(library=wc.library):
+        raise WorkflowError(why)
     return f"results/{wc.arch}/{wc.library}"
 
 
@@ -85,11 +87,9 @@ def logic_path(library):
 
 
 def family_inputs(wc):
-    libs = PLAN.families.get(wc.family)
-    if not libs:
-        raise WorkflowError(
-            f"family {wc.family!r} is not selected in this run (selected: {', '.join(PLAN.families)})"
-        )
+    if why := PLAN.not_selected(family=wc.family):
+        raise WorkflowError(why)
+    libs = PLAN.families[wc.family]
     return {
         "finals": [f"results/{wc.arch}/{lib}/final.yaml" for lib in libs],
         "logic": [logic_path(lib) for lib in libs],

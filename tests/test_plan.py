@@ -44,3 +44,14 @@ def test_logic_folder_and_installed_rocblas_sources(vega10_dir, golden_dir):
 def test_bad_plans_name_the_field(config, message):
     with pytest.raises(PlanError, match=message):
         plan_run(config, ["config/x.yaml"])
+
+
+def test_a_target_outside_the_selection_names_the_config_fix():
+    plan = plan_run({**BASE, "families": ["DB"], "patterns": ["NN", "NT"]})
+    assert plan.not_selected(family="DB") is None
+    assert plan.not_selected(library="Cijk_Ailk_Bljk_DB") is None
+    assert "--config 'families=[DB,SB]'" in plan.not_selected(family="SB")
+    assert "not in the deck" in plan.not_selected(family="QQ")
+    assert "--config 'families=[DB,SB]'" in plan.not_selected(library="Cijk_Ailk_Bljk_SB")
+    why = plan.not_selected(library="Cijk_Alik_Bljk_DB")  # TN: the family is selected, the pattern is not
+    assert "pattern TN" in why and "--config 'patterns=[NN,NT,TN]'" in why

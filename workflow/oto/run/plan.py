@@ -33,6 +33,41 @@ class Plan:
     deck_kind: str
     deck_input: str  # the file or folder the deck rule reads
     logic_prefix: str  # file-name prefix of logic files, like the shipped `vega10_`
+    deck_libraries: tuple[str, ...] = ()  # every library of the deck source, selected or not
+
+    def _families_fix(self, family: str) -> str:
+        fams = ",".join([*self.families, family])
+        return (
+            f"add it to this run with --config 'families=[{fams}]' (or to families: in the config file; "
+            "results already built are kept)"
+        )
+
+    def not_selected(self, family: str | None = None, library: str | None = None) -> str | None:
+        """Why a target's family or library is not part of this run, with the fix; None when it is."""
+        selected = ", ".join(self.families) or "none"
+        if library is not None:
+            if library in self.libraries:
+                return None
+            if library not in self.deck_libraries:
+                return f"library {library} is not in the deck ({len(self.deck_libraries)} libraries)"
+            lib = Library.parse(library)
+            if lib.family.code in self.families:
+                patterns = ",".join(sorted({*self.config["patterns"], lib.pattern}))
+                return (
+                    f"library {library}: pattern {lib.pattern} is not selected in this run (patterns: "
+                    f"{', '.join(self.config['patterns'])}); add it with --config 'patterns=[{patterns}]'"
+                )
+            return (
+                f"library {library}: family {lib.family.code} is not selected in this run (families: "
+                f"{selected}); {self._families_fix(lib.family.code)}"
+            )
+        if family is None or family in self.families:
+            return None
+        known = sorted({Library.parse(n).family.code for n in self.deck_libraries})
+        if family not in known:
+            return f"family {family!r} is not in the deck (families: {', '.join(known)})"
+        fix = self._families_fix(family)
+        return f"family {family!r} is not selected in this run (families: {selected}); {fix}"
 
 
 def _logic_library_names(folder: Path) -> list[str]:
@@ -122,4 +157,5 @@ def plan_run(config: Mapping[str, Any], configfiles: Sequence[str | Path] = ()) 
         deck_kind=cfg["deck"]["source"],
         deck_input=deck_input,
         logic_prefix=prefix,
+        deck_libraries=tuple(names),
     )
