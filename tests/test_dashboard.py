@@ -213,3 +213,12 @@ def test_every_series_of_a_chart_gets_its_own_colour():
     colours = series_colours(keys, PROPOSER_COLOURS)
     assert len(set(colours.values())) == len(keys)
     assert colours["seed"] == PROPOSER_COLOURS["seed"] != colours["surrogate"]
+
+
+def test_the_live_page_becomes_the_final_page(results):
+    from oto.reporting.dashboard import publish_live
+
+    write_dashboard(results, CONFIG)
+    assert publish_live(results, results / "dashboard")
+    for f in ("index.html", "data.json", *(f"plots/{n}.svg" for n in charts.CHARTS)):
+        assert (results / "live" / f).read_text() == (results / "dashboard" / f).read_text(), f

@@ -155,6 +155,25 @@ def write_dashboard(
     return data
 
 
+def publish_live(results: str | Path, page_dir: str | Path) -> bool:
+    """The live page becomes a copy of the final page (the run has finished: they show the same), best
+    effort like :func:`refresh`, without drawing the charts a second time."""
+    live, src = Path(results) / LIVE_DIR, Path(page_dir)
+    t0 = time.time()
+    try:
+        with _locked(live):
+            for name in CHARTS:
+                atomic_write_text(live / "plots" / f"{name}.svg", (src / "plots" / f"{name}.svg").read_text())
+            atomic_write_text(live / "data.json", (src / "data.json").read_text())
+            atomic_write_text(live / "index.html", (src / "index.html").read_text())
+    except OSError:
+        log.warning("could not copy the final dashboard to %s", live, exc_info=True)
+        return False
+    now = time.time()
+    atomic_write_text(live / LIVE_STAMP, json.dumps({"ended": now, "seconds": round(now - t0, 3)}))
+    return True
+
+
 def _live_due(live: Path, now: float) -> tuple[bool, float]:
     """Whether the live page is due for a refresh, and the seconds until it is."""
     try:
