@@ -244,23 +244,25 @@ def read_estimate(path: str | Path) -> dict[str, Any] | None:
 
 
 def recorded_durations(metadata_dir: str | Path = ".snakemake/metadata") -> dict[str, list[float]]:
-    """Per rule, the durations of the jobs Snakemake recorded in this folder (one entry per job: a job's
-    outputs share its start and end time)."""
+    """Per rule, the durations of the jobs Snakemake recorded in this folder. Snakemake keeps one record per
+    output file; a job's records share its job hash and end time (their start times differ by the
+    microseconds between writing them), so one job is one entry, from its earliest start."""
     folder = Path(metadata_dir)
-    seen: set[tuple] = set()
-    out: dict[str, list[float]] = {}
+    jobs: dict[tuple, list[float]] = {}
     if not folder.is_dir():
-        return out
+        return {}
     for f in folder.iterdir():
         try:
             meta = json.loads(f.read_text())
             rule, start, end = meta["rule"], float(meta["starttime"]), float(meta["endtime"])
         except (OSError, ValueError, KeyError, TypeError):
             continue
-        if (rule, start, end) in seen or not end >= start:
-            continue
-        seen.add((rule, start, end))
-        out.setdefault(rule, []).append(end - start)
+        key = (rule, meta.get("job_hash"), end)
+        jobs[key] = [min(start, jobs[key][0]), end] if key in jobs else [start, end]
+    out: dict[str, list[float]] = {}
+    for (rule, _, _), (start, end) in sorted(jobs.items(), key=lambda kv: kv[1][0]):
+        if end >= start:
+            out.setdefault(rule, []).append(end - start)
     return out
 
 
