@@ -222,3 +222,27 @@ def test_the_live_page_becomes_the_final_page(results):
     assert publish_live(results, results / "dashboard")
     for f in ("index.html", "data.json", *(f"plots/{n}.svg" for n in charts.CHARTS)):
         assert (results / "live" / f).read_text() == (results / "dashboard" / f).read_text(), f
+
+
+def test_sparse_charts_still_label_their_value_axes():
+    from browser import chart_facts
+    from oto.reporting import plots
+
+    one_failure = {
+        "libraries": [
+            {"generations": [{"gen": 0, "failures_new": {"timeout": 1}}, {"gen": 1, "failures_new": {}}]}
+        ]
+    }
+    assert chart_facts(plots.failures_over_time(one_failure)).yticks == [["0", "1", "2"]]
+    flat = {
+        "tie_tolerance": 0.02,
+        "max_generations": 2,
+        "libraries": [
+            {
+                "family": "DB",
+                "pattern": "NN",
+                "generations": [{"gen": g, "geomean_score": 1.0, "converged": False} for g in range(2)],
+            }
+        ],
+    }
+    assert len(chart_facts(plots.progress_score(flat)).yticks[0]) >= 3

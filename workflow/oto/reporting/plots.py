@@ -238,6 +238,7 @@ def progress_score(data: Mapping):
             if last["converged"]:
                 ax.plot([last["gen"]], [last["geomean_score"]], "s", mfc="none", ms=8,
                         color=_pattern_colour(lib["pattern"]))  # fmt: skip
+        ax.yaxis.set_major_locator(MaxNLocator(nbins=5, min_n_ticks=3))
         ax.yaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:.2f}×"))
         ax.set_title(fam)
         _gen_axis(ax, data.get("max_generations"))
@@ -363,6 +364,7 @@ def failures_over_time(data: Mapping):
         return fig
     _stacked_by_gen(ax, per_gen, {})
     ax.yaxis.set_major_locator(MaxNLocator(integer=True))
+    ax.set_ylim(0, max(2, ax.get_ylim()[1]))  # at least three labels (0, 1, 2) when a generation failed once
     ax.set_ylabel("failures")
     ax.legend(loc="lower left", bbox_to_anchor=(0.0, 1.0), ncol=4)
     return fig
