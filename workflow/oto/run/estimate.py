@@ -245,8 +245,8 @@ def read_estimate(path: str | Path) -> dict[str, Any] | None:
 
 def recorded_durations(metadata_dir: str | Path = ".snakemake/metadata") -> dict[str, list[float]]:
     """Per rule, the durations of the jobs Snakemake recorded in this folder. Snakemake keeps one record per
-    output file; a job's records share its job hash and end time (their start times differ by the
-    microseconds between writing them), so one job is one entry, from its earliest start."""
+    output file (the latest run's); a job's records share its job hash (their times differ by the
+    microseconds between writing them), so one job is one entry, from its earliest start to its last end."""
     folder = Path(metadata_dir)
     jobs: dict[tuple, list[float]] = {}
     if not folder.is_dir():
@@ -257,8 +257,8 @@ def recorded_durations(metadata_dir: str | Path = ".snakemake/metadata") -> dict
             rule, start, end = meta["rule"], float(meta["starttime"]), float(meta["endtime"])
         except (OSError, ValueError, KeyError, TypeError):
             continue
-        key = (rule, meta.get("job_hash"), end)
-        jobs[key] = [min(start, jobs[key][0]), end] if key in jobs else [start, end]
+        key = (rule, meta.get("job_hash"), None if meta.get("job_hash") is not None else end)
+        jobs[key] = [min(start, jobs[key][0]), max(end, jobs[key][1])] if key in jobs else [start, end]
     out: dict[str, list[float]] = {}
     for (rule, _, _), (start, end) in sorted(jobs.items(), key=lambda kv: kv[1][0]):
         if end >= start:
