@@ -41,6 +41,7 @@ include: "rules/registry.smk"
 
 onstart:
     start_run()
+    record_run_estimate(PLAN)  # the backend's seconds per GPU job, for the progress line's time left
 
 
 rule all:

@@ -7,6 +7,7 @@ from pathlib import Path
 
 # The oto package of this checkout is on sys.path: the Snakefile puts it there before reading the config.
 from oto.agent.breaker import reset as reset_agent_breaker
+from oto.run.estimate import record_run_estimate
 from oto.run.lock import RunLockError, acquire_run_lock
 from oto.run.plan import PlanError, plan_run
 from oto.run.profile_views import change_note, record_profile, stage_view
@@ -62,6 +63,8 @@ def profile_view(stage):
 
 
 def library_dir(wc):
+    if why := PLAN.not_selected(library=wc.library):
+        raise WorkflowError(why)
     return f"results/{wc.arch}/{wc.library}"
 
 
@@ -111,11 +114,9 @@ def logic_provenance_path(library):
 
 
 def family_inputs(wc):
-    libs = PLAN.families.get(wc.family)
-    if not libs:
-        raise WorkflowError(
-            f"family {wc.family!r} is not selected in this run (selected: {', '.join(PLAN.families)})"
-        )
+    if why := PLAN.not_selected(family=wc.family):
+        raise WorkflowError(why)
+    libs = PLAN.families[wc.family]
     return {
         "finals": [f"results/{wc.arch}/{lib}/final.yaml" for lib in libs],
         "logic": [logic_path(lib) for lib in libs],

@@ -199,7 +199,7 @@ PAGE_VALUES = {
     "images": "[...document.images].map(i => ({src: i.getAttribute('src'), w: i.naturalWidth, "
     "h: i.naturalHeight}))",
     "inline_svgs": "document.querySelectorAll('div.chart svg').length",
-    "state": "document.querySelector('[data-test=state]').dataset.state",
+    "state": "(document.querySelector('[data-test=state]') || {dataset: {}}).dataset.state",
     "numbers": "(document.querySelector('[data-test=provenance]') || {dataset: {}}).dataset.numbers",
     "rows": "Object.fromEntries([...document.querySelectorAll('table[data-test=libraries] tr[data-library]')]"
     ".map(tr => [tr.dataset.library, Object.fromEntries([...tr.querySelectorAll('[data-key]')]"
@@ -211,7 +211,11 @@ PAGE_VALUES = {
     "overflow": "document.documentElement.scrollWidth > window.innerWidth + 1",
     "tables_overflow": "[...document.querySelectorAll('.table-wrap')]"
     ".some(e => e.scrollWidth > e.clientWidth + 1)",
+    "shown": "Object.fromEntries([...document.images].map(i => [i.getAttribute('src'), i.clientWidth]))",
+    "inline": "[...document.querySelectorAll('div.chart[data-test] svg')]"
+    ".map(s => [s.parentElement.dataset.test, s.getBoundingClientRect().width, s.outerHTML])",
 }
+WIDTH = 1400  # the window the pages are checked in: a laptop screen
 
 
 def _shown(res: Path, lib: str) -> dict | None:
@@ -224,7 +228,7 @@ def _shown(res: Path, lib: str) -> dict | None:
 
 
 def check_page(res: Path, page: Path, name: str) -> dict:
-    out = render(page, PAGE_VALUES)
+    out = render(page, PAGE_VALUES, width=WIDTH)
     if SHOTS:
         Path(SHOTS).mkdir(parents=True, exist_ok=True)
         (Path(SHOTS) / f"{name}.png").write_bytes(out.screenshot)
@@ -232,14 +236,18 @@ def check_page(res: Path, page: Path, name: str) -> dict:
     assert out.errors == [], out.errors
     v = out.values
     assert "Plex" in v["font"] and "sans-serif" in v["font"], v["font"]  # the CSS was applied
-    assert not v["overflow"], "the page scrolls sideways at 1440 px"
-    assert not v["tables_overflow"], "a table is cut off at 1440 px"
-    if v["state"] == "waiting":
+    assert not v["overflow"], f"the page scrolls sideways at {WIDTH} px"
+    assert not v["tables_overflow"], f"a table does not fit its card at {WIDTH} px"
+    for chart, shown, svg in v["inline"]:  # charts inside the page (acceptance.html)
+        facts = check_chart(chart, svg, shown)
+        assert shown >= facts.width * 4 / 3 - 1, f"{chart} squeezed to {shown:.0f} px"
+    if v["state"] in ("waiting", None):  # the waiting page, or acceptance.html (no live state)
         return v
     srcs = {i["src"]: i for i in v["images"]}
     assert set(srcs) == {f"plots/{n}.svg" for n in charts.CHARTS}
     for img in v["images"]:
         assert img["w"] > 0 and img["h"] > 0, f"{img['src']} did not load"
+        check_chart(img["src"], (page.parent / img["src"]).read_text(), v["shown"][img["src"]])
     for lib, row in v["rows"].items():
         doc = _shown(res, lib)
         if doc is None:
@@ -257,3 +265,70 @@ def check_page(res: Path, page: Path, name: str) -> dict:
     docs = [yaml.safe_load(p.read_text()) for p in res.glob("*/gen*/selection.yaml")]
     assert v["numbers"] == ",".join(sorted({d["provenance"]["numbers"] for d in docs}))
     return v
+
+
+# -- the charts themselves (matplotlib SVG: text stays text, groups carry ids)
+SVG = "{http://www.w3.org/2000/svg}"
+MIN_CHART_PX = 11  # the smallest chart text a page may show at 1400 px
+
+
+@dataclass
+class ChartFacts:
+    width: float  # the SVG's own width (viewBox units = pt)
+    font_sizes: list[float]  # font sizes of every text, in viewBox units
+    legend: list[tuple[str, str]]  # (colour, label) per legend entry
+    yticks: list[list[str]]  # per axes, its y tick labels
+
+
+def chart_facts(svg: str) -> ChartFacts:
+    import xml.etree.ElementTree as ET
+
+    root = ET.fromstring(svg)
+    width = float(root.get("viewBox").split()[2])
+    fonts = [float(m) for m in re.findall(r"font-size: ([\d.]+)px", svg)]
+    legend: list[tuple[str, str]] = []
+    yticks: list[list[str]] = []
+    for g in root.iter(f"{SVG}g"):
+        gid = g.get("id", "")
+        if gid.startswith("legend"):
+            colour = None
+            for entry in g:
+                eid = entry.get("id", "")
+                style = " ".join(p.get("style") or "" for p in entry.iter(f"{SVG}path"))
+                if eid.startswith(("patch", "line2d")):
+                    key = "fill" if eid.startswith("patch") else "stroke"
+                    m = re.search(rf"{key}: (#[0-9a-fA-F]{{6}})", style)
+                    colour = m.group(1).lower() if m else colour
+                elif eid.startswith("text") and colour:
+                    legend.append((colour, "".join(entry.itertext()).strip()))
+                    colour = None
+        elif re.fullmatch(r"axes_\d+", gid):
+            for axis in g:
+                ticks = [t for t in axis if t.get("id", "").startswith("ytick")]
+                if ticks:
+                    labels = ["".join(x.itertext()).strip() for t in ticks for x in t.iter(f"{SVG}text")]
+                    yticks.append([x for x in labels if x])
+    return ChartFacts(width, fonts, legend, yticks)
+
+
+def _number(label: str) -> bool:
+    try:
+        float(label.replace("×", "").replace("%", "").replace(",", "").replace("−", "-"))
+    except ValueError:
+        return False
+    return True
+
+
+def check_chart(name: str, svg: str, shown_px: float) -> ChartFacts:
+    """A chart as a page shows it ``shown_px`` wide: readable text, one colour per legend entry, and numeric
+    axes with at least three labels."""
+    f = chart_facts(svg)
+    scale = shown_px / f.width  # px per SVG unit on the page
+    smallest = min(f.font_sizes) * scale
+    assert smallest >= MIN_CHART_PX, f"{name}: smallest text {smallest:.1f} px at 1400 px (< {MIN_CHART_PX})"
+    colours = [c for c, _ in f.legend]
+    assert len(set(colours)) == len(colours), f"{name}: legend entries share a colour: {f.legend}"
+    for labels in f.yticks:
+        if any(_number(x) for x in labels):
+            assert len(labels) >= 3, f"{name}: a value axis with only {labels}"
+    return f

@@ -11,7 +11,7 @@ from dashboard_helpers import CONFIG, PEAK, make_results
 from oto.files import StageFileError
 from oto.reporting import charts, figures, plots
 from oto.reporting.collect import collect
-from oto.reporting.dashboard import fmt, refresh, write_dashboard
+from oto.reporting.dashboard import LIVE_SHARE, LIVE_STAMP, fmt, refresh, write_dashboard
 
 
 @pytest.fixture
@@ -107,9 +107,27 @@ def test_refresh_keeps_the_last_good_page_and_never_raises(results):
     live = results / "live" / "index.html"
     page = live.read_text()
     (results / "Cijk_Ailk_Bjlk_DB" / "gen1" / "selection.yaml").write_text("a: [\n")
-    assert refresh(results, CONFIG) is False
+    assert refresh(results, CONFIG, force=True) is False
     assert live.read_text() == page
     assert not (results / "dashboard").exists(), "the live refresh wrote the dashboard rule's output"
+
+
+def test_live_refresh_is_paced_to_a_share_of_the_run(results):
+    live = results / "live"
+    assert refresh(results, CONFIG) is True
+    stamp = json.loads((live / LIVE_STAMP).read_text())
+    assert stamp["seconds"] > 0
+    page = (live / "index.html").read_text()
+    # Right after a refresh the next select job leaves the page alone...
+    assert refresh(results, CONFIG) is False
+    assert (live / "index.html").read_text() == page
+    # ... until (1/LIVE_SHARE - 1) times the refresh's own duration has passed, or when forced (the end).
+    stamp["ended"] -= (1 / LIVE_SHARE - 1) * stamp["seconds"] + 1
+    (live / LIVE_STAMP).write_text(json.dumps(stamp))
+    assert refresh(results, CONFIG) is True
+    assert refresh(results, CONFIG, force=True) is True
+    (live / LIVE_STAMP).write_text("{torn")
+    assert refresh(results, CONFIG) is True
 
 
 def test_generation_digests_are_cached_on_the_files(results):
@@ -200,3 +218,45 @@ def test_command_line_redraws_a_run(results, tmp_path, capsys):
     assert main([str(results), "--config", str(cfg)]) == 0
     assert "running, 2 libraries" in capsys.readouterr().out
     assert (results / "dashboard" / "index.html").is_file()
+
+
+def test_every_series_of_a_chart_gets_its_own_colour():
+    from oto.reporting.plots import PROPOSER_COLOURS, series_colours
+
+    keys = ["reference", "seed", "surrogate", "new_strategy", "another", "agent"]
+    colours = series_colours(keys, PROPOSER_COLOURS)
+    assert len(set(colours.values())) == len(keys)
+    assert colours["seed"] == PROPOSER_COLOURS["seed"] != colours["surrogate"]
+
+
+def test_the_live_page_becomes_the_final_page(results):
+    from oto.reporting.dashboard import publish_live
+
+    write_dashboard(results, CONFIG)
+    assert publish_live(results, results / "dashboard")
+    for f in ("index.html", "data.json", *(f"plots/{n}.svg" for n in charts.CHARTS)):
+        assert (results / "live" / f).read_text() == (results / "dashboard" / f).read_text(), f
+
+
+def test_sparse_charts_still_label_their_value_axes():
+    from browser import chart_facts
+    from oto.reporting import plots
+
+    one_failure = {
+        "libraries": [
+            {"generations": [{"gen": 0, "failures_new": {"timeout": 1}}, {"gen": 1, "failures_new": {}}]}
+        ]
+    }
+    assert chart_facts(plots.failures_over_time(one_failure)).yticks == [["0", "1", "2"]]
+    flat = {
+        "tie_tolerance": 0.02,
+        "max_generations": 2,
+        "libraries": [
+            {
+                "family": "DB",
+                "pattern": "NN",
+                "generations": [{"gen": g, "geomean_score": 1.0, "converged": False} for g in range(2)],
+            }
+        ],
+    }
+    assert len(chart_facts(plots.progress_score(flat)).yticks[0]) >= 3

@@ -96,7 +96,14 @@ def test_a_profile_change_invalidates_exactly_the_stages_that_read_it(tmp_path):
     ]
     assert invalidated_stages(["rates.fp64"], cfg, sb) == ["ceilings"]
     assert invalidated_stages(["name"], cfg, db) == []
-    assert invalidated_stages(["max_lds_per_workgroup"], cfg, db) == ["mutate", "emit"]
+    # legality's limits: proposals, configs, the references finalize races and what logic/package validate
+    assert invalidated_stages(["max_lds_per_workgroup"], cfg, db) == [
+        "mutate",
+        "emit",
+        "finalize",
+        "logic",
+        "package",
+    ]
     sim = plan_run(BASE).config  # the simulated GPU is the profile: every measuring stage reads it
     assert invalidated_stages(["l2_bytes"], sim, db) == ["compile", "benchmark", "finalize"]
 
@@ -107,3 +114,14 @@ def test_a_profile_change_invalidates_exactly_the_stages_that_read_it(tmp_path):
     note = change_note(fp64, "arch_profiles/gfx90c.yaml", arch_dir, cfg, db)
     assert note.startswith("oto: arch_profiles/gfx90c.yaml changed since the last run in")
     assert "rates.fp64 0.0625 -> 0.125" in note and "benchmark and finalize measure again" in note
+
+
+def test_a_target_outside_the_selection_names_the_config_fix():
+    plan = plan_run({**BASE, "families": ["DB"], "patterns": ["NN", "NT"]})
+    assert plan.not_selected(family="DB") is None
+    assert plan.not_selected(library="Cijk_Ailk_Bljk_DB") is None
+    assert "--config 'families=[DB,SB]'" in plan.not_selected(family="SB")
+    assert "not in the deck" in plan.not_selected(family="QQ")
+    assert "--config 'families=[DB,SB]'" in plan.not_selected(library="Cijk_Ailk_Bljk_SB")
+    why = plan.not_selected(library="Cijk_Alik_Bljk_DB")  # TN: the family is selected, the pattern is not
+    assert "pattern TN" in why and "--config 'patterns=[NN,NT,TN]'" in why

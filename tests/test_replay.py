@@ -111,6 +111,14 @@ def test_replay_command_writes_the_contract(tmp_path, capsys):
     assert [s["seed"] for s in doc["seeds"]] == [0, 1, 2]
     assert all(len(s["best_fraction"]) == 10 for s in doc["seeds"])
     assert doc["summary"]["numbers"] == "replayed" and "fraction_at_10" in doc["summary"]
+    said = capsys.readouterr()
+    # Progress while it runs (stderr, one line per seed), then what the numbers mean (stdout).
+    assert [ln.split(":")[1].strip() for ln in said.err.splitlines()] == ["seed 1/3", "seed 2/3", "seed 3/3"]
+    assert (
+        "fraction of the recorded optimum" in said.out
+        and f"N=10: {doc['summary']['fraction_at_10']['mean']:.3f}" in said.out
+    )
+    assert str(out) in said.out
     bad = tmp_path / "bad.json"
     bad.write_text(json.dumps({"cache": {}}))
     assert cli(["replay", str(bad), "--budget", "5", "--seeds", "1", "--json", str(tmp_path / "x.json")]) == 2

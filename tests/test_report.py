@@ -96,8 +96,12 @@ def test_run_writes_dashboard_after_every_generation_and_at_the_end(finished_run
     res = finished_run / "results" / "gfx90c"
     logs = sorted(res.glob("logs/*/gen*/select.log"))
     assert len(logs) == 2 * FAST_CONFIG["max_generations"]
-    for log in logs:  # every select job refreshed the page
-        assert "oto.reporting.dashboard: dashboard" in log.read_text(), log
+    refreshed = [log for log in logs if "oto.reporting.dashboard: dashboard" in log.read_text()]
+    paced = [log for log in logs if "live dashboard: refreshed recently" in log.read_text()]
+    # Every select job refreshed the page or left it to a later one (paced: oto.reporting.dashboard).
+    assert refreshed and sorted(refreshed + paced) == logs
+    live = yaml.safe_load((res / "live" / "data.json").read_text())
+    assert live["state"] == "finished", "the dashboard rule brings the live page up to date at the end"
     # The deck job wrote the first page, before any generation finished.
     assert re.search(
         r"dashboard \S+index.html: waiting, 2 libraries", (res / "logs" / "deck.log").read_text()
@@ -118,6 +122,14 @@ def test_finished_dashboard_in_chromium(finished_run):
     finals = [yaml.safe_load(p.read_text()) for p in res.glob("*/final.yaml")]
     c = Counter(r["verdict"] for f in finals for r in f["per_size"])
     assert v["kpis"]["wtl"] == f"{c['win']} / {c['tie']} / {c['loss']}"
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not available(), reason="no chromium at /usr/bin/chromium")
+def test_acceptance_report_of_a_run_in_chromium(finished_run):
+    res = finished_run / "results" / "gfx90c"
+    v = check_page(res, res / "acceptance.html", "acceptance_run")
+    assert len(v["inline"]) == 2
 
 
 @pytest.mark.slow

@@ -161,6 +161,17 @@ def test_family_target_builds_only_that_family(tmp_path):
     assert sorted(v["pattern"] for v in fam["libraries"].values()) == ["NN", "NT", "TN", "TT"]
 
 
+def test_a_target_of_an_unselected_family_says_how_to_add_it(tmp_path):
+    work = make_workdir(tmp_path, FAST_CONFIG)
+    for target in ("results/gfx90c/family/SB.yaml", "results/gfx90c/Cijk_Ailk_Bljk_SB/final.yaml"):
+        proc = snakemake(work, "-n", target)
+        assert proc.returncode != 0
+        assert "--config 'families=[DB,SB]'" in proc.stdout + proc.stderr, target
+    # The fix as printed works.
+    proc = snakemake(work, "-n", "results/gfx90c/family/SB.yaml", "--config", "families=[DB,SB]")
+    assert proc.returncode == 0, proc.stderr[-3000:]
+
+
 def test_library_target_builds_only_that_library(tmp_path):
     work = make_workdir(tmp_path, {**FAST_CONFIG, "max_generations": 1})
     proc = snakemake(work, "--cores", "2", "results/gfx90c/logic/gfx90c_Cijk_Ailk_Bjlk_DB.yaml")

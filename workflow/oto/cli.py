@@ -17,6 +17,7 @@ def main(argv: list[str] | None = None) -> int:
         "deck-manifest": ("derive the shipped deck manifest from a folder of logic files", _deck_manifest),
         "env": ("report GPU, ROCm, Tensile, compilers, client, API key and the auto backend", _env),
         "merge": ("merge testers' result bundles (folders or storage URLs) into one results/<arch>/", _merge),
+        "plan": ("estimate a configured run: jobs, timed launches, GPU time on the target, time here", _plan),
         "replay": ("score a search strategy on a recorded Kernel Tuner cache", _replay),
         "registry": ("query the experiment registry or export it as Kernel Tuner T4", _registry),
         "shards": ("list what each of N shards of the deck holds (one tester, one night each)", _shards),
@@ -30,6 +31,9 @@ def main(argv: list[str] | None = None) -> int:
         print(f"oto {oto.__version__}\n\nusage: oto COMMAND [...]\n")
         for name, (doc, _) in commands.items():
             print(f"  {name:16s} {doc}")
+        print(
+            "\n`oto COMMAND --help` describes a command's arguments. The workflow itself runs with snakemake."
+        )
         return 0
     if argv[0] == "--version":
         print(oto.__version__)
@@ -94,6 +98,12 @@ def _shards(argv: list[str]) -> int:
 
 def _merge(argv: list[str]) -> int:
     from oto.fleet.merge import main
+
+    return main(argv)
+
+
+def _plan(argv: list[str]) -> int:
+    from oto.run.estimate import main
 
     return main(argv)
 

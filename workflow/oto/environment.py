@@ -99,8 +99,14 @@ def main(argv: list[str]) -> int:
     import yaml
 
     ap = argparse.ArgumentParser(prog="oto env", description=__doc__.splitlines()[0])
-    ap.add_argument("--config", default="config/config.yaml", help="run configuration (for tensile.*, arch)")
-    ap.add_argument("--profiles", default="arch_profiles", help="folder of arch profiles")
+    ap.add_argument(
+        "--config",
+        default="config/config.yaml",
+        help="run configuration whose arch and tensile.* settings are checked (default: %(default)s)",
+    )
+    ap.add_argument(
+        "--profiles", default="arch_profiles", help="folder of arch profiles (default: %(default)s)"
+    )
     ap.add_argument("--json", action="store_true", help="print JSON instead of text")
     args = ap.parse_args(argv)
     config: dict[str, Any] = {}

@@ -22,8 +22,6 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-import anthropic
-
 from oto.agent.audit import AuditLog
 from oto.agent.breaker import CircuitBreaker
 from oto.agent.settings import AgentSettings
@@ -113,6 +111,8 @@ def _retry_after(exc: Exception) -> float | None:
 
 
 def _retryable(exc: Exception) -> bool:
+    import anthropic
+
     if isinstance(exc, anthropic.APITimeoutError | anthropic.APIConnectionError):
         return True
     if isinstance(exc, anthropic.APIStatusError):
@@ -138,6 +138,9 @@ def call(
 ) -> Reply:
     """Send ``request`` (Messages API keyword arguments); raise CallFailed after the last attempt, or as soon
     as the breaker says the endpoint is off for this run."""
+    # Imported here: the SDK takes seconds to import and most mutate jobs never call it (no key, or frozen).
+    import anthropic
+
     client = anthropic.Anthropic(
         api_key=key, base_url=settings.base_url, timeout=settings.timeout_s, max_retries=0
     )

@@ -48,6 +48,27 @@ def job_stream(library: str, stage: str) -> str:
     return f"{library}/{stage}"
 
 
+def backend_class(config: Mapping[str, Any], profile: Mapping[str, Any]) -> type[Backend]:
+    """The class of the backend ``config`` gets (``auto`` resolved), for what it declares (its costs)."""
+    config = config_with_defaults(config)
+    name = config["backend"]
+    if name == "auto":
+        name = auto_backend(profile, config["tensile"])[0]
+    if name == "tensile":
+        from oto.backends.tensile import TensileBackend
+
+        return TensileBackend
+    if name == "replay":
+        from oto.backends.replay import ReplayBackend
+
+        return ReplayBackend
+    if name == "sim":
+        from oto.backends.sim import SimBackend
+
+        return SimBackend
+    raise ValueError(f"config field 'backend': unknown backend {name!r} (known: auto, {', '.join(BACKENDS)})")
+
+
 def resolve(config: Mapping[str, Any], profile: Mapping[str, Any], stream: str) -> Backend:
     """Return the configured backend. ``stream`` names the job (library/generation) so that seeded
     backends draw independent, reproducible noise per job."""

@@ -138,6 +138,23 @@ class Problem:
         return cls(library=Library.parse(deck.name), arch=profile, problem_type=deck.problem_type)
 
 
+@dataclass(frozen=True)
+class Costs:
+    """What a backend's work costs in wall seconds, declared so that a run can be estimated before it starts
+    (``oto plan``, the progress line's time left): one build and one measure invocation per racing round
+    each pay ``startup_s``; every timed launch costs its kernel time × ``gpu_time_scale`` × (1 +
+    ``cooldown_share``) plus ``launch_overhead_us``; every (kernel, size) pair adds ``warmups_per_pair``
+    untimed launches per measure invocation."""
+
+    startup_s: float = 0.0  # per backend invocation (process start-up, loading)
+    build_s_per_kernel: float = 0.0
+    launch_overhead_us: float = 0.0  # host time per timed launch beyond the kernel itself
+    warmups_per_pair: int = 0
+    cooldown_share: float = 0.0  # idle time after a launch, as a share of its kernel time
+    gpu_time_scale: float = 1.0  # wall seconds per second of kernel time (1 on a GPU; the sim's pace)
+    source: str = ""  # where the figures come from
+
+
 class Backend(Protocol):
     name: str
     numbers: str  # "simulated" | "replayed" | "measured"
@@ -145,6 +162,11 @@ class Backend(Protocol):
     launch_timeout_us: float  # no launch takes longer: a reported time above it is a bad timing
 
     capabilities: Capabilities
+
+    @classmethod
+    def costs(cls, config: Mapping[str, Any]) -> Costs:
+        """This backend's :class:`Costs` under ``config`` (a validated run config)."""
+        ...
 
     def provenance(self) -> dict[str, Any]:
         """Facts that make a result reproducible: backend, numbers, versions, seeds."""

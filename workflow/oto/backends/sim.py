@@ -18,7 +18,7 @@ from typing import Any
 
 import numpy as np
 
-from oto.backends.base import BuildResult, Capabilities, Kernel, MeasurePlan, Problem, Sample, Size
+from oto.backends.base import BuildResult, Capabilities, Costs, Kernel, MeasurePlan, Problem, Sample, Size
 from oto.config import config_defaults
 from oto.hardware.simulated.noise import NOISE_KEYS, NoiseModel
 from oto.hardware.simulated.performance import MODEL_VERSION, Arch, SimGPU
@@ -59,6 +59,13 @@ class SimBackend:
         sweeps = self.launch_order == "sweeps"
         telemetry = ("per_sweep" if sweeps else "per_launch") if self.settings["clock_telemetry"] else "none"
         self.capabilities = Capabilities(LAUNCH_ORDERS[self.launch_order], telemetry, 1 if sweeps else None)
+
+    @classmethod
+    def costs(cls, config: Mapping[str, Any]) -> Costs:
+        # The model computes a launch in ~30 us of CPU (the demo's 32 benchmark jobs, 2-core dev machine);
+        # sim.pace sleeps that many wall seconds per simulated second of kernel time.
+        pace = float((config.get("sim") or {}).get("pace", config_defaults("sim")["pace"]))
+        return Costs(launch_overhead_us=30.0, gpu_time_scale=pace, source="simulator (CPU) and sim.pace")
 
     def provenance(self) -> dict[str, Any]:
         return {

@@ -53,11 +53,11 @@ from typing import Any
 
 import yaml
 
-from oto.backends.base import BuildResult, Capabilities, Kernel, MeasurePlan, Problem, Sample, Size
+from oto.backends.base import BuildResult, Capabilities, Costs, Kernel, MeasurePlan, Problem, Sample, Size
 from oto.hardware.detect import detect_gpu
 from oto.hardware.telemetry import Sampler, TelemetrySettings, find_source, summarise
 from oto.measurement.sweeps import plan_sweeps, roles_of
-from oto.tensile.benchmark_config import benchmark_config
+from oto.tensile.benchmark_config import APU_GLOBAL_PARAMETERS, benchmark_config
 from oto.tensile.client import (
     ClientFilesError,
     ClientIni,
@@ -122,6 +122,23 @@ class TensileBackend:
         self.nominal_mhz = float(profile["clock_mhz"])
         self._probe: dict[str, Any] | None = None
         self._source: tuple[Any, str] | None = None
+
+    @classmethod
+    def costs(cls, config: Mapping[str, Any]) -> Costs:
+        # Start-up and build: bench/RESULTS.md "Tensile start-up overhead" (warm start-up 3.9-5.9 s per
+        # invocation; 39.1 s of work for a batch of 32 kernels). Per launch: the client's cool-down
+        # (SleepPercent) and warm-ups; ~20 us of enqueue and event timing per launch is an assumption (no GPU
+        # was available to measure it).
+        g = APU_GLOBAL_PARAMETERS
+        return Costs(
+            startup_s=5.0,
+            build_s_per_kernel=1.2,
+            launch_overhead_us=20.0,
+            warmups_per_pair=int(g["NumWarmups"]),
+            cooldown_share=float(g["SleepPercent"]) / 100,
+            gpu_time_scale=1.0,
+            source="bench/RESULTS.md (Tensile start-up and build, measured); client cool-down and warm-ups",
+        )
 
     # -- facts
     def probe(self) -> dict[str, Any]:

@@ -254,8 +254,18 @@ def manifest_main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         prog="oto deck-manifest", description="Derive oto's coverage manifest from Tensile logic files."
     )
-    parser.add_argument("--logic-dir", required=True, type=Path, help="folder of Tensile logic YAML files")
-    parser.add_argument("--out", type=Path, default=SHIPPED_MANIFEST, help="manifest to write (.json.gz)")
+    parser.add_argument(
+        "--logic-dir",
+        required=True,
+        type=Path,
+        help="folder of Tensile logic YAML files, e.g. rocBLAS's Tensile/Logic/asm_full/vega10",
+    )
+    parser.add_argument(
+        "--out",
+        type=Path,
+        default=SHIPPED_MANIFEST,
+        help="manifest to write (.json.gz; default: the one shipped inside oto)",
+    )
     args = parser.parse_args(argv)
     deck = deck_from_logic_files(read_logic_dir(args.logic_dir))
     write_manifest(deck, args.out)

@@ -221,7 +221,11 @@ def main(argv: Sequence[str]) -> int:
     ap.add_argument("--simulate", action="store_true", help="use the simulated GPU even where a GPU is found")
     ap.add_argument("--cores", help="CPU cores for compiles (default: all)")
     ap.add_argument("--bundles", default="bundles", help="folder for the bundle (default bundles/)")
-    ap.add_argument("--root", help=argparse.SUPPRESS)  # read device facts under this folder (tests)
+    ap.add_argument(
+        "--root",
+        help="read the device's facts (sysfs, /proc, dmidecode output) under this folder instead of / "
+        "(to check a machine's copied files, and for tests)",
+    )
     args = ap.parse_args(argv)
     config, cfg_path = _config(args)
     arch = str(config.get("arch", "gfx90c"))

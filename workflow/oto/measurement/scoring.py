@@ -39,7 +39,6 @@ drop true contenders.
 
 from __future__ import annotations
 
-import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
@@ -48,6 +47,7 @@ import pandas as pd
 
 from oto.gemm import Library, gemm_flops
 from oto.hardware.ceilings import family_peak_gflops
+from oto.measurement.numbers import finite  # noqa: F401  (part of this module's interface)
 
 SAMPLE_COLUMNS = [
     "seq",
@@ -515,15 +515,6 @@ def best_per_size(scores: pd.DataFrame) -> dict[int, Mapping]:
     return {
         int(r.size_index): r._asdict() for r in best.drop_duplicates("size_index").itertuples(index=False)
     }
-
-
-def finite(x) -> float | None:
-    """A finite float, or None for missing, malformed or non-finite values."""
-    try:
-        v = float(x)
-    except (TypeError, ValueError):
-        return None
-    return v if math.isfinite(v) else None
 
 
 def geomean(values: Sequence[float]) -> float:

@@ -74,15 +74,33 @@ def main(argv: Sequence[str] | None = None) -> int:
     import argparse
     import sys
 
-    ap = argparse.ArgumentParser(prog="oto registry")
-    sub = ap.add_subparsers(dest="cmd", required=True)
-    ex = sub.add_parser("export-t4", help="write the registry as Kernel Tuner T4 results JSON")
-    ex.add_argument("store", type=Path)
-    ex.add_argument("out", type=Path)
-    ex.add_argument("--arch")
-    ex.add_argument("--library")
-    su = sub.add_parser("summary", help="record counts of a registry store")
-    su.add_argument("store", type=Path)
+    ap = argparse.ArgumentParser(
+        prog="oto registry",
+        description="The experiment registry: every proposal, rejection, build and measurement of the runs "
+        "in a results folder (results/<arch>/registry/registry.sqlite, merged by rule registry).",
+    )
+    sub = ap.add_subparsers(dest="cmd", required=True, metavar="{export-t4,summary}")
+    store_help = "the registry store, e.g. results/gfx90c/registry/registry.sqlite"
+    ex = sub.add_parser(
+        "export-t4",
+        help="write the registry as Kernel Tuner T4 results JSON",
+        description="Write the registry as Kernel Tuner T4 results JSON for tools that read T4: one result "
+        "per measured, failed or rejected (kernel, library, size) with its time (ms), score against the "
+        "spoof floor and GFLOP/s; kernel id, proposer, backend, numbers and protocol in its metadata.",
+    )
+    ex.add_argument("store", type=Path, help=store_help)
+    ex.add_argument("out", type=Path, help="the T4 JSON file to write")
+    ex.add_argument("--arch", help="only this GPU (e.g. gfx90c; default: every arch in the store)")
+    ex.add_argument(
+        "--library", help="only this library (e.g. Cijk_Ailk_Bljk_DB; default: every library in the store)"
+    )
+    su = sub.add_parser(
+        "summary",
+        help="record counts of a registry store",
+        description="Print the store's record counts by kind, and how many libraries and kernels it "
+        "holds, as JSON.",
+    )
+    su.add_argument("store", type=Path, help=store_help)
     args = ap.parse_args(argv)
     try:
         if args.cmd == "export-t4":

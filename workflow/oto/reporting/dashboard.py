@@ -5,6 +5,12 @@ the deck job, every select job and the dashboard job (:func:`refresh`), so it is
 behind and reloads itself until the run finishes; and the **final** page ``results/<arch>/dashboard/``, the
 dashboard rule's declared output. The page is static and opens from disk. Concurrent refreshes are
 serialised by a lock file and each file is replaced atomically, so a reader never sees half a page.
+
+The live refresh is paced so it never costs more than ``LIVE_SHARE`` of the run's time: after a refresh that
+took d seconds, the next one waits until (1/LIVE_SHARE - 1)·d seconds have passed, and a select job that
+comes earlier leaves the page as it is (the next one, or the dashboard rule at the end, brings it up to
+date). On a night where a generation takes minutes every select refreshes; a demo's second-long jobs skip
+most refreshes instead of spending half their time drawing charts.
 """
 
 from __future__ import annotations
@@ -13,6 +19,7 @@ import contextlib
 import fcntl
 import json
 import logging
+import time
 from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
@@ -20,7 +27,7 @@ from typing import Any
 import jinja2
 
 from oto.files import atomic_write_text
-from oto.reporting import plots
+from oto.reporting.charts import CHARTS
 from oto.reporting.collect import collect, generations_done
 
 log = logging.getLogger(__name__)
@@ -28,6 +35,8 @@ TEMPLATES = Path(__file__).resolve().parent / "templates"
 LIVE_DIR = "live"  # results/<arch>/live/: the page every select job refreshes
 FINAL_DIR = "dashboard"  # results/<arch>/dashboard/: the dashboard rule's output
 REFRESH_SECONDS = 30
+LIVE_SHARE = 0.1  # at most this share of the run's wall time goes to refreshing the live page
+LIVE_STAMP = ".refreshed"  # live/.refreshed: when the last live refresh ended and how long it took
 STATE_TEXT = {
     "waiting": "waiting for first results",
     "running": "run in progress",
@@ -135,8 +144,10 @@ def write_dashboard(
     with _locked(out_dir):
         # Per-generation digests are cached by the live page's refreshes; the final page reuses them.
         data = collect(results, config, cache_dir=results / LIVE_DIR / "cache")
-        for name, chart in plots.CHARTS.items():
-            atomic_write_text(out_dir / "plots" / f"{name}.svg", chart(data))
+        from oto.reporting import plots  # imported here: matplotlib costs a second, paced refreshes skip it
+
+        for name in CHARTS:
+            atomic_write_text(out_dir / "plots" / f"{name}.svg", plots.CHARTS[name](data))
         atomic_write_text(out_dir / "data.json", json.dumps(data, indent=1, sort_keys=True, default=str))
         html = environment().get_template("dashboard.html.j2").render(**page_context(data, results))
         atomic_write_text(out_dir / "index.html", html)  # last: the page appears once its plots exist
@@ -144,12 +155,49 @@ def write_dashboard(
     return data
 
 
-def refresh(results: str | Path, config: Mapping | None = None) -> bool:
-    """The live page, best effort, for the end of a stage: a dashboard problem is logged and never fails
-    the tuning job."""
+def publish_live(results: str | Path, page_dir: str | Path) -> bool:
+    """The live page becomes a copy of the final page (the run has finished: they show the same), best
+    effort like :func:`refresh`, without drawing the charts a second time."""
+    live, src = Path(results) / LIVE_DIR, Path(page_dir)
+    t0 = time.time()
     try:
-        write_dashboard(results, config, Path(results) / LIVE_DIR)
-        return True
+        with _locked(live):
+            for name in CHARTS:
+                atomic_write_text(live / "plots" / f"{name}.svg", (src / "plots" / f"{name}.svg").read_text())
+            atomic_write_text(live / "data.json", (src / "data.json").read_text())
+            atomic_write_text(live / "index.html", (src / "index.html").read_text())
+    except OSError:
+        log.warning("could not copy the final dashboard to %s", live, exc_info=True)
+        return False
+    now = time.time()
+    atomic_write_text(live / LIVE_STAMP, json.dumps({"ended": now, "seconds": round(now - t0, 3)}))
+    return True
+
+
+def _live_due(live: Path, now: float) -> tuple[bool, float]:
+    """Whether the live page is due for a refresh, and the seconds until it is."""
+    try:
+        stamp = json.loads((live / LIVE_STAMP).read_text())
+        wait = float(stamp["ended"]) + (1 / LIVE_SHARE - 1) * float(stamp["seconds"]) - now
+    except (OSError, ValueError, KeyError, TypeError):
+        return True, 0.0  # never refreshed, or a torn stamp: refresh
+    return wait <= 0 or wait > 3600, max(wait, 0.0)  # a clock jump never stalls the page for long
+
+
+def refresh(results: str | Path, config: Mapping | None = None, force: bool = False) -> bool:
+    """The live page, best effort, for the end of a stage: a dashboard problem is logged and never fails
+    the tuning job. Paced (``LIVE_SHARE``) unless ``force``; returns whether the page was written."""
+    live = Path(results) / LIVE_DIR
+    t0 = time.time()
+    due, wait = _live_due(live, t0)
+    if not (due or force):
+        log.info("live dashboard: refreshed recently, next refresh in %.0f s or more", wait)
+        return False
+    try:
+        write_dashboard(results, config, live)
     except Exception:  # noqa: BLE001  (the measurement the stage just wrote matters more than the page)
         log.warning("dashboard refresh failed; the next generation will try again", exc_info=True)
         return False
+    now = time.time()
+    atomic_write_text(live / LIVE_STAMP, json.dumps({"ended": now, "seconds": round(now - t0, 3)}))
+    return True

@@ -27,15 +27,21 @@ PALETTE = [
 ]  # fmt: skip
 TEXT, TEXT_2, GRID, LAYER = "#161616", "#525252", "#e0e0e0", "#ffffff"
 STATUS = {"win": "#24a148", "tie": "#8d8d8d", "loss": "#da1e28"}
-PROPOSER_COLOURS = {
+PROPOSER_COLOURS = {  # every strategy its own colour, so one proposer looks the same on every page
     "agent": "#6929c4",
     "symbolic": "#1192e8",
+    "surrogate": "#9f1853",
+    "random": "#fa4d56",
+    "topup": "#198038",
     "seed": "#005d5d",
     "shipped": "#b28600",
     "reference": "#c6c6c6",
     "unknown": "#8d8d8d",
 }
 PATTERNS = ("NN", "NT", "TN", "TT")
+# The smallest text in a chart (pt in the SVG = 4/3 px at the chart's own size): pages show charts at their
+# own size or larger at 1400 px, so no chart text is below 11 px (tests/browser.py checks it).
+MIN_FONT = 8.5
 FONT_CHOICES = ("IBM Plex Sans", "Helvetica Neue", "Arial", "Liberation Sans", "DejaVu Sans")
 
 
@@ -50,10 +56,10 @@ def _style() -> dict:
         "svg.hashsalt": "oto",  # stable ids: identical data gives identical files
         "font.family": "sans-serif",
         "font.sans-serif": [_font(), "DejaVu Sans"],
-        "font.size": 9,
+        "font.size": 9.5,  # pt in the SVG: 12.7 px where a chart is shown at its own size
         "axes.edgecolor": GRID,
         "axes.labelcolor": TEXT_2,
-        "axes.titlesize": 10,
+        "axes.titlesize": 10.5,
         "axes.titleweight": "regular",
         "axes.titlecolor": TEXT,
         "axes.titlelocation": "left",
@@ -68,7 +74,7 @@ def _style() -> dict:
         "xtick.major.size": 0,
         "ytick.major.size": 0,
         "legend.frameon": False,
-        "legend.fontsize": 8,
+        "legend.fontsize": 9,
         "figure.facecolor": LAYER,
         "axes.facecolor": LAYER,
         "savefig.facecolor": LAYER,
@@ -106,14 +112,14 @@ def _placeholder(text: str = "waiting for first results") -> plt.Figure:
     return fig
 
 
-def _grid(n: int, cols: int = 5, panel: tuple[float, float] = (2.8, 2.2)):
+def _grid(n: int, cols: int = 4, panel: tuple[float, float] = (2.8, 2.2)):
     """Small multiples at a fixed panel size, so one family is not blown up to the page width."""
     cols = max(1, min(cols, n))
     rows = math.ceil(n / cols)
     panel = (max(panel[0], 8.4 / cols), panel[1] * (1.2 if n <= 2 else 1))
     # Fixed margins in inches (constrained layout costs seconds at 13 panels): y labels left, the
     # legend band on top, tick labels and the x label below each row.
-    left, right, top, bottom, gap_w, gap_h = 0.75, 0.15, 0.55, 0.5, 0.45, 0.7
+    left, right, top, bottom, gap_w, gap_h = 0.8, 0.15, 0.6, 0.55, 0.5, 0.75
     width = left + right + panel[0] * cols
     height = top + bottom + panel[1] * rows
     fig, axes = plt.subplots(rows, cols, figsize=(width, height), squeeze=False)
@@ -129,6 +135,19 @@ def _grid(n: int, cols: int = 5, panel: tuple[float, float] = (2.8, 2.2)):
     for ax in axes.flat[n:]:
         ax.set_visible(False)
     return fig, list(axes.flat[:n])
+
+
+def _value_axis(ax, values) -> None:
+    """Log scale with 1-2-5 ticks where the values span a decade or more; else linear with about five ticks
+    (a log axis over 30..100 GFLOPS would show only two labels)."""
+    finite = [float(v) for v in values if v is not None and math.isfinite(float(v)) and float(v) > 0]
+    if finite and max(finite) / min(finite) >= 10:
+        ax.set_yscale("log")
+        ax.yaxis.set_major_locator(LogLocator(subs=(1, 2, 5)))
+        ax.yaxis.set_minor_formatter(NullFormatter())
+    else:
+        ax.yaxis.set_major_locator(MaxNLocator(nbins=5))
+    ax.yaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:g}"))
 
 
 def _pattern_colour(pattern: str) -> str:
@@ -154,7 +173,7 @@ def _legend_above(fig, handles, labels) -> None:
         fig.legend(handles, labels, loc="upper left", bbox_to_anchor=(0.0, 1.0), ncol=min(len(labels), 7))
 
 
-def _bottom_row_xlabel(axes, cols: int = 5) -> None:
+def _bottom_row_xlabel(axes, cols: int = 4) -> None:
     n = len(axes)
     for i, ax in enumerate(axes):
         if i + cols >= n:
@@ -183,11 +202,9 @@ def progress_gflops(data: Mapping):
         if peak:
             ax.axhline(peak, color=TEXT, ls="--", lw=1)
             ax.annotate(f"theoretical {peak:g}", (0, peak), xycoords=("axes fraction", "data"),
-                        xytext=(2, -10), textcoords="offset points", color=TEXT_2, fontsize=7)  # fmt: skip
-        ax.set_yscale("log")
-        ax.yaxis.set_major_locator(LogLocator(subs=(1, 2, 5)))
-        ax.yaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:g}"))
-        ax.yaxis.set_minor_formatter(NullFormatter())
+                        xytext=(2, -11), textcoords="offset points", color=TEXT_2,
+                        fontsize=MIN_FONT)  # fmt: skip
+        _value_axis(ax, [y for line in ax.get_lines() for y in line.get_ydata()])
         ax.set_title(fam)
         _gen_axis(ax, data.get("max_generations"))
     axes[0].set_ylabel("GFLOPS (median over sizes)")
@@ -221,6 +238,7 @@ def progress_score(data: Mapping):
             if last["converged"]:
                 ax.plot([last["gen"]], [last["geomean_score"]], "s", mfc="none", ms=8,
                         color=_pattern_colour(lib["pattern"]))  # fmt: skip
+        ax.yaxis.set_major_locator(MaxNLocator(nbins=5, min_n_ticks=3))
         ax.yaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:.2f}×"))
         ax.set_title(fam)
         _gen_axis(ax, data.get("max_generations"))
@@ -243,7 +261,7 @@ def wins_ties_losses(data: Mapping):
     for lib in rows:
         v = Counter(r.get("verdict") for r in (lib["final"] or lib["latest"])["per_size"])
         counts.append((f"{lib['family']} {lib['pattern']}", v["win"], v["tie"], v["loss"]))
-    fig, ax = plt.subplots(figsize=(6.4, 0.9 + 0.26 * len(counts)))
+    fig, ax = plt.subplots(figsize=(6.0, 1.0 + 0.28 * len(counts)))
     y = list(range(len(counts)))[::-1]
     left = [0] * len(counts)
     for i, (kind, label) in enumerate((("win", "win"), ("tie", "tie"), ("loss", "loss"))):
@@ -270,7 +288,7 @@ def coverage(data: Mapping):
     if not fams or not any(v[0] for v in fams.values()):
         return None
     names = sorted(fams)
-    fig, ax = plt.subplots(figsize=(6.4, 0.9 + 0.34 * len(names)))
+    fig, ax = plt.subplots(figsize=(6.0, 1.0 + 0.36 * len(names)))
     y = list(range(len(names)))[::-1]
     ax.barh(y, [fams[n][0] for n in names], color="#d0e2ff", height=0.7, label="deck sizes (shipped gfx900)")
     ax.barh(y, [fams[n][1] for n in names], color="#4589ff", height=0.42, label="tuning sizes measured")
@@ -280,17 +298,26 @@ def coverage(data: Mapping):
     ax.xaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:g}"))
     ax.grid(axis="y", visible=False)
     ax.set_xlabel("sizes")
-    ax.legend(loc="lower left", bbox_to_anchor=(0.0, 1.0), ncol=3)
+    ax.legend(loc="lower left", bbox_to_anchor=(0.0, 1.0), ncol=2)
     return fig
+
+
+def series_colours(keys, fixed: Mapping[str, str]) -> dict[str, str]:
+    """One colour per series: the fixed colour where a key has one, else the next palette colour no other
+    series of the chart uses (so a strategy's name never takes the colour of 'seed')."""
+    taken = {fixed[k] for k in keys if k in fixed}
+    free = iter([c for c in PALETTE if c not in taken] + PALETTE)
+    return {k: fixed[k] if k in fixed else next(free) for k in keys}
 
 
 def _stacked_by_gen(ax, per_gen: Mapping[int, Counter], colours: Mapping[str, str]) -> None:
     gens = sorted(per_gen)
     keys = sorted({k for c in per_gen.values() for k in c}, key=lambda k: (k not in colours, k))
+    colour = series_colours(keys, colours)
     bottom = [0] * len(gens)
-    for i, k in enumerate(keys):
+    for k in keys:
         vals = [per_gen[g][k] for g in gens]
-        ax.bar(gens, vals, bottom=bottom, color=colours.get(k, PALETTE[i % len(PALETTE)]), width=0.7, label=k)
+        ax.bar(gens, vals, bottom=bottom, color=colour[k], width=0.7, label=k)
         bottom = [a + b for a, b in zip(bottom, vals, strict=True)]
     ax.grid(axis="x", visible=False)
     ax.xaxis.set_major_locator(MaxNLocator(integer=True))
@@ -312,7 +339,7 @@ def benchmarks_by_proposer(data: Mapping):
     per_gen = _summed_by_gen(data, "launches")
     if not any(sum(c.values()) for c in per_gen.values()):
         return None
-    fig, ax = plt.subplots(figsize=(6.4, 2.6))
+    fig, ax = plt.subplots(figsize=(6.0, 2.8))
     _stacked_by_gen(ax, per_gen, PROPOSER_COLOURS)
     ax.set_ylabel("timed launches")
     ax.yaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:,.0f}"))
@@ -326,7 +353,7 @@ def failures_over_time(data: Mapping):
     per_gen = _summed_by_gen(data, "failures_new")
     if not per_gen:
         return None
-    fig, ax = plt.subplots(figsize=(6.4, 2.6))
+    fig, ax = plt.subplots(figsize=(6.0, 2.8))
     if not any(sum(c.values()) for c in per_gen.values()):
         ax.text(
             0.5, 0.5, "no failures so far", ha="center", va="center", color=TEXT_2, transform=ax.transAxes
@@ -337,6 +364,7 @@ def failures_over_time(data: Mapping):
         return fig
     _stacked_by_gen(ax, per_gen, {})
     ax.yaxis.set_major_locator(MaxNLocator(integer=True))
+    ax.set_ylim(0, max(2, ax.get_ylim()[1]))  # at least three labels (0, 1, 2) when a generation failed once
     ax.set_ylabel("failures")
     ax.legend(loc="lower left", bbox_to_anchor=(0.0, 1.0), ncol=4)
     return fig
@@ -353,11 +381,13 @@ def reference_drift(data: Mapping):
     )  # fmt: skip
     if not batches:
         return None
-    fig, ax = plt.subplots(figsize=(14, 2.6))
+    fig, ax = plt.subplots(figsize=(12.5, 2.8))
     x0 = 0.0
     families = sorted({lib["family"] for lib in data["libraries"]})
     colour = {f: PALETTE[i % len(PALETTE)] for i, f in enumerate(families)}
     seen = set()
+    # One line per batch (a library's generation), side by side in the order they finished; each batch's
+    # drift is relative to its own fastest state, so the lines are not joined.
     for _, _name, g in batches:
         seq, slow = g["drift"]["seq"], g["drift"]["slowdown_pct"]
         fam = next(lib["family"] for lib in data["libraries"] if g in lib["generations"])
@@ -365,9 +395,8 @@ def reference_drift(data: Mapping):
                 label=fam if fam not in seen else None)  # fmt: skip
         seen.add(fam)
         x0 += seq[-1] - seq[0] + 1
-        ax.axvline(x0, color=GRID, lw=0.6)
     ax.set_ylabel("reference slowdown %")
-    ax.set_xlabel("timed launches, batches in the order they finished")
+    ax.set_xlabel("timed launches, one line per batch (a library's generation) in the order they finished")
     ax.xaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:,.0f}"))
     ax.set_ylim(bottom=0)
     ax.grid(axis="x", visible=False)

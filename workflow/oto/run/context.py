@@ -54,11 +54,16 @@ def _at(view: Mapping[str, Any], path: str) -> Any:
 
 @contextlib.contextmanager
 def stage(smk) -> Iterator[StageContext]:
-    """Log to the rule's log file; record any failure there too before Snakemake reports it."""
+    """Log to the rule's log file; record any failure there too before Snakemake reports it. The terminal
+    gets warnings and errors only: the run's progress is the oto logger's one line per job."""
     handler = logging.FileHandler(smk.log[0], mode="w")
     handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
+    terminal = logging.StreamHandler(sys.stderr)
+    terminal.setLevel(logging.WARNING)
+    terminal.addFilter(lambda r: r.levelno < logging.ERROR)  # a failure is reported once, below
+    terminal.setFormatter(logging.Formatter(f"{smk.rule}: %(levelname)s %(name)s: %(message)s"))
     root = logging.getLogger()
-    root.handlers[:] = [handler, logging.StreamHandler(sys.stderr)]
+    root.handlers[:] = [handler, terminal]
     root.setLevel(logging.INFO)
     profile_file = getattr(smk.input, "profile", None)
     where = Path(oto.__file__).parent
@@ -66,8 +71,12 @@ def stage(smk) -> Iterator[StageContext]:
     try:
         profile = stage_profile(profile_file, getattr(smk.params, "profile", None)) if profile_file else None
         yield StageContext(dict(smk.config), profile, Path(profile_file) if profile_file else None)
-    except Exception:
+    except Exception as exc:
         logging.getLogger("oto").exception("stage %s failed", smk.rule)
-        raise
+        handler.flush()
+        # One line on the terminal; the traceback is in the rule's log, which Snakemake prints
+        # (show-failed-logs) right after.
+        print(f"oto {smk.rule}: {type(exc).__name__}: {exc}", file=sys.stderr)
+        raise SystemExit(1) from None
     finally:
         handler.flush()

@@ -42,6 +42,42 @@ class Plan:
     profile_file: str
     shard: Shard
 
+    deck_libraries: tuple[str, ...] = ()  # every library of the deck source, selected or not
+
+    def _families_fix(self, family: str) -> str:
+        fams = ",".join([*self.families, family])
+        return (
+            f"add it to this run with --config 'families=[{fams}]' (or to families: in the config file; "
+            "results already built are kept)"
+        )
+
+    def not_selected(self, family: str | None = None, library: str | None = None) -> str | None:
+        """Why a target's family or library is not part of this run, with the fix; None when it is."""
+        selected = ", ".join(self.families) or "none"
+        if library is not None:
+            if library in self.libraries:
+                return None
+            if library not in self.deck_libraries:
+                return f"library {library} is not in the deck ({len(self.deck_libraries)} libraries)"
+            lib = Library.parse(library)
+            if lib.family.code in self.families:
+                patterns = ",".join(sorted({*self.config["patterns"], lib.pattern}))
+                return (
+                    f"library {library}: pattern {lib.pattern} is not selected in this run (patterns: "
+                    f"{', '.join(self.config['patterns'])}); add it with --config 'patterns=[{patterns}]'"
+                )
+            return (
+                f"library {library}: family {lib.family.code} is not selected in this run (families: "
+                f"{selected}); {self._families_fix(lib.family.code)}"
+            )
+        if family is None or family in self.families:
+            return None
+        known = sorted({Library.parse(n).family.code for n in self.deck_libraries})
+        if family not in known:
+            return f"family {family!r} is not in the deck (families: {', '.join(known)})"
+        fix = self._families_fix(family)
+        return f"family {family!r} is not selected in this run (families: {selected}); {fix}"
+
 
 def project_path(path: str | Path, root: Path | None = None) -> str:
     """``path`` relative to the project (the working directory) when it lies inside it, else as given.
@@ -178,6 +214,7 @@ def plan_run(config: Mapping[str, Any], configfiles: Sequence[str | Path] = ()) 
         profile=profile,
         profile_file=project_path(profile_file),
         shard=shard,
+        deck_libraries=tuple(names),
     )
 
 

@@ -598,7 +598,7 @@ def main(argv: list[str] | None = None) -> int:
         "--physics-out", default=None, help=f"write the fitted physics here (e.g. {PHYSICS_FILE})"
     )
     ap.add_argument("--json", default=None, help="write every fitted value and the split here")
-    ap.add_argument("--iterations", type=int, default=25)
+    ap.add_argument("--iterations", type=int, default=25, help="rounds of the coordinate-descent fit")
     ap.add_argument("--per-file", type=int, default=400, help="rows per file the fit uses (subsampled)")
     ap.add_argument("--start", default=str(PHYSICS_FILE), help="physics file to start from")
     args = ap.parse_args(argv)

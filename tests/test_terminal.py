@@ -1,0 +1,84 @@
+"""What a run prints: one line per finished job with done/total and the time left, errors in full, a closing
+summary; Snakemake's job blocks and shell commands go to the log (oto's logger plugin, profiles/default)."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+from dashboard_helpers import CONFIG, make_results
+from oto.reporting.dashboard import write_dashboard
+from oto.reporting.summary import results_folders, run_summary
+from oto.run.progress import RunProgress, job_key, job_label
+from workflow_helpers import FAST_CONFIG, make_workdir, snakemake
+
+LINE = re.compile(r"^\s*(\d+)/(\d+)  (\w+)\s")
+
+
+def test_time_left_uses_recorded_durations_and_the_backends_estimate():
+    est = {"gpu_seconds": {"benchmark": {"L/gen0": 10.0, "L/gen1": 30.0, "M/gen0": 20.0}}}
+    p = RunProgress(planned={"mutate": 3, "benchmark": 3}, recorded={"mutate": [2.0, 4.0]}, estimate=est)
+    # Before any job: mutate from the earlier runs' record (3 s), benchmarks from the backend (60 s) plus
+    # an overhead of the mean recorded job (3 s each).
+    assert p.remaining_work() == pytest.approx(3 * 3.0 + 60.0 + 3 * 3.0)
+    p.finish("mutate", "L/gen0", 1.0)
+    p.finish("benchmark", "L/gen0", 12.0)  # 2 s beyond its estimate: that is the benchmark overhead
+    assert p.expected("mutate") == 1.0 and p.expected("benchmark") == pytest.approx(2.0)
+    # Left: 2 mutate × 1 s + 2 benchmarks × (2 s + the mean of the unfinished estimates, 25 s).
+    assert p.remaining_work() == pytest.approx(2 * 1.0 + 2 * (2.0 + 25.0))
+    # Wall time so far twice the summed job time (a slow scheduler): the time left doubles too.
+    assert p.time_left(elapsed=26.0) == pytest.approx(2 * p.remaining_work())
+    line = p.line("benchmark", "L gen0", 12.0, 26.0)
+    assert LINE.match(line).groups() == ("2", "6", "benchmark") and "left" in line
+
+
+def test_job_keys_and_labels_name_what_a_job_works_on():
+    wc = {"arch": "gfx90c", "library": "Cijk_Ailk_Bljk_DB", "gen": "2"}
+    assert job_key("benchmark", wc) == "Cijk_Ailk_Bljk_DB/gen2"
+    assert job_label(wc) == "Cijk_Ailk_Bljk_DB gen2"
+    assert job_key("finalize", {"arch": "gfx90c", "library": "X"}) == "X"
+    assert job_label({"arch": "gfx90c", "family": "SB"}) == "SB"
+
+
+def test_summary_says_where_everything_is_and_what_the_numbers_are(tmp_path):
+    res = make_results(tmp_path)
+    write_dashboard(res, CONFIG)
+    (res / "TensileLibrary.dat").write_bytes(b"\x80")
+    lines = run_summary(res, 12, "1 min 02 s", log=".snakemake/log/x.snakemake.log")
+    text = "\n".join(lines)
+    assert lines[0] == "oto: 12 jobs finished in 1 min 02 s."
+    assert f"library    {res / 'TensileLibrary.dat'}" in text
+    assert f"dashboard  {res / 'dashboard' / 'index.html'}" in text
+    assert "headline" in text and "SIMULATED numbers" in text and "x.snakemake.log" in text
+    failed = run_summary(res, 3, "5 s", failed=["select"])
+    assert "1 job(s) failed (select)" in failed[0] and "run the same command again" in failed[0]
+    found = results_folders(["results/gfx90c/a/b.yaml", "x.txt", "results/gfx902/c", "results/gfx90c/d"])
+    assert found == [Path("results/gfx90c"), Path("results/gfx902")]
+
+
+@pytest.mark.slow
+def test_a_run_prints_one_line_per_job_and_a_summary(tmp_path, monkeypatch):
+    monkeypatch.delenv("ANTHROPIC_API_KEY", raising=False)
+    work = make_workdir(tmp_path, {**FAST_CONFIG, "max_generations": 1})
+    proc = snakemake(work, "--cores", "1", "results/gfx90c/TensileLibrary.dat")
+    assert proc.returncode == 0, proc.stderr[-4000:]
+    out = proc.stdout + proc.stderr
+    lines = [m.groups() for m in map(LINE.match, out.splitlines()) if m]
+    total = int(lines[0][1])
+    assert [int(done) for done, _, _ in lines] == list(range(1, total + 1))  # every job, in order
+    assert out.count(" left\n") >= total - 1 and lines[-1][0] == lines[-1][1]
+    # Snakemake's job blocks and shell commands are in the log, not on the terminal.
+    assert "Shell command" not in out and "rule mutate:" not in out and "wildcards:" not in out
+    assert out.count("ANTHROPIC_API_KEY") == 1  # the notice, once per run
+    summary = out[out.index(f"oto: {total} jobs finished") :]
+    for what in ("TensileLibrary.dat", "acceptance.html", "dashboard/index.html", "SIMULATED", "headline"):
+        assert what in summary, what
+    log = re.search(r"full log\s+(\S+)", summary).group(1)
+    full = (work / log).read_text()
+    assert "rule mutate:" in full or "localrule mutate:" in full  # the log keeps Snakemake's full output
+    # Asked for, the full output is on the terminal too; the notice is still said once.
+    again = snakemake(work, "--cores", "1", "-f", "results/gfx90c/ceilings.yaml", "--logger-oto-full")
+    assert again.returncode == 0, again.stderr[-3000:]
+    assert "rule ceilings:" in again.stderr or "localrule ceilings:" in again.stderr
+    assert (again.stdout + again.stderr).count("ANTHROPIC_API_KEY") == 1

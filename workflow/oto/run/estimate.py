@@ -1,0 +1,423 @@
+"""How long a configured run takes, before it starts: ``oto plan``, and the backend's share of the time left
+that the progress line shows.
+
+From the plan (libraries, generations), the deck (each library's tuning sizes and their shipped kernels),
+the racing settings and a backend's declared :class:`~oto.backends.base.Costs`:
+
+* **Launches.** A generation's race probes every candidate ``probe_repetitions`` times at every tuning size,
+  then tops up contenders until its budget (``budget_per_pair`` × candidates × sizes candidate launches).
+  How much of the top-up budget a race spends, how many reference launches bracket the candidates and how
+  many rounds it takes are the means over the 32 benchmark jobs of the default demo (simulated gfx90c,
+  2026-12-01: ``TOPUP_SHARE``, ``REFERENCE_SHARE``, ``RACE_ROUNDS``); the budget gives the upper bound.
+  Finalize races the finalists (about one per 8 tuning sizes, at least 2) on every deck size.
+* **Kernel time.** Each launch takes the time of the size's shipped kernel (the spoof floor) on the simulated
+  GPU's performance model: tuned candidates are faster, rejected ones slower, so it is the middle of the
+  range, not a measurement.
+* **Backend.** Start-up per invocation (one build, one per racing round), build seconds per kernel, and per
+  launch the kernel time scaled (1 on a GPU, ``sim.pace`` on the simulator) with its cool-down and warm-ups
+  plus a host overhead.
+
+A converged library freezes its later generations (no benchmark), so the figures are for a run in which
+no library converges early: an upper bound in that respect.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Mapping
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from oto.backends.base import Costs
+
+# Means over the default demo's 32 benchmark jobs (simulated gfx90c, seed 1, 2026-12-01).
+TOPUP_SHARE = 0.51  # share of the top-up budget (budget - probe) a race spends
+REFERENCE_SHARE = 0.46  # reference launches per candidate launch (the bracketing spoof floor)
+RACE_ROUNDS = 5  # measure calls per race (the probe included)
+SIZES_PER_FINALIST = 8  # finalize: about one finalist per 8 tuning sizes (at least 2)
+ESTIMATE_FILE = ".snakemake/oto/estimate.json"  # written when a run starts, read by the progress line
+# Mean wall seconds of a job that is not a benchmark, where this folder has no recorded durations yet:
+# bench/workflow_bench.py's demo on the 2-core development machine (bench/RESULTS.md).
+JOB_SECONDS = 0.9
+
+# The workflow's rules per generation and per library, in DAG order (rules/*.smk).
+GENERATION_RULES = ("mutate", "emit", "compile", "benchmark", "normalise", "select")
+LIBRARY_RULES = ("finalize", "logic")
+RUN_RULES = ("ceilings", "deck", "registry", "report", "dashboard", "package")
+
+
+@dataclass(frozen=True)
+class GpuJob:
+    """The measuring work of one benchmark or finalize job."""
+
+    rule: str  # benchmark | finalize
+    library: str
+    generation: int | None  # None for finalize
+    kernels: int  # candidates (or finalists) raced, plus the distinct references
+    sizes: int
+    pairs: int  # (candidate, size) pairs
+    launches: float  # expected timed launches, references included
+    launches_max: float  # under the racing budget
+    rounds: int  # measure invocations
+    kernel_us: float  # mean kernel time of a launch (the shipped kernel's, on the performance model)
+
+    @property
+    def key(self) -> str:
+        return self.library if self.generation is None else f"{self.library}/gen{self.generation}"
+
+    def seconds(self, costs: Costs, launches: float | None = None) -> float:
+        """Wall seconds of this job's measuring under ``costs`` (its builds are the compile job's)."""
+        n = self.launches if launches is None else launches
+        warm = costs.warmups_per_pair * self.pairs * self.rounds
+        kernel_s = self.kernel_us * 1e-6 * costs.gpu_time_scale * (1 + costs.cooldown_share)
+        return self.rounds * costs.startup_s + (n + warm) * kernel_s + n * costs.launch_overhead_us * 1e-6
+
+    def build_seconds(self, costs: Costs) -> float:
+        return costs.startup_s + self.kernels * costs.build_s_per_kernel
+
+
+@dataclass
+class RunEstimate:
+    arch: str
+    libraries: list[str]
+    generations: int
+    jobs: dict[str, int]  # rule → jobs a fresh run has
+    gpu_jobs: list[GpuJob] = field(default_factory=list)
+
+    @property
+    def total_jobs(self) -> int:
+        return sum(self.jobs.values())
+
+    def launches(self, rule: str | None = None, bound: bool = False) -> float:
+        return sum(j.launches_max if bound else j.launches for j in self.gpu_jobs if rule in (None, j.rule))
+
+    def gpu_seconds(self, costs: Costs, rule: str | None = None, bound: bool = False) -> float:
+        return sum(
+            j.seconds(costs, j.launches_max if bound else None)
+            for j in self.gpu_jobs
+            if rule in (None, j.rule)
+        )
+
+    def build_seconds(self, costs: Costs) -> float:
+        return sum(j.build_seconds(costs) for j in self.gpu_jobs if j.rule == "benchmark")
+
+    def job_seconds(self, costs: Costs) -> dict[str, dict[str, float]]:
+        """Per GPU job, the backend's seconds: what the progress line adds to the recorded overhead."""
+        out: dict[str, dict[str, float]] = {}
+        for j in self.gpu_jobs:
+            out.setdefault(j.rule, {})[j.key] = round(j.seconds(costs), 3)
+        return out
+
+
+def _mean_kernel_us(gpu, library, deck_lib, indices) -> float:
+    """Mean model time of the shipped kernel over the given deck sizes (one vectorised call per kernel)."""
+    import numpy as np
+
+    by_kernel: dict[int, list[int]] = {}
+    for i in indices:
+        by_kernel.setdefault(int(deck_lib.shipped[i][0]), []).append(i)
+    total, count = 0.0, 0
+    for pos, idx in by_kernel.items():
+        m, n, b, k = np.asarray([deck_lib.sizes[i][:4] for i in idx], dtype=float).T
+        t = gpu.true_time_us(library.family, deck_lib.solutions[pos]["params"], m, n, b, k, library.pattern)
+        t = np.asarray(t, dtype=float)
+        ok = np.isfinite(t) & (t > 0)
+        total, count = total + float(t[ok].sum()), count + int(ok.sum())
+    return total / count if count else 0.0
+
+
+def _race(candidates: int, sizes: int, references: int, racing: Mapping, enabled: bool, reps: int):
+    """(expected launches, launches under the budget, rounds) of one race."""
+    pairs = candidates * sizes
+    if not enabled:
+        n = reps * (pairs + references * sizes)
+        return n, n, 1
+    probe = racing["probe_repetitions"] * pairs
+    budget = max(probe, racing["budget_per_pair"] * pairs)
+    expected = probe + TOPUP_SHARE * (budget - probe)
+    return expected * (1 + REFERENCE_SHARE), budget * (1 + REFERENCE_SHARE), RACE_ROUNDS
+
+
+def estimate_run(
+    config: Mapping[str, Any], libraries: list[str], deck, profile: Mapping[str, Any]
+) -> RunEstimate:
+    """The run of ``libraries`` (a :class:`~oto.deck.model.Deck` holds their slices) under ``config``."""
+    from oto.deck.tuning_sizes import tuning_indices
+    from oto.gemm import Library
+    from oto.hardware.simulated.performance import SimGPU
+
+    gens = int(config["max_generations"])
+    bench = config["benchmark"]
+    racing, enabled = bench["racing"], bool(bench["racing"]["enabled"])
+    cands = int(config["search"]["candidates_per_generation"])
+    gpu = SimGPU(profile, seed=int(config["seed"]))
+    est = RunEstimate(arch=str(profile["arch"]), libraries=list(libraries), generations=gens, jobs={})
+    for name in libraries:
+        deck_lib = deck.libraries[name]
+        library = Library.parse(name)
+        idx = tuning_indices(deck_lib.sizes, int(bench["tuning_sizes"]))
+        refs = len({int(deck_lib.shipped[i][0]) for i in idx})
+        kernel_us = _mean_kernel_us(gpu, library, deck_lib, idx)
+        n, most, rounds = _race(cands, len(idx), refs, racing, enabled, int(bench["repetitions"]))
+        for g in range(gens):
+            est.gpu_jobs.append(
+                GpuJob(
+                    "benchmark", name, g, cands + refs, len(idx), cands * len(idx), n, most, rounds, kernel_us
+                )
+            )
+        every = range(len(deck_lib.sizes))
+        finalists = min(cands, max(2, math.ceil(len(idx) / SIZES_PER_FINALIST)))
+        refs_all = len({int(deck_lib.shipped[i][0]) for i in every})
+        n, most, rounds = _race(finalists, len(every), refs_all, racing, enabled, int(bench["repetitions"]))
+        est.gpu_jobs.append(
+            GpuJob(
+                "finalize",
+                name,
+                None,
+                finalists + refs_all,
+                len(every),
+                finalists * len(every),
+                n,
+                most,
+                rounds,
+                _mean_kernel_us(gpu, library, deck_lib, every),
+            )
+        )
+    per_gen = len(libraries) * gens
+    est.jobs = {
+        **{r: per_gen for r in GENERATION_RULES},
+        **{r: len(libraries) for r in LIBRARY_RULES},
+        **{r: 1 for r in RUN_RULES},
+    }
+    return est
+
+
+def plan_estimate(plan, profile: Mapping[str, Any]) -> RunEstimate:
+    """:func:`estimate_run` for a :class:`~oto.run.plan.Plan` (its config, libraries and deck source)."""
+    from oto.deck.sources import load_deck
+
+    return estimate_run(
+        plan.config, plan.libraries, load_deck(plan.deck_kind, Path(plan.deck_input)), profile
+    )
+
+
+def write_estimate(path: str | Path, est: RunEstimate, backend: str, numbers: str, costs: Costs) -> None:
+    """The file the progress line reads: per GPU job, the configured backend's seconds."""
+    from oto.files import atomic_write_text
+
+    doc = {
+        "arch": est.arch,
+        "backend": backend,
+        "numbers": numbers,
+        "costs": asdict(costs),
+        "jobs": est.jobs,
+        "gpu_seconds": est.job_seconds(costs),
+    }
+    Path(path).parent.mkdir(parents=True, exist_ok=True)
+    atomic_write_text(Path(path), json.dumps(doc, indent=1, sort_keys=True))
+
+
+def record_run_estimate(plan, path: str | Path = ESTIMATE_FILE) -> None:
+    """When a run starts (the Snakefile's onstart): the configured backend's seconds for every GPU job of
+    the plan, for the progress line. Best effort: a failure here only costs the time-left estimate."""
+    import logging
+
+    from oto.backends import backend_class
+    from oto.hardware.profile import load_profile, profile_path
+
+    try:
+        profile = load_profile(profile_path(plan.arch))
+        cls = backend_class(plan.config, profile)
+        write_estimate(path, plan_estimate(plan, profile), cls.name, cls.numbers, cls.costs(plan.config))
+    except Exception as exc:  # noqa: BLE001
+        logging.getLogger(__name__).warning("no run estimate for the progress line: %s", exc)
+
+
+def read_estimate(path: str | Path) -> dict[str, Any] | None:
+    try:
+        doc = json.loads(Path(path).read_text())
+    except (OSError, ValueError):
+        return None
+    return doc if isinstance(doc, dict) else None
+
+
+def recorded_durations(metadata_dir: str | Path = ".snakemake/metadata") -> dict[str, list[float]]:
+    """Per rule, the durations of the jobs Snakemake recorded in this folder. Snakemake keeps one record per
+    output file (the latest run's); a job's records share its job hash (their times differ by the
+    microseconds between writing them), so one job is one entry, from its earliest start to its last end."""
+    folder = Path(metadata_dir)
+    jobs: dict[tuple, list[float]] = {}
+    if not folder.is_dir():
+        return {}
+    for f in folder.iterdir():
+        try:
+            meta = json.loads(f.read_text())
+            rule, start, end = meta["rule"], float(meta["starttime"]), float(meta["endtime"])
+        except (OSError, ValueError, KeyError, TypeError):
+            continue
+        key = (rule, meta.get("job_hash"), None if meta.get("job_hash") is not None else end)
+        jobs[key] = [min(start, jobs[key][0]), max(end, jobs[key][1])] if key in jobs else [start, end]
+    out: dict[str, list[float]] = {}
+    for (rule, _, _), (start, end) in sorted(jobs.items(), key=lambda kv: kv[1][0]):
+        if end >= start:
+            out.setdefault(rule, []).append(end - start)
+    return out
+
+
+def fmt_duration(seconds: float) -> str:
+    """3 s, 4 min 10 s, 2 h 05 min, 3 d 4 h."""
+    s = max(0, round(seconds))
+    if s < 60:
+        return f"{s} s"
+    if s < 3600:
+        return f"{s // 60} min {s % 60:02d} s"
+    if s < 86400 * 2:
+        return f"{s // 3600} h {(s % 3600) // 60:02d} min"
+    return f"{s // 86400} d {(s % 86400) // 3600} h"
+
+
+def report(
+    est: RunEstimate,
+    backend: str,
+    numbers: str,
+    costs: Costs,
+    target_costs: Costs,
+    job_overhead_s: float,
+    overhead_source: str,
+) -> str:
+    """The text ``oto plan`` prints."""
+    lines = [
+        f"{len(est.libraries)} libraries × {est.generations} generations on {est.arch}: "
+        f"{est.total_jobs} jobs ({', '.join(f'{r} {n}' for r, n in est.jobs.items())})",
+        f"timed launches: ~{est.launches():,.0f} expected, at most {est.launches(bound=True):,.0f} under the "
+        f"racing budget (benchmark ~{est.launches('benchmark'):,.0f}, "
+        f"finalize ~{est.launches('finalize'):,.0f})",
+        "",
+        f"On the real {est.arch} (kernel times from the performance model; Tensile's start-up, build and "
+        "cool-down costs):",
+    ]
+    gpu_b, gpu_f = est.gpu_seconds(target_costs, "benchmark"), est.gpu_seconds(target_costs, "finalize")
+    build = est.build_seconds(target_costs)
+    orchestration = est.total_jobs * job_overhead_s
+    most = est.gpu_seconds(target_costs, bound=True) + build + orchestration
+    lines += [
+        f"  benchmark  {fmt_duration(gpu_b):>14s}   GPU",
+        f"  finalize   {fmt_duration(gpu_f):>14s}   GPU",
+        f"  builds     {fmt_duration(build):>14s}   CPU (compile jobs)",
+        f"  jobs       {fmt_duration(orchestration):>14s}   "
+        f"{est.total_jobs} × {job_overhead_s:.1f} s ({overhead_source})",
+        f"  total      {fmt_duration(gpu_b + gpu_f + build + orchestration):>14s}   "
+        f"(at most {fmt_duration(most)} if every race spends its budget)",
+    ]
+    if costs != target_costs:
+        here = est.gpu_seconds(costs) + est.build_seconds(costs) + orchestration
+        lines += [
+            "",
+            f"Here, backend {backend} ({numbers} numbers): about {fmt_duration(here)} "
+            f"({est.total_jobs} jobs × {job_overhead_s:.1f} s + {fmt_duration(est.gpu_seconds(costs))} "
+            f"in the backend: {costs.source}).",
+        ]
+    lines.append(
+        "Estimates, not measurements: a library that converges early skips its later generations; the real "
+        "GPU's races may stop sooner or later than the simulated ones the launch counts come from."
+    )
+    return "\n".join(lines)
+
+
+def _override(config: dict, item: str) -> None:
+    """KEY=VALUE (YAML value; KEY may be dotted: benchmark.tuning_sizes=32), as snakemake --config takes."""
+    import yaml
+
+    key, sep, value = item.partition("=")
+    if not sep or not key:
+        raise ValueError(f"--config {item!r}: expected KEY=VALUE, e.g. families=all or 'families=[SB,DB]'")
+    *parents, leaf = key.split(".")
+    node = config
+    for p in parents:
+        node = node.setdefault(p, {})
+        if not isinstance(node, dict):
+            raise ValueError(f"--config {item!r}: {p} is not a mapping")
+    node[leaf] = yaml.safe_load(value)
+
+
+def job_overhead(durations: Mapping[str, list[float]]) -> tuple[float, str]:
+    """Mean seconds of a job that is not a benchmark: recorded in this folder, else the bench's figure."""
+    other = [d for rule, ds in durations.items() if rule not in ("benchmark", "finalize") for d in ds]
+    if len(other) >= 10:
+        return sum(other) / len(other), f"mean of {len(other)} jobs recorded in .snakemake/metadata"
+    return JOB_SECONDS, "per job on the 2-core development machine, bench/RESULTS.md"
+
+
+def main(argv: list[str] | None = None) -> int:
+    import argparse
+    import sys
+
+    import yaml
+
+    from oto.backends import backend_class
+    from oto.backends.tensile import TensileBackend
+    from oto.hardware.profile import load_profile, profile_path
+    from oto.run.plan import PlanError, plan_run
+
+    ap = argparse.ArgumentParser(
+        prog="oto plan",
+        description="Estimate a configured run before starting it: its jobs, timed launches, the GPU time "
+        "of a real run on the target (kernel times from the performance model, Tensile's measured start-up "
+        "and build costs) and the wall time with the configured backend on this machine. Run it in the "
+        "workflow folder (it reads config/, arch_profiles/ and, when present, the job durations Snakemake "
+        "recorded in .snakemake/metadata).",
+        epilog="examples: oto plan  |  oto plan --config families=all max_generations=8  |  "
+        "oto plan --config 'families=[SB]' --json",
+    )
+    ap.add_argument(
+        "--configfile",
+        default="config/config.yaml",
+        type=Path,
+        help="run configuration to estimate (default: %(default)s, the workflow's)",
+    )
+    ap.add_argument(
+        "--config",
+        nargs="+",
+        default=[],
+        metavar="KEY=VALUE",
+        help="override config values as snakemake --config does (YAML values; dotted keys for nested "
+        "fields, e.g. benchmark.tuning_sizes=32)",
+    )
+    ap.add_argument("--json", action="store_true", help="print the estimate as JSON instead of text")
+    args = ap.parse_args(argv)
+    try:
+        config = yaml.safe_load(args.configfile.read_text()) or {}
+        for item in args.config:
+            _override(config, item)
+        plan = plan_run(config, [args.configfile])
+    except (OSError, ValueError, yaml.YAMLError) as exc:  # PlanError is a ValueError
+        print(f"oto plan: {exc}", file=sys.stderr)
+        return 2
+    del PlanError
+    profile = load_profile(profile_path(plan.arch))
+    est = plan_estimate(plan, profile)
+    cls = backend_class(plan.config, profile)
+    costs, target = cls.costs(plan.config), TensileBackend.costs(plan.config)
+    overhead, source = job_overhead(recorded_durations())
+    if args.json:
+        doc = {
+            "arch": est.arch,
+            "libraries": est.libraries,
+            "generations": est.generations,
+            "jobs": est.jobs,
+            "launches": {"expected": est.launches(), "at_most": est.launches(bound=True)},
+            "target_seconds": {
+                "benchmark": est.gpu_seconds(target, "benchmark"),
+                "finalize": est.gpu_seconds(target, "finalize"),
+                "builds": est.build_seconds(target),
+                "jobs": est.total_jobs * overhead,
+            },
+            "backend": {"name": cls.name, "numbers": cls.numbers, "seconds": est.gpu_seconds(costs)},
+            "job_seconds": {"value": overhead, "source": source},
+        }
+        print(json.dumps(doc, indent=1))
+        return 0
+    print(report(est, cls.name, cls.numbers, costs, target, overhead, source))
+    return 0
