@@ -52,13 +52,22 @@ class SimBackend:
                 "config field 'sim': validation_fail_rate must be in [0, 1], cooldown_us and pace >= 0"
             )
         self.seed, self.stream = int(seed), str(stream)
-        self.gpu = SimGPU(profile, seed=self.seed)
+        self.profile = profile
+        self._gpu: SimGPU | None = None
         self.noise = NoiseModel(self.seed, self.stream, **{k: self.settings[k] for k in NOISE_KEYS})
         self.launch_timeout_us = st["timeout_us"]  # a slower launch is reported as a hang
 
         sweeps = self.launch_order == "sweeps"
         telemetry = ("per_sweep" if sweeps else "per_launch") if self.settings["clock_telemetry"] else "none"
         self.capabilities = Capabilities(LAUNCH_ORDERS[self.launch_order], telemetry, 1 if sweeps else None)
+
+    @property
+    def gpu(self) -> SimGPU:
+        """The simulated GPU, made on first use: mutate and emit ask only for the provenance, and their
+        profile views do not carry the figures the GPU is made of."""
+        if self._gpu is None:
+            self._gpu = SimGPU(self.profile, seed=self.seed)
+        return self._gpu
 
     @classmethod
     def costs(cls, config: Mapping[str, Any]) -> Costs:
@@ -72,7 +81,7 @@ class SimBackend:
             "backend": self.name,
             "numbers": self.numbers,
             "model_version": MODEL_VERSION,
-            "arch": self.gpu.arch.name,
+            "arch": str(self.profile["arch"]),
             "seed": self.seed,
             "stream": self.stream,
             "noise": dict(self.settings),

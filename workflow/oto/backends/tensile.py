@@ -119,7 +119,6 @@ class TensileBackend:
         self.telemetry = TelemetrySettings.from_config(tensile_config)
         self.stream = stream
         self.launch_timeout_us = self.settings.timeout_s * 1e6  # one invocation runs many launches
-        self.nominal_mhz = float(profile["clock_mhz"])
         self._probe: dict[str, Any] | None = None
         self._source: tuple[Any, str] | None = None
 
@@ -139,6 +138,12 @@ class TensileBackend:
             gpu_time_scale=1.0,
             source="bench/RESULTS.md (Tensile start-up and build, measured); client cool-down and warm-ups",
         )
+
+    @property
+    def nominal_mhz(self) -> float:
+        """The profile's clock, which telemetry is checked against (read when measuring: mutate and emit ask
+        only for the provenance, and their profile views do not carry it)."""
+        return float(self.profile["clock_mhz"])
 
     # -- facts
     def probe(self) -> dict[str, Any]:

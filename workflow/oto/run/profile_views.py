@@ -49,8 +49,9 @@ def stage_fields(config: Mapping[str, Any]) -> dict[str, tuple[str, ...]]:
     measured = ("arch", *backend, *memory.PROFILE_FIELDS, *scoring)
     table = {
         "ceilings": CEILING_FIELDS,
-        "mutate": ("arch", *Limits.PROFILE_FIELDS),
-        "emit": ("arch", *Limits.PROFILE_FIELDS, *benchmark_config.PROFILE_FIELDS),
+        # mutate and emit resolve the backend for its provenance (registry knowledge of the same numbers)
+        "mutate": (*REGISTRATION_FIELDS, *Limits.PROFILE_FIELDS),
+        "emit": (*REGISTRATION_FIELDS, *Limits.PROFILE_FIELDS, *benchmark_config.PROFILE_FIELDS),
         "compile": ("arch", *backend),
         "benchmark": measured,
         "normalise": scoring,
