@@ -7,5 +7,8 @@ import sys
 from pathlib import Path
 
 _SRC = str(Path(__file__).resolve().parents[1] / "workflow")
-if _SRC not in sys.path:
-    sys.path.insert(0, _SRC)
+# First, even when it is on the path already: Snakemake appends the parent process's path to a script's, so
+# an installed oto (an editable install of another checkout) would otherwise win over this checkout's.
+if _SRC in sys.path:
+    sys.path.remove(_SRC)
+sys.path.insert(0, _SRC)

@@ -61,6 +61,22 @@ def test_the_domain_never_imports_stages_and_stages_never_import_each_other():
     assert not offenders, "\n".join(sorted(offenders))
 
 
+# The oto commands that plan a run as Snakemake would; everything else below run/ is domain or stage.
+RUN_IMPORTERS = {"oto.cli", "oto.fleet.tester"}
+
+
+def test_only_the_snakemake_glue_and_the_planning_commands_import_run():
+    offenders = []
+    for path in PACKAGE.rglob("*.py"):
+        mod = _module(path)
+        if mod.startswith("oto.run") or mod in RUN_IMPORTERS:
+            continue
+        offenders += [
+            f"{mod} imports {d}" for d in _imports(path) if d == "oto.run" or d.startswith("oto.run.")
+        ]
+    assert not offenders, "\n".join(sorted(offenders))
+
+
 def test_scripts_only_unpack_the_snakemake_object():
     """Rule scripts call one stage (or a domain entry point) and hold no logic of their own."""
     scripts = Path(__file__).resolve().parents[1] / "scripts"

@@ -41,6 +41,7 @@ import oto
 from oto.deck.model import Deck, LibraryDeck, write_deck_yaml, write_library_yaml
 from oto.deck.sources import load_deck
 from oto.files import atomic_write_text, read_yaml, write_yaml
+from oto.fleet import split_passthrough
 from oto.fleet.bundle import SUFFIX, file_sha256
 from oto.fleet.intake import Accepted, Expect, Limits, Rejected, open_bundle
 from oto.fleet.shards import Shard
@@ -587,11 +588,7 @@ def main(argv: Sequence[str]) -> int:
     from oto.fleet.remote import FetchError, fetch, is_remote
     from oto.hardware.profile import ProfileError, load_profile, profile_path
 
-    argv = list(argv)
-    extra: list[str] = []
-    if "--" in argv:
-        cut = argv.index("--")
-        argv, extra = argv[:cut], argv[cut + 1 :]
+    argv, extra = split_passthrough(argv)
     ap = argparse.ArgumentParser(
         prog="oto merge",
         description="Merge testers' bundles (folders, files, or storage URLs such as s3://bucket/prefix) "

@@ -24,6 +24,7 @@ from typing import Any
 import yaml
 
 from oto.files import atomic_write_text, dump_yaml, read_yaml
+from oto.fleet import split_passthrough
 from oto.fleet.bundle import BundleError, BundleSpec, Scrubber, file_sha256, write_bundle
 from oto.fleet.device import DeviceFacts, DeviceProfileError, device_profile, read_facts, run_command
 from oto.fleet.preflight import (
@@ -188,11 +189,7 @@ def _say_bundle(path: Path, descriptor: dict[str, Any]) -> None:
 
 
 def main(argv: Sequence[str]) -> int:
-    argv = list(argv)
-    extra: list[str] = []
-    if "--" in argv:
-        cut = argv.index("--")
-        argv, extra = argv[:cut], argv[cut + 1 :]
+    argv, extra = split_passthrough(argv)
     ap = argparse.ArgumentParser(
         prog="oto tester",
         description="One command for a tester: check this machine, tune your shard of the deck overnight, "

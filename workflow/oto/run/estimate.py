@@ -197,10 +197,10 @@ def estimate_run(
 def plan_estimate(plan, profile: Mapping[str, Any]) -> RunEstimate:
     """:func:`estimate_run` for a :class:`~oto.run.plan.Plan` (its config, libraries and deck source)."""
     from oto.deck.sources import load_deck
+    from oto.run.plan import deck_source
 
-    return estimate_run(
-        plan.config, plan.libraries, load_deck(plan.deck_kind, Path(plan.deck_input)), profile
-    )
+    deck = load_deck(plan.deck_kind, Path(deck_source(plan.deck_kind, plan.deck_inputs)))
+    return estimate_run(plan.config, plan.libraries, deck, profile)
 
 
 def write_estimate(path: str | Path, est: RunEstimate, backend: str, numbers: str, costs: Costs) -> None:
