@@ -122,18 +122,20 @@ def test_the_readme_names_the_fast_and_the_full_test_commands():
     assert '"slow: ' in (REPO / "pyproject.toml").read_text()  # the marker the fast subset leaves out
 
 
-def _install_closure() -> set[str]:
-    """Distributions `pip install -e .` installs: oto's requirements without extras, recursively."""
+def _norm(name: str) -> str:
+    return re.sub(r"[-_.]+", "-", name).lower()
+
+
+def _requirement_closure(roots: list[str]) -> set[str]:
+    """The distributions ``roots`` name (``oto`` or ``oto[extra]``) and everything they require, recursively,
+    with the extras each requirement asks for."""
     from packaging.requirements import Requirement
 
-    def norm(name: str) -> str:
-        return re.sub(r"[-_.]+", "-", name).lower()
-
-    seen: set[str] = set()
-    todo = [("oto", frozenset())]
+    seen: set[tuple[str, frozenset]] = set()
+    todo = [(r.name, frozenset(r.extras)) for r in map(Requirement, roots)]
     while todo:
         name, extras = todo.pop()
-        key = (norm(name), extras)
+        key = (_norm(name), extras)
         if key in seen:
             continue
         seen.add(key)
@@ -149,31 +151,19 @@ def _install_closure() -> set[str]:
     return {name for name, _ in seen}
 
 
+def _install_closure() -> set[str]:
+    """Distributions `pip install -e .` installs: oto's requirements without extras, recursively."""
+    return _requirement_closure(["oto"])
+
+
 _SNAKEMAKE_PLUGIN = re.compile(r"^snakemake-(executor|storage|logger|report)-plugin-")
 OPTIONAL_IMPORTS = {"jsonpointer", "rfc3339-validator"}  # jsonschema's format checkers, if installed
 
 
 def _installed_closure(pattern: re.Pattern) -> set[str]:
     """Installed distributions whose name matches ``pattern``, and everything they require."""
-    from packaging.requirements import Requirement
-
-    def norm(name: str) -> str:
-        return re.sub(r"[-_.]+", "-", name).lower()
-
-    todo = [norm(d.metadata["Name"]) for d in md.distributions() if pattern.match(norm(d.metadata["Name"]))]
-    seen: set[str] = set()
-    while todo:
-        name = todo.pop()
-        if name in seen:
-            continue
-        seen.add(name)
-        try:
-            reqs = md.requires(name) or []
-        except md.PackageNotFoundError:
-            continue
-        reqs = [Requirement(r) for r in reqs]
-        todo += [norm(r.name) for r in reqs if r.marker is None or r.marker.evaluate({"extra": ""})]
-    return seen
+    names = {_norm(d.metadata["Name"]) for d in md.distributions()}
+    return _requirement_closure(sorted(n for n in names if pattern.match(n)))
 
 
 SITECUSTOMIZE = """
