@@ -73,19 +73,4 @@ def resolve(config: Mapping[str, Any], profile: Mapping[str, Any], stream: str) 
     """Return the configured backend. ``stream`` names the job (library/generation) so that seeded
     backends draw independent, reproducible noise per job."""
     config = config_with_defaults(config)
-    name = config["backend"]
-    if name == "auto":
-        name = auto_backend(profile, config["tensile"])[0]
-    if name == "tensile":
-        from oto.backends.tensile import TensileBackend
-
-        return TensileBackend(profile, config["tensile"], stream=stream)
-    if name == "sim":
-        from oto.backends.sim import SimBackend
-
-        return SimBackend(profile, config["sim"], seed=int(config["seed"]), stream=stream)
-    if name == "replay":
-        from oto.backends.replay import ReplayBackend
-
-        return ReplayBackend(config["replay"], seed=int(config["seed"]), stream=stream)
-    raise ValueError(f"config field 'backend': unknown backend {name!r} (known: auto, {', '.join(BACKENDS)})")
+    return backend_class(config, profile).from_config(config, profile, stream)

@@ -164,6 +164,11 @@ class Backend(Protocol):
     capabilities: Capabilities
 
     @classmethod
+    def from_config(cls, config: Mapping[str, Any], profile: Mapping[str, Any], stream: str) -> Backend:
+        """This backend as ``config`` (defaults filled in) sets it up, for one job's ``stream``."""
+        ...
+
+    @classmethod
     def costs(cls, config: Mapping[str, Any]) -> Costs:
         """This backend's :class:`Costs` under ``config`` (a validated run config)."""
         ...

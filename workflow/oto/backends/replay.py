@@ -43,6 +43,10 @@ class ReplayBackend:
         self.rng = np.random.default_rng(int.from_bytes(digest[:8], "little"))
 
     @classmethod
+    def from_config(cls, config: Mapping[str, Any], profile: Mapping[str, Any], stream: str) -> ReplayBackend:
+        return cls(config["replay"], seed=int(config["seed"]), stream=stream)
+
+    @classmethod
     def costs(cls, config: Mapping[str, Any]) -> Costs:
         return Costs(launch_overhead_us=5.0, gpu_time_scale=0.0, source="a table lookup per launch")
 

@@ -70,6 +70,10 @@ class SimBackend:
         return self._gpu
 
     @classmethod
+    def from_config(cls, config: Mapping[str, Any], profile: Mapping[str, Any], stream: str) -> SimBackend:
+        return cls(profile, config["sim"], seed=int(config["seed"]), stream=stream)
+
+    @classmethod
     def costs(cls, config: Mapping[str, Any]) -> Costs:
         # The model computes a launch in ~30 us of CPU (the demo's 32 benchmark jobs, 2-core dev machine);
         # sim.pace sleeps that many wall seconds per simulated second of kernel time.

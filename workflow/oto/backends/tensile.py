@@ -123,6 +123,12 @@ class TensileBackend:
         self._source: tuple[Any, str] | None = None
 
     @classmethod
+    def from_config(
+        cls, config: Mapping[str, Any], profile: Mapping[str, Any], stream: str
+    ) -> TensileBackend:
+        return cls(profile, config["tensile"], stream=stream)
+
+    @classmethod
     def costs(cls, config: Mapping[str, Any]) -> Costs:
         # Start-up and build: bench/RESULTS.md "Tensile start-up overhead" (warm start-up 3.9-5.9 s per
         # invocation; 39.1 s of work for a batch of 32 kernels). Per launch: the client's cool-down
