@@ -269,7 +269,9 @@ def test_logic_files_build_with_tensile_create_library(tensile_python, label, pr
 
 
 @pytest.mark.slow
-def test_tensile_create_library_ignores_the_provenance_record_beside_a_logic_file(tensile_python, tmp_path):
+def test_tensile_create_library_ignores_the_provenance_record_beside_a_logic_file(
+    tensile_python, profile, tmp_path
+):
     """The logic folder as oto leaves it (a logic file and its provenance record) is a valid logic path:
     TensileCreateLibrary builds the library from the YAML and never reads the JSON."""
     from oto.tensile.create_library import tcl_command
@@ -291,7 +293,14 @@ def test_tensile_create_library_ignores_the_provenance_record_beside_a_logic_fil
         {"library": lib.name, "numbers": "simulated", "logic_file": logic.name}, record_path(logic)
     )
     assert sorted(p.name for p in logic_dir.iterdir()) == [record.name, logic.name]
-    cmd = tcl_command("gfx90c", logic_dir, tmp_path / "out", {"python": tensile_python}, jobs=2)
+    cmd = tcl_command(
+        "gfx90c",
+        logic_dir,
+        tmp_path / "out",
+        {"python": tensile_python},
+        jobs=2,
+        register=register_args(profile),
+    )
     run = subprocess.run(cmd, capture_output=True, text=True, timeout=3600)
     assert run.returncode == 0, (run.stdout + run.stderr)[-3000:]
     assert record.name not in run.stdout + run.stderr
