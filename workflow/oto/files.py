@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
+import json
 import os
 import tempfile
-from collections.abc import Mapping
+from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -31,6 +34,21 @@ def atomic_write_text(path: str | Path, text: str) -> None:
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
+
+
+@contextlib.contextmanager
+def locked_json(path: Path, read: Callable[[], dict[str, Any]]) -> Iterator[dict[str, Any]]:
+    """A read-modify-write of a small JSON state file shared by parallel jobs: holds an exclusive lock on a
+    sibling .lock file, yields ``read()``'s state, and writes it back (atomically) only if it changed."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with open(path.with_suffix(".lock"), "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        state = read()
+        before = json.dumps(state, sort_keys=True)
+        yield state
+        if json.dumps(state, sort_keys=True) != before:
+            atomic_write_text(path, json.dumps(state, indent=1, sort_keys=True))
 
 
 def dump_yaml(data: Any) -> str:

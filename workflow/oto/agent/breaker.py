@@ -13,13 +13,14 @@ calls :func:`reset`), so a fixed network is used again without any manual step.
 from __future__ import annotations
 
 import contextlib
-import fcntl
 import json
 import logging
 import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
+
+from oto.files import locked_json
 
 log = logging.getLogger(__name__)
 
@@ -43,17 +44,12 @@ class CircuitBreaker:
 
     @contextlib.contextmanager
     def _locked(self) -> Iterator[dict[str, Any]]:
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        with open(self.path.with_suffix(".lock"), "w") as lock:
-            fcntl.flock(lock, fcntl.LOCK_EX)
-            state = self._read()
-            entry = state.setdefault(self.endpoint, {})
-            before = dict(entry)
+        """This endpoint's entry of the shared state."""
+        with locked_json(self.path, self._read) as state:
+            entry = dict(state.get(self.endpoint, {}))
             yield entry
-            if entry != before:
-                tmp = self.path.with_suffix(".tmp")
-                tmp.write_text(json.dumps(state, indent=1, sort_keys=True))
-                tmp.replace(self.path)
+            if entry:  # a fresh endpoint that was only asked about leaves the file as it was
+                state[self.endpoint] = entry
 
     def _read(self) -> dict[str, Any]:
         try:

@@ -8,12 +8,13 @@ write holds an exclusive lock on a sibling .lock file.
 from __future__ import annotations
 
 import contextlib
-import fcntl
 import json
 import math
-from collections.abc import Iterator, Mapping
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
+
+from oto.files import locked_json
 
 _FIELDS = ("input_tokens", "output_tokens", "cache_creation_input_tokens", "cache_read_input_tokens")
 
@@ -48,16 +49,8 @@ class Ledger:
     def __init__(self, path: Path):
         self.path = Path(path)
 
-    @contextlib.contextmanager
-    def _locked(self) -> Iterator[dict[str, Any]]:
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        with open(self.path.with_suffix(".lock"), "w") as lock:
-            fcntl.flock(lock, fcntl.LOCK_EX)
-            state = self._read()
-            yield state
-            tmp = self.path.with_suffix(".tmp")
-            tmp.write_text(json.dumps(state, indent=1, sort_keys=True))
-            tmp.replace(self.path)
+    def _locked(self) -> contextlib.AbstractContextManager[dict[str, Any]]:
+        return locked_json(self.path, self._read)
 
     def _read(self) -> dict[str, Any]:
         if not self.path.exists():
