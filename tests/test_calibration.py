@@ -296,3 +296,41 @@ def test_operating_points_are_declared_validated_and_simulated():
         prop = schema["properties"][what]
         prop = prop.get("additionalProperties", prop)
         assert (prop["minimum"], prop["maximum"]) == (lo, hi), what
+
+
+def test_same_k_rivals_are_the_solutions_that_won_at_that_k():
+    gpu = SimGPU(gfx90c_like())
+    f = _synthetic(gpu, "Cijk_Ailk_Bljk_SB", SB, 30, 4)
+    f.sizes[:, 3] = np.where(np.arange(30) < 15, 128.0, 256.0)
+    f.winner = np.where(np.arange(30) < 15, np.where(np.arange(30) % 2, 0, 1), 2)
+    won = f.won_at_same_k()
+    assert won.shape == (len(SB), 30)
+    assert won[:2, :15].all() and not won[2:, :15].any()  # K = 128: solutions 0 and 1 won there
+    assert won[2, 15:].all() and not won[[0, 1, 3], 15:].any()  # K = 256: solution 2 alone
+
+
+def test_fidelity_bench_simulates_each_campaign_at_its_operating_point(vega10_dir, tmp_path):
+    """bench/sim_fidelity.py's headline figures put a second-campaign row at the profile's operating point of
+    that campaign, and the profile-default figures beside them do not (files of the second campaign only)."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("sim_fidelity", REPO / "bench" / "sim_fidelity.py")
+    bench = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(bench)
+    logic = tmp_path / "logic"
+    logic.mkdir()
+    for name in ("vega10_Cijk_Ailk_Bljk_SBIIc.yaml", "vega10_Cijk_Ailk_Bljk_SBIc.yaml"):
+        shutil.copy(vega10_dir / name, logic)
+    out = tmp_path / "fid.json"
+    assert bench.main(["--logic", str(logic), "--profile", str(REPO / "arch_profiles/gfx900.yaml"),
+                       "--json", str(out)]) == 0  # fmt: skip
+    doc = json.loads(out.read_text())
+    assert doc["operating_points"] == {"staggeru": "staggeru"}
+    head = doc["splits"]["held_back"]["overall"]
+    default = doc["splits_profile_default"]["held_back"]["overall"]
+    for fig in (head, default):
+        assert {"rows", "within_25pct", "median_ratio", "efficiency_spearman"} <= set(fig)
+        assert "winner_rank_percentile_median" in fig and "winner_rank_percentile_same_k_median" in fig
+    assert head["rows"] == default["rows"] == 24
+    # the second campaign's board held ~0.7 of the fp32 clock: at its operating point the rows run slower
+    assert head["median_ratio"] < 0.85 * default["median_ratio"]

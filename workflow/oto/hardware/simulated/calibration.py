@@ -108,6 +108,18 @@ class RecordedFile:
         a = self.asserts
         return (m[None] % a[:, :1] == 0) & (n[None] % a[:, 1:2] == 0) & (k[None] % a[:, 2:3] == 0)
 
+    def won_at_same_k(self) -> np.ndarray:
+        """(solutions, rows): which solutions won at least one row of the file with the row's K. A logic
+        file merges benchmark groups, and Tensile keeps only solutions that won somewhere, so a solution that
+        never won at a K may never have run at it (e.g. the vega10 SGEMM files' K = 128 rows were all won by
+        HIP-source kernels, K = 256 ones all by assembly kernels). A diagnostic of the rival set only."""
+        k = self.sizes[:, 3]
+        out = np.zeros((len(self.solutions), len(k)), dtype=bool)
+        for kv in np.unique(k):
+            at = k == kv
+            out[np.ix_(np.unique(self.winner[at]), np.nonzero(at)[0])] = True
+        return out
+
 
 def recorded_time_us(sizes: np.ndarray, gflops_recorded: np.ndarray) -> np.ndarray:
     """Launch time behind a recorded GFLOPS figure (Tensile's count: 2 flops per MAC, complex too)."""
@@ -247,7 +259,7 @@ def rows_frame(gpu: SimGPU, files: Sequence[RecordedFile], ranks: bool = True) -
         shifted = any(campaign_gpu(gpu, int(c)) is not gpu for c in np.unique(f.campaign))
         for suffix, at_points in (("", True), (DEFAULT_POINT, False)):
             if suffix == DEFAULT_POINT and not shifted:
-                for col in ("sim_gflops", "sim_eff", "faster", "rank_pct"):
+                for col in ("sim_gflops", "sim_eff", "faster", "rank_pct", "rank_pct_same_k"):
                     part[col + suffix] = part[col]
                 continue
             if ranks:
@@ -256,13 +268,16 @@ def rows_frame(gpu: SimGPU, files: Sequence[RecordedFile], ranks: bool = True) -
                 valid = f.valid()
                 faster = ((t < sim[None]) & valid).sum(axis=0)
                 pct = faster / np.maximum(valid.sum(axis=0) - 1, 1)
+                sweep = valid & f.won_at_same_k()
+                pct_sweep = ((t < sim[None]) & sweep).sum(axis=0) / np.maximum(sweep.sum(axis=0) - 1, 1)
             else:
                 sim = winner_times(gpu, f, at_campaign_points=at_points)
-                faster = pct = np.full(len(m), np.nan)
+                faster = pct = pct_sweep = np.full(len(m), np.nan)
             part["sim_gflops" + suffix] = flops / sim / 1e3
             part["sim_eff" + suffix] = flops / sim / 1e3 / peak
             part["faster" + suffix] = faster
             part["rank_pct" + suffix] = pct
+            part["rank_pct_same_k" + suffix] = pct_sweep
         parts.append(part)
     df = pd.concat(parts, ignore_index=True)
     for suffix in ("", DEFAULT_POINT):
@@ -297,6 +312,9 @@ def figures(df: pd.DataFrame, suffix: str = "") -> dict[str, float]:
         out["winner_rank_percentile_median"] = float(np.median(pct) * 100)
         out["winner_first_share"] = float(np.mean(df["faster" + suffix].dropna() == 0))
         out["winner_top10pct_share"] = float(np.mean(pct <= 0.10))
+        # diagnostic: the rank among rivals that won at the row's K somewhere in the file (won_at_same_k)
+        same_k = df["rank_pct_same_k" + suffix].dropna()
+        out["winner_rank_percentile_same_k_median"] = float(np.median(same_k) * 100)
     return out
 
 
