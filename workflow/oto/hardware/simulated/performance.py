@@ -23,7 +23,7 @@ import numpy as np
 from oto.gemm import Family
 from oto.tensile.params import PARAMS
 
-MODEL_VERSION = "simgpu-3"
+MODEL_VERSION = "simgpu-4"
 
 # GCN/Vega facts (Vega ISA guide; per CU unless stated): they hold for every gfx9 chip and are not fitted.
 LDS_BYTES_PER_CLK = 128  # 32 banks x 4 bytes
@@ -78,6 +78,7 @@ class Physics:
     store_cost: Mapping[str, float]
     source_launch_us: float  # extra launch overhead of a HIP-source kernel over an assembly one
     lds_latency_cycles: float  # issue-to-data latency of an LDS read (exposed when a k step is too short)
+    lds_read_cycles: float  # fewest LDS clocks one wave's fragment read takes, however narrow (b128: 8)
 
     @classmethod
     def load(cls, path: str | Path = PHYSICS_FILE) -> Physics:
@@ -122,6 +123,9 @@ PHYSICS_BOUNDS: dict[str, tuple[float, float]] = {
     "store_cost": (1.0, 6.0),
     "source_launch_us": (0.0, 30.0),
     "lds_latency_cycles": (16.0, 400.0),
+    # a wave64 read of 4 B/lane moves 256 B (2 clk at 128 B/clk), of 16 B/lane 1 KiB (8 clk): a narrower read
+    # takes at least 2 clk (simgpu-3's sub-dword rule) and at most as long as a 16 B one
+    "lds_read_cycles": (2.0, 8.0),
 }
 DATATYPE_TABLES = ("mac_cost", "store_cost")  # Physics fields that map a datatype key to a cost
 
@@ -594,7 +598,10 @@ class SimGPU:
         share_a = 1 - ph.lds_broadcast * (1 - lanes0 / a.wave)  # share of A reads that cost bandwidth
         share_b = 1 - ph.lds_broadcast * (1 - lanes1 / a.wave)
         read_bytes = (g.mt0 * g.wg1 * share_a + g.mt1 * g.wg0 * share_b) * g.du * eb
-        read_eff = min(1.0, g.vw * eb / 4)
+        # A wave's fragment read moves VW elements per lane; reads narrower than 16 B/lane take at least
+        # lds_read_cycles (address processing per instruction), so they use less of the LDS bandwidth.
+        read_clk = a.wave * min(16, g.vw * eb) / LDS_BYTES_PER_CLK
+        read_eff = read_clk / max(read_clk, ph.lds_read_cycles)
 
         def conflict(tlu: bool, mt: int, pad: int, glvw: int) -> float:
             if tlu or glvw == 1:
