@@ -18,7 +18,7 @@ family and overall, separately for the rows of the files the physics was fitted 
 * ``winner pct, same-K rivals`` (a diagnostic, not a target): the same median among the rivals that won at
   least one row of the file with the row's K (``RecordedFile.won_at_same_k``). A logic file merges benchmark
   groups and keeps only solutions that won somewhere, so a rival that never won at a K may never have run at
-  it; the gap between the two figures bounds how much of the winner's rank is owed to such rivals.
+  it; comparing the two figures shows how much of the winner's rank such rivals account for.
 
 GFLOPS use oto's flop count (8 per complex MAC); the recorded complex GFLOPS (Tensile's client counts 2) are
 converted through the launch time they imply (``oto.hardware.simulated.calibration.recorded_time_us``).
@@ -29,7 +29,9 @@ points. The headline figures simulate each row -- its winner and its rivals -- a
 campaign, as the profile declares it (``timing.operating_points.<campaign>``, fitted by ``oto calibrate`` on
 the fit split); the **profile-default** figures beside them simulate every row at the profile's own timing
 figures. They are the same where the profile declares no operating point for a campaign. Each campaign's
-rows are also reported on their own, at the profile's default.
+rows are also reported on their own, at the profile's default. JSON: ``splits`` (headline) and
+``splits_profile_default``, each ``{fit, held_back}`` -> ``overall`` and ``families``; ``operating_points``
+names the point each campaign's rows were simulated at.
 Targets (issue #15, held-back vega10 files): >= 75% within 25%, eff rho >= 0.7, winner pct median <= 5%, every
 family's median ratio within 0.85-1.15. The numbers are simulated against recorded real measurements.
 """

@@ -334,3 +334,18 @@ def test_fidelity_bench_simulates_each_campaign_at_its_operating_point(vega10_di
     assert head["rows"] == default["rows"] == 24
     # the second campaign's board held ~0.7 of the fp32 clock: at its operating point the rows run slower
     assert head["median_ratio"] < 0.85 * default["median_ratio"]
+
+
+def test_simulator_reads_operating_points_through_its_declared_profile_view():
+    """The simulator's profile view (Arch.PROFILE_FIELDS, what a stage that simulates declares) holds the
+    operating points, so building SimGPU at one through a ProfileView raises no UndeclaredProfileField."""
+    from oto.hardware.profile import ProfileView, profile_view
+    from oto.hardware.simulated.performance import Arch
+
+    profile = load_profile(REPO / "arch_profiles/gfx900.yaml")
+    view = ProfileView(profile, profile_view(profile, Arch.PROFILE_FIELDS))
+    assert "staggeru" in profile_view(profile, Arch.PROFILE_FIELDS)["timing"]["operating_points"]
+    at_point = SimGPU(view, operating_point="staggeru")
+    assert at_point.chip == SimGPU(profile, operating_point="staggeru").chip
+    assert at_point.operating_points == ("staggeru",)
+    assert at_point.chip.sustained_clock_mhz["fp32"] < SimGPU(view).chip.sustained_clock_mhz["fp32"]
