@@ -14,16 +14,24 @@ family and overall, separately for the rows of the files the physics was fitted 
   size dependence alone would give a high correlation of raw GFLOPS over 13 decades of work);
 * ``winner pct``: the shipped winner's rank among its file's solutions that can run the size (their
   AssertElementMultiple hold) under the simulator, as the share of those rivals simulated faster (0 = first);
-  median over rows, and the share of rows where it is first and in the top 10%.
+  median over rows, and the share of rows where it is first and in the top 10%;
+* ``winner pct, same-K rivals`` (a diagnostic, not a target): the same median among the rivals that won at
+  least one row of the file with the row's K (``RecordedFile.won_at_same_k``). A logic file merges benchmark
+  groups and keeps only solutions that won somewhere, so a rival that never won at a K may never have run at
+  it; comparing the two figures shows how much of the winner's rank such rivals account for.
 
 GFLOPS use oto's flop count (8 per complex MAC); the recorded complex GFLOPS (Tensile's client counts 2) are
 converted through the launch time they imply (``oto.hardware.simulated.calibration.recorded_time_us``).
 
-Every figure is printed twice: **raw** (the simulator as shipped: the profile's chip) and
-**campaign-adjusted** (rows of the later measurement campaign, told apart by their winners' Tensile
-generation, simulated at that campaign's operating point as ``oto calibrate`` fitted it on the fit split:
-``calibration.CAMPAIGNS``, docs/simulator.md; only for the folder the physics was fitted on). Ranks compare
-solutions at one size and are the same in both. Each campaign's rows are also reported on their own, raw.
+A folder may hold rows of several measurement campaigns (``calibration.CAMPAIGNS``, told apart by their
+winners' Tensile generation, never by GFLOPS), measured on boards that ran the chip at different operating
+points. The headline figures simulate each row -- its winner and its rivals -- at the operating point of its
+campaign, as the profile declares it (``timing.operating_points.<campaign>``, fitted by ``oto calibrate`` on
+the fit split); the **profile-default** figures beside them simulate every row at the profile's own timing
+figures. They are the same where the profile declares no operating point for a campaign. Each campaign's
+rows are also reported on their own, at the profile's default. JSON: ``splits`` (headline) and
+``splits_profile_default``, each ``{fit, held_back}`` -> ``overall`` and ``families``; ``operating_points``
+names the point each campaign's rows were simulated at.
 Targets (issue #15, held-back vega10 files): >= 75% within 25%, eff rho >= 0.7, winner pct median <= 5%, every
 family's median ratio within 0.85-1.15. The numbers are simulated against recorded real measurements.
 """
@@ -42,9 +50,11 @@ sys.path.insert(0, str(ROOT / "workflow"))
 
 from oto.hardware.profile import load_profile  # noqa: E402
 from oto.hardware.simulated.calibration import (  # noqa: E402
+    CAMPAIGNS,
+    DEFAULT_POINT,
+    campaign_operating_point,
     fidelity,
     figures,
-    load_campaigns,
     load_recorded,
     rows_frame,
 )
@@ -63,8 +73,8 @@ def table(title: str, fid: dict) -> str:
         f"### {title}",
         "",
         "| family | rows | within 25% | median ratio (IQR) | eff rho (rows >= 1 GFLOP) | winner pct median | "
-        "winner first | winner top 10% |",
-        "|---|---|---|---|---|---|---|---|",
+        "winner first | winner top 10% | winner pct, same-K rivals |",
+        "|---|---|---|---|---|---|---|---|---|",
     ]
     for name, f in [*fid["families"].items(), ("**overall**", fid["overall"])]:
         lines.append(
@@ -74,7 +84,8 @@ def table(title: str, fid: dict) -> str:
             f"{_fmt(f['efficiency_spearman'], '.3f')} ({f['efficiency_rows']}) | "
             f"{_fmt(f.get('winner_rank_percentile_median'), '.1f')}% | "
             f"{_fmt(f.get('winner_first_share', math.nan) * 100, '.1f')}% | "
-            f"{_fmt(f.get('winner_top10pct_share', math.nan) * 100, '.1f')}% |"
+            f"{_fmt(f.get('winner_top10pct_share', math.nan) * 100, '.1f')}% | "
+            f"{_fmt(f.get('winner_rank_percentile_same_k_median'), '.1f')}% |"
         )
     return "\n".join(lines)
 
@@ -117,42 +128,47 @@ def main(argv: list[str] | None = None) -> int:
     profile = load_profile(args.profile)
     doc = json.loads(Path(args.physics).read_text())
     physics = Physics.load(args.physics)
-    campaigns = load_campaigns(args.physics)
     fitted = set(doc.get("fitted_on", {}).get("fit_files", []))
     fitted_logic = doc.get("fitted_on", {}).get("logic")
     files = load_recorded(args.logic)
     gpu = SimGPU(profile, physics=physics)
     same_folder = Path(args.logic).resolve().name == fitted_logic
-    # The campaign operating points describe the boards of the folder the physics was fitted on; another
-    # folder (another chip's files) gets raw figures only.
-    campaigns = campaigns if same_folder else {}
-    df = rows_frame(gpu, files, campaign_factors=campaigns or None)
+    df = rows_frame(gpu, files)
     df["split"] = [
         "fit" if (same_folder and name in fitted) else "held_back" for name in df["file"]
     ]  # a file is "fit" only in the folder the physics was fitted on
+    # The operating point each campaign's rows are simulated at (absent from the profile: its default).
+    points = {
+        c: (name if name in gpu.operating_points else "default")
+        for c, name in ((c, campaign_operating_point(i)) for i, c in enumerate(CAMPAIGNS))
+    }
     out = {
         "model_version": MODEL_VERSION,
         "profile": args.profile,
         "logic": str(args.logic),
         "physics": args.physics,
         "numbers": "simulated, compared with recorded real GFLOPS",
-        "campaigns": campaigns,
+        "operating_points": {c: points[c] for c in sorted(set(df["campaign"]))},
         "splits": {},
-        "splits_campaign_adjusted": {},
+        "splits_profile_default": {},
         "by_campaign": {},
     }
     print(f"sim fidelity: {len(files)} files, {len(df)} rows, {args.profile}, model {MODEL_VERSION}")
-    print(f"campaign operating points (fitted with the physics): {campaigns}")
-    print("rows per campaign: " + ", ".join(f"{c} {n}" for c, n in df["campaign"].value_counts().items()))
-    views = [(False, "splits", "raw")]
-    if campaigns:
-        views.append((True, "splits_campaign_adjusted", "campaign-adjusted"))
-    for adjusted, key, label in views:
+    print("rows per campaign (simulated at operating point): " + ", ".join(
+        f"{c} {n} ({points[c]})" for c, n in df["campaign"].value_counts().items()
+    ))  # fmt: skip
+    shifted = any(points[c] != "default" for c in out["operating_points"])
+    views = [("", "splits", "at each campaign's operating point")]
+    if shifted:
+        views.append((DEFAULT_POINT, "splits_profile_default", "profile default only"))
+    else:
+        views[0] = ("", "splits", "profile default (no campaign operating point applies)")
+    for suffix, key, label in views:
         for split in ("fit", "held_back"):
             part = df[df["split"] == split]
             if part.empty:
                 continue
-            fid = fidelity(part, adjusted)
+            fid = fidelity(part, suffix)
             fid["files"] = sorted(set(part["file"]))
             out[key][split] = fid
             print()
@@ -161,13 +177,16 @@ def main(argv: list[str] | None = None) -> int:
             print()
             for line in verdict(out[key]["held_back"]):
                 print(f"- {label}, held back: {line}")
-    # Each campaign's rows on their own, raw (the first campaign's board is the chip the profile describes).
+    if not shifted:
+        out["splits_profile_default"] = out["splits"]
+    # Each campaign's rows on their own, at the profile's default operating point.
     print()
+    print("profile default, per campaign:")
     print("| split | campaign | rows | within 25% | median ratio (IQR) | eff rho | winner pct median |")
     print("|---|---|---|---|---|---|---|")
     for split in ("fit", "held_back"):
         for campaign, part in sorted(df[df["split"] == split].groupby("campaign"), key=lambda x: x[0]):
-            f = figures(part)
+            f = figures(part, DEFAULT_POINT)
             out["by_campaign"].setdefault(split, {})[campaign] = f
             iqr = f"{_fmt(f['ratio_q25'], '.2f')}-{_fmt(f['ratio_q75'], '.2f')}"
             print(
@@ -176,8 +195,7 @@ def main(argv: list[str] | None = None) -> int:
                 f"{_fmt(f.get('winner_rank_percentile_median'), '.1f')}% |"
             )
     out["all"] = fidelity(df)
-    if campaigns:
-        out["all_campaign_adjusted"] = fidelity(df, True)
+    out["all_profile_default"] = fidelity(df, DEFAULT_POINT)
     out["wall_s"] = round(time.time() - t0, 1)
     print(f"\n{out['wall_s']} s")
     if args.json:

@@ -9,8 +9,9 @@ rows of the *fit split* (:func:`held_back`); :func:`fidelity` computes the agree
 the profile's fitted chip constants.
 
 A folder may mix measurement campaigns (:data:`CAMPAIGNS`, told apart by each row's winning solution): the
-fit simulates a later campaign's rows at that campaign's operating point (:func:`campaign_gpu`), fitted
-alongside as a nuisance of the data and stored apart from the physics, which the simulator alone reads.
+fit simulates a later campaign's rows at that campaign's operating point of the chip (the profile's
+``timing.operating_points.<campaign>``, :func:`campaign_gpu`), fitted alongside the physics and written to
+the profile, where the chip's constants live.
 
 Flop counts: Tensile's client, and so every recorded GFLOPS, counts 2 flops per multiply-add, complex ones
 included; oto counts 8 per complex MAC (``Family.flops_per_mac``). Rows are compared as *times*
@@ -21,7 +22,6 @@ from __future__ import annotations
 
 import argparse
 import copy
-import dataclasses
 import json
 import math
 import sys
@@ -32,6 +32,7 @@ from typing import Any
 
 import numpy as np
 import pandas as pd
+import yaml
 
 from oto.gemm import PATTERNS, Library
 from oto.hardware.simulated.performance import (
@@ -53,8 +54,15 @@ from oto.tensile.params import PARAMS
 # 4-number rows, GFLOPS with decimals); "staggeru" solutions carry it (most also have 8-number rows with
 # strides and integer GFLOPS). The second campaign measured about half the throughput of the first on every
 # kernel shape, compute- and memory-bound alike (docs/simulator.md, "Two measurement campaigns"), so the
-# calibration fits its speed as a nuisance factor instead of bending the physics to it.
+# calibration fits that board as an operating point of the chip (the profile's
+# timing.operating_points.<campaign name>) instead of bending the physics to it. The first campaign's board
+# is the one the profile's own timing figures describe (the default operating point).
 CAMPAIGNS = ("legacy", "staggeru")
+
+
+def campaign_operating_point(campaign: int) -> str | None:
+    """Name of the profile operating point a campaign's rows were measured at (None: the profile's own)."""
+    return None if campaign == 0 else CAMPAIGNS[campaign]
 
 
 def solution_campaign(solution: Mapping[str, Any]) -> int:
@@ -99,6 +107,18 @@ class RecordedFile:
         m, n, _, k = self.sizes.T
         a = self.asserts
         return (m[None] % a[:, :1] == 0) & (n[None] % a[:, 1:2] == 0) & (k[None] % a[:, 2:3] == 0)
+
+    def won_at_same_k(self) -> np.ndarray:
+        """(solutions, rows): which solutions won at least one row of the file with the row's K. A logic
+        file merges benchmark groups, and Tensile keeps only solutions that won somewhere, so a solution that
+        never won at a K may never have run at it (e.g. the vega10 SGEMM files' K = 128 rows were all won by
+        HIP-source kernels, K = 256 ones all by assembly kernels). A diagnostic of the rival set only."""
+        k = self.sizes[:, 3]
+        out = np.zeros((len(self.solutions), len(k)), dtype=bool)
+        for kv in np.unique(k):
+            at = k == kv
+            out[np.ix_(np.unique(self.winner[at]), np.nonzero(at)[0])] = True
+        return out
 
 
 def recorded_time_us(sizes: np.ndarray, gflops_recorded: np.ndarray) -> np.ndarray:
@@ -161,20 +181,17 @@ def split(files: Sequence[RecordedFile]) -> tuple[list[RecordedFile], list[Recor
 
 # ------------------------------------------------------------------------------------------- simulation
 def winner_times(
-    gpu: SimGPU,
-    f: RecordedFile,
-    rows: np.ndarray | None = None,
-    campaign_factors: Mapping[str, float] | None = None,
+    gpu: SimGPU, f: RecordedFile, rows: np.ndarray | None = None, at_campaign_points: bool = True
 ) -> np.ndarray:
     """Simulated time of each row's winner (µs), one vectorised call per solution. With
-    ``campaign_factors`` (see :func:`campaign_gpu`), the rows of a later measurement campaign are simulated
-    at that campaign's operating point."""
+    ``at_campaign_points``, the rows of a later measurement campaign are simulated at that campaign's
+    operating point where the profile declares one (:func:`campaign_gpu`)."""
     idx = np.arange(len(f.winner)) if rows is None else rows
     out = np.empty(len(idx))
     fam, pat = f.library.family, f.library.pattern
     camp = f.campaign[idx]
     for c in np.unique(camp):
-        g = campaign_gpu(gpu, CAMPAIGNS[c], campaign_factors)
+        g = campaign_gpu(gpu, int(c)) if at_campaign_points else gpu
         for s in np.unique(f.winner[idx][camp == c]):
             sel = (f.winner[idx] == s) & (camp == c)
             m, n, b, k = f.sizes[idx][sel].T
@@ -182,66 +199,47 @@ def winner_times(
     return out
 
 
-def campaign_gpu(gpu: SimGPU, campaign: str, factors: Mapping[str, float] | None) -> SimGPU:
-    """The simulated GPU at a measurement campaign's operating point, i.e. with that campaign's board's
-    timing block: ``factors["<campaign>.clock.<rate class>"]`` scales that rate class's sustained clock,
-    ``.bandwidth`` the sustained DRAM bandwidth, ``.latency`` the DRAM latency and ``.launch`` the launch
-    overhead (absent: 1). A power-limited board holds a lower clock under full-rate FP32/FP16 work than under
-    1/16-rate FP64, so each rate class has its own factor, as in the profile's timing block."""
-    mine = {
-        k[len(campaign) + 1 :]: float(v) for k, v in (factors or {}).items() if k.startswith(campaign + ".")
-    }
-    if not mine:
-        return gpu
-    out = copy.copy(gpu)
-    clocks = gpu.chip.sustained_clock_mhz
-    out.chip = dataclasses.replace(
-        gpu.chip,
-        sustained_clock_mhz={rc: v * mine.get(f"clock.{rc}", 1.0) for rc, v in clocks.items()},
-        memory_latency_ns=gpu.chip.memory_latency_ns * mine.get("latency", 1.0),
-        launch_us=gpu.chip.launch_us * mine.get("launch", 1.0),
-    )
-    out.arch = dataclasses.replace(
-        gpu.arch, sustained_gbs=gpu.arch.sustained_gbs * mine.get("bandwidth", 1.0)
-    )
+def campaign_gpu(gpu: SimGPU, campaign: int) -> SimGPU:
+    """The simulated GPU at the operating point a measurement campaign's board ran at: the profile's
+    ``timing.operating_points.<campaign name>`` (its clock per rate class, bandwidth, DRAM latency and launch
+    relative to the profile's own figures). The first campaign, and any campaign the profile declares no
+    operating point for, runs at the profile's own figures."""
+    name = campaign_operating_point(campaign)
+    return gpu.at(name) if name in gpu.operating_points else gpu
+
+
+def all_times(gpu: SimGPU, f: RecordedFile, at_campaign_points: bool = False) -> np.ndarray:
+    """(solutions, rows): simulated time of every solution of the file at every row's size (with
+    ``at_campaign_points``: each row at its campaign's operating point, :func:`campaign_gpu`)."""
+    fam, pat = f.library.family, f.library.pattern
+    out = np.empty((len(f.solutions), len(f.winner)))
+    groups = np.unique(f.campaign) if at_campaign_points else [0]
+    for c in groups:
+        g = campaign_gpu(gpu, int(c)) if at_campaign_points else gpu
+        sel = (f.campaign == c) if at_campaign_points else np.ones(len(f.winner), dtype=bool)
+        m, n, b, k = f.sizes[sel].T
+        for i, s in enumerate(f.solutions):
+            out[i, sel] = g.true_time_us(fam, s, m, n, b, k, pat)
     return out
 
 
-def all_times(gpu: SimGPU, f: RecordedFile) -> np.ndarray:
-    """(solutions, rows): simulated time of every solution of the file at every row's size."""
-    m, n, b, k = f.sizes.T
-    fam, pat = f.library.family, f.library.pattern
-    return np.array([gpu.true_time_us(fam, s, m, n, b, k, pat) for s in f.solutions]).reshape(-1, len(m))
-
-
 # ---------------------------------------------------------------------------------------------- figures
-def rows_frame(
-    gpu: SimGPU,
-    files: Sequence[RecordedFile],
-    ranks: bool = True,
-    campaign_factors: Mapping[str, float] | None = None,
-) -> pd.DataFrame:
+DEFAULT_POINT = "_default"  # column suffix of rows_frame's figures at the profile's own operating point
+
+
+def rows_frame(gpu: SimGPU, files: Sequence[RecordedFile], ranks: bool = True) -> pd.DataFrame:
     """One row per recorded row: real and simulated GFLOPS (oto's count), efficiencies, winner's rank.
 
-    ``sim_gflops``/``ratio`` are the simulator's own figures; with ``campaign_factors`` the frame also holds
-    ``sim_gflops_adjusted``/``ratio_adjusted``: the simulation scaled to the speed of each row's measurement
-    campaign (ranks compare solutions at one size, so no factor changes them)."""
+    ``sim_gflops``, ``sim_eff``, ``ratio``, ``faster`` and ``rank_pct`` simulate each row, its winner and its
+    rivals, at the operating point of the row's measurement campaign (:func:`campaign_gpu`); the same columns
+    suffixed ``_default`` (:data:`DEFAULT_POINT`) simulate every row at the profile's own figures. They are
+    equal where the profile declares no operating point for a row's campaign."""
     parts = []
     for f in files:
         fam = f.library.family
         m, n, b, k = f.sizes.T
         flops = fam.flops_per_mac * m * n * b * k
         real = f.real_time_us
-        if ranks:
-            t = all_times(gpu, f)
-            sim = t[f.winner, np.arange(len(m))]
-            valid = f.valid()
-            faster = ((t < sim[None]) & valid).sum(axis=0)
-            rivals = np.maximum(valid.sum(axis=0) - 1, 1)
-            pct = faster / rivals
-        else:
-            sim = winner_times(gpu, f)
-            faster = pct = np.full(len(m), np.nan)
         peak = gpu.peak_gflops(fam)
         part = pd.DataFrame(
             {
@@ -255,22 +253,35 @@ def rows_frame(
                 "solution": f.winner,
                 "gflop": flops / 1e9,
                 "real_gflops": flops / real / 1e3,
-                "sim_gflops": flops / sim / 1e3,
                 "real_eff": flops / real / 1e3 / peak,
-                "sim_eff": flops / sim / 1e3 / peak,
-                "faster": faster,
-                "rank_pct": pct,
             }
         )  # fmt: skip
-        if campaign_factors is not None:
-            adjusted = winner_times(gpu, f, campaign_factors=campaign_factors)
-            part["sim_gflops_adjusted"] = flops / adjusted / 1e3
-            part["sim_eff_adjusted"] = flops / adjusted / 1e3 / peak
+        shifted = any(campaign_gpu(gpu, int(c)) is not gpu for c in np.unique(f.campaign))
+        for suffix, at_points in (("", True), (DEFAULT_POINT, False)):
+            if suffix == DEFAULT_POINT and not shifted:
+                for col in ("sim_gflops", "sim_eff", "faster", "rank_pct", "rank_pct_same_k"):
+                    part[col + suffix] = part[col]
+                continue
+            if ranks:
+                t = all_times(gpu, f, at_points)
+                sim = t[f.winner, np.arange(len(m))]
+                valid = f.valid()
+                faster = ((t < sim[None]) & valid).sum(axis=0)
+                pct = faster / np.maximum(valid.sum(axis=0) - 1, 1)
+                sweep = valid & f.won_at_same_k()
+                pct_sweep = ((t < sim[None]) & sweep).sum(axis=0) / np.maximum(sweep.sum(axis=0) - 1, 1)
+            else:
+                sim = winner_times(gpu, f, at_campaign_points=at_points)
+                faster = pct = pct_sweep = np.full(len(m), np.nan)
+            part["sim_gflops" + suffix] = flops / sim / 1e3
+            part["sim_eff" + suffix] = flops / sim / 1e3 / peak
+            part["faster" + suffix] = faster
+            part["rank_pct" + suffix] = pct
+            part["rank_pct_same_k" + suffix] = pct_sweep
         parts.append(part)
     df = pd.concat(parts, ignore_index=True)
-    df["ratio"] = df["sim_gflops"] / df["real_gflops"]
-    if campaign_factors is not None:
-        df["ratio_adjusted"] = df["sim_gflops_adjusted"] / df["real_gflops"]
+    for suffix in ("", DEFAULT_POINT):
+        df["ratio" + suffix] = df["sim_gflops" + suffix] / df["real_gflops"]
     return df
 
 
@@ -281,10 +292,9 @@ def spearman(a, b) -> float:
     return float(a.rank().corr(b.rank()))
 
 
-def figures(df: pd.DataFrame, adjusted: bool = False) -> dict[str, float]:
-    """The agreement figures of a set of rows (see bench/sim_fidelity.py for their meaning); ``adjusted``
-    judges the campaign-adjusted simulation (rows_frame's ``*_adjusted`` columns)."""
-    suffix = "_adjusted" if adjusted else ""
+def figures(df: pd.DataFrame, suffix: str = "") -> dict[str, float]:
+    """The agreement figures of a set of rows (see bench/sim_fidelity.py for their meaning): each row at its
+    campaign's operating point, or with ``suffix=DEFAULT_POINT`` at the profile's own figures."""
     r = df["ratio" + suffix].to_numpy()
     big = df["gflop"] >= MIN_EFFICIENCY_GFLOP
     q25, q50, q75 = np.percentile(r, [25, 50, 75]) if len(r) else (math.nan,) * 3
@@ -297,20 +307,23 @@ def figures(df: pd.DataFrame, adjusted: bool = False) -> dict[str, float]:
         "efficiency_rows": int(big.sum()),
         "efficiency_spearman": spearman(df.loc[big, "real_eff"], df.loc[big, "sim_eff" + suffix]),
     }
-    pct = df["rank_pct"].dropna()
+    pct = df["rank_pct" + suffix].dropna()
     if len(pct):
         out["winner_rank_percentile_median"] = float(np.median(pct) * 100)
-        out["winner_first_share"] = float(np.mean(df["faster"].dropna() == 0))
+        out["winner_first_share"] = float(np.mean(df["faster" + suffix].dropna() == 0))
         out["winner_top10pct_share"] = float(np.mean(pct <= 0.10))
+        # diagnostic: the rank among rivals that won at the row's K somewhere in the file (won_at_same_k)
+        same_k = df["rank_pct_same_k" + suffix].dropna()
+        out["winner_rank_percentile_same_k_median"] = float(np.median(same_k) * 100)
     return out
 
 
-def fidelity(df: pd.DataFrame, adjusted: bool = False) -> dict[str, Any]:
+def fidelity(df: pd.DataFrame, suffix: str = "") -> dict[str, Any]:
     """Overall and per-family figures."""
     return {
-        "overall": figures(df, adjusted),
+        "overall": figures(df, suffix),
         "families": {
-            fam: figures(part, adjusted) for fam, part in sorted(df.groupby("family"), key=lambda x: x[0])
+            fam: figures(part, suffix) for fam, part in sorted(df.groupby("family"), key=lambda x: x[0])
         },
     }
 
@@ -321,8 +334,8 @@ class Knob:
     """One fitted constant: where it lives and the bounds the fit keeps it in."""
 
     # physics field, physics field.key, chip:<timing key>, chip:sustained_clock_mhz.<class>, or
-    # campaign:<name>.clock.<rate class>|bandwidth (a measurement campaign's operating point: a nuisance of
-    # the reference data, see CAMPAIGNS)
+    # operating_point:<name>.clock.<rate class>|bandwidth|memory_latency|launch (the profile's
+    # timing.operating_points.<name>: the board a later measurement campaign ran on, see CAMPAIGNS)
     name: str
     lo: float
     hi: float
@@ -349,10 +362,10 @@ def knobs_for(files: Sequence[RecordedFile], profile: Mapping[str, Any]) -> list
     for c in present:
         mine = [f for f in files if np.any(CAMPAIGNS.index(c) == f.campaign)]
         rcs = sorted({f.library.family.rate_class for f in mine} & set(RATE_CLASSES_FITTED))
-        out += [Knob(f"campaign:{c}.clock.{rc}", *CAMPAIGN_BOUNDS["clock"]) for rc in rcs]
+        out += [Knob(f"operating_point:{c}.clock.{rc}", *OPERATING_POINT_BOUNDS["clock"]) for rc in rcs]
         out += [
-            Knob(f"campaign:{c}.{what}", *CAMPAIGN_BOUNDS[what])
-            for what in ("bandwidth", "latency", "launch")
+            Knob(f"operating_point:{c}.{what}", *OPERATING_POINT_BOUNDS[what])
+            for what in ("bandwidth", "memory_latency", "launch")
         ]
     out += [
         Knob("chip:launch_us", *TIMING_BOUNDS["launch_us"]),
@@ -370,20 +383,28 @@ def knobs_for(files: Sequence[RecordedFile], profile: Mapping[str, Any]) -> list
 # that misses the L2 waits several hundred ns (micro-benchmarks of Vega 10 give ~500-700 ns), so the fit may
 # not trade DRAM latency for the LDS latency or the barrier's.
 TIMING_BOUNDS = {"launch_us": (0.5, 50.0), "memory_latency_ns": (300.0, 2000.0)}
-# A later campaign's operating point relative to the first campaign's (which the profile describes).
-# Bandwidth at most 1: the profile's sustained bandwidth is fitted up to the peak the chip's HBM2 allows.
-CAMPAIGN_BOUNDS = {"clock": (0.2, 1.5), "bandwidth": (0.2, 1.0), "latency": (0.5, 4.0), "launch": (0.5, 4.0)}
+# A later campaign's operating point relative to the profile's own figures (the first campaign's board): the
+# arch profile schema's bounds of timing.operating_points.*. Bandwidth at most 1: the profile's sustained
+# bandwidth is fitted up to the peak the chip's HBM2 allows.
+OPERATING_POINT_BOUNDS = {
+    "clock": (0.2, 1.5), "bandwidth": (0.2, 1.0), "memory_latency": (0.5, 4.0), "launch": (0.5, 4.0)
+}  # fmt: skip
+OPERATING_POINT = "operating_point:"  # knob name prefix
 
 
-def get_value(
-    name: str, physics: Physics, profile: Mapping[str, Any], campaigns: Mapping[str, float] | None = None
-) -> float:
-    if name.startswith("campaign:"):
-        return float((campaigns or {}).get(name[9:], 1.0))
-    return _get_model_value(name, physics, profile)
+def _operating_point_key(name: str) -> tuple[str, list[str]]:
+    """``operating_point:staggeru.clock.fp32`` -> ("staggeru", ["clock", "fp32"])."""
+    point, *path = name[len(OPERATING_POINT) :].split(".")
+    return point, path
 
 
-def _get_model_value(name: str, physics: Physics, profile: Mapping[str, Any]) -> float:
+def get_value(name: str, physics: Physics, profile: Mapping[str, Any]) -> float:
+    if name.startswith(OPERATING_POINT):
+        point, path = _operating_point_key(name)
+        node: Any = ((profile.get("timing") or {}).get("operating_points") or {}).get(point, {})
+        for part in path:
+            node = node.get(part, {}) if isinstance(node, Mapping) else {}
+        return float(node) if isinstance(node, int | float) else 1.0
     if name.startswith("chip:"):
         key = name[5:]
         if key == "sustained_bandwidth_gbs":
@@ -401,15 +422,22 @@ def _get_model_value(name: str, physics: Physics, profile: Mapping[str, Any]) ->
 def with_values(
     names: Sequence[str], values: Sequence[float], physics: Physics, profile: Mapping[str, Any]
 ) -> tuple[Physics, dict[str, Any]]:
-    """A copy of (physics, profile) with the named constants set (campaign factors: campaign_values)."""
+    """A copy of (physics, profile) with the named constants set. A fitted operating point is marked
+    ``source: fit``."""
     ph = physics.to_dict()
     prof = copy.deepcopy(dict(profile))
     timing = prof.setdefault("timing", {})
     for name, v in zip(names, values, strict=True):
         v = float(v)
-        if name.startswith("campaign:"):
-            continue
-        if name.startswith("chip:"):
+        if name.startswith(OPERATING_POINT):
+            point, path = _operating_point_key(name)
+            node = timing.setdefault("operating_points", {}).setdefault(point, {})
+            node["source"] = "fit"
+            node.setdefault("note", FITTED_NOTE.format(campaign=point))
+            for part in path[:-1]:
+                node = node.setdefault(part, {})
+            node[path[-1]] = v
+        elif name.startswith("chip:"):
             key = name[5:]
             if key == "sustained_bandwidth_gbs":
                 prof["memory"]["sustained_bandwidth_gbs"] = v
@@ -425,9 +453,10 @@ def with_values(
     return Physics.from_dict(ph), prof
 
 
-def campaign_values(names: Sequence[str], values: Sequence[float]) -> dict[str, float]:
-    """The campaign factors among fitted values ("<campaign>.clock.<rate class>"/".bandwidth" -> factor)."""
-    return {n[9:]: float(v) for n, v in zip(names, values, strict=True) if n.startswith("campaign:")}
+FITTED_NOTE = (
+    "the board the reference rows of measurement campaign {campaign!r} ran on "
+    "(oto.hardware.simulated.calibration.CAMPAIGNS), fitted by oto calibrate with the physics"
+)
 
 
 def _to_unit(v: float, k: Knob) -> float:
@@ -447,7 +476,11 @@ class FitResult:
     values: dict[str, float]
     loss_history: list[float] = field(default_factory=list)
     rows: int = 0
-    campaigns: dict[str, float] = field(default_factory=dict)  # fitted campaign factors
+
+    @property
+    def operating_points(self) -> dict[str, Any]:
+        """The profile's operating points after the fit (the fitted ones marked ``source: fit``)."""
+        return dict((self.profile.get("timing") or {}).get("operating_points") or {})
 
 
 def fit_rows(files: Sequence[RecordedFile], per_file: int, seed: int = 0) -> list[np.ndarray]:
@@ -465,7 +498,6 @@ def fit(
     profile: Mapping[str, Any],
     start: Physics,
     *,
-    start_campaigns: Mapping[str, float] | None = None,
     knobs: Sequence[Knob] | None = None,
     iterations: int = 25,
     per_file: int = 400,
@@ -478,8 +510,8 @@ def fit(
     transform), with Huber weights (``huber`` in log units) so a few rows the model cannot explain do not pull
     the rest, and each family weighted as if it had the same number of rows (sqrt-balanced), so the small
     families count. Rows of a later measurement campaign (CAMPAIGNS) are simulated at that campaign's
-    operating point (:func:`campaign_gpu`), fitted alongside (``campaign:<name>.*`` knobs). Deterministic:
-    same rows, same start, same result.
+    operating point of the profile (:func:`campaign_gpu`), fitted alongside (``operating_point:<name>.*``
+    knobs, starting from the profile's figures). Deterministic: same rows, same start, same result.
     """
     knobs = list(knobs if knobs is not None else knobs_for(files, profile))
     names = [k.name for k in knobs]
@@ -496,12 +528,11 @@ def fit(
     def residuals(u: np.ndarray) -> np.ndarray:
         values = _from_unit(u, knobs)
         ph, prof = with_values(names, values, start, profile)
-        camp = campaign_values(names, values)
         gpu = SimGPU(prof, physics=ph)
-        sim = [np.log(winner_times(gpu, f, i, camp)) for f, i in zip(files, idx, strict=True)]
+        sim = [np.log(winner_times(gpu, f, i)) for f, i in zip(files, idx, strict=True)]
         return np.concatenate(sim) - np.concatenate(real)
 
-    u = np.array([_to_unit(get_value(k.name, start, profile, start_campaigns), k) for k in knobs])
+    u = np.array([_to_unit(get_value(k.name, start, profile), k) for k in knobs])
     r = residuals(u)
     lam, history = 1e-2, []
 
@@ -539,8 +570,7 @@ def fit(
             break
     values = dict(zip(names, (float(v) for v in _from_unit(u, knobs)), strict=True))
     ph, prof = with_values(names, list(values.values()), start, profile)
-    campaigns = {**(start_campaigns or {}), **campaign_values(names, list(values.values()))}
-    return FitResult(ph, prof, values, history, int(sum(len(i) for i in idx)), campaigns)
+    return FitResult(ph, prof, values, history, int(sum(len(i) for i in idx)))
 
 
 # ----------------------------------------------------------------------------------------------- output
@@ -559,26 +589,30 @@ def physics_document(
             "loss": result.loss_history[-1] if result.loss_history else None,
         },
         "physics": result.physics.to_dict(),
-        # Kernel-time factor of each later measurement campaign of the reference rows (calibration.CAMPAIGNS):
-        # a property of those measurements, not of the simulated GPU (SimGPU never reads it).
-        "campaigns": dict(sorted(result.campaigns.items())),
     }
-
-
-def load_campaigns(path: str | Path = PHYSICS_FILE) -> dict[str, float]:
-    """The campaign factors fitted with a physics file (empty when it has none)."""
-    return {str(k): float(v) for k, v in json.loads(Path(path).read_text()).get("campaigns", {}).items()}
 
 
 def timing_block(result: FitResult) -> dict[str, Any]:
-    """The profile's fitted chip constants, rounded as they are written to the YAML."""
+    """The profile's fitted chip constants, rounded as they are written to the YAML: the ``timing`` block
+    with its operating points, and ``sustained_bandwidth_gbs`` (``memory.sustained_bandwidth_gbs``)."""
     t = result.profile.get("timing", {})
-    return {
-        "launch_us": round(float(t["launch_us"]), 2),
-        "memory_latency_ns": round(float(t["memory_latency_ns"]), 1),
+    chip = Chip.from_profile(result.profile)  # absent figures: the schema's defaults
+    out: dict[str, Any] = {
+        "launch_us": round(chip.launch_us, 2),
+        "memory_latency_ns": round(chip.memory_latency_ns, 1),
         "sustained_clock_mhz": {k: round(float(v), 1) for k, v in t.get("sustained_clock_mhz", {}).items()},
-        "sustained_bandwidth_gbs": round(float(result.profile["memory"]["sustained_bandwidth_gbs"]), 1),
     }
+    points = {}
+    for name, op in sorted(result.operating_points.items()):
+        points[name] = {
+            k: ({rc: round(float(x), 3) for rc, x in sorted(v.items())} if isinstance(v, Mapping)
+                else round(float(v), 3) if isinstance(v, int | float) else v)
+            for k, v in op.items()
+        }  # fmt: skip
+    if points:
+        out["operating_points"] = points
+    out["sustained_bandwidth_gbs"] = round(float(result.profile["memory"]["sustained_bandwidth_gbs"]), 1)
+    return out
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -606,7 +640,6 @@ def main(argv: list[str] | None = None) -> int:
         profile = load_profile(args.profile)
         files = load_recorded(args.logic)
         start = Physics.load(args.start)
-        start_campaigns = load_campaigns(args.start)
     except (ProfileError, ValueError, OSError) as exc:
         print(f"oto calibrate: {exc}", file=sys.stderr)
         return 2
@@ -614,7 +647,7 @@ def main(argv: list[str] | None = None) -> int:
     print(f"fit on {len(fit_files)} files ({sum(len(f.winner) for f in fit_files)} rows), "
           f"{len(back)} held back", flush=True)  # fmt: skip
     result = fit(
-        fit_files, profile, start, start_campaigns=start_campaigns, iterations=args.iterations,
+        fit_files, profile, start, iterations=args.iterations,
         per_file=args.per_file,
         progress=lambda s: print(s, flush=True),
     )  # fmt: skip
@@ -623,8 +656,10 @@ def main(argv: list[str] | None = None) -> int:
     timing = timing_block(result)
     for name, v in result.values.items():
         print(f"  {name:40s} {v:12.4f}")
-    print("arch profile timing block (fitted):")
-    print(json.dumps(timing, indent=2))
+    print(f"arch profile timing block (fitted, with its operating points; for {args.profile}):")
+    block = {k: v for k, v in timing.items() if k != "sustained_bandwidth_gbs"}
+    print(yaml.safe_dump({"timing": block}, sort_keys=False, default_flow_style=None, width=110), end="")
+    print(f"memory.sustained_bandwidth_gbs: {timing['sustained_bandwidth_gbs']}")
     if args.physics_out:
         Path(args.physics_out).write_text(json.dumps(doc, indent=2, sort_keys=True) + "\n")
         print(f"wrote {args.physics_out}")

@@ -23,7 +23,7 @@ import numpy as np
 from oto.gemm import Family
 from oto.tensile.params import PARAMS
 
-MODEL_VERSION = "simgpu-3"
+MODEL_VERSION = "simgpu-4"
 
 # GCN/Vega facts (Vega ISA guide; per CU unless stated): they hold for every gfx9 chip and are not fitted.
 LDS_BYTES_PER_CLK = 128  # 32 banks x 4 bytes
@@ -78,6 +78,7 @@ class Physics:
     store_cost: Mapping[str, float]
     source_launch_us: float  # extra launch overhead of a HIP-source kernel over an assembly one
     lds_latency_cycles: float  # issue-to-data latency of an LDS read (exposed when a k step is too short)
+    lds_read_cycles: float  # fewest LDS clocks one wave's fragment read takes, however narrow (b128: 8)
 
     @classmethod
     def load(cls, path: str | Path = PHYSICS_FILE) -> Physics:
@@ -122,6 +123,9 @@ PHYSICS_BOUNDS: dict[str, tuple[float, float]] = {
     "store_cost": (1.0, 6.0),
     "source_launch_us": (0.0, 30.0),
     "lds_latency_cycles": (16.0, 400.0),
+    # a wave64 read of 4 B/lane moves 256 B (2 clk at 128 B/clk), of 16 B/lane 1 KiB (8 clk): a narrower read
+    # takes at least 2 clk (simgpu-3's sub-dword rule) and at most as long as a 16 B one
+    "lds_read_cycles": (2.0, 8.0),
 }
 DATATYPE_TABLES = ("mac_cost", "store_cost")  # Physics fields that map a datatype key to a cost
 
@@ -138,21 +142,62 @@ def datatype_key(family: Family) -> str:
 
 
 @dataclass(frozen=True)
+class OperatingPoint:
+    """One of the profile's ``timing.operating_points``: the chip on another board or power limit, as
+    multipliers of the profile's own timing figures (which are the default operating point, all 1)."""
+
+    clock: Mapping[str, float]  # sustained clock multiplier per rate class (absent: 1)
+    bandwidth: float = 1.0  # of memory.sustained_bandwidth_gbs
+    memory_latency: float = 1.0  # of timing.memory_latency_ns
+    launch: float = 1.0  # of timing.launch_us
+
+    @classmethod
+    def from_profile(cls, p: Mapping[str, Any], name: str | None) -> OperatingPoint:
+        """The named operating point of a profile (None or ``default``: the profile's own figures)."""
+        if name is None or name == DEFAULT_OPERATING_POINT:
+            return cls(clock={})
+        points = (p.get("timing") or {}).get("operating_points") or {}
+        if name not in points:
+            arch = p.get("arch", "the arch profile")
+            known = ", ".join(sorted(points)) or "none"
+            raise ValueError(
+                f"{arch}: field 'timing.operating_points': no operating point {name!r} (declared: {known})"
+            )
+        op = points[name]
+        return cls(
+            clock={str(rc): float(v) for rc, v in (op.get("clock") or {}).items()},
+            bandwidth=float(op.get("bandwidth", 1.0)),
+            memory_latency=float(op.get("memory_latency", 1.0)),
+            launch=float(op.get("launch", 1.0)),
+        )
+
+
+DEFAULT_OPERATING_POINT = "default"  # the profile's own timing figures (no entry in operating_points)
+
+
+@dataclass(frozen=True)
 class Chip:
-    """The arch profile's ``timing`` block: constants of one chip that the physics cannot derive."""
+    """The arch profile's ``timing`` block: constants of one chip that the physics cannot derive, at one of
+    its operating points (default: the profile's own figures)."""
 
     launch_us: float  # launch + completion of one kernel as a back-to-back timing loop sees it
     memory_latency_ns: float  # DRAM latency seen by a shader (L2 miss to data)
     sustained_clock_mhz: Mapping[str, float]  # clock held under a long GEMM, per rate class
 
     @classmethod
-    def from_profile(cls, p: Mapping[str, Any]) -> Chip:
+    def from_profile(cls, p: Mapping[str, Any], operating_point: str | None = None) -> Chip:
         t = p.get("timing") or {}
+        op = OperatingPoint.from_profile(p, operating_point)
         peak = float(p["clock_mhz"])
-        clocks = {rc: float((t.get("sustained_clock_mhz") or {}).get(rc, peak)) for rc in p["rates"]}
+        clocks = {
+            rc: float((t.get("sustained_clock_mhz") or {}).get(rc, peak)) * op.clock.get(rc, 1.0)
+            for rc in p["rates"]
+        }
+        launch = float(t.get("launch_us", _timing_defaults()["launch_us"]))
+        latency = float(t.get("memory_latency_ns", _timing_defaults()["memory_latency_ns"]))
         return cls(
-            launch_us=float(t.get("launch_us", _timing_defaults()["launch_us"])),
-            memory_latency_ns=float(t.get("memory_latency_ns", _timing_defaults()["memory_latency_ns"])),
+            launch_us=launch * op.launch,
+            memory_latency_ns=latency * op.memory_latency,
             sustained_clock_mhz=clocks,
         )
 
@@ -199,7 +244,8 @@ class Arch:
     )  # fmt: skip
 
     @classmethod
-    def from_profile(cls, p: Mapping[str, Any]) -> Arch:
+    def from_profile(cls, p: Mapping[str, Any], operating_point: str | None = None) -> Arch:
+        bandwidth = OperatingPoint.from_profile(p, operating_point).bandwidth
         try:
             mem = p["memory"]
             return cls(
@@ -220,7 +266,7 @@ class Arch:
                 max_waves=int(p["max_waves_per_simd"]),
                 max_wg_size=int(p["max_workgroup_size"]),
                 l2_bytes=int(p["l2_bytes"]),
-                sustained_gbs=float(mem["sustained_bandwidth_gbs"]),
+                sustained_gbs=float(mem["sustained_bandwidth_gbs"]) * bandwidth,
                 usable_bytes=int(mem["usable_device_memory_bytes"]),
             )
         except KeyError as e:
@@ -351,7 +397,8 @@ class SimGPU:
     """The deterministic part of the simulated GPU for one arch profile.
 
     ``seed`` picks the virtual chip: it enters the per-configuration ruggedness and validation-failure hash,
-    so the landscape is fixed for a seed and differs between seeds.
+    so the landscape is fixed for a seed and differs between seeds. ``operating_point`` names one of the
+    profile's ``timing.operating_points`` (None: the profile's own timing figures).
     """
 
     def __init__(
@@ -360,11 +407,23 @@ class SimGPU:
         seed: int = 0,
         physics: Physics | None = None,
         chip: Chip | None = None,
+        operating_point: str | None = None,
     ):
-        self.arch = Arch.from_profile(profile)
-        self.chip = chip if chip is not None else Chip.from_profile(profile)
+        self.arch = Arch.from_profile(profile, operating_point)
+        self.chip = chip if chip is not None else Chip.from_profile(profile, operating_point)
         self.physics = physics if physics is not None else _default_physics()
         self.seed = int(seed)
+        self.operating_point = operating_point or DEFAULT_OPERATING_POINT
+        self._profile = profile
+
+    @property
+    def operating_points(self) -> tuple[str, ...]:
+        """Names of the operating points the profile declares besides its own figures."""
+        return tuple(sorted((self._profile.get("timing") or {}).get("operating_points") or {}))
+
+    def at(self, operating_point: str | None) -> SimGPU:
+        """The same simulated GPU (profile, physics, seed) at another of the profile's operating points."""
+        return SimGPU(self._profile, self.seed, self.physics, operating_point=operating_point)
 
     # ---------------------------------------------------------------- resources and build
     def resources(
@@ -539,7 +598,10 @@ class SimGPU:
         share_a = 1 - ph.lds_broadcast * (1 - lanes0 / a.wave)  # share of A reads that cost bandwidth
         share_b = 1 - ph.lds_broadcast * (1 - lanes1 / a.wave)
         read_bytes = (g.mt0 * g.wg1 * share_a + g.mt1 * g.wg0 * share_b) * g.du * eb
-        read_eff = min(1.0, g.vw * eb / 4)
+        # A wave's fragment read moves VW elements per lane; reads narrower than 16 B/lane take at least
+        # lds_read_cycles (address processing per instruction), so they use less of the LDS bandwidth.
+        read_clk = a.wave * min(16, g.vw * eb) / LDS_BYTES_PER_CLK
+        read_eff = read_clk / max(read_clk, ph.lds_read_cycles)
 
         def conflict(tlu: bool, mt: int, pad: int, glvw: int) -> float:
             if tlu or glvw == 1:
