@@ -1,5 +1,6 @@
 """Selection: per size, the best kernel so far, its verdict against the spoof floor and its ceilings; a
-library's summary and convergence; the evidence strategies learn from; the finalists of the full-deck run.
+library's summary and convergence; the evidence strategies learn from; the finalists of the full-deck run
+(reading selection.yaml: :mod:`oto.measurement.selection_file`).
 
 Scores are ratios to the same reference kernel at each size, so they compare across generations: the best
 of generation N is the better of generation N's winner and the carried best of N-1.
@@ -10,14 +11,11 @@ from __future__ import annotations
 import math
 from collections import Counter
 from collections.abc import Mapping
-from pathlib import Path
 from typing import Any
 
-import jsonschema
 import numpy as np
 import pandas as pd
 
-from oto.files import StageFileError, read_yaml
 from oto.gemm import Library
 from oto.hardware.ceilings import roofline_gflops
 from oto.measurement.scoring import best_per_size, geomean, verdict
@@ -182,74 +180,3 @@ def finalists(selection: Mapping) -> dict[str, Mapping]:
     won = Counter(r["winner"] for r in selection["per_size"] if r.get("winner"))
     ranked = sorted(won, key=lambda k: (-won[k], k))[:MAX_FINALISTS]
     return {k: selection["kernels"][k] for k in ranked}
-
-
-_NUMBER_OR_NULL = {"type": ["number", "null"]}
-# The fields of selection.yaml the next stages read (mutate, select, finalize); others pass through.
-SELECTION_SCHEMA = {
-    "type": "object",
-    "required": ["generation", "per_size", "kernels", "summary", "convergence"],
-    "properties": {
-        "generation": {"type": "integer", "minimum": 0},
-        "frozen": {"type": "boolean"},
-        "sizes": {"type": "array", "items": {"type": "array", "items": {"type": "integer"}}},
-        "per_size": {
-            "type": "array",
-            "items": {
-                "type": "object",
-                "required": ["size_index"],
-                "properties": {
-                    "size_index": {"type": "integer", "minimum": 0},
-                    "winner": {"type": ["string", "null"]},
-                    "score": _NUMBER_OR_NULL,
-                },
-            },
-        },
-        "kernels": {"type": "object", "additionalProperties": {"type": "object"}},
-        "summary": {
-            "type": "object",
-            "properties": {
-                "geomean_score": _NUMBER_OR_NULL,
-                "failures": {"type": "object", "additionalProperties": {"type": "integer"}},
-            },
-        },
-        "convergence": {
-            "type": "object",
-            "required": ["converged"],
-            "properties": {
-                "converged": {"type": "boolean"},
-                "reason": {"type": "string"},
-                "history": {"type": "array", "items": _NUMBER_OR_NULL},
-            },
-        },
-        "observations": {
-            "type": "array",
-            "items": {
-                "type": "object",
-                "required": ["id", "params"],
-                "properties": {
-                    "id": {"type": "string"},
-                    "params": {"type": "object"},
-                    "score": _NUMBER_OR_NULL,
-                    "sizes_won": {"type": "integer"},
-                },
-            },
-        },
-        "measured": {"type": "array", "items": {"type": "string"}},
-    },
-}
-
-
-def read_selection(path: Path) -> dict[str, Any]:
-    """A selection.yaml, its shape checked: valid YAML of the wrong shape is an error naming the file and
-    the field, not an AttributeError three calls later."""
-    doc = read_yaml(path)
-    errors = sorted(
-        jsonschema.Draft202012Validator(SELECTION_SCHEMA).iter_errors(doc),
-        key=lambda e: list(e.absolute_path),
-    )
-    if errors:
-        e = errors[0]
-        field = "".join(f"[{p}]" if isinstance(p, int) else f".{p}" for p in e.absolute_path).lstrip(".")
-        raise StageFileError(f"{path}: field '{field or '<document>'}': {' '.join(e.message.split())[:200]}")
-    return doc

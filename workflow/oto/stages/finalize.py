@@ -21,9 +21,9 @@ from oto.measurement.selection import (
     finalists,
     measurement_failures,
     per_size_rows,
-    read_selection,
     summarise,
 )
+from oto.measurement.selection_file import read_selection
 from oto.tensile import legality
 from oto.tensile.params import canonical
 

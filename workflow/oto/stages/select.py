@@ -18,9 +18,9 @@ from oto.measurement.selection import (
     novelty,
     observations,
     per_size_rows,
-    read_selection,
     summarise,
 )
+from oto.measurement.selection_file import read_selection
 from oto.registry.job_files import write_job_file
 from oto.registry.records import generation_records
 
