@@ -160,7 +160,7 @@ def test_override_and_auto_backend(monkeypatch):
     monkeypatch.setattr(backends, "detect_gpu", lambda env=None: pytest.fail("probed without /dev/kfd"))
     assert backends.auto_backend(profile, {"python": sys.executable}) == (
         "sim",
-        "no AMD GPU ROCm can use (/nonexistent/kfd absent: no amdgpu compute driver)",
+        "no AMD GPU ROCm can use: /nonexistent/kfd is absent (no amdgpu compute driver)",
     )
 
 

@@ -24,7 +24,7 @@ KFD_DEVICE = Path("/dev/kfd")  # the amdgpu kernel driver's compute device, whic
 def auto_backend(profile: Mapping[str, Any], tensile_cfg: Mapping[str, Any]) -> tuple[str, str]:
     """(backend, why) for ``backend: auto``."""
     if not KFD_DEVICE.exists():
-        return "sim", f"no AMD GPU ROCm can use ({KFD_DEVICE} absent: no amdgpu compute driver)"
+        return "sim", f"no AMD GPU ROCm can use: {KFD_DEVICE} is absent (no amdgpu compute driver)"
     gpu = detect_gpu()
     arch = profile["arch"]
     if not gpu["physical"]:
