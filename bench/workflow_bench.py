@@ -6,7 +6,11 @@ start and end, .snakemake/metadata), split into the GPU's work (benchmark and fi
 measurements) and the orchestration around it (every other job). Targets (issue #2, 2-core machine):
 dry-run ≤ 10 s; demo ≤ 5 minutes; issue #18: orchestration small next to the benchmarks.
 
-    python bench/workflow_bench.py [--skip-demo] [--repeat N] [--tree DIR]
+The floor under any one-process-per-job workflow is measured beside it (``--floor-jobs``, on by default): a
+workflow of trivial ``script:`` jobs (Python start-up, Snakemake's script preamble, one file written) and of
+trivial ``shell:`` jobs, each job's seconds recorded the same way.
+
+    python bench/workflow_bench.py [--skip-demo] [--repeat N] [--tree DIR] [--floor-jobs N]
 
 Runs get a private TMPDIR: the simulated GPU's lock (``oto-gpu0.lock`` in the temp folder, which serialises
 benchmark jobs across processes) is then not shared with other oto runs or test suites on the machine.
@@ -75,11 +79,58 @@ def job_durations(work: Path) -> dict[str, list[float]]:
     return recorded_durations(work / ".snakemake" / "metadata")
 
 
+FLOOR_SNAKEFILE = """
+rule scripts:
+    input:
+        expand("script/{i}.txt", i=range(JOBS)),
+
+
+rule shells:
+    input:
+        expand("shell/{i}.txt", i=range(JOBS)),
+
+
+rule script_job:
+    output:
+        "script/{i}.txt",
+    script:
+        "touch.py"
+
+
+rule shell_job:
+    output:
+        "shell/{i}.txt",
+    shell:
+        "touch {output}"
+"""
+
+
+def floor(root: Path, jobs: int, env: dict, snakemake: list[str]) -> dict[str, tuple[float, float]]:
+    """Per kind of trivial job (a ``script:`` that writes its output, a ``shell: touch``): seconds per job as
+    Snakemake records them, and the workflow's wall time per job (its scheduling between jobs included; its
+    own start-up, a run with nothing to do, taken off).
+    What one process per job costs before any work."""
+    work = root / "floor"
+    work.mkdir()
+    (work / "Snakefile").write_text(FLOOR_SNAKEFILE.replace("JOBS", str(jobs)))
+    (work / "touch.py").write_text("open(snakemake.output[0], 'w').close()\n")
+    out = {}
+    for kind in ("scripts", "shells"):
+        wall = timed([*snakemake, kind, "--cores", "1", "--quiet", "all"], work, env)[0]
+        wall -= timed([*snakemake, kind, "--cores", "1", "--quiet", "all"], work, env)[0]  # nothing to do
+        durations = job_durations(work)[f"{kind[:-1]}_job"]
+        out[kind[:-1]] = (sum(durations) / len(durations), wall / jobs)
+    return out
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--skip-demo", action="store_true", help="time the dry-run only")
     ap.add_argument("--repeat", type=int, default=3, help="dry-run repetitions (median reported)")
     ap.add_argument("--tree", type=Path, default=REPO, help="checkout of oto to time (default: this one)")
+    ap.add_argument(
+        "--floor-jobs", type=int, default=40, help="trivial script and shell jobs for the floor (0: skip)"
+    )
     args = ap.parse_args()
     tree = args.tree.resolve()
     env = {
@@ -88,7 +139,7 @@ def main() -> None:
     }
     env.pop("ANTHROPIC_API_KEY", None)
     snakemake = [sys.executable, "-m", "snakemake"]
-    rows, per_rule = [], {}
+    rows, per_rule, floor_rules = [], {}, {}
     load = os.getloadavg()[0]
     with tempfile.TemporaryDirectory() as tmp:
         env["TMPDIR"] = str(Path(tmp) / "tmp")
@@ -106,6 +157,8 @@ def main() -> None:
             per_rule = job_durations(work)
             jobs = sum(len(v) for v in per_rule.values())
             rows.append(("default demo, end to end (--cores 1)", wall, peak, f"{jobs} jobs", "≤ 300 s"))
+        if args.floor_jobs > 0:
+            floor_rules = floor(Path(tmp), args.floor_jobs, env, snakemake)
     print(f"tree {tree}; load average at the start {load:.1f}")
     print(f"{'scenario':45s} {'wall s':>8s} {'peak MB':>8s} {'jobs':>12s}  target")
     for name, wall, peak, jobs, target in rows:
@@ -120,6 +173,11 @@ def main() -> None:
             f"\nGPU work (benchmark + finalize jobs): {gpu:.1f} s; orchestration (the other {len(other)} "
             f"jobs): {sum(other):.1f} s, {sum(other) / len(other):.2f} s per job"
         )
+    for kind, (recorded, wall) in floor_rules.items():
+        line = f"floor, trivial {kind} jobs: {recorded:.3f} s per job recorded, {wall:.3f} s of wall per job"
+        if per_rule and kind == "script":
+            line += f"; x {len(other)} orchestration jobs = {len(other) * recorded:.1f} s recorded"
+        print(line)
 
 
 if __name__ == "__main__":

@@ -347,12 +347,7 @@ def test_every_stage_runs_on_its_view(tmp_path):
     for stage in ("compile", "benchmark", "finalize"):
         backend = resolve(config, view(stage), "x")
         backend.build(Problem.of(deck, view(stage)), [], tmp_path)
-    import pandas as pd
-    from oto.measurement.scoring import SCORE_COLUMNS
-
-    per_size_rows(
-        pd.DataFrame(columns=SCORE_COLUMNS), [[64, 64, 1, 64]], deck_library(lib), view("select"), 0.02, 0
-    )
+    per_size_rows([], [[64, 64, 1, 64]], deck_library(lib), view("select"), 0.02, 0)
     logic_label(view("logic"), "gfx90c")
     logic_label(view("package"), "gfx900")
 

@@ -181,6 +181,7 @@ def test_failures_are_counted_and_reach_the_evidence():
         ],
         columns=SCORE_COLUMNS,
     )
+    scores = scores.to_dict("records")  # select reads scores.csv as plain rows (oto.measurement.score_rows)
     assert measurement_failures(scores) == {"bad_timing": 2, "validation_failed": 1, "timeout": 1}
     params = {k: {"DepthU": 8} for k in ("a", "v", "t", "c")}
     rows = [{"winner": "a"}]

@@ -10,8 +10,8 @@ from oto.measurement.scoring import (
     median_ci,
     normalise_times,
     score_samples,
-    verdict,
 )
+from oto.measurement.selection import verdict
 
 
 def _samples(drift_amp: float, seed: int = 0) -> tuple[pd.DataFrame, dict[str, float]]:

@@ -147,6 +147,7 @@ def test_override_and_auto_backend(monkeypatch):
         "source": "x",
     }
     monkeypatch.setattr(backends, "detect_gpu", lambda env=None: gpu)
+    monkeypatch.setattr(backends, "KFD_DEVICE", Path(__file__))  # as if the ROCm driver were loaded
     monkeypatch.delenv("OTO_TENSILE_PYTHON", raising=False)
     monkeypatch.setenv("PATH", "/nonexistent")
     assert backends.auto_backend(profile, {}) == ("sim", "GPU gfx90c found but Tensile is not installed")
@@ -154,6 +155,13 @@ def test_override_and_auto_backend(monkeypatch):
     assert backends.auto_backend({"arch": "gfx1030"}, {"python": sys.executable})[0] == "sim"
     monkeypatch.setattr(backends, "detect_gpu", lambda env=None: {**gpu, "physical": None, "agents": []})
     assert backends.auto_backend(profile, {"python": sys.executable})[0] == "sim"
+    # Without the driver's device nothing is probed: the GPU tools are never asked.
+    monkeypatch.setattr(backends, "KFD_DEVICE", Path("/nonexistent/kfd"))
+    monkeypatch.setattr(backends, "detect_gpu", lambda env=None: pytest.fail("probed without /dev/kfd"))
+    assert backends.auto_backend(profile, {"python": sys.executable}) == (
+        "sim",
+        "no AMD GPU ROCm can use: /nonexistent/kfd is absent (no amdgpu compute driver)",
+    )
 
 
 def test_env_report_never_prints_the_key(monkeypatch, capsys):

@@ -9,7 +9,6 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-import jsonschema
 import yaml
 
 from oto.files import yaml_problem
@@ -72,6 +71,8 @@ def validate_config(config: Mapping[str, Any], source: str = "config") -> dict[s
     """Return a validated copy of ``config`` with defaults filled in."""
     schema = config_schema()
     data = copy.deepcopy(dict(config))
+    import jsonschema  # here: the many jobs that only read config defaults never validate
+
     errors = sorted(jsonschema.Draft202012Validator(schema).iter_errors(data), key=lambda e: list(e.path))
     if errors:
         e = errors[0]

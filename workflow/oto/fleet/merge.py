@@ -47,8 +47,7 @@ from oto.fleet.intake import Accepted, Expect, Limits, Rejected, open_bundle
 from oto.fleet.shards import Shard
 from oto.gemm import Library
 from oto.hardware.ceilings import ceilings_document, family_peak_gflops, roofline_gflops
-from oto.measurement.scoring import verdict
-from oto.measurement.selection import summarise
+from oto.measurement.selection import summarise, verdict
 from oto.registry.records import size_key
 from oto.registry.store import Store
 from oto.reporting.figures import library_verdict

@@ -12,12 +12,14 @@ import math
 import re
 from collections.abc import Iterable, Iterator, Mapping
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import jsonschema
 import yaml
 
 from oto.files import yaml_problem
+
+if TYPE_CHECKING:
+    import jsonschema
 
 SCHEMA_PATH = Path(__file__).resolve().parents[1] / "schemas" / "arch_profile.schema.json"
 _ARCH_RE = re.compile(r"^gfx(?P<major>[0-9]{1,2})(?P<minor>[0-9])(?P<step>[0-9a-f])$")
@@ -67,25 +69,38 @@ def load_schema() -> dict:
     return json.loads(SCHEMA_PATH.read_text())
 
 
-def load_profile(path: str | Path) -> dict:
-    """Read and validate one profile; the file stem must equal its ``arch``."""
-    path = Path(path)
-    source = str(path)
+def _read(path: Path) -> Any:
     try:
         text = path.read_text()
     except OSError as exc:
-        raise ProfileError(f"{source}: cannot read: {exc.strerror or exc}") from exc
+        raise ProfileError(f"{path}: cannot read: {exc.strerror or exc}") from exc
     try:
-        data = yaml.load(text, Loader=_UniqueKeyLoader)  # a SafeLoader subclass
+        return yaml.load(text, Loader=_UniqueKeyLoader)  # a SafeLoader subclass
     except yaml.YAMLError as exc:
-        raise ProfileError(f"{source}: {yaml_problem(exc)}") from exc
-    profile = validate_profile(data, source)
+        raise ProfileError(f"{path}: {yaml_problem(exc)}") from exc
+
+
+def load_profile(path: str | Path) -> dict:
+    """Read and validate one profile; the file stem must equal its ``arch``."""
+    path = Path(path)
+    profile = validate_profile(_read(path), str(path))
     if path.stem != profile["arch"]:
         raise ProfileError(
-            f"{source}: field 'arch': {profile['arch']!r} does not match the file name "
+            f"{path}: field 'arch': {profile['arch']!r} does not match the file name "
             f"(expected {path.stem!r}, or rename the file to {profile['arch']}.yaml)"
         )
     return profile
+
+
+def read_profile_figures(path: str | Path) -> dict:
+    """A profile's figures, schema defaults filled in, *not* validated: for a workflow job, whose figures
+    the run's plan validated and the job compares with its view (``oto.run.context.stage_profile``).
+    Validating again in each of hundreds of jobs would load jsonschema (~0.1 s) every time."""
+    path = Path(path)
+    data = _read(path)
+    if not isinstance(data, Mapping):
+        validate_profile(data, str(path))  # raises, naming the file
+    return _with_defaults(copy.deepcopy(dict(data)), load_schema())
 
 
 def validate_profile(data: Any, source: str) -> dict:
@@ -93,6 +108,8 @@ def validate_profile(data: Any, source: str) -> dict:
     if not isinstance(data, Mapping):
         kind = "empty" if data is None else f"a {type(data).__name__}"
         raise ProfileError(f"{source}: the document is {kind}, expected a mapping of profile fields")
+    import jsonschema  # here, not at the top: a workflow job reads its validated figures without it
+
     schema = load_schema()
     problems = sorted(
         {p for e in jsonschema.Draft202012Validator(schema).iter_errors(data) for p in _problems(e)}

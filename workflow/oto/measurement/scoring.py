@@ -1,4 +1,4 @@
-"""From raw samples to drift-normalised scores with confidence intervals, and per-size verdicts.
+"""From raw samples to drift-normalised scores with confidence intervals (verdicts: measurement.selection).
 
 On an APU, thermal and DVFS state move every kernel's time by up to ±25% over minutes, so raw times cannot
 rank kernels measured at different moments. Every batch interleaves the reference kernel (the shipped
@@ -495,31 +495,6 @@ def score_samples(
     for (r, _), ci in zip(pending, median_cis([p[1] for p in pending], rng, bootstrap), strict=True):
         rows[r][4:6] = ci
     return pd.DataFrame(rows, columns=SCORE_COLUMNS)
-
-
-def verdict(score: float, ci_low: float, ci_high: float, tolerance: float) -> str:
-    """Win / tie / loss against the spoof floor (score 1), with the configured tie tolerance."""
-    if not np.isfinite(score):
-        return "loss"
-    if score >= 1 + tolerance and ci_low > 1:
-        return "win"
-    if score <= 1 - tolerance and ci_high < 1:
-        return "loss"
-    return "tie"
-
-
-def best_per_size(scores: pd.DataFrame) -> dict[int, Mapping]:
-    """The best valid kernel per size (highest score; failed kernels can never win)."""
-    valid = scores[(scores["status"] == "ok") & scores["score"].notna()]
-    best = valid.sort_values(["size_index", "score", "kernel_id"], ascending=[True, False, True])
-    return {
-        int(r.size_index): r._asdict() for r in best.drop_duplicates("size_index").itertuples(index=False)
-    }
-
-
-def geomean(values: Sequence[float]) -> float:
-    v = np.asarray([x for x in values if x is not None and np.isfinite(x) and x > 0], dtype=float)
-    return float(np.exp(np.log(v).mean())) if len(v) else float("nan")
 
 
 def score_library(

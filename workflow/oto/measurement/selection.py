@@ -1,5 +1,6 @@
 """Selection: per size, the best kernel so far, its verdict against the spoof floor and its ceilings; a
-library's summary and convergence; the evidence strategies learn from; the finalists of the full-deck run.
+library's summary and convergence; the evidence strategies learn from; the finalists of the full-deck run
+(reading selection.yaml: :mod:`oto.measurement.selection_file`).
 
 Scores are ratios to the same reference kernel at each size, so they compare across generations: the best
 of generation N is the better of generation N's winner and the carried best of N-1.
@@ -9,18 +10,14 @@ from __future__ import annotations
 
 import math
 from collections import Counter
-from collections.abc import Mapping
-from pathlib import Path
+from collections.abc import Mapping, Sequence
 from typing import Any
 
-import jsonschema
 import numpy as np
-import pandas as pd
 
-from oto.files import StageFileError, read_yaml
 from oto.gemm import Library
 from oto.hardware.ceilings import roofline_gflops
-from oto.measurement.scoring import best_per_size, geomean, verdict
+from oto.measurement.score_rows import missing
 
 OBSERVATIONS_KEPT = 48  # best kernels remembered as evidence for the strategies
 
@@ -29,8 +26,38 @@ def _finite(x) -> float | None:
     return None if x is None or not math.isfinite(float(x)) else round(float(x), 6)
 
 
+def verdict(score: float, ci_low: float, ci_high: float, tolerance: float) -> str:
+    """Win / tie / loss against the spoof floor (score 1), with the configured tie tolerance."""
+    if not np.isfinite(score):
+        return "loss"
+    if score >= 1 + tolerance and ci_low > 1:
+        return "win"
+    if score <= 1 - tolerance and ci_high < 1:
+        return "loss"
+    return "tie"
+
+
+def geomean(values: Sequence[float]) -> float:
+    v = np.asarray([x for x in values if x is not None and np.isfinite(x) and x > 0], dtype=float)
+    return float(np.exp(np.log(v).mean())) if len(v) else float("nan")
+
+
+def best_per_size(scores: Sequence[Mapping]) -> dict[int, Mapping]:
+    """The best valid kernel per size (highest score, then the first kernel id; failed kernels can never
+    win)."""
+    best: dict[int, Mapping] = {}
+    for r in scores:
+        if r["status"] != "ok" or missing(r["score"]):
+            continue
+        i = int(r["size_index"])
+        cur = best.get(i)
+        if cur is None or (-r["score"], r["kernel_id"]) < (-cur["score"], cur["kernel_id"]):
+            best[i] = r
+    return dict(sorted(best.items()))
+
+
 def per_size_rows(
-    scores: pd.DataFrame,
+    scores: Sequence[Mapping],
     sizes: list[list[int]],
     library: Library,
     profile: Mapping,
@@ -38,7 +65,8 @@ def per_size_rows(
     generation: int,
     previous: Mapping[int, Mapping] | None = None,
 ):
-    """Merge this batch's best per size with the carried best; add ceilings and verdicts."""
+    """Merge this batch's best per size with the carried best; add ceilings and verdicts. ``scores``: the
+    rows of a scores table (:func:`oto.measurement.score_rows.read_score_rows`, or a DataFrame's records)."""
     best = best_per_size(scores)
     arr = np.asarray([s[:4] for s in sizes], dtype=float).reshape(-1, 4)
     ceilings = roofline_gflops(profile, library.family, arr[:, 0], arr[:, 1], arr[:, 2], arr[:, 3])
@@ -91,16 +119,17 @@ def summarise(rows: list[Mapping], failures: Counter) -> dict[str, Any]:
     }
 
 
-def measurement_failures(scores: pd.DataFrame) -> Counter:
+def measurement_failures(scores: Sequence[Mapping]) -> Counter:
     """Failure classes of a scores table: one per failed (kernel, size), bad_timing per excluded sample."""
-    failures = Counter(s for s in scores["status"] if s not in ("ok", "bad_timing"))
-    if "excluded" in scores:
-        failures["bad_timing"] += int(scores["excluded"].fillna(0).sum())
+    failures = Counter(r["status"] for r in scores if r["status"] not in ("ok", "bad_timing"))
+    excluded = [r["excluded"] for r in scores if "excluded" in r]
+    if excluded:
+        failures["bad_timing"] += int(sum(0 if missing(x) else x for x in excluded))
     return +failures
 
 
 def observations(
-    scores: pd.DataFrame,
+    scores: Sequence[Mapping],
     params: Mapping[str, Mapping],
     rows: list[Mapping],
     previous: list[Mapping],
@@ -115,20 +144,26 @@ def observations(
         if kid in params:
             obs[kid] = {"id": kid, "params": dict(params[kid]), "score": None, "sizes_won": 0}
             obs[kid].update(failure=status, failure_reason=reason)
-    for kid, g in scores.groupby("kernel_id"):
-        ok = g[(g["status"] == "ok") & g["score"].notna()]
+    by_kernel: dict[str, list[Mapping]] = {}
+    for r in scores:
+        by_kernel.setdefault(r["kernel_id"], []).append(r)
+    for kid, g in sorted(by_kernel.items()):
         if kid not in params:
             continue
-        failed = g[g["status"] != "ok"]
-        # Any failed launch disqualifies the kernel (correctness gate); its class is evidence either way.
-        failure = str(failed["status"].mode().iat[0]) if not failed.empty else ""
+        ok = [r["score"] for r in g if r["status"] == "ok" and not missing(r["score"])]
+        failed = [r for r in g if r["status"] != "ok"]
+        # Any failed launch disqualifies the kernel (correctness gate); its class is evidence either way:
+        # the most frequent one (alphabetically first on a tie), with the first failed launch's reason.
+        counts = Counter(str(r["status"]) for r in failed)
+        failure = min(counts, key=lambda c: (-counts[c], c)) if failed else ""
+        reason = failed[0].get("reason") if failed else None
         obs[kid] = {
             "id": kid,
             "params": dict(params[kid]),
-            "score": _finite(geomean(ok["score"].tolist())) if not ok.empty else None,
+            "score": _finite(geomean(ok)) if ok else None,
             "sizes_won": 0,
             "failure": failure,
-            "failure_reason": str(failed["reason"].fillna("").astype(str).iloc[0]) if failure else "",
+            "failure_reason": "" if not failure or missing(reason) else str(reason),
         }
     for o in obs.values():
         o["sizes_won"] = won.get(o["id"], 0)
@@ -182,74 +217,3 @@ def finalists(selection: Mapping) -> dict[str, Mapping]:
     won = Counter(r["winner"] for r in selection["per_size"] if r.get("winner"))
     ranked = sorted(won, key=lambda k: (-won[k], k))[:MAX_FINALISTS]
     return {k: selection["kernels"][k] for k in ranked}
-
-
-_NUMBER_OR_NULL = {"type": ["number", "null"]}
-# The fields of selection.yaml the next stages read (mutate, select, finalize); others pass through.
-SELECTION_SCHEMA = {
-    "type": "object",
-    "required": ["generation", "per_size", "kernels", "summary", "convergence"],
-    "properties": {
-        "generation": {"type": "integer", "minimum": 0},
-        "frozen": {"type": "boolean"},
-        "sizes": {"type": "array", "items": {"type": "array", "items": {"type": "integer"}}},
-        "per_size": {
-            "type": "array",
-            "items": {
-                "type": "object",
-                "required": ["size_index"],
-                "properties": {
-                    "size_index": {"type": "integer", "minimum": 0},
-                    "winner": {"type": ["string", "null"]},
-                    "score": _NUMBER_OR_NULL,
-                },
-            },
-        },
-        "kernels": {"type": "object", "additionalProperties": {"type": "object"}},
-        "summary": {
-            "type": "object",
-            "properties": {
-                "geomean_score": _NUMBER_OR_NULL,
-                "failures": {"type": "object", "additionalProperties": {"type": "integer"}},
-            },
-        },
-        "convergence": {
-            "type": "object",
-            "required": ["converged"],
-            "properties": {
-                "converged": {"type": "boolean"},
-                "reason": {"type": "string"},
-                "history": {"type": "array", "items": _NUMBER_OR_NULL},
-            },
-        },
-        "observations": {
-            "type": "array",
-            "items": {
-                "type": "object",
-                "required": ["id", "params"],
-                "properties": {
-                    "id": {"type": "string"},
-                    "params": {"type": "object"},
-                    "score": _NUMBER_OR_NULL,
-                    "sizes_won": {"type": "integer"},
-                },
-            },
-        },
-        "measured": {"type": "array", "items": {"type": "string"}},
-    },
-}
-
-
-def read_selection(path: Path) -> dict[str, Any]:
-    """A selection.yaml, its shape checked: valid YAML of the wrong shape is an error naming the file and
-    the field, not an AttributeError three calls later."""
-    doc = read_yaml(path)
-    errors = sorted(
-        jsonschema.Draft202012Validator(SELECTION_SCHEMA).iter_errors(doc),
-        key=lambda e: list(e.absolute_path),
-    )
-    if errors:
-        e = errors[0]
-        field = "".join(f"[{p}]" if isinstance(p, int) else f".{p}" for p in e.absolute_path).lstrip(".")
-        raise StageFileError(f"{path}: field '{field or '<document>'}': {' '.join(e.message.split())[:200]}")
-    return doc

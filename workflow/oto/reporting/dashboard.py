@@ -22,13 +22,16 @@ import logging
 import time
 from collections.abc import Iterator, Mapping
 from pathlib import Path
-from typing import Any
-
-import jinja2
+from typing import TYPE_CHECKING, Any
 
 from oto.files import atomic_write_text
 from oto.reporting.charts import CHARTS
-from oto.reporting.collect import collect, generations_done
+
+if TYPE_CHECKING:
+    import jinja2
+
+# jinja2, pandas (oto.reporting.collect) and matplotlib (oto.reporting.plots) are imported where a page is
+# drawn: a select job whose paced refresh is not due starts without them.
 
 log = logging.getLogger(__name__)
 TEMPLATES = Path(__file__).resolve().parent / "templates"
@@ -65,6 +68,8 @@ def fmt(value: Any, spec: str = "", suffix: str = "", missing: str = "—") -> s
 
 
 def environment() -> jinja2.Environment:
+    import jinja2
+
     env = jinja2.Environment(
         loader=jinja2.FileSystemLoader(TEMPLATES),
         autoescape=jinja2.select_autoescape(["html", "j2"]),
@@ -102,6 +107,8 @@ def _launches(lib: Mapping) -> dict[str, int]:
 
 
 def page_context(data: Mapping, results: Path) -> dict[str, Any]:
+    from oto.reporting.collect import generations_done
+
     finished = data["state"] == "finished"
     # Mid-run, the latest generation of every library (a finished library's final is not comparable
     # with the others' tuning sizes); once all are finished, the final measurement.
@@ -141,10 +148,12 @@ def write_dashboard(
     """Collect, plot and render; returns the collected document (also written as data.json)."""
     results = Path(results)
     out_dir = Path(out_dir) if out_dir else results / FINAL_DIR
+    from oto.reporting.collect import collect
+
     with _locked(out_dir):
         # Per-generation digests are cached by the live page's refreshes; the final page reuses them.
         data = collect(results, config, cache_dir=results / LIVE_DIR / "cache")
-        from oto.reporting import plots  # imported here: matplotlib costs a second, paced refreshes skip it
+        from oto.reporting import plots
 
         for name in CHARTS:
             atomic_write_text(out_dir / "plots" / f"{name}.svg", plots.CHARTS[name](data))

@@ -11,7 +11,14 @@ from pathlib import Path
 from typing import Any
 
 import oto
-from oto.hardware.profile import ProfileError, ProfileView, load_profile, profile_view, view_paths
+from oto.hardware.profile import (
+    ProfileError,
+    ProfileView,
+    load_profile,
+    profile_view,
+    read_profile_figures,
+    view_paths,
+)
 
 
 @dataclass
@@ -32,12 +39,18 @@ class StageContext:
 
 def stage_profile(profile_file: str | Path, view: Mapping[str, Any] | None) -> Mapping[str, Any]:
     """The profile a stage may read: its view's fields, values from the file. The file must still hold the
-    figures the workflow planned with (an edit mid-run would otherwise mix two GPUs in one run)."""
-    full = load_profile(profile_file)
+    figures the workflow planned with (an edit mid-run would otherwise mix two GPUs in one run). The plan
+    validated those figures, so a job reads them without validating again unless they differ."""
     if view is None:
-        return full
-    now = profile_view(full, view_paths(view))
+        return load_profile(profile_file)
+    full = read_profile_figures(profile_file)
+    try:
+        now = profile_view(full, view_paths(view))
+    except (KeyError, TypeError, IndexError):  # a field gone or reshaped since the plan
+        now = None
     if now != view:
+        full = load_profile(profile_file)  # an edit that broke the file is named by its field first
+        now = profile_view(full, view_paths(view))
         changed = [p for p in view_paths(view) if p not in view_paths(now) or _at(now, p) != _at(view, p)]
         raise ProfileError(
             f"{profile_file}: field '{changed[0] if changed else '?'}' changed since this run was planned; "

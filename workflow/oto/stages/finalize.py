@@ -21,9 +21,9 @@ from oto.measurement.selection import (
     finalists,
     measurement_failures,
     per_size_rows,
-    read_selection,
     summarise,
 )
+from oto.measurement.selection_file import read_selection
 from oto.tensile import legality
 from oto.tensile.params import canonical
 
@@ -74,7 +74,7 @@ def run(
     atomic_write_text(out_samples, df.to_csv(index=False))
     for line in race.log:
         log.info("%s final: %s", deck.name, line)
-    scores = score_library(df, library, size_lists, profile, config)
+    scores = score_library(df, library, size_lists, profile, config).to_dict("records")
     stops = {i: d.stop for i, d in race.decisions.items()}
     rows = per_size_rows(
         scores,

@@ -6,17 +6,18 @@ from __future__ import annotations
 
 import dataclasses
 import logging
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
 from oto.agent.proposals import agent_proposals, ledger_path, proposal_entries
+from oto.agent.settings import agent_status
 from oto.backends import job_stream, resolve
 from oto.deck.model import read_library_yaml
 from oto.deck.tuning_sizes import tuning_indices
 from oto.files import write_yaml
 from oto.gemm import Library
-from oto.measurement.selection import read_selection
+from oto.measurement.selection_file import read_selection
 from oto.registry.transfer import knowledge
 from oto.search.evidence import evidence_for, topups
 from oto.search.strategies import make_strategy
@@ -34,10 +35,10 @@ def run(
     agent_audit: Path | None = None,
     previous_build: Path | None = None,
     previous_candidates: Path | None = None,
-    hardware: Mapping | None = None,
+    hardware: Callable[[], Mapping] | None = None,
 ) -> dict:
-    """``profile``: the fields proposals depend on (legality); ``hardware``: the whole profile, shown to the
-    agent (default: ``profile``)."""
+    """``profile``: the fields proposals depend on (legality); ``hardware``: reads the whole profile, shown to
+    the agent (default: ``profile``); called only when the agent runs, as reading it validates the file."""
     deck = read_library_yaml(deck_path)
     selection = read_selection(previous_selection) if previous_selection else None
     doc: dict[str, Any] = {"library": deck.name, "generation": generation, "frozen": False}
@@ -69,7 +70,7 @@ def run(
     # The agent takes its slots first; whatever it leaves empty or loses to validation goes to the strategy.
     agent = agent_proposals(
         Library.parse(deck.name), evidence.space, generation, selection, evidence.seeds, evidence.seen,
-        hardware or profile, config, slots,
+        hardware() if hardware and agent_status(config)[0] else profile, config, slots,
         ledger_path(Path(out_proposals).parents[2]), agent_audit, previous_build, previous_candidates,
     )  # fmt: skip
     taken = {evidence.space.identify(p["params"]) for p in agent.proposals}

@@ -8,19 +8,18 @@ from collections import Counter
 from collections.abc import Mapping
 from pathlib import Path
 
-import pandas as pd
-
 from oto.files import read_yaml, write_yaml
 from oto.gemm import Library
+from oto.measurement.score_rows import read_score_rows
 from oto.measurement.selection import (
     convergence,
     measurement_failures,
     novelty,
     observations,
     per_size_rows,
-    read_selection,
     summarise,
 )
+from oto.measurement.selection_file import read_selection
 from oto.registry.job_files import write_job_file
 from oto.registry.records import generation_records
 
@@ -52,7 +51,7 @@ def run(
         log.info("%s gen%d: frozen, carried forward from gen%d", library.name, generation, prev["generation"])
         return doc
 
-    scores = pd.read_csv(scores_path, dtype={"kernel_id": str, "status": str})
+    scores = read_score_rows(scores_path)  # plain rows: select is one of the most frequent jobs, pandas-free
     params = {k["id"]: k["params"] for k in cands.get("kernels", [])}
     previous_rows = {int(r["size_index"]): r for r in prev["per_size"]} if prev else None
     rows = per_size_rows(
@@ -88,7 +87,7 @@ def run(
         "generation": generation,
         "frozen": False,
         "provenance": build.get("provenance", {}),
-        "measurement": {"drift": str(scores["drift"].iloc[0]) if "drift" in scores and len(scores) else None},
+        "measurement": {"drift": str(scores[0]["drift"]) if scores and "drift" in scores[0] else None},
         "sizes": cands["sizes"],
         "deck_indices": cands.get("deck_indices", []),
         "per_size": rows,
@@ -113,7 +112,7 @@ def run(
     if out_registry is not None:
         write_job_file(
             out_registry,
-            generation_records(cands, build, scores.to_dict("records"), config, profile["arch"]),
+            generation_records(cands, build, scores, config, profile["arch"]),
         )
     log.info(
         "%s gen%d: geomean score %.3f, W/T/L %d/%d/%d, %s",

@@ -1,0 +1,82 @@
+"""selection.yaml as a file: the shape the next stages rely on, and its reader. Apart from
+:mod:`oto.measurement.selection` (which computes selections with pandas), so that mutate, which only reads
+the previous selection, starts without loading pandas."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import jsonschema
+
+from oto.files import StageFileError, read_yaml
+
+_NUMBER_OR_NULL = {"type": ["number", "null"]}
+# The fields of selection.yaml the next stages read (mutate, select, finalize); others pass through.
+SELECTION_SCHEMA = {
+    "type": "object",
+    "required": ["generation", "per_size", "kernels", "summary", "convergence"],
+    "properties": {
+        "generation": {"type": "integer", "minimum": 0},
+        "frozen": {"type": "boolean"},
+        "sizes": {"type": "array", "items": {"type": "array", "items": {"type": "integer"}}},
+        "per_size": {
+            "type": "array",
+            "items": {
+                "type": "object",
+                "required": ["size_index"],
+                "properties": {
+                    "size_index": {"type": "integer", "minimum": 0},
+                    "winner": {"type": ["string", "null"]},
+                    "score": _NUMBER_OR_NULL,
+                },
+            },
+        },
+        "kernels": {"type": "object", "additionalProperties": {"type": "object"}},
+        "summary": {
+            "type": "object",
+            "properties": {
+                "geomean_score": _NUMBER_OR_NULL,
+                "failures": {"type": "object", "additionalProperties": {"type": "integer"}},
+            },
+        },
+        "convergence": {
+            "type": "object",
+            "required": ["converged"],
+            "properties": {
+                "converged": {"type": "boolean"},
+                "reason": {"type": "string"},
+                "history": {"type": "array", "items": _NUMBER_OR_NULL},
+            },
+        },
+        "observations": {
+            "type": "array",
+            "items": {
+                "type": "object",
+                "required": ["id", "params"],
+                "properties": {
+                    "id": {"type": "string"},
+                    "params": {"type": "object"},
+                    "score": _NUMBER_OR_NULL,
+                    "sizes_won": {"type": "integer"},
+                },
+            },
+        },
+        "measured": {"type": "array", "items": {"type": "string"}},
+    },
+}
+
+
+def read_selection(path: Path) -> dict[str, Any]:
+    """A selection.yaml, its shape checked: valid YAML of the wrong shape is an error naming the file and
+    the field, not an AttributeError three calls later."""
+    doc = read_yaml(path)
+    errors = sorted(
+        jsonschema.Draft202012Validator(SELECTION_SCHEMA).iter_errors(doc),
+        key=lambda e: list(e.absolute_path),
+    )
+    if errors:
+        e = errors[0]
+        field = "".join(f"[{p}]" if isinstance(p, int) else f".{p}" for p in e.absolute_path).lstrip(".")
+        raise StageFileError(f"{path}: field '{field or '<document>'}': {' '.join(e.message.split())[:200]}")
+    return doc
