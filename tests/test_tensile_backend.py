@@ -1,6 +1,7 @@
 """The tensile backend against a stand-in Tensile (tests/fake_tensile.py): every outcome class, batching,
 bisection of failed batches, asm-cache reuse. Real Tensile runs are in test_tensile_real.py."""
 
+import json
 import math
 import sys
 from pathlib import Path
@@ -489,3 +490,36 @@ def test_a_failed_probe_determines_nothing(profile, tmp_path):
     assert prov["tensile_version"] == "unknown"
     assert prov["isa_registered_at_run_time"] == "unknown"
     assert prov["probe"].startswith("failed")
+
+
+def test_the_probe_is_asked_once_per_install(profile, tmp_path):
+    """Each job's provenance carries Tensile's version; the answer is reused from the project's cache until
+    the install it came from changes, and a failed probe is never kept."""
+    install = tmp_path / "venv" / "Tensile"
+    install.mkdir(parents=True)
+    (install / "__init__.py").write_text("__version__ = '4.44.0'\n")
+    (install / "Common.py").write_text("globalParameters = {}\n")
+    calls = tmp_path / "probes.txt"
+    answer = {"version": "4.44.0", "python": sys.executable, "path": str(install), "native": {}}
+    script = tmp_path / "probe.py"
+    script.write_text(
+        f"import json, sys\nopen({str(calls)!r}, 'a').write('probe\\n')\nprint(json.dumps({answer!r}))\n"
+    )
+    cfg = {"command": [sys.executable, str(script)], "asm_cache": str(tmp_path / "cache" / "asm.yaml")}
+
+    def version() -> str:
+        return TensileBackend(profile, cfg, "s").provenance()["tensile_version"]
+
+    assert [version(), version(), version()] == ["4.44.0"] * 3
+    assert calls.read_text().count("probe") == 1  # later backends (later jobs) read the project's cache
+    (install / "Common.py").write_text("globalParameters = {'changed': True}\n")  # Tensile upgraded
+    assert version() == "4.44.0"
+    assert calls.read_text().count("probe") == 2
+    (tmp_path / "cache" / "probe.json").write_text("{not json")  # a damaged cache costs one probe, no more
+    assert version() == "4.44.0" and version() == "4.44.0"
+    assert calls.read_text().count("probe") == 3
+
+    failing = {**cfg, "command": [sys.executable, "-c", "raise SystemExit(1)"]}
+    assert TensileBackend(profile, failing, "s").provenance()["probe"].startswith("failed")
+    cached = json.loads((tmp_path / "cache" / "probe.json").read_text())
+    assert len(cached) == 1 and next(iter(cached.values()))["info"]["path"] == str(install)

@@ -31,6 +31,8 @@ Same interface as ``sim`` (:mod:`oto.backends.base`); every number it returns is
   temperature and power go with its samples (``clock_telemetry: per_sweep``), or a note says why none.
 - **Start-up.** Tensile probes the assembler (~50 s) at every start unless ``--asm-cache`` names a cache:
   the first run on the machine writes it (under a lock) next to the results, every later run reads it.
+  oto's own probe of Tensile's version (every job's provenance) is kept beside it, ``probe.json``, and
+  asked again only when Tensile, its Python or oto's runtime script changes (2.8 s -> 0.1 s per job).
 """
 
 from __future__ import annotations
@@ -70,7 +72,14 @@ from oto.tensile.client import (
     run_call,
     write_library,
 )
-from oto.tensile.install import REGISTRATION_FIELDS, RUNTIME_SCRIPT, Settings, TensileUnavailable, probe
+from oto.tensile.install import (
+    REGISTRATION_FIELDS,
+    RUNTIME_SCRIPT,
+    Settings,
+    TensileUnavailable,
+    cached_probe,
+    probe_cache_path,
+)
 from oto.tensile.outputs import (
     generation_errors,
     match_solutions,
@@ -153,10 +162,11 @@ class TensileBackend:
 
     # -- facts
     def probe(self) -> dict[str, Any]:
-        """Tensile's version and whether it knows the target ISA natively (cached per backend); {} when the
-        probe failed."""
+        """Tensile's version and whether it knows the target ISA natively (cached per backend, and per
+        project while the install is unchanged); {} when the probe failed."""
         if self._probe is None:
-            self._probe = probe(self.settings.command, self.settings.register) or {}
+            cache = probe_cache_path(self.settings)
+            self._probe = cached_probe(self.settings.command, self.settings.register, cache) or {}
         return self._probe
 
     def telemetry_source(self) -> tuple[Any, str]:

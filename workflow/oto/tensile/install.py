@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from oto.config import config_defaults
+from oto.files import locked_json
 
 RUNTIME_SCRIPT = Path(__file__).resolve().parent / "runtime.py"
 
@@ -128,6 +129,54 @@ def probe(
         return json.loads(out.stdout.strip().splitlines()[-1])
     except (json.JSONDecodeError, IndexError):
         return None
+
+
+def probe_cache_path(settings: Settings) -> Path:
+    """Where a project keeps its probe answers: beside the assembler cache (one per project and arch)."""
+    return settings.asm_cache.with_name("probe.json")
+
+
+def _probe_fingerprint(info: Mapping[str, Any]) -> list[list[Any]] | None:
+    """What a probe's answer depends on: Tensile's package (its ``__init__`` and ``Common``), the interpreter
+    and oto's runtime script, as (path, size, mtime) each. None when one cannot be read: then nothing is
+    reused."""
+    try:
+        tensile = Path(str(info["path"]))
+        files = [tensile / "__init__.py", tensile / "Common.py", Path(str(info["python"])), RUNTIME_SCRIPT]
+        return [[str(f), st.st_size, st.st_mtime_ns] for f in files for st in [f.stat()]]
+    except (KeyError, OSError):
+        return None
+
+
+def cached_probe(
+    command: list[str] | tuple[str, ...], register: list[str] | tuple[str, ...], cache: Path
+) -> dict[str, Any] | None:
+    """:func:`probe`, answered from ``cache`` while the Tensile install it describes is unchanged.
+
+    Every workflow job on the tensile backend records Tensile's version in its provenance; probing means
+    starting Tensile's Python and importing Tensile (~4 s), which over a night's hundreds of jobs adds up to
+    many minutes. An upgrade of Tensile, its interpreter or oto's runtime script changes the fingerprint and
+    the next job probes again; a failed probe is never cached (it determines nothing)."""
+    key = json.dumps([list(command), list(register)])
+
+    def read() -> dict[str, Any]:
+        try:
+            entries = json.loads(cache.read_text())
+        except (OSError, ValueError):
+            return {}  # missing or damaged: a cache, so probing again loses nothing
+        return entries if isinstance(entries, dict) else {}
+
+    with locked_json(cache, read) as entries:  # parallel jobs probe once between them
+        entry = entries.get(key)
+        if isinstance(entry, dict) and isinstance(entry.get("info"), dict):
+            now = _probe_fingerprint(entry["info"])
+            if now is not None and entry.get("fingerprint") == now:
+                return entry["info"]
+        info = probe(command, register)
+        fingerprint = _probe_fingerprint(info) if info else None
+        if fingerprint is not None:
+            entries[key] = {"fingerprint": fingerprint, "info": info}
+        return info
 
 
 def tensile_info(tensile_cfg: Mapping[str, Any], profile: Mapping[str, Any] | None = None) -> dict[str, Any]:
