@@ -5,6 +5,7 @@ per device; a later bundle adds evidence and never replaces."""
 
 from __future__ import annotations
 
+import json
 import math
 import shutil
 
@@ -196,3 +197,20 @@ def fleet_runs_device(bundle) -> str:
 
     with tarfile.open(bundle, "r:gz") as tar:
         return yaml.safe_load(tar.extractfile("bundle.yaml").read())["device"]["id"]
+
+
+def test_merged_deliverables_say_where_their_numbers_came_from(tmp_path, two_devices):
+    """As the package stage does: a provenance record beside each merged logic file, the manifest's
+    provenance block, and no code objects from winners that were not measured (unless allowed)."""
+    doc = merge(list(two_devices), tmp_path, settings())
+    arch = tmp_path / "gfx90c"
+    record = json.loads((arch / "logic" / f"gfx90c_{LIBRARY}.provenance.json").read_text())
+    assert record["numbers"] == "simulated" and record["library"] == LIBRARY
+    assert sorted(record["provenance"]["merged_from"]) == sorted(
+        b["sha256"][:16] for b in doc["bundles"]["accepted"]
+    )
+    manifest = yaml.safe_load((arch / "library" / "manifest.yaml").read_text())
+    assert manifest["provenance"]["numbers"] == ["simulated"]
+    assert manifest["provenance"]["libraries"][LIBRARY]["logic_file"] == f"gfx90c_{LIBRARY}.yaml"
+    assert "simulated, not measured on the GPU" in manifest["tensile_create_library"]["why"]
+    assert doc["package"]["native_dat"] == "TensileLibrary.dat" and doc["package"]["solutions"] > 0

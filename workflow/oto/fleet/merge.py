@@ -53,6 +53,7 @@ from oto.registry.store import Store
 from oto.reporting.figures import library_verdict
 from oto.tensile.logic_writer import write_library_logic
 from oto.tensile.params import canonical
+from oto.tensile.provenance import logic_record, record_path, write_record
 
 log = logging.getLogger(__name__)
 STATE = "merge.yaml"
@@ -429,7 +430,8 @@ def merge(
     if logic_dir.is_dir():
         shutil.rmtree(logic_dir)  # the merge's own output: every file is rewritten from all bundles
     merged: dict[str, dict[str, Any]] = {}
-    logic_paths = []
+    logic_paths: list[Path] = []
+    record_paths: list[Path] = []
     provenance = {
         "deck_source": dict(deck.source),
         "deck_of": deck.arch_source,
@@ -463,6 +465,8 @@ def merge(
         path = logic_dir / f"{prefix}_{lib}.yaml"
         write_library_logic(final, deck.libraries[lib], settings.arch_profile, label, path, source=lib)
         logic_paths.append(path)
+        # where the merged numbers came from, beside the logic file, as the logic stage writes it
+        record_paths.append(write_record(logic_record(final, path, label), record_path(path)))
         merged[lib] = {
             "finished": True,
             "devices": final["fleet"]["devices"],
@@ -477,7 +481,7 @@ def merge(
         write_deck_yaml(selected, arch_dir / "deck.yaml", provenance)
     write_yaml(arch_dir / "ceilings.yaml", ceilings_document(settings.arch_profile))
     _registry(outcome.accepted, arch_dir)
-    package = _package(logic_paths, settings, arch_dir)
+    package = _package(logic_paths, record_paths, settings, arch_dir)
     doc = {
         "arch": settings.arch,
         "merged_at": datetime.now(UTC).strftime("%Y-%m-%d %H:%M:%S UTC"),
@@ -549,33 +553,28 @@ def _registry(accepted: Sequence[Accepted], arch_dir: Path) -> None:
     )
 
 
-def _package(logic_paths: Sequence[Path], settings: MergeSettings, arch_dir: Path) -> dict[str, Any]:
-    """TensileLibrary.dat from the merged logic files (and TensileCreateLibrary where Tensile is found)."""
-    from oto.tensile.create_library import build_library
-    from oto.tensile.logic_writer import logic_label
-    from oto.tensile.native_library import build_master_library, write_library
+def _package(
+    logic_paths: Sequence[Path], record_paths: Sequence[Path], settings: MergeSettings, arch_dir: Path
+) -> dict[str, Any]:
+    """TensileLibrary.dat and the code objects from the merged logic files, as the workflow's package stage
+    makes them: checked, labelled, gated on measured winners, the ISA registered from the profile."""
+    from oto.tensile.packaging import package_library
 
     if not logic_paths:
         return {"native_dat": None, "why": "no library was finished on any device"}
-    label = settings.config["package"]["label"]
-    prefix, arch, _ = logic_label(settings.arch_profile, label)
-    library = build_master_library(list(logic_paths), arch=arch)
-    write_library(library, arch_dir / "TensileLibrary.dat")
-    doc: dict[str, Any] = {
-        "label": label,
-        "architecture": arch,
-        "native_dat": "TensileLibrary.dat",
-        "solutions": len(library["solutions"]),
-        "logic_files": len(logic_paths),
-    }
-    built = {}
-    if settings.config["package"]["create_library"] != "never":
-        built = build_library(
-            list(logic_paths), arch, arch_dir / "library", settings.config["tensile"], prefix=prefix
-        )
-    doc["tensile_create_library"] = built or {"files": [], "why": "not run: Tensile not found or disabled"}
-    write_yaml(arch_dir / "library" / "manifest.yaml", doc)
-    return doc
+    package = settings.config["package"]
+    doc = package_library(
+        logic_paths,
+        settings.arch_profile,
+        package["label"],
+        arch_dir / "TensileLibrary.dat",
+        manifest=arch_dir / "library" / "manifest.yaml",
+        tensile_cfg=settings.config["tensile"],
+        create_library=package["create_library"],
+        provenance_paths=record_paths,
+        allow_simulated=bool(package["allow_simulated"]),
+    )
+    return {**doc, "native_dat": "TensileLibrary.dat"}
 
 
 def main(argv: Sequence[str]) -> int:

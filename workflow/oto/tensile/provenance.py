@@ -42,12 +42,14 @@ def logic_record(final: Mapping[str, Any], logic_file: Path, label: str) -> dict
     """The provenance record of one logic file, from the library's final.yaml."""
     prov = dict(final.get("provenance") or {})
     facts = {k: v for k, v in prov.items() if k not in ("stream",)}
+    backend = prov.get("backend", "unknown")
     return {
         "logic_file": Path(logic_file).name,
         "library": final.get("library"),
         "label": label,
         "numbers": prov.get("numbers", "unknown"),
-        "backend": prov.get("backend", "unknown"),
+        # a merged library (oto merge) names every backend its devices used
+        "backend": "+".join(map(str, backend)) if isinstance(backend, list) else backend,
         "provenance": facts,
         "measurement": dict(final.get("measurement") or {}),
         "generations": final.get("generations"),

@@ -1,0 +1,95 @@
+"""Packaging logic files into a deliverable: ``TensileLibrary.dat`` (oto's native writer) and, where
+Tensile is installed, TensileCreateLibrary's code objects, with ``library/manifest.yaml`` saying where the
+numbers came from (:mod:`oto.tensile.provenance`), which files were built, or why none were.
+
+One path for the workflow's package stage and ``oto merge``: both check the logic files, label them, gate the
+code objects on measured winners (``package.allow_simulated`` opts in to others) and register the target ISA
+with Tensile from the profile.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from oto.files import atomic_write_text
+from oto.tensile import legality
+from oto.tensile.create_library import build_library
+from oto.tensile.install import register_args
+from oto.tensile.logic_reader import check_logic_files
+from oto.tensile.logic_writer import logic_label
+from oto.tensile.native_library import build_master_library, write_library
+from oto.tensile.provenance import PackagingRefused, code_object_gate, deliverable_provenance, read_records
+
+log = logging.getLogger(__name__)
+
+
+def package_library(
+    logic_paths: Sequence[Path],
+    profile: Mapping,
+    label: str,
+    out: Path,
+    manifest: Path | None = None,
+    tensile_cfg: Mapping | None = None,
+    create_library: str = "auto",
+    provenance_paths: Sequence[Path] = (),
+    allow_simulated: bool = False,
+) -> dict[str, Any]:
+    """Write ``out`` (and ``manifest`` with the code objects beside it, if given); return the manifest's
+    document (without a manifest: the library's facts only)."""
+    prefix, arch, _ = logic_label(profile, label)
+    # nothing Tensile would not build is packaged: a bad file stops here, named, before anything is written
+    check_logic_files([Path(p) for p in logic_paths], legality.Limits.from_profile(profile))
+    library = build_master_library([Path(p) for p in logic_paths], arch=arch)
+    write_library(library, out)
+    log.info(
+        "%s: %d solutions from %d logic files, labelled %s",
+        out,
+        len(library["solutions"]),
+        len(logic_paths),
+        arch,
+    )
+    doc: dict[str, Any] = {
+        "label": label,
+        "architecture": arch,
+        "native_dat": str(out),
+        "solutions": len(library["solutions"]),
+        "logic_files": len(logic_paths),
+    }
+    if manifest is None:
+        return doc
+    doc["provenance"] = deliverable_provenance(read_records(provenance_paths))
+    allowed, gate = code_object_gate(doc["provenance"]["numbers"], allow_simulated)
+    built = {}
+    if create_library != "never" and not allowed:
+        if create_library == "always":
+            raise PackagingRefused(f"config field 'package.create_library' is 'always' but {gate}")
+        log.warning("TensileCreateLibrary not run: %s", gate)
+    elif create_library != "never":
+        built = build_library(
+            logic_paths,
+            arch,
+            Path(manifest).parent,
+            tensile_cfg or {},
+            prefix=prefix,
+            register=register_args(profile),
+        )
+        if not built and create_library == "always":
+            raise RuntimeError(
+                "config field 'package.create_library' is 'always' but Tensile was not found "
+                "(set tensile.python or $OTO_TENSILE_PYTHON)"
+            )
+        if built:
+            built["provenance"] = gate
+    why = "Tensile not found" if create_library != "never" else "package.create_library is never"
+    why = gate if not allowed and create_library != "never" else why
+    doc["tensile_create_library"] = built or {"files": [], "why": f"not run: {why}"}
+    if built:
+        log.info("TensileCreateLibrary (%s): %s", arch, ", ".join(built["files"]))
+    Path(manifest).parent.mkdir(parents=True, exist_ok=True)
+    atomic_write_text(manifest, yaml.safe_dump(doc, sort_keys=False))
+    return doc
