@@ -128,6 +128,12 @@ def test_live_refresh_is_paced_to_a_share_of_the_run(results):
     assert refresh(results, CONFIG, force=True) is True
     (live / LIVE_STAMP).write_text("{torn")
     assert refresh(results, CONFIG) is True
+    # A page still waiting for first results is always due: the first finished generation shows at once.
+    assert json.loads((live / LIVE_STAMP).read_text())["state"] == "running"
+    assert refresh(results, CONFIG) is False
+    stamp = json.loads((live / LIVE_STAMP).read_text())
+    (live / LIVE_STAMP).write_text(json.dumps({**stamp, "state": "waiting"}))
+    assert refresh(results, CONFIG) is True
 
 
 def test_generation_digests_are_cached_on_the_files(results):

@@ -10,7 +10,8 @@ The live refresh is paced so it never costs more than ``LIVE_SHARE`` of the run'
 took d seconds, the next one waits until (1/LIVE_SHARE - 1)·d seconds have passed, and a select job that
 comes earlier leaves the page as it is (the next one, or the dashboard rule at the end, brings it up to
 date). On a night where a generation takes minutes every select refreshes; a demo's second-long jobs skip
-most refreshes instead of spending half their time drawing charts.
+most refreshes instead of spending half their time drawing charts. A page still waiting for first results is
+always due: the first generation to finish shows at once.
 """
 
 from __future__ import annotations
@@ -188,7 +189,9 @@ def _live_due(live: Path, now: float) -> tuple[bool, float]:
     try:
         stamp = json.loads((live / LIVE_STAMP).read_text())
         wait = float(stamp["ended"]) + (1 / LIVE_SHARE - 1) * float(stamp["seconds"]) - now
-    except (OSError, ValueError, KeyError, TypeError):
+        if stamp.get("state") == "waiting":
+            return True, 0.0  # the page shows no result yet: the first ones are worth a refresh
+    except (OSError, ValueError, KeyError, TypeError, AttributeError):
         return True, 0.0  # never refreshed, or a torn stamp: refresh
     return wait <= 0 or wait > 3600, max(wait, 0.0)  # a clock jump never stalls the page for long
 
@@ -203,10 +206,11 @@ def refresh(results: str | Path, config: Mapping | None = None, force: bool = Fa
         log.info("live dashboard: refreshed recently, next refresh in %.0f s or more", wait)
         return False
     try:
-        write_dashboard(results, config, live)
+        state = write_dashboard(results, config, live)["state"]
     except Exception:  # noqa: BLE001  (the measurement the stage just wrote matters more than the page)
         log.warning("dashboard refresh failed; the next generation will try again", exc_info=True)
         return False
     now = time.time()
-    atomic_write_text(live / LIVE_STAMP, json.dumps({"ended": now, "seconds": round(now - t0, 3)}))
+    stamp = {"ended": now, "seconds": round(now - t0, 3), "state": state}
+    atomic_write_text(live / LIVE_STAMP, json.dumps(stamp))
     return True
