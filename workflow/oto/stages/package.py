@@ -11,30 +11,13 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from pathlib import Path
+from typing import Any
 
 from oto.tensile.packaging import package_library
 
 
-def run(
-    logic_paths: Sequence[Path],
-    profile: Mapping,
-    label: str,
-    out: Path,
-    manifest: Path | None = None,
-    tensile_cfg: Mapping | None = None,
-    create_library: str = "auto",
-    provenance_paths: Sequence[Path] = (),
-    allow_simulated: bool = False,
-) -> Path:
-    package_library(
-        logic_paths,
-        profile,
-        label,
-        out,
-        manifest,
-        tensile_cfg,
-        create_library,
-        provenance_paths,
-        allow_simulated,
-    )
+def run(logic_paths: Sequence[Path], profile: Mapping, label: str, out: Path, **options: Any) -> Path:
+    """The library and, given ``manifest=``, the manifest and code objects; options as
+    :func:`oto.tensile.packaging.package_library` takes them."""
+    package_library(logic_paths, profile, label, out, **options)
     return Path(out)
