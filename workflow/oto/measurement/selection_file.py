@@ -1,6 +1,5 @@
-"""selection.yaml as a file: the shape the next stages rely on, and its reader. Apart from
-:mod:`oto.measurement.selection` (which computes selections with pandas), so that mutate, which only reads
-the previous selection, starts without loading pandas."""
+"""selection.yaml as a file: the shape the next stages rely on (mutate, select, finalize), and its reader.
+:mod:`oto.measurement.selection` computes what goes into the file."""
 
 from __future__ import annotations
 
