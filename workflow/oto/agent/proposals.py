@@ -3,7 +3,7 @@ provenance."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -28,7 +28,7 @@ def agent_proposals(
     selection: Mapping[str, Any] | None,
     seeds: Sequence[Mapping[str, Any]],
     seen: frozenset[str],
-    profile: Mapping[str, Any],
+    read_profile: Callable[[], Mapping[str, Any]],
     config: Mapping[str, Any],
     slots: int,
     ledger: Path,
@@ -36,11 +36,13 @@ def agent_proposals(
     previous_build: Path | None = None,
     previous_candidates: Path | None = None,
 ) -> Outcome:
-    """Up to min(agent.proposals_per_generation, slots) validated proposals, or why there are none."""
+    """Up to min(agent.proposals_per_generation, slots) validated proposals, or why there are none.
+    ``read_profile`` gives the arch profile shown to the agent; it is called only when the agent runs."""
     settings = AgentSettings.from_config(config)
     on, why = agent_status(config)
     if not on:
         return Outcome("off", why, settings.model)
+    profile = read_profile()
     hw = hardware(profile)
     hw["peak_gflops_by_rate_class"] = {r: round(theoretical_gflops(profile, r), 2) for r in profile["rates"]}
     digest = tensile_digest(library, generation, selection, seeds, profile)

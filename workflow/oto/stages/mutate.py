@@ -11,7 +11,6 @@ from pathlib import Path
 from typing import Any
 
 from oto.agent.proposals import agent_proposals, ledger_path, proposal_entries
-from oto.agent.settings import agent_status
 from oto.backends import job_stream, resolve
 from oto.deck.model import read_library_yaml
 from oto.deck.tuning_sizes import tuning_indices
@@ -70,7 +69,7 @@ def run(
     # The agent takes its slots first; whatever it leaves empty or loses to validation goes to the strategy.
     agent = agent_proposals(
         Library.parse(deck.name), evidence.space, generation, selection, evidence.seeds, evidence.seen,
-        hardware() if hardware and agent_status(config)[0] else profile, config, slots,
+        hardware or (lambda: profile), config, slots,
         ledger_path(Path(out_proposals).parents[2]), agent_audit, previous_build, previous_candidates,
     )  # fmt: skip
     taken = {evidence.space.identify(p["params"]) for p in agent.proposals}
