@@ -14,7 +14,7 @@ from oto.run.profile_views import change_note, record_profile, stage_view
 from snakemake.exceptions import WorkflowError
 
 try:
-    PLAN = plan_run(config, workflow.configfiles)
+    PLAN = plan_run(config, workflow.configfiles, workflow.config_settings.config)
 except PlanError as exc:
     raise WorkflowError(str(exc)) from None
 

@@ -211,6 +211,9 @@ def test_merged_deliverables_say_where_their_numbers_came_from(tmp_path, two_dev
     )
     manifest = yaml.safe_load((arch / "library" / "manifest.yaml").read_text())
     assert manifest["provenance"]["numbers"] == ["simulated"]
+    # the manifest names the library relative to itself: the merged folder can be moved or shipped
+    assert manifest["native_dat"] == "../TensileLibrary.dat"
+    assert (arch / "library" / manifest["native_dat"]).is_file()
     assert manifest["provenance"]["libraries"][LIBRARY]["logic_file"] == f"gfx90c_{LIBRARY}.yaml"
     assert "simulated, not measured on the GPU" in manifest["tensile_create_library"]["why"]
     assert doc["package"]["native_dat"] == "TensileLibrary.dat" and doc["package"]["solutions"] > 0

@@ -125,3 +125,16 @@ def test_a_target_outside_the_selection_names_the_config_fix():
     assert "--config 'families=[DB,SB]'" in plan.not_selected(library="Cijk_Ailk_Bljk_SB")
     why = plan.not_selected(library="Cijk_Alik_Bljk_DB")  # TN: the family is selected, the pattern is not
     assert "pattern TN" in why and "--config 'patterns=[NN,NT,TN]'" in why
+
+
+def test_a_bad_command_line_value_names_the_command_line_not_the_file():
+    # what Snakemake hands over for --config 'package={allow_simulated: true}': nested scalars stay text
+    given = {"package": {"allow_simulated": "true"}}
+    with pytest.raises(PlanError) as err:
+        plan_run({**BASE, **given}, ["config/config.yaml"], command_line=given)
+    msg = str(err.value)
+    assert msg.startswith("--config package=…: field 'package.allow_simulated'") and "--configfile" in msg
+    # the same value from the file names the file and gives no command-line advice
+    with pytest.raises(PlanError, match=r"^config/config.yaml: field 'package.allow_simulated'") as err:
+        plan_run({**BASE, **given}, ["config/config.yaml"], command_line={"families": ["DB"]})
+    assert "--configfile" not in str(err.value)

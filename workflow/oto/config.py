@@ -67,8 +67,11 @@ def config_block(config: Mapping[str, Any], block: str) -> dict[str, Any]:
     return data
 
 
-def validate_config(config: Mapping[str, Any], source: str = "config") -> dict[str, Any]:
-    """Return a validated copy of ``config`` with defaults filled in."""
+def validate_config(
+    config: Mapping[str, Any], source: str = "config", command_line: Mapping[str, Any] | None = None
+) -> dict[str, Any]:
+    """Return a validated copy of ``config`` with defaults filled in. ``command_line``: the entries given
+    with Snakemake's ``--config``; an error in one of them names the command line, not the file."""
     schema = config_schema()
     data = copy.deepcopy(dict(config))
     import jsonschema  # here: the many jobs that only read config defaults never validate
@@ -76,6 +79,12 @@ def validate_config(config: Mapping[str, Any], source: str = "config") -> dict[s
     errors = sorted(jsonschema.Draft202012Validator(schema).iter_errors(data), key=lambda e: list(e.path))
     if errors:
         e = errors[0]
+        path = list(e.absolute_path)
+        if command_line and path and path[0] in command_line:
+            source = f"--config {path[0]}=…"
+            if len(path) > 1 and isinstance(e.instance, str):
+                # Snakemake reads a nested --config value as YAML's BaseLoader does: every scalar is text
+                e.message += " (Snakemake reads values nested in --config as text: use a --configfile)"
         raise ConfigError(f"{source}: field '{_field(e.absolute_path)}': {e.message}")
     _fill_defaults(schema, data)
     return data

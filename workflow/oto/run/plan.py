@@ -168,10 +168,15 @@ def select_libraries(
     return {f: by_family[f] for f in families}
 
 
-def plan_run(config: Mapping[str, Any], configfiles: Sequence[str | Path] = ()) -> Plan:
+def plan_run(
+    config: Mapping[str, Any],
+    configfiles: Sequence[str | Path] = (),
+    command_line: Mapping[str, Any] | None = None,
+) -> Plan:
+    """The run's plan from its config; ``command_line``: the entries of Snakemake's ``--config``."""
     source = ", ".join(str(c) for c in configfiles) or "config"
     try:
-        cfg = validate_config(config, source)
+        cfg = validate_config(config, source, command_line)
     except ConfigError as exc:
         raise PlanError(str(exc)) from None
     arch = cfg["arch"]

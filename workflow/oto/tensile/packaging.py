@@ -10,6 +10,7 @@ with Tensile from the profile.
 from __future__ import annotations
 
 import logging
+import os
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -53,10 +54,12 @@ def package_library(
         len(logic_paths),
         arch,
     )
+    # relative to the manifest that records it, so a copied or moved results folder still points at it
+    where = os.path.relpath(out, Path(manifest).parent) if manifest is not None else str(out)
     doc: dict[str, Any] = {
         "label": label,
         "architecture": arch,
-        "native_dat": str(out),
+        "native_dat": Path(where).as_posix(),
         "solutions": len(library["solutions"]),
         "logic_files": len(logic_paths),
     }
