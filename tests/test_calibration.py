@@ -250,9 +250,16 @@ def test_calibrate_command_runs_on_a_folder(vega10_dir, tmp_path, capsys):
     assert doc["model_version"] == MODEL_VERSION
     assert len(doc["fitted_on"]["fit_files"]) == 2 and len(doc["fitted_on"]["held_back_files"]) == 2
     Physics.from_dict(doc["physics"])  # loadable
+    assert doc["fitted_on"]["rank_pairs_used"] == 0  # the ranking term is off by default
     printed = capsys.readouterr().out
     assert "sustained_clock_mhz" in printed
     assert "operating_points:" in printed and "staggeru:" in printed  # the profile's, printed with it
+    ranked = tmp_path / "ranked.json"
+    rc = cal.main(
+        ["--logic", str(logic), "--profile", str(REPO / "arch_profiles/gfx900.yaml"), "--physics-out",
+         str(ranked), "--iterations", "1", "--rank-weight", "1", "--rivals-per-row", "2"]
+    )  # fmt: skip
+    assert rc == 0 and 0 < json.loads(ranked.read_text())["fitted_on"]["rank_pairs_used"] <= 2 * 16
     bad = cal.main(["--logic", str(tmp_path / "none"), "--profile", str(REPO / "arch_profiles/gfx900.yaml")])
     assert bad == 2
 
