@@ -187,14 +187,23 @@ def winner_times(
     ``at_campaign_points``, the rows of a later measurement campaign are simulated at that campaign's
     operating point where the profile declares one (:func:`campaign_gpu`)."""
     idx = np.arange(len(f.winner)) if rows is None else rows
-    out = np.empty(len(idx))
+    return solution_times(gpu, f, idx, f.winner[idx], at_campaign_points)
+
+
+def solution_times(
+    gpu: SimGPU, f: RecordedFile, rows: np.ndarray, solutions: np.ndarray, at_campaign_points: bool = True
+) -> np.ndarray:
+    """Simulated time (µs) of solution ``solutions[j]`` at the size of row ``rows[j]``, each row at its
+    campaign's operating point with ``at_campaign_points`` (:func:`campaign_gpu`); one vectorised call per
+    (campaign, solution)."""
+    out = np.empty(len(rows))
     fam, pat = f.library.family, f.library.pattern
-    camp = f.campaign[idx]
+    camp = f.campaign[rows]
     for c in np.unique(camp):
         g = campaign_gpu(gpu, int(c)) if at_campaign_points else gpu
-        for s in np.unique(f.winner[idx][camp == c]):
-            sel = (f.winner[idx] == s) & (camp == c)
-            m, n, b, k = f.sizes[idx][sel].T
+        for s in np.unique(solutions[camp == c]):
+            sel = (solutions == s) & (camp == c)
+            m, n, b, k = f.sizes[rows[sel]].T
             out[sel] = g.true_time_us(fam, f.solutions[s], m, n, b, k, pat)
     return out
 
@@ -476,6 +485,7 @@ class FitResult:
     values: dict[str, float]
     loss_history: list[float] = field(default_factory=list)
     rows: int = 0
+    rank_pairs: int = 0  # (winner, rival) pairs of the ranking term (0: the term was off)
 
     @property
     def operating_points(self) -> dict[str, Any]:
@@ -493,6 +503,44 @@ def fit_rows(files: Sequence[RecordedFile], per_file: int, seed: int = 0) -> lis
     return out
 
 
+@dataclass(frozen=True)
+class RankPairs:
+    """The (winner, rival) pairs of one file that the fit's ranking term compares: ``rows`` indexes the
+    file's fitted rows (``fit_rows``' array for the file), ``rivals`` the rival solution at that row, and
+    ``share`` is 1 / (the row's number of pairs), so every row's pairs together weigh as one row."""
+
+    rows: np.ndarray
+    rivals: np.ndarray
+    share: np.ndarray
+
+
+def rank_pairs(
+    files: Sequence[RecordedFile], idx: Sequence[np.ndarray], rivals_per_row: int, seed: int = 0
+) -> list[RankPairs]:
+    """For each fitted row, the rivals that plausibly competed with its winner: solutions that can run the
+    size (``RecordedFile.valid``) and won at least one row of the file with the row's K
+    (``RecordedFile.won_at_same_k``; a logic file keeps only solutions that won somewhere, and one that never
+    won at a K may never have run at it). At most ``rivals_per_row`` of them, drawn at random with a fixed
+    seed, so the cost is bounded and the pairs are the same on every run."""
+    rng = np.random.default_rng(seed)
+    out = []
+    for f, i in zip(files, idx, strict=True):
+        competed = f.valid() & f.won_at_same_k()
+        rows, rivals, share = [], [], []
+        for pos, r in enumerate(i):
+            cand = np.flatnonzero(competed[:, r])
+            cand = cand[cand != f.winner[r]]
+            if len(cand) > rivals_per_row:
+                cand = np.sort(rng.choice(cand, rivals_per_row, replace=False))
+            rows += [pos] * len(cand)
+            rivals += cand.tolist()
+            share += [1 / max(len(cand), 1)] * len(cand)
+        out.append(
+            RankPairs(np.array(rows, dtype=np.int64), np.array(rivals, dtype=np.int64), np.array(share))
+        )
+    return out
+
+
 def fit(
     files: Sequence[RecordedFile],
     profile: Mapping[str, Any],
@@ -502,6 +550,9 @@ def fit(
     iterations: int = 25,
     per_file: int = 400,
     huber: float = 0.2,
+    rank_weight: float = 0.0,
+    rank_margin: float = 0.01,
+    rivals_per_row: int = 8,
     progress: Callable[[str], None] | None = None,
 ) -> FitResult:
     """Fit the constants to the rows of ``files`` (pass the fit split only).
@@ -512,6 +563,13 @@ def fit(
     families count. Rows of a later measurement campaign (CAMPAIGNS) are simulated at that campaign's
     operating point of the profile (:func:`campaign_gpu`), fitted alongside (``operating_point:<name>.*``
     knobs, starting from the profile's figures). Deterministic: same rows, same start, same result.
+
+    With ``rank_weight`` > 0 (default 0: off), the fit also uses what a logic file states about the rivals:
+    the row's winner beat the solutions that competed at its size. For up to ``rivals_per_row`` rivals of
+    each fitted row (:func:`rank_pairs`: those that won somewhere at the row's K) it adds the hinge residual
+    max(0, log t_winner - log t_rival + ``rank_margin``), weighted so that a row's pairs together count
+    ``rank_weight`` times the row's time residual (Huber-weighted alike). The rivals are simulated at the
+    row's campaign operating point, as the winner is.
     """
     knobs = list(knobs if knobs is not None else knobs_for(files, profile))
     names = [k.name for k in knobs]
@@ -520,17 +578,26 @@ def fit(
     fam_rows: dict[str, int] = {}
     for f, i in zip(files, idx, strict=True):
         fam_rows[f.family] = fam_rows.get(f.family, 0) + len(i)
-    w = np.concatenate(
-        [np.full(len(i), 1 / math.sqrt(fam_rows[f.family])) for f, i in zip(files, idx, strict=True)]
-    )
-    w = w / w.mean()
+    row_w = [np.full(len(i), 1 / math.sqrt(fam_rows[f.family])) for f, i in zip(files, idx, strict=True)]
+    mean_w = np.concatenate(row_w).mean()
+    row_w = [rw / mean_w for rw in row_w]
+    w = np.concatenate(row_w)
+    pairs = rank_pairs(files, idx, rivals_per_row) if rank_weight > 0 else []
+    if pairs:
+        w = np.concatenate(
+            [w, *(rank_weight * rw[p.rows] * p.share for rw, p in zip(row_w, pairs, strict=True))]
+        )
 
     def residuals(u: np.ndarray) -> np.ndarray:
         values = _from_unit(u, knobs)
         ph, prof = with_values(names, values, start, profile)
         gpu = SimGPU(prof, physics=ph)
         sim = [np.log(winner_times(gpu, f, i)) for f, i in zip(files, idx, strict=True)]
-        return np.concatenate(sim) - np.concatenate(real)
+        out = [np.concatenate(sim) - np.concatenate(real)]
+        for f, i, p, t_win in zip(files, idx, pairs, sim, strict=False):
+            t_rival = np.log(solution_times(gpu, f, i[p.rows], p.rivals))
+            out.append(np.maximum(0.0, t_win[p.rows] - t_rival + rank_margin))
+        return np.concatenate(out)
 
     u = np.array([_to_unit(get_value(k.name, start, profile), k) for k in knobs])
     r = residuals(u)
@@ -570,7 +637,8 @@ def fit(
             break
     values = dict(zip(names, (float(v) for v in _from_unit(u, knobs)), strict=True))
     ph, prof = with_values(names, list(values.values()), start, profile)
-    return FitResult(ph, prof, values, history, int(sum(len(i) for i in idx)))
+    n_pairs = int(sum(len(p.rows) for p in pairs))
+    return FitResult(ph, prof, values, history, int(sum(len(i) for i in idx)), n_pairs)
 
 
 # ----------------------------------------------------------------------------------------------- output
@@ -586,6 +654,7 @@ def physics_document(
             "fit_files": sorted(fit_files),
             "held_back_files": sorted(back),
             "rows_used": result.rows,
+            "rank_pairs_used": result.rank_pairs,
             "loss": result.loss_history[-1] if result.loss_history else None,
         },
         "physics": result.physics.to_dict(),
@@ -635,6 +704,22 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--iterations", type=int, default=25, help="rounds of the coordinate-descent fit")
     ap.add_argument("--per-file", type=int, default=400, help="rows per file the fit uses (subsampled)")
     ap.add_argument("--start", default=str(PHYSICS_FILE), help="physics file to start from")
+    ap.add_argument(
+        "--rank-weight",
+        type=float,
+        default=0.0,
+        help="weight of the ranking term: each row's winner ahead of the rivals that won at its K, relative "
+        "to the row's time residual (default 0: off)",
+    )
+    ap.add_argument(
+        "--rank-margin",
+        type=float,
+        default=0.01,
+        help="log-time margin the winner should lead by (default 0.01)",
+    )
+    ap.add_argument(
+        "--rivals-per-row", type=int, default=8, help="rivals per row the ranking term compares (default 8)"
+    )
     args = ap.parse_args(argv)
     try:
         profile = load_profile(args.profile)
@@ -648,7 +733,8 @@ def main(argv: list[str] | None = None) -> int:
           f"{len(back)} held back", flush=True)  # fmt: skip
     result = fit(
         fit_files, profile, start, iterations=args.iterations,
-        per_file=args.per_file,
+        per_file=args.per_file, rank_weight=args.rank_weight, rank_margin=args.rank_margin,
+        rivals_per_row=args.rivals_per_row,
         progress=lambda s: print(s, flush=True),
     )  # fmt: skip
     command = "oto calibrate " + " ".join(argv if argv is not None else sys.argv[1:])
