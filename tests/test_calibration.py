@@ -262,6 +262,12 @@ def test_calibrate_command_runs_on_a_folder(vega10_dir, tmp_path, capsys):
     assert rc == 0 and 0 < json.loads(ranked.read_text())["fitted_on"]["rank_pairs_used"] <= 2 * 16
     bad = cal.main(["--logic", str(tmp_path / "none"), "--profile", str(REPO / "arch_profiles/gfx900.yaml")])
     assert bad == 2
+    capsys.readouterr()
+    for flags, says in ((["--rank-weight", "-1"], "--rank-weight must not be negative"),
+                        (["--rivals-per-row", "0"], "--rivals-per-row must be at least 1")):  # fmt: skip
+        with pytest.raises(SystemExit) as exc:
+            cal.main(["--logic", str(logic), "--profile", str(REPO / "arch_profiles/gfx900.yaml"), *flags])
+        assert exc.value.code == 2 and says in capsys.readouterr().err
 
 
 def _valid_profile_base() -> dict:

@@ -701,7 +701,7 @@ def main(argv: list[str] | None = None) -> int:
         "--physics-out", default=None, help=f"write the fitted physics here (e.g. {PHYSICS_FILE})"
     )
     ap.add_argument("--json", default=None, help="write every fitted value and the split here")
-    ap.add_argument("--iterations", type=int, default=25, help="rounds of the coordinate-descent fit")
+    ap.add_argument("--iterations", type=int, default=25, help="Levenberg-Marquardt iterations at most")
     ap.add_argument("--per-file", type=int, default=400, help="rows per file the fit uses (subsampled)")
     ap.add_argument("--start", default=str(PHYSICS_FILE), help="physics file to start from")
     ap.add_argument(
@@ -721,6 +721,12 @@ def main(argv: list[str] | None = None) -> int:
         "--rivals-per-row", type=int, default=8, help="rivals per row the ranking term compares (default 8)"
     )
     args = ap.parse_args(argv)
+    for flag, value in (("--rank-weight", args.rank_weight), ("--rank-margin", args.rank_margin)):
+        if value < 0:
+            ap.error(f"{flag} must not be negative, got {value}")
+    for flag, value in (("--rivals-per-row", args.rivals_per_row), ("--per-file", args.per_file)):
+        if value < 1:
+            ap.error(f"{flag} must be at least 1, got {value}")
     try:
         profile = load_profile(args.profile)
         files = load_recorded(args.logic)
