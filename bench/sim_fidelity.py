@@ -19,6 +19,10 @@ family and overall, separately for the rows of the files the physics was fitted 
   least one row of the file with the row's K (``RecordedFile.won_at_same_k``). A logic file merges benchmark
   groups and keeps only solutions that won somewhere, so a rival that never won at a K may never have run at
   it; comparing the two figures shows how much of the winner's rank such rivals account for.
+* ``winner gap`` (a diagnostic, not a target): the winner's simulated time over the fastest runnable
+  solution's at the row (1.00 = the simulator puts the winner first), median over rows, and the share of rows
+  where it is within 5% of the fastest: how much a search on the simulator would miss the real winner by, in
+  the simulator's own terms. JSON: ``winner_gap_median``, ``winner_within_5pct_share``.
 
 GFLOPS use oto's flop count (8 per complex MAC); the recorded complex GFLOPS (Tensile's client counts 2) are
 converted through the launch time they imply (``oto.hardware.simulated.calibration.recorded_time_us``).
@@ -73,8 +77,8 @@ def table(title: str, fid: dict) -> str:
         f"### {title}",
         "",
         "| family | rows | within 25% | median ratio (IQR) | eff rho (rows >= 1 GFLOP) | winner pct median | "
-        "winner first | winner top 10% | winner pct, same-K rivals |",
-        "|---|---|---|---|---|---|---|---|---|",
+        "winner first | winner top 10% | winner pct, same-K rivals | winner gap (within 5%) |",
+        "|---|---|---|---|---|---|---|---|---|---|",
     ]
     for name, f in [*fid["families"].items(), ("**overall**", fid["overall"])]:
         lines.append(
@@ -85,7 +89,9 @@ def table(title: str, fid: dict) -> str:
             f"{_fmt(f.get('winner_rank_percentile_median'), '.1f')}% | "
             f"{_fmt(f.get('winner_first_share', math.nan) * 100, '.1f')}% | "
             f"{_fmt(f.get('winner_top10pct_share', math.nan) * 100, '.1f')}% | "
-            f"{_fmt(f.get('winner_rank_percentile_same_k_median'), '.1f')}% |"
+            f"{_fmt(f.get('winner_rank_percentile_same_k_median'), '.1f')}% | "
+            f"{_fmt(f.get('winner_gap_median'), '.3f')} "
+            f"({_fmt(f.get('winner_within_5pct_share', math.nan) * 100, '.1f')}%) |"
         )
     return "\n".join(lines)
 

@@ -6,6 +6,7 @@ Fidelity against real hardware is measured by bench/sim_fidelity.py, never asser
 from __future__ import annotations
 
 import copy
+import dataclasses
 import json
 import shutil
 
@@ -208,6 +209,12 @@ def test_figures_convert_tensile_complex_flops_and_rank_the_winner():
     fig = cal.figures(df)
     assert fig["rows"] == 40 and fig["within_25pct"] == 1.0
     assert fig["winner_first_share"] == 1.0
+    assert fig["winner_gap_median"] == 1.0 and fig["winner_within_5pct_share"] == 1.0
+    # Recorded as won by the other solution: the gap is that solution's simulated time over the fastest's.
+    t = cal.all_times(gpu, f)
+    swapped = cal.rows_frame(gpu, [dataclasses.replace(f, winner=1 - f.winner)])
+    assert np.allclose(swapped["gap"], t.max(axis=0) / t.min(axis=0)) and (swapped["gap"] > 1).all()
+    assert cal.figures(swapped)["winner_gap_median"] == pytest.approx(float(np.median(t.max(0) / t.min(0))))
     # A recorded figure twice the simulated one is outside +-25% and a ratio of 0.5.
     f.gflops_recorded = f.gflops_recorded * 2
     fig = cal.figures(cal.rows_frame(gpu, [f]))

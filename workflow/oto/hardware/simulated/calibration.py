@@ -268,7 +268,7 @@ def rows_frame(gpu: SimGPU, files: Sequence[RecordedFile], ranks: bool = True) -
         shifted = any(campaign_gpu(gpu, int(c)) is not gpu for c in np.unique(f.campaign))
         for suffix, at_points in (("", True), (DEFAULT_POINT, False)):
             if suffix == DEFAULT_POINT and not shifted:
-                for col in ("sim_gflops", "sim_eff", "faster", "rank_pct", "rank_pct_same_k"):
+                for col in ("sim_gflops", "sim_eff", "faster", "rank_pct", "rank_pct_same_k", "gap"):
                     part[col + suffix] = part[col]
                 continue
             if ranks:
@@ -279,14 +279,16 @@ def rows_frame(gpu: SimGPU, files: Sequence[RecordedFile], ranks: bool = True) -
                 pct = faster / np.maximum(valid.sum(axis=0) - 1, 1)
                 sweep = valid & f.won_at_same_k()
                 pct_sweep = ((t < sim[None]) & sweep).sum(axis=0) / np.maximum(sweep.sum(axis=0) - 1, 1)
+                gap = sim / np.where(valid, t, np.inf).min(axis=0)  # the winner is valid: gap >= 1
             else:
                 sim = winner_times(gpu, f, at_campaign_points=at_points)
-                faster = pct = pct_sweep = np.full(len(m), np.nan)
+                faster = pct = pct_sweep = gap = np.full(len(m), np.nan)
             part["sim_gflops" + suffix] = flops / sim / 1e3
             part["sim_eff" + suffix] = flops / sim / 1e3 / peak
             part["faster" + suffix] = faster
             part["rank_pct" + suffix] = pct
             part["rank_pct_same_k" + suffix] = pct_sweep
+            part["gap" + suffix] = gap
         parts.append(part)
     df = pd.concat(parts, ignore_index=True)
     for suffix in ("", DEFAULT_POINT):
@@ -324,6 +326,10 @@ def figures(df: pd.DataFrame, suffix: str = "") -> dict[str, float]:
         # diagnostic: the rank among rivals that won at the row's K somewhere in the file (won_at_same_k)
         same_k = df["rank_pct_same_k" + suffix].dropna()
         out["winner_rank_percentile_same_k_median"] = float(np.median(same_k) * 100)
+        # diagnostic: how far behind the simulator's fastest runnable solution it puts the winner (1 = first)
+        gap = df["gap" + suffix].dropna()
+        out["winner_gap_median"] = float(np.median(gap))
+        out["winner_within_5pct_share"] = float(np.mean(gap <= 1.05))
     return out
 
 
