@@ -2,6 +2,7 @@
 config and the package manifest — all without Tensile (a minimal fake ``Tensile`` package stands in)."""
 
 import importlib
+import logging
 import subprocess
 import sys
 from pathlib import Path
@@ -304,7 +305,9 @@ def test_package_without_tensile_says_why(vega10_dir, tmp_path, profile, monkeyp
         )  # fmt: skip
 
 
-def test_package_builds_no_code_objects_from_simulated_winners(vega10_dir, tmp_path, profile):
+def test_package_builds_no_code_objects_from_simulated_winners(
+    vega10_dir, tmp_path, profile, caplog, monkeypatch
+):
     """Tensile is 'installed' (a command that fails loudly if run): simulated winners never reach it, unless
     package.allow_simulated opts in; the manifest says where the numbers came from and why."""
     from oto.stages import package
@@ -323,7 +326,10 @@ def test_package_builds_no_code_objects_from_simulated_winners(vega10_dir, tmp_p
     tcl = {"command": [sys.executable, "-c", "raise SystemExit(7)"]}
     manifest = tmp_path / "library" / "manifest.yaml"
     args = dict(manifest=manifest, tensile_cfg=tcl, provenance_paths=[record])
-    package.run([logic], profile, "native", tmp_path / "TensileLibrary.dat", **args)
+    with caplog.at_level(logging.INFO, logger="oto.tensile.packaging"):
+        package.run([logic], profile, "native", tmp_path / "TensileLibrary.dat", **args)
+    # Tensile is there to build them: the gate is a warning on the terminal
+    assert [r.levelno for r in caplog.records if "not run" in r.message] == [logging.WARNING]
     doc = yaml.safe_load(manifest.read_text())
     assert doc["provenance"]["numbers"] == ["simulated"]
     assert doc["provenance"]["libraries"]["Cijk_Ailk_Bljk_DB"]["model_version"] == "3"
@@ -335,3 +341,11 @@ def test_package_builds_no_code_objects_from_simulated_winners(vega10_dir, tmp_p
         package.run([logic], profile, "native", tmp_path / "T.dat", create_library="always", **args)
     with pytest.raises(PackagingError, match="rc 7"):  # opted in: TensileCreateLibrary really runs
         package.run([logic], profile, "native", tmp_path / "T.dat", allow_simulated=True, **args)
+    # No Tensile at all (the simulator's demo): the same reason, recorded, but no warning at the run's end
+    monkeypatch.delenv("OTO_TENSILE_PYTHON", raising=False)
+    monkeypatch.setenv("PATH", str(tmp_path / "no-tensile-here"))
+    caplog.clear()
+    with caplog.at_level(logging.INFO, logger="oto.tensile.packaging"):
+        package.run([logic], profile, "native", tmp_path / "T.dat", **{**args, "tensile_cfg": {}})
+    assert [r.levelno for r in caplog.records if "not run" in r.message] == [logging.INFO]
+    assert "winners are simulated" in yaml.safe_load(manifest.read_text())["tensile_create_library"]["why"]
