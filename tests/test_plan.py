@@ -134,7 +134,14 @@ def test_a_bad_command_line_value_names_the_command_line_not_the_file():
         plan_run({**BASE, **given}, ["config/config.yaml"], command_line=given)
     msg = str(err.value)
     assert msg.startswith("--config package=…: field 'package.allow_simulated'") and "--configfile" in msg
-    # the same value from the file names the file and gives no command-line advice
-    with pytest.raises(PlanError, match=r"^config/config.yaml: field 'package.allow_simulated'") as err:
-        plan_run({**BASE, **given}, ["config/config.yaml"], command_line={"families": ["DB"]})
-    assert "--configfile" not in str(err.value)
+    # the same value from the file names the file and gives no command-line advice, also where --config
+    # set another key of the same block (Snakemake merges the two)
+    merged = {**BASE, "package": {"label": "gfx900", "allow_simulated": "true"}}
+    for other in ({"families": ["DB"]}, {"package": {"label": "gfx900"}}):
+        with pytest.raises(PlanError, match=r"^config/config.yaml: field 'package.allow_simulated'") as err:
+            plan_run(merged, ["config/config.yaml"], command_line=other)
+        assert "--configfile" not in str(err.value)
+    # a list given whole on the command line covers its items
+    with pytest.raises(PlanError, match=r"^--config patterns=…: field 'patterns.0'") as err:
+        plan_run({**BASE, "patterns": ["XX"]}, ["config/config.yaml"], command_line={"patterns": ["XX"]})
+    assert "--configfile" not in str(err.value)  # a wrong value, not text where a number was meant

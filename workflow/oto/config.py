@@ -5,7 +5,7 @@ from __future__ import annotations
 import copy
 import functools
 import json
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -80,14 +80,23 @@ def validate_config(
     if errors:
         e = errors[0]
         path = list(e.absolute_path)
-        if command_line and path and path[0] in command_line:
+        if path and _given_at(command_line or {}, path):
             source = f"--config {path[0]}=…"
-            if len(path) > 1 and isinstance(e.instance, str):
+            if len(path) > 1 and e.validator == "type" and isinstance(e.instance, str):
                 # Snakemake reads a nested --config value as YAML's BaseLoader does: every scalar is text
                 e.message += " (Snakemake reads values nested in --config as text: use a --configfile)"
         raise ConfigError(f"{source}: field '{_field(e.absolute_path)}': {e.message}")
     _fill_defaults(schema, data)
     return data
+
+
+def _given_at(given: Any, path: Sequence[Any]) -> bool:
+    """Whether the value at ``path`` comes from ``given`` (a nested --config value merged into the file's)."""
+    for part in path:
+        if not isinstance(given, Mapping) or part not in given:
+            return not isinstance(given, Mapping)  # a list or scalar given whole covers what is below it
+        given = given[part]
+    return True
 
 
 def checked_config_file(path: str | Path) -> str:
