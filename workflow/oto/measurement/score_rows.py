@@ -40,19 +40,15 @@ def read_score_rows(path: str | Path) -> list[dict[str, Any]]:
         reader = csv.DictReader(fh)
         rows = []
         for row in reader:
-            try:
-                rows.append({c: _cell(c, v or "") for c, v in row.items() if c is not None})
-            except (ValueError, KeyError) as exc:
-                bad = next(c for c, v in row.items() if c is not None and not _parses(c, v or ""))
-                raise StageFileError(
-                    f"{path}: line {reader.line_num}: column '{bad}': {row[bad]!r} is not a valid value"
-                ) from exc
+            typed = {}
+            for column, text in row.items():
+                if column is None:
+                    continue
+                try:
+                    typed[column] = _cell(column, text or "")
+                except (ValueError, KeyError):
+                    raise StageFileError(
+                        f"{path}: line {reader.line_num}: column '{column}': {text!r} is not a valid value"
+                    ) from None
+            rows.append(typed)
     return rows
-
-
-def _parses(column: str, text: str) -> bool:
-    try:
-        _cell(column, text)
-    except (ValueError, KeyError):
-        return False
-    return True
