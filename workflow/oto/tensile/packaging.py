@@ -43,9 +43,10 @@ def package_library(
     """Write ``out`` (and ``manifest`` with the code objects beside it, if given); return the manifest's
     document (without a manifest: the library's facts only)."""
     prefix, arch, _ = logic_label(profile, label)
+    logic_paths = [Path(p) for p in logic_paths]
     # nothing Tensile would not build is packaged: a bad file stops here, named, before anything is written
-    check_logic_files([Path(p) for p in logic_paths], legality.Limits.from_profile(profile))
-    library = build_master_library([Path(p) for p in logic_paths], arch=arch)
+    check_logic_files(logic_paths, legality.Limits.from_profile(profile))
+    library = build_master_library(logic_paths, arch=arch)
     write_library(library, out)
     log.info(
         "%s: %d solutions from %d logic files, labelled %s",
