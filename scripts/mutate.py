@@ -17,5 +17,5 @@ with stage(snakemake) as ctx:
         agent_audit=Path(snakemake.log.agent),
         previous_build=ctx.optional_input(snakemake, "prev_build"),
         previous_candidates=ctx.optional_input(snakemake, "prev_candidates"),
-        hardware=ctx.full_profile,
+        read_profile=ctx.full_profile,
     )

@@ -34,10 +34,11 @@ def run(
     agent_audit: Path | None = None,
     previous_build: Path | None = None,
     previous_candidates: Path | None = None,
-    hardware: Callable[[], Mapping] | None = None,
+    read_profile: Callable[[], Mapping] | None = None,
 ) -> dict:
-    """``profile``: the fields proposals depend on (legality); ``hardware``: reads the whole profile, shown to
-    the agent (default: ``profile``); called only when the agent runs, as reading it validates the file."""
+    """``profile``: the fields proposals depend on (legality); ``read_profile``: reads the whole profile,
+    shown to the agent (default: ``profile``); called only when the agent runs, as reading it validates the
+    file."""
     deck = read_library_yaml(deck_path)
     selection = read_selection(previous_selection) if previous_selection else None
     doc: dict[str, Any] = {"library": deck.name, "generation": generation, "frozen": False}
@@ -69,7 +70,7 @@ def run(
     # The agent takes its slots first; whatever it leaves empty or loses to validation goes to the strategy.
     agent = agent_proposals(
         Library.parse(deck.name), evidence.space, generation, selection, evidence.seeds, evidence.seen,
-        hardware or (lambda: profile), config, slots,
+        read_profile or (lambda: profile), config, slots,
         ledger_path(Path(out_proposals).parents[2]), agent_audit, previous_build, previous_candidates,
     )  # fmt: skip
     taken = {evidence.space.identify(p["params"]) for p in agent.proposals}
