@@ -48,7 +48,7 @@ class CircuitBreaker:
         with locked_json(self.path, self._read) as state:
             entry = dict(state.get(self.endpoint, {}))
             yield entry
-            if entry:  # a fresh endpoint that was only asked about leaves the file as it was
+            if entry or self.endpoint in state:  # an endpoint only asked about leaves the file as it was
                 state[self.endpoint] = entry
 
     def _read(self) -> dict[str, Any]:
