@@ -10,7 +10,8 @@ import pytest
 from dashboard_helpers import CONFIG, make_results
 from oto.reporting.dashboard import write_dashboard
 from oto.reporting.summary import results_folders, run_summary
-from oto.run.progress import RunProgress, job_key, job_label
+from oto.run.estimate import JOB_SECONDS
+from oto.run.progress import PRIOR_JOBS, RunProgress, job_key, job_label
 from workflow_helpers import FAST_CONFIG, make_workdir, snakemake
 
 LINE = re.compile(r"^\s*(\d+)/(\d+)  (\w+)\s")
@@ -31,6 +32,25 @@ def test_time_left_uses_recorded_durations_and_the_backends_estimate():
     assert p.time_left(elapsed=26.0) == pytest.approx(2 * p.remaining_work())
     line = p.line("benchmark", "L gen0", 12.0, 26.0)
     assert LINE.match(line).groups() == ("2", "6", "benchmark") and "left" in line
+
+
+def test_in_a_new_folder_one_slow_first_job_does_not_set_the_length_of_every_job():
+    p = RunProgress(planned={"deck": 1, "mutate": 100})
+    assert p.remaining_work() == pytest.approx(101 * JOB_SECONDS)
+    assert "none recorded in this folder yet" in p.opening()
+    p.finish("deck", "", 4.0)  # the deck: a slow first job, 8x the default
+    # 100 mutate jobs at (4 s + PRIOR_JOBS x the default) / (1 + PRIOR_JOBS), not at 4 s each.
+    expected = (4.0 + PRIOR_JOBS * JOB_SECONDS) / (1 + PRIOR_JOBS)
+    assert p.remaining_work() == pytest.approx(100 * expected)
+    assert p.remaining_work() < 100 * 4.0 / 3
+    for i in range(40):  # as the run goes on, its own jobs outweigh the default
+        p.finish("mutate", f"L/gen{i}", 1.0)
+    assert p.expected("mutate") == 1.0
+    # A folder with earlier runs draws towards their mean job instead, and says so.
+    q = RunProgress(planned={"deck": 1, "emit": 10}, recorded={"mutate": [2.0, 2.0]})
+    q.finish("deck", "", 11.0)
+    assert q.expected("emit") == pytest.approx((11.0 + PRIOR_JOBS * 2.0) / (1 + PRIOR_JOBS))
+    assert "recorded in this folder" in q.opening() and "none recorded" not in q.opening()
 
 
 def test_job_keys_and_labels_name_what_a_job_works_on():

@@ -4,7 +4,9 @@ The time left is the expected work of the jobs still to run, scaled by how the r
 
 * a job's expected seconds are the mean recorded duration of its rule: this run's finished jobs of the rule,
   else the durations Snakemake recorded for the rule in this folder before (``.snakemake/metadata``), else
-  the mean of this run's finished jobs, else ``JOB_SECONDS``;
+  the mean of this run's finished jobs drawn towards the mean job of this folder's earlier runs (or
+  ``JOB_SECONDS`` in a new folder) as if ``PRIOR_JOBS`` jobs had taken that: the first jobs of a run (the
+  deck, the ceilings) are among its slowest, and one of them alone would put every job at its length;
 * a benchmark or finalize job (the GPU's work) is the backend's own estimate for the jobs still to run
   (:mod:`oto.run.estimate`, written when the run starts) plus the overhead of the rule's finished jobs
   beyond their estimate (Python start-up, scoring): the GPU work varies by library, the overhead does not;
@@ -21,6 +23,7 @@ from typing import Any
 from oto.run.estimate import JOB_SECONDS, fmt_duration
 
 GPU_RULES = ("benchmark", "finalize")
+PRIOR_JOBS = 8  # weight of the prior mean job (recorded here, else JOB_SECONDS) against this run's jobs
 
 
 def job_key(rule: str, wildcards: Mapping[str, Any]) -> str:
@@ -63,11 +66,10 @@ class RunProgress:
         return dict(((self.estimate or {}).get("gpu_seconds") or {}).get(rule) or {})
 
     def _mean_job(self) -> float:
-        ran = [s for v in self.done.values() for _, s in v]
-        if ran:
-            return sum(ran) / len(ran)
         prior = [s for v in self.recorded.values() for s in v]
-        return sum(prior) / len(prior) if prior else JOB_SECONDS
+        base = sum(prior) / len(prior) if prior else JOB_SECONDS
+        ran = [s for v in self.done.values() for _, s in v]
+        return (sum(ran) + PRIOR_JOBS * base) / (len(ran) + PRIOR_JOBS)
 
     def expected(self, rule: str) -> float:
         """Expected seconds of one more job of ``rule`` (a GPU rule: its overhead beyond the backend)."""
@@ -124,7 +126,10 @@ class RunProgress:
         backend = ""
         if self.estimate:
             backend = f"; backend {self.estimate.get('backend')} ({self.estimate.get('numbers')} numbers)"
-        return (
-            f"oto: {self.total} jobs to run ({jobs}){backend}; "
-            f"about {fmt_duration(self.time_left(0.0))} by the recorded job durations"
+        basis = (
+            "by the job durations recorded in this folder"
+            if self.recorded
+            else f"at {JOB_SECONDS:g} s a job until this run's jobs tell (none recorded in this folder yet)"
         )
+        left = fmt_duration(self.time_left(0.0))
+        return f"oto: {self.total} jobs to run ({jobs}){backend}; about {left} {basis}"
