@@ -1,6 +1,7 @@
 """How well the simulated GPU agrees with real hardware: recorded GFLOPS of shipped logic files.
 
     python bench/sim_fidelity.py --logic DIR --profile arch_profiles/X.yaml [--json OUT] [--physics FILE]
+        [--rivals fit|held_back]
 
 Every exact row ``[[M, N, batch, K, ...], [solution, GFLOPS]]`` of a shipped Tensile logic file is what the
 solution that won that size measured on the real GPU the file was tuned for. The benchmark simulates every
@@ -23,6 +24,14 @@ family and overall, separately for the rows of the files the physics was fitted 
   solution's at the row (1.00 = the simulator puts the winner first), median over rows, and the share of rows
   where it is within 5% of the fastest: how much a search on the simulator would miss the real winner by, in
   the simulator's own terms. JSON: ``winner_gap_median``, ``winner_within_5pct_share``.
+
+With ``--rivals SPLIT`` (a diagnostic; issue #15's fourth pass, ``fit`` is the split to choose changes on) it
+also prints, for that split, how the simulator's fastest runnable rival differs from the shipped winner on
+the rows where it puts that rival more than 5% ahead: per family and campaign, among the rows where both are
+assembly kernels, the share of rivals with fewer / as many / more resident waves per SIMD than the winner
+(and the medians), a larger / smaller macro tile or thread tile, another Tensile generation (a rival that
+never ran on the row's board), and each knob that differs; then the winners' own simulated / real time by
+resident waves per SIMD (assembly winners, >= 1 GFLOP, K >= 256). JSON: ``rivals``.
 
 GFLOPS use oto's flop count (8 per complex MAC); the recorded complex GFLOPS (Tensile's client counts 2) are
 converted through the launch time they imply (``oto.hardware.simulated.calibration.recorded_time_us``).
@@ -49,6 +58,9 @@ import sys
 import time
 from pathlib import Path
 
+import numpy as np
+import pandas as pd
+
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "workflow"))
 
@@ -56,13 +68,23 @@ from oto.hardware.profile import load_profile  # noqa: E402
 from oto.hardware.simulated.calibration import (  # noqa: E402
     CAMPAIGNS,
     DEFAULT_POINT,
+    RecordedFile,
+    all_times,
+    campaign_gpu,
     campaign_operating_point,
     fidelity,
     figures,
     load_recorded,
     rows_frame,
 )
-from oto.hardware.simulated.performance import MODEL_VERSION, PHYSICS_FILE, Physics, SimGPU  # noqa: E402
+from oto.hardware.simulated.performance import (  # noqa: E402
+    MODEL_VERSION,
+    PHYSICS_FILE,
+    Physics,
+    SimGPU,
+    geometry,
+    with_defaults,
+)
 
 TARGETS = {"within_25pct": 0.75, "efficiency_spearman": 0.7, "winner_rank_percentile_median": 5.0}
 FAMILY_MEDIAN = (0.85, 1.15)
@@ -120,6 +142,147 @@ def verdict(fid: dict) -> list[str]:
     return out
 
 
+RIVAL_AHEAD = 1.05  # --rivals: rows where the simulated fastest rival beats the winner by more than 5%
+# knobs --rivals compares, as the simulator reads them (LocalSplitU is WorkGroup[2])
+RIVAL_KNOBS = (
+    "KernelLanguage",
+    "PrefetchGlobalRead",
+    "PrefetchLocalRead",
+    "DepthU",
+    "VectorWidth",
+    "GlobalReadVectorWidth",
+    "GlobalSplitU",
+    "WorkGroupMapping",
+    "LocalSplitU",
+)
+WAVE_BINS = [0, 1, 2, 3, 4, 6, 8, 16]  # resident waves per SIMD
+
+
+def _shape(f: RecordedFile, s: int, wave: int) -> dict:
+    """A solution's knobs as the simulator reads them, with its macro/thread tile area, waves per workgroup
+    and Tensile generation (StaggerU is a field of the second generation only)."""
+    p = with_defaults(f.solutions[s])
+    g = geometry(f.library.family, p, f.library.pattern, wave)
+    knobs = {k: p[k] for k in RIVAL_KNOBS if k in p}
+    return {**knobs, "LocalSplitU": g.lsu, "mt": g.mt0 * g.mt1, "tt": g.tt0 * g.tt1, "waves": g.waves,
+            "asm": g.asm, "gen": int("StaggerU" in f.solutions[s])}  # fmt: skip
+
+
+def _waves_per_simd(gpu: SimGPU, f: RecordedFile, rows: np.ndarray, sols: np.ndarray) -> np.ndarray:
+    """Resident waves per SIMD of solution ``sols[j]`` at row ``rows[j]``, at the row's campaign point."""
+    out = np.empty(len(rows))
+    fam, pat = f.library.family, f.library.pattern
+    camp = f.campaign[rows]
+    for c in np.unique(camp):
+        g = campaign_gpu(gpu, int(c))
+        for s in np.unique(sols[camp == c]):
+            sel = (sols == s) & (camp == c)
+            m, n, b, k = f.sizes[rows[sel]].T
+            resident = g.breakdown(fam, f.solutions[s], m, n, b, k, pat)["resident"]
+            waves = _shape(f, int(s), g.arch.wave)["waves"]
+            out[sel] = np.broadcast_to(resident, m.shape) * waves / g.arch.simds
+    return out
+
+
+def rival_frame(gpu: SimGPU, files: list[RecordedFile]) -> pd.DataFrame:
+    """One row per recorded row: the winner, the simulated fastest runnable rival, how they differ."""
+    parts = []
+    for f in files:
+        t = all_times(gpu, f, at_campaign_points=True)
+        rows = np.arange(len(f.winner))
+        rival_t = np.where(f.valid(), t, np.inf)
+        rival_t[f.winner, rows] = np.inf
+        best = rival_t.argmin(axis=0)
+        ok = np.isfinite(rival_t[best, rows])  # rows with at least one runnable rival
+        rows, best, win = rows[ok], best[ok], f.winner[ok]
+        m, n, b, k = f.sizes[rows].T
+        shapes = {s: _shape(f, int(s), gpu.arch.wave) for s in np.unique(np.concatenate([win, best]))}
+        d = {
+            "family": f.family,
+            "campaign": [CAMPAIGNS[c] for c in f.campaign[rows]],
+            "ahead": t[win, rows] / t[best, rows],
+            "ratio": t[win, rows] / f.real_time_us[rows],  # winner's simulated / real time
+            "gflop": f.library.family.flops_per_mac * m * n * b * k / 1e9,
+            "k": k,
+            "w_wps": _waves_per_simd(gpu, f, rows, win),
+            "r_wps": _waves_per_simd(gpu, f, rows, best),
+        }
+        for key in (*RIVAL_KNOBS, "mt", "tt", "asm", "gen"):
+            d["w_" + key] = [shapes[s][key] for s in win]
+            d["r_" + key] = [shapes[s][key] for s in best]
+        parts.append(pd.DataFrame(d))
+    return pd.concat(parts, ignore_index=True)
+
+
+def _rival_figures(part: pd.DataFrame) -> dict:
+    """How the fastest rival differs from the winner on rows where it is RIVAL_AHEAD ahead."""
+    ahead = part[part["ahead"] > RIVAL_AHEAD]
+    a = ahead[ahead["w_asm"] & ahead["r_asm"]]  # assembly against assembly: the same kernel writer
+    fig = {"rows": len(part), "rival_ahead": len(ahead), "lead_median": float(ahead["ahead"].median()),
+           "asm_vs_asm": len(a)}  # fmt: skip
+    if len(a):
+        fig |= {
+            "fewer_waves": float((a["r_wps"] < a["w_wps"]).mean()),
+            "same_waves": float((a["r_wps"] == a["w_wps"]).mean()),
+            "more_waves": float((a["r_wps"] > a["w_wps"]).mean()),
+            "winner_waves_median": float(a["w_wps"].median()),
+            "rival_waves_median": float(a["r_wps"].median()),
+            "larger_tile": float((a["r_mt"] > a["w_mt"]).mean()),
+            "smaller_tile": float((a["r_mt"] < a["w_mt"]).mean()),
+            "larger_thread_tile": float((a["r_tt"] > a["w_tt"]).mean()),
+            "other_generation": float((a["r_gen"] != a["w_gen"]).mean()),
+            "knob_differs": {k: float((a["r_" + k] != a["w_" + k]).mean()) for k in RIVAL_KNOBS},
+        }
+    return fig
+
+
+def _pct(fig: dict, key: str) -> str:
+    return _fmt(fig.get(key, math.nan) * 100, ".0f") + "%"
+
+
+def rival_report(df: pd.DataFrame) -> tuple[list[str], dict]:
+    """The --rivals tables (markdown lines) and their figures."""
+    lines = [
+        f"| family | campaign | rows | rival > {RIVAL_AHEAD:.2f}x ahead | its median lead | asm vs asm | "
+        "rival fewer / same / more waves per SIMD | median waves per SIMD (winner, rival) | "
+        "larger / smaller macro tile | larger thread tile | other Tensile generation | knobs that differ |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|",
+    ]
+    out: dict = {"families": {}, "winner_ratio_by_waves": {}}
+    for (fam, camp), part in df.groupby(["family", "campaign"]):
+        fig = out["families"][f"{fam} {camp}"] = _rival_figures(part)
+        if not fig["rival_ahead"]:
+            continue
+        differ = sorted(fig.get("knob_differs", {}).items(), key=lambda kv: -kv[1])
+        knobs = ", ".join(f"{k} {v * 100:.0f}%" for k, v in differ if v >= 0.1) or "-"
+        waves = f"{_fmt(fig.get('winner_waves_median'), '.2f')}, {_fmt(fig.get('rival_waves_median'), '.2f')}"
+        lines.append(
+            f"| {fam} | {camp} | {len(part)} | {fig['rival_ahead'] / len(part) * 100:.0f}% | "
+            f"{fig['lead_median']:.3f} | {fig['asm_vs_asm']} | {_pct(fig, 'fewer_waves')} / "
+            f"{_pct(fig, 'same_waves')} / {_pct(fig, 'more_waves')} | {waves} | {_pct(fig, 'larger_tile')} / "
+            f"{_pct(fig, 'smaller_tile')} | {_pct(fig, 'larger_thread_tile')} | "
+            f"{_pct(fig, 'other_generation')} | {knobs} |"
+        )
+    big = df[df["w_asm"] & (df["gflop"] >= 1) & (df["k"] >= 256)]
+    bins = pd.cut(big["w_wps"], WAVE_BINS)
+    heads = [f"({lo}, {hi}]" for lo, hi in zip(WAVE_BINS, WAVE_BINS[1:], strict=False)]
+    lines += [
+        "",
+        "winners' simulated / real time by resident waves per SIMD (assembly winners, >= 1 GFLOP, K >= 256): "
+        "median (rows)",
+        "",
+        "| campaign | " + " | ".join(heads) + " |",
+        "|---|" + "---|" * len(heads),
+    ]
+    for camp, part in big.groupby("campaign"):
+        by = part.groupby(bins[part.index], observed=False)["ratio"]
+        med, cnt = by.median(), by.size()
+        out["winner_ratio_by_waves"][camp] = {str(iv): [float(med[iv]), int(cnt[iv])] for iv in med.index}
+        cells = " | ".join(f"{_fmt(med[iv], '.2f')} ({cnt[iv]})" for iv in med.index)
+        lines.append(f"| {camp} | {cells} |")
+    return lines, out
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--logic", required=True, help="folder of shipped logic files")
@@ -127,6 +290,13 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--json", default=None, help="write the figures here")
     ap.add_argument(
         "--physics", default=str(PHYSICS_FILE), help="physics constants (default: the shipped fit)"
+    )
+    ap.add_argument(
+        "--rivals",
+        choices=("fit", "held_back"),
+        default=None,
+        help="diagnostic: how the simulated fastest rival differs from the winner on this split's rows "
+        "(choose changes on 'fit' only)",
     )
     args = ap.parse_args(argv)
 
@@ -200,6 +370,15 @@ def main(argv: list[str] | None = None) -> int:
                 f"{_fmt(f['median_ratio'], '.3f')} ({iqr}) | {_fmt(f['efficiency_spearman'], '.3f')} | "
                 f"{_fmt(f.get('winner_rank_percentile_median'), '.1f')}% |"
             )
+    if args.rivals:
+        split_of = dict(zip(df["file"], df["split"], strict=True))
+        mine = [f for f in files if split_of.get(f.name) == args.rivals]
+        if mine:
+            lines, out["rivals"] = rival_report(rival_frame(gpu, mine))
+            out["rivals"]["split"] = args.rivals
+            split_name = args.rivals.replace("_", " ")
+            print(f"\nrivals simulated ahead of the winner, {split_name}: {len(mine)} files\n")
+            print("\n".join(lines))
     out["all"] = fidelity(df)
     out["all_profile_default"] = fidelity(df, DEFAULT_POINT)
     out["wall_s"] = round(time.time() - t0, 1)

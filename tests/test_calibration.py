@@ -412,6 +412,36 @@ def test_fidelity_bench_simulates_each_campaign_at_its_operating_point(vega10_di
     assert head["median_ratio"] < 0.85 * default["median_ratio"]
 
 
+def test_fidelity_bench_rivals_diagnostic_compares_the_fastest_rival_with_the_winner(vega10_dir, tmp_path):
+    """bench/sim_fidelity.py --rivals: per family and campaign, how the simulator's fastest runnable rival
+    differs from the shipped winner where it is more than 5% ahead, from one row per recorded row."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("sim_fidelity", REPO / "bench" / "sim_fidelity.py")
+    bench = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(bench)
+    logic = tmp_path / "logic"
+    logic.mkdir()
+    shutil.copy(vega10_dir / "vega10_Cijk_Ailk_Bljk_SBIc.yaml", logic)
+    out = tmp_path / "fid.json"
+    assert bench.main(["--logic", str(logic), "--profile", str(REPO / "arch_profiles/gfx900.yaml"),
+                       "--json", str(out), "--rivals", "held_back"]) == 0  # fmt: skip
+    rivals = json.loads(out.read_text())["rivals"]
+    assert rivals["split"] == "held_back" and set(rivals["families"]) == {"SBIc staggeru"}
+    fig = rivals["families"]["SBIc staggeru"]
+    assert fig["rows"] == 12 and 0 <= fig["asm_vs_asm"] <= fig["rival_ahead"] <= 12
+    if fig["asm_vs_asm"]:
+        assert fig["fewer_waves"] + fig["same_waves"] + fig["more_waves"] == pytest.approx(1.0)
+    # the frame behind it: the rival is never the winner, and "ahead" is the winner's time over the rival's
+    gpu = SimGPU(load_profile(REPO / "arch_profiles/gfx900.yaml"))
+    files = cal.load_recorded(logic)
+    df = bench.rival_frame(gpu, files)
+    t = cal.all_times(gpu, files[0], at_campaign_points=True)
+    best = np.where(files[0].valid(), t, np.inf)
+    best[files[0].winner, np.arange(12)] = np.inf
+    assert np.allclose(df["ahead"], t[files[0].winner, np.arange(12)] / best.min(axis=0))
+
+
 def test_simulator_reads_operating_points_through_its_declared_profile_view():
     """The simulator's profile view (Arch.PROFILE_FIELDS, what a stage that simulates declares) holds the
     operating points, so building SimGPU at one through a ProfileView raises no UndeclaredProfileField."""
