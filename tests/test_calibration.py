@@ -267,11 +267,22 @@ def test_calibrate_command_runs_on_a_folder(vega10_dir, tmp_path, capsys):
          str(ranked), "--iterations", "1", "--rank-weight", "1", "--rivals-per-row", "2"]
     )  # fmt: skip
     assert rc == 0 and 0 < json.loads(ranked.read_text())["fitted_on"]["rank_pairs_used"] <= 2 * 16
+    # --hold keeps the named constants at the start's values while the others move
+    held = tmp_path / "held.json"
+    rc = cal.main(
+        ["--logic", str(logic), "--profile", str(REPO / "arch_profiles/gfx900.yaml"), "--physics-out",
+         str(held), "--iterations", "1", "--hold", "lds_broadcast,lds_overlap"]
+    )  # fmt: skip
+    start, free = Physics.load(PHYSICS_FILE), Physics.from_dict(json.loads(out.read_text())["physics"])
+    kept = Physics.from_dict(json.loads(held.read_text())["physics"])
+    assert rc == 0 and (kept.lds_broadcast, kept.lds_overlap) == (start.lds_broadcast, start.lds_overlap)
+    assert (free.lds_broadcast, free.lds_overlap) != (start.lds_broadcast, start.lds_overlap)
     bad = cal.main(["--logic", str(tmp_path / "none"), "--profile", str(REPO / "arch_profiles/gfx900.yaml")])
     assert bad == 2
     capsys.readouterr()
     for flags, says in ((["--rank-weight", "-1"], "--rank-weight must not be negative"),
-                        (["--rivals-per-row", "0"], "--rivals-per-row must be at least 1")):  # fmt: skip
+                        (["--rivals-per-row", "0"], "--rivals-per-row must be at least 1"),
+                        (["--hold", "lds_overlap,no_such"], "--hold: unknown knob(s) no_such")):  # fmt: skip
         with pytest.raises(SystemExit) as exc:
             cal.main(["--logic", str(logic), "--profile", str(REPO / "arch_profiles/gfx900.yaml"), *flags])
         assert exc.value.code == 2 and says in capsys.readouterr().err

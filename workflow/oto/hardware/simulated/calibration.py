@@ -726,6 +726,12 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument(
         "--rivals-per-row", type=int, default=8, help="rivals per row the ranking term compares (default 8)"
     )
+    ap.add_argument(
+        "--hold",
+        default="",
+        help="comma-separated knobs to keep at their --start / profile values (e.g. "
+        "lds_broadcast,lds_overlap), so a new term cannot trade them away",
+    )
     args = ap.parse_args(argv)
     for flag, value in (("--rank-weight", args.rank_weight), ("--rank-margin", args.rank_margin)):
         if value < 0:
@@ -741,10 +747,19 @@ def main(argv: list[str] | None = None) -> int:
         print(f"oto calibrate: {exc}", file=sys.stderr)
         return 2
     fit_files, back = split(files)
+    knobs = knobs_for(fit_files, profile)
+    hold = {h.strip() for h in args.hold.split(",") if h.strip()}
+    unknown = sorted(hold - {k.name for k in knobs})
+    if unknown:  # the fitted knobs depend on the files' datatypes, so this is checked after loading them
+        names = ", ".join(k.name for k in knobs)
+        ap.error(f"--hold: unknown knob(s) {', '.join(unknown)}; this fit's knobs: {names}")
+    knobs = [k for k in knobs if k.name not in hold]
+    if not knobs:
+        ap.error("--hold: every knob is held, nothing left to fit")
     print(f"fit on {len(fit_files)} files ({sum(len(f.winner) for f in fit_files)} rows), "
           f"{len(back)} held back", flush=True)  # fmt: skip
     result = fit(
-        fit_files, profile, start, iterations=args.iterations,
+        fit_files, profile, start, knobs=knobs, iterations=args.iterations,
         per_file=args.per_file, rank_weight=args.rank_weight, rank_margin=args.rank_margin,
         rivals_per_row=args.rivals_per_row,
         progress=lambda s: print(s, flush=True),
