@@ -277,12 +277,16 @@ def test_calibrate_command_runs_on_a_folder(vega10_dir, tmp_path, capsys):
     kept = Physics.from_dict(json.loads(held.read_text())["physics"])
     assert rc == 0 and (kept.lds_broadcast, kept.lds_overlap) == (start.lds_broadcast, start.lds_overlap)
     assert (free.lds_broadcast, free.lds_overlap) != (start.lds_broadcast, start.lds_overlap)
+    fit_files = cal.split(cal.load_recorded(logic))[0]
+    knobs = cal.knobs_for(fit_files, load_profile(REPO / "arch_profiles/gfx900.yaml"))
+    every_knob = ",".join(k.name for k in knobs)
     bad = cal.main(["--logic", str(tmp_path / "none"), "--profile", str(REPO / "arch_profiles/gfx900.yaml")])
     assert bad == 2
     capsys.readouterr()
     for flags, says in ((["--rank-weight", "-1"], "--rank-weight must not be negative"),
                         (["--rivals-per-row", "0"], "--rivals-per-row must be at least 1"),
-                        (["--hold", "lds_overlap,no_such"], "--hold: unknown knob(s) no_such")):  # fmt: skip
+                        (["--hold", "lds_overlap,no_such"], "--hold: unknown knob(s) no_such"),
+                        (["--hold", every_knob], "--hold: every knob is held")):  # fmt: skip
         with pytest.raises(SystemExit) as exc:
             cal.main(["--logic", str(logic), "--profile", str(REPO / "arch_profiles/gfx900.yaml"), *flags])
         assert exc.value.code == 2 and says in capsys.readouterr().err
