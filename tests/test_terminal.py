@@ -43,6 +43,8 @@ def test_in_a_new_folder_one_slow_first_job_does_not_set_the_length_of_every_job
     expected = (4.0 + PRIOR_JOBS * JOB_SECONDS) / (1 + PRIOR_JOBS)
     assert p.remaining_work() == pytest.approx(100 * expected)
     assert p.remaining_work() < 100 * 4.0 / 3
+    # The same holds for a benchmark's overhead beyond the backend's estimate before any benchmark finished.
+    assert RunProgress(planned={"benchmark": 1}, done=p.done).expected("benchmark") == pytest.approx(expected)
     for i in range(40):  # as the run goes on, its own jobs outweigh the default
         p.finish("mutate", f"L/gen{i}", 1.0)
     assert p.expected("mutate") == 1.0

@@ -6,7 +6,8 @@ The time left is the expected work of the jobs still to run, scaled by how the r
   else the durations Snakemake recorded for the rule in this folder before (``.snakemake/metadata``), else
   the mean of this run's finished jobs drawn towards the mean job of this folder's earlier runs (or
   ``JOB_SECONDS`` in a new folder) as if ``PRIOR_JOBS`` jobs had taken that: the first jobs of a run (the
-  deck, the ceilings) are among its slowest, and one of them alone would put every job at its length;
+  deck, the ceilings) are among its slowest, and one of them alone would put every job at its length; a GPU
+  rule's overhead, before any of its jobs finished, is drawn the same way from this run's other jobs;
 * a benchmark or finalize job (the GPU's work) is the backend's own estimate for the jobs still to run
   (:mod:`oto.run.estimate`, written when the run starts) plus the overhead of the rule's finished jobs
   beyond their estimate (Python start-up, scoring): the GPU work varies by library, the overhead does not;
@@ -65,11 +66,12 @@ class RunProgress:
     def _backend_seconds(self, rule: str) -> dict[str, float]:
         return dict(((self.estimate or {}).get("gpu_seconds") or {}).get(rule) or {})
 
-    def _mean_job(self) -> float:
+    def _drawn_to_prior(self, seconds: list[float]) -> float:
+        """The mean of these jobs of this run, drawn towards the mean job of this folder's earlier runs (else
+        JOB_SECONDS) as if PRIOR_JOBS jobs had taken that."""
         prior = [s for v in self.recorded.values() for s in v]
         base = sum(prior) / len(prior) if prior else JOB_SECONDS
-        ran = [s for v in self.done.values() for _, s in v]
-        return (sum(ran) + PRIOR_JOBS * base) / (len(ran) + PRIOR_JOBS)
+        return (sum(seconds) + PRIOR_JOBS * base) / (len(seconds) + PRIOR_JOBS)
 
     def expected(self, rule: str) -> float:
         """Expected seconds of one more job of ``rule`` (a GPU rule: its overhead beyond the backend)."""
@@ -78,13 +80,12 @@ class RunProgress:
             backend = self._backend_seconds(rule)
             if ran:
                 return max(0.0, sum(s - backend.get(k, 0.0) for k, s in ran) / len(ran))
-            others = [s for r, v in self.done.items() if r not in GPU_RULES for _, s in v]
-            return sum(others) / len(others) if others else self._mean_job()
+            return self._drawn_to_prior([s for r, v in self.done.items() if r not in GPU_RULES for _, s in v])
         if ran:
             return sum(s for _, s in ran) / len(ran)
         if self.recorded.get(rule):
             return sum(self.recorded[rule]) / len(self.recorded[rule])
-        return self._mean_job()
+        return self._drawn_to_prior([s for v in self.done.values() for _, s in v])
 
     def remaining_work(self) -> float:
         """Summed seconds of the jobs still to run, one after the other."""
