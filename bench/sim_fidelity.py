@@ -168,8 +168,11 @@ def _shape(f: RecordedFile, s: int, wave: int) -> dict:
             "asm": g.asm, "gen": int("StaggerU" in f.solutions[s])}  # fmt: skip
 
 
-def _waves_per_simd(gpu: SimGPU, f: RecordedFile, rows: np.ndarray, sols: np.ndarray) -> np.ndarray:
-    """Resident waves per SIMD of solution ``sols[j]`` at row ``rows[j]``, at the row's campaign point."""
+def _waves_per_simd(
+    gpu: SimGPU, f: RecordedFile, rows: np.ndarray, sols: np.ndarray, shapes: dict[int, dict]
+) -> np.ndarray:
+    """Resident waves per SIMD of solution ``sols[j]`` at row ``rows[j]``, at the row's campaign point
+    (``shapes``: each solution's :func:`_shape`)."""
     out = np.empty(len(rows))
     fam, pat = f.library.family, f.library.pattern
     camp = f.campaign[rows]
@@ -179,8 +182,7 @@ def _waves_per_simd(gpu: SimGPU, f: RecordedFile, rows: np.ndarray, sols: np.nda
             sel = (sols == s) & (camp == c)
             m, n, b, k = f.sizes[rows[sel]].T
             resident = g.breakdown(fam, f.solutions[s], m, n, b, k, pat)["resident"]
-            waves = _shape(f, int(s), g.arch.wave)["waves"]
-            out[sel] = np.broadcast_to(resident, m.shape) * waves / g.arch.simds
+            out[sel] = np.broadcast_to(resident, m.shape) * shapes[s]["waves"] / g.arch.simds
     return out
 
 
@@ -204,8 +206,8 @@ def rival_frame(gpu: SimGPU, files: list[RecordedFile]) -> pd.DataFrame:
             "ratio": t[win, rows] / f.real_time_us[rows],  # winner's simulated / real time
             "gflop": f.library.family.flops_per_mac * m * n * b * k / 1e9,
             "k": k,
-            "w_wps": _waves_per_simd(gpu, f, rows, win),
-            "r_wps": _waves_per_simd(gpu, f, rows, best),
+            "w_wps": _waves_per_simd(gpu, f, rows, win, shapes),
+            "r_wps": _waves_per_simd(gpu, f, rows, best, shapes),
         }
         for key in (*RIVAL_KNOBS, "mt", "tt", "asm", "gen"):
             d["w_" + key] = [shapes[s][key] for s in win]
