@@ -165,7 +165,7 @@ def _shape(f: RecordedFile, s: int, wave: int) -> dict:
     g = geometry(f.library.family, p, f.library.pattern, wave)
     knobs = {k: p[k] for k in RIVAL_KNOBS if k in p}
     return {**knobs, "LocalSplitU": g.lsu, "mt": g.mt0 * g.mt1, "tt": g.tt0 * g.tt1, "waves": g.waves,
-            "asm": g.asm, "gen": int("StaggerU" in f.solutions[s])}  # fmt: skip
+            "asm": g.asm, "gen": int(f.generation[s])}  # fmt: skip
 
 
 def _waves_per_simd(

@@ -199,6 +199,34 @@ def test_campaigns_are_told_apart_by_the_solutions_tensile_generation(vega10_dir
     assert cal.campaign_operating_point(0) is None  # the first campaign's board is the profile's own
 
 
+def test_first_generation_solutions_are_timed_as_they_ran_without_stagger(vega10_dir):
+    """A solution written before Tensile had StaggerU ran with no stagger when its rows were measured, so the
+    recorded file reads it as StaggerU 0 (today's default, 32, is what a spoof build of the same file gets);
+    its generation is kept apart from its knobs."""
+    assert cal.knobs_as_measured({"ThreadTile": [4, 4]})["StaggerU"] == 0
+    assert cal.knobs_as_measured({"ThreadTile": [4, 4], "StaggerU": 32})["StaggerU"] == 32
+    sb = {f.name: f for f in cal.load_recorded(vega10_dir)}["vega10_Cijk_Ailk_Bjlk_SB.yaml"]
+    assert set(sb.generation) == {0, 1}
+    for s, gen in zip(sb.solutions, sb.generation, strict=True):
+        assert (s["StaggerU"] == 0) if gen == 0 else (s["StaggerU"] > 0)
+    assert (sb.campaign == sb.generation[sb.winner]).all()
+    built = sb.solutions_as_built()  # what a spoof library built from the file today runs
+    assert all(s["StaggerU"] == 32 for s in built)
+    assert [s for s, g in zip(built, sb.generation, strict=True) if g] == [
+        s for s, g in zip(sb.solutions, sb.generation, strict=True) if g
+    ]
+    # At a 4 KiB leading stride the unstaggered kernel camps on one DRAM channel; the same kernel with
+    # today's default does not. Memory-bound shape: K = 1, so the loads dominate.
+    gpu = SimGPU(load_profile(REPO / "arch_profiles/gfx900.yaml"))
+    first = int(np.flatnonzero(sb.generation == 0)[0])
+    as_built = built[first]
+    m = n = np.array([4096.0])
+    args = (sb.library.family, m, n, np.array([1.0]), np.array([4096.0]), sb.library.pattern)
+    t_measured = gpu.true_time_us(args[0], sb.solutions[first], *args[1:])
+    t_built = gpu.true_time_us(args[0], as_built, *args[1:])
+    assert t_measured[0] > t_built[0]
+
+
 def test_figures_convert_tensile_complex_flops_and_rank_the_winner():
     gpu = SimGPU(gfx90c_like())
     f = _synthetic(gpu, "Cijk_Ailk_Bljk_ZB_GB", [SB[1], SB[2]], 40, 3)

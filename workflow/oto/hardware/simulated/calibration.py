@@ -46,7 +46,7 @@ from oto.hardware.simulated.performance import (
     datatype_key,
     store_key,
 )
-from oto.tensile.logic_reader import read_logic_dir
+from oto.tensile.logic_reader import TENSILE_KNOB_DEFAULTS, read_logic_dir
 from oto.tensile.params import PARAMS
 
 # The shipped vega10 files hold rows of two measurement campaigns, told apart by the Tensile generation of
@@ -70,6 +70,19 @@ def solution_campaign(solution: Mapping[str, Any]) -> int:
     return int("StaggerU" in solution)
 
 
+def knobs_as_measured(solution: Mapping[str, Any]) -> dict[str, Any]:
+    """The knobs a shipped solution ran with when its file's rows were measured.
+
+    A first-generation solution (no ``StaggerU`` field) was written by a Tensile that had no StaggerU: its
+    kernel started every workgroup's summation loop at the same address, i.e. StaggerU 0. Today's Tensile
+    would build the same file with its default, 32, and that is what a spoof library runs
+    (``oto.tensile.logic_reader.TENSILE_KNOB_DEFAULTS``); the recorded GFLOPS are of the kernel as it was."""
+    knobs = {k: solution[k] for k in PARAMS if k in solution}
+    if solution_campaign(solution) == 0:
+        knobs["StaggerU"] = 0
+    return knobs
+
+
 TENSILE_FLOPS_PER_MAC = 2  # Tensile's client counts a complex MAC as 2 flops, like a real one
 WITHIN = 0.25  # a row agrees when sim/real GFLOPS is within 1 +- WITHIN
 MIN_EFFICIENCY_GFLOP = 1.0  # efficiency ranks are taken on rows of at least this much work (oto's count)
@@ -89,10 +102,14 @@ class RecordedFile:
     gflops_recorded: np.ndarray  # (rows,): as the file records them (Tensile's flop count)
     # (rows,): measurement campaign of each row (index into CAMPAIGNS), from its winner's Tensile generation
     campaign: np.ndarray | None = None
+    # (solutions,): Tensile generation of each solution (index into CAMPAIGNS), told before knobs_as_measured
+    generation: np.ndarray | None = None
 
     def __post_init__(self) -> None:
         if self.campaign is None:
             self.campaign = np.zeros(len(self.winner), dtype=np.int64)
+        if self.generation is None:
+            self.generation = np.array([solution_campaign(s) for s in self.solutions], dtype=np.int64)
 
     @property
     def family(self) -> str:
@@ -101,6 +118,13 @@ class RecordedFile:
     @property
     def real_time_us(self) -> np.ndarray:
         return recorded_time_us(self.sizes, self.gflops_recorded)
+
+    def solutions_as_built(self) -> list[dict[str, Any]]:
+        """Each solution's knobs as today's Tensile builds the file (what a spoof library runs): a
+        first-generation solution gets Tensile's default StaggerU, not the none it was measured with."""
+        stagger = TENSILE_KNOB_DEFAULTS["StaggerU"]
+        pairs = zip(self.solutions, self.generation, strict=True)
+        return [s if gen else {**s, "StaggerU": stagger} for s, gen in pairs]
 
     def valid(self) -> np.ndarray:
         """(solutions, rows): which solutions can run each size (their AssertElementMultiple hold)."""
@@ -132,7 +156,7 @@ def load_recorded(logic_dir: str | Path) -> list[RecordedFile]:
     out = []
     for lf in read_logic_dir(logic_dir):
         lib = Library.parse(lf.library_name)
-        sols = [{k: s[k] for k in PARAMS if k in s} for s in lf.solutions]
+        sols = [knobs_as_measured(s) for s in lf.solutions]
         asserts = np.array(
             [
                 [int(s.get(f"Assert{name}ElementMultiple", 1)) for name in ("Free0", "Free1", "Summation")]
@@ -144,13 +168,15 @@ def load_recorded(logic_dir: str | Path) -> list[RecordedFile]:
         sizes = np.array([r[0][:4] for r in rows], dtype=np.float64).reshape(-1, 4)
         winner = np.array([r[1] for r in rows], dtype=np.int64)
         gflops = np.array([r[2] for r in rows], dtype=np.float64)
-        campaign = np.array([solution_campaign(lf.solutions[w]) for w in winner], dtype=np.int64)
+        generation = np.array([solution_campaign(s) for s in lf.solutions], dtype=np.int64)
+        campaign = generation[winner]
         keep = gflops > 0  # a zero-GFLOPS row records no measurement
         out.append(
             RecordedFile(
-                lf.path.name, lib, sols, asserts, sizes[keep], winner[keep], gflops[keep], campaign[keep]
+                lf.path.name, lib, sols, asserts, sizes[keep], winner[keep], gflops[keep], campaign[keep],
+                generation,
             )
-        )
+        )  # fmt: skip
     return out
 
 

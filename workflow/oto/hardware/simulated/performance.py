@@ -23,7 +23,7 @@ import numpy as np
 from oto.gemm import Family
 from oto.tensile.params import PARAMS
 
-MODEL_VERSION = "simgpu-4"
+MODEL_VERSION = "simgpu-5"
 
 # GCN/Vega facts (Vega ISA guide; per CU unless stated): they hold for every gfx9 chip and are not fitted.
 LDS_BYTES_PER_CLK = 128  # 32 banks x 4 bytes
