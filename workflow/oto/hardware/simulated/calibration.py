@@ -121,7 +121,7 @@ class RecordedFile:
 
     def solutions_as_built(self) -> list[dict[str, Any]]:
         """Each solution's knobs as today's Tensile builds the file (what a spoof library runs): a
-        first-generation solution gets Tensile's default StaggerU, not the none it was measured with."""
+        first-generation solution gets Tensile's default StaggerU, not the 0 it was measured with."""
         stagger = TENSILE_KNOB_DEFAULTS["StaggerU"]
         pairs = zip(self.solutions, self.generation, strict=True)
         return [s if gen else {**s, "StaggerU": stagger} for s, gen in pairs]
