@@ -160,7 +160,7 @@ WAVE_BINS = [0, 1, 2, 3, 4, 6, 8, 16]  # resident waves per SIMD
 
 def _shape(f: RecordedFile, s: int, wave: int) -> dict:
     """A solution's knobs as the simulator reads them, with its macro/thread tile area, waves per workgroup
-    and Tensile generation (StaggerU is a field of the second generation only)."""
+    and Tensile generation (``RecordedFile.generation``)."""
     p = with_defaults(f.solutions[s])
     g = geometry(f.library.family, p, f.library.pattern, wave)
     knobs = {k: p[k] for k in RIVAL_KNOBS if k in p}

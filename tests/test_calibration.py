@@ -215,15 +215,14 @@ def test_first_generation_solutions_are_timed_as_they_ran_without_stagger(vega10
     assert [s for s, g in zip(built, sb.generation, strict=True) if g] == [
         s for s, g in zip(sb.solutions, sb.generation, strict=True) if g
     ]
-    # At a 4 KiB leading stride the unstaggered kernel camps on one DRAM channel; the same kernel with
-    # today's default does not. Memory-bound shape: K = 1, so the loads dominate.
+    # At M = N = K = 4096 the leading strides are multiples of 4 KiB: the unstaggered kernel camps on one
+    # DRAM channel, the same kernel with today's default does not.
     gpu = SimGPU(load_profile(REPO / "arch_profiles/gfx900.yaml"))
     first = int(np.flatnonzero(sb.generation == 0)[0])
-    as_built = built[first]
-    m = n = np.array([4096.0])
-    args = (sb.library.family, m, n, np.array([1.0]), np.array([4096.0]), sb.library.pattern)
-    t_measured = gpu.true_time_us(args[0], sb.solutions[first], *args[1:])
-    t_built = gpu.true_time_us(args[0], as_built, *args[1:])
+    size = (np.array([4096.0]), np.array([4096.0]), np.array([1.0]), np.array([4096.0]))  # M, N, batch, K
+    fam, pattern = sb.library.family, sb.library.pattern
+    t_measured = gpu.true_time_us(fam, sb.solutions[first], *size, pattern)
+    t_built = gpu.true_time_us(fam, built[first], *size, pattern)
     assert t_measured[0] > t_built[0]
 
 
