@@ -52,9 +52,9 @@ from oto.hardware.simulated.performance import SimGPU  # noqa: E402
 from oto.search.space import Parameter, Space  # noqa: E402
 from oto.search.strategies.base import Evidence, Observation  # noqa: E402
 from oto.search.strategies.symbolic import SymbolicStrategy  # noqa: E402
+from oto.search.tensile_space import tensile_space  # noqa: E402
 from oto.tensile import legality  # noqa: E402
 from oto.tensile.params import canonical  # noqa: E402
-from oto.tensile.space import tensile_space  # noqa: E402
 
 REPLAY_DIR = REPO.parent / "shared" / "reference" / "replay"
 SIM_LIBRARIES = ("Cijk_Ailk_Bljk_SB", "Cijk_Ailk_Bljk_DB", "Cijk_Alik_Bljk_HB")

@@ -29,8 +29,8 @@ from oto.agent.settings import AgentSettings  # noqa: E402
 from oto.config import config_defaults  # noqa: E402
 from oto.gemm import Library  # noqa: E402
 from oto.hardware.profile import load_profile  # noqa: E402
+from oto.search.tensile_space import tensile_space  # noqa: E402
 from oto.tensile import legality  # noqa: E402
-from oto.tensile.space import tensile_space  # noqa: E402
 
 
 def hung_server(hold_s: float) -> tuple[ThreadingHTTPServer, list[float]]:

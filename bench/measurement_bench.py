@@ -12,7 +12,7 @@ libraries, in two launch orders and with or without clock telemetry:
 
 * plan order (the simulator runs the plan as listed): with a clock reading per launch, and without
   (``no clock``: the drift from the interleaved reference alone);
-* **Tensile's order** (``sim.launch_order: sweeps``, :mod:`oto.measurement.sweeps`): each repetition is one
+* **Tensile's order** (``sim.launch_order: sweeps``, :mod:`oto.backends.sweeps`): each repetition is one
   sweep of the client, problem after problem, every kernel of a problem back to back with its reference,
   orders permuted per sweep; with one clock reading per sweep (``per-sweep telemetry``, what the tensile
   backend's sampler gives on an APU) and without (``no telemetry``). This is the real GPU's path.

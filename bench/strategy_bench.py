@@ -45,9 +45,9 @@ from oto.deck.tuning_sizes import shipped_seeds, tuning_indices  # noqa: E402
 from oto.gemm import Library  # noqa: E402
 from oto.hardware.simulated.performance import SimGPU  # noqa: E402
 from oto.search.strategies import STRATEGIES, Evidence, Observation, make_strategy  # noqa: E402
+from oto.search.tensile_space import tensile_space  # noqa: E402
 from oto.tensile.legality import Limits  # noqa: E402
 from oto.tensile.params import canonical  # noqa: E402
-from oto.tensile.space import tensile_space  # noqa: E402
 
 # Five families: FP32, FP64, HPA half (FP32 accumulate), packed half, complex double; four patterns.
 DEFAULT_LIBRARIES = (

@@ -20,9 +20,9 @@ from oto.agent.prompt import TOOL_NAME
 from oto.agent.settings import AgentSettings
 from oto.gemm import Library
 from oto.hardware.profile import load_profile
+from oto.search.tensile_space import tensile_space
 from oto.tensile import legality
 from oto.tensile.params import PARAMS, candidate_id, canonical
-from oto.tensile.space import tensile_space
 
 KEY = "sk-ant-api03-TESTKEY-0123456789abcdefXYZ"
 LIBRARY = Library.parse("Cijk_Ailk_Bljk_SB")

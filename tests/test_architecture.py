@@ -1,5 +1,6 @@
-"""The house rules of docs/architecture.md, checked on the source: the domain never imports the stages, a
-stage never imports another stage, and every folder of the package says what it holds."""
+"""The house rules of docs/architecture.md, checked on the source: the package's floors (a module imports only
+its own folder and the floors below it), the domain never imports the stages, a stage never imports another
+stage, and every folder of the package says what it holds."""
 
 from __future__ import annotations
 
@@ -22,13 +23,33 @@ SUBPACKAGES = {
     "stages",
     "tensile",
 }
-TOP_LEVEL_MODULES = {"__init__", "cli", "config", "environment", "files", "gemm"}
+TOP_LEVEL_MODULES = {"__init__", "cli", "config", "environment", "files", "gemm", "numbers"}
+# The floors, bottom first (docs/architecture.md, "What may import what"): a module imports its own folder
+# and any floor below its own, never a floor above, and never another folder of its own floor. So no two
+# concerns know each other both ways, and a newcomer can tell where a module belongs by what it needs.
+FLOORS = (
+    {"numbers", "files", "gemm"},  # plain helpers and the GEMM vocabulary
+    {"config"},
+    {"tensile"},  # Tensile interop: parameters, legality, logic files, the client
+    {"hardware", "deck"},
+    {"registry"},
+    {"search"},
+    {"backends"},
+    {"measurement"},
+    {"agent", "reporting"},
+    {"stages"},
+    {"run", "environment"},  # the Snakemake glue, `oto env`
+    {"fleet"},  # testers and the merge plan runs as Snakemake would
+    {"cli"},
+)
 
 
 def _imports(path: Path) -> set[str]:
     tree = ast.parse(path.read_text())
     out: set[str] = set()
     for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom) and node.level:
+            raise AssertionError(f"{path}: relative import (the floors are checked on absolute names)")
         if isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
             out.add(node.module)
             out.update(f"{node.module}.{a.name}" for a in node.names)
@@ -47,6 +68,32 @@ def test_the_package_is_grouped_by_concern():
     assert {p.stem for p in PACKAGE.glob("*.py")} == TOP_LEVEL_MODULES
     for pkg in PACKAGE.rglob("__init__.py"):
         assert ast.get_docstring(ast.parse(pkg.read_text())), f"{pkg.parent.name}/ does not say what it holds"
+
+
+def _floor(module: str) -> int:
+    top = module.split(".")[1] if "." in module else "__init__"
+    if top == "__init__":
+        return -1  # the package's own __init__ (its version) is below everything
+    return next(i for i, floor in enumerate(FLOORS) if top in floor)
+
+
+def test_the_floors_cover_the_package():
+    named = set().union(*FLOORS)
+    assert named == SUBPACKAGES | TOP_LEVEL_MODULES - {"__init__"}
+
+
+def test_every_import_goes_down_the_floors():
+    """No upward import, and none across one floor: two concerns never know each other both ways."""
+    offenders = []
+    for path in PACKAGE.rglob("*.py"):
+        mod = _module(path)
+        own = mod.split(".")[1]
+        for dep in sorted(_imports(path)):
+            if dep == "oto" or dep.split(".")[1] in (own, "__version__"):
+                continue
+            if _floor(dep) >= _floor(mod):
+                offenders.append(f"{mod} imports {dep} (floor {_floor(dep)} is not below {_floor(mod)})")
+    assert not offenders, "\n".join(offenders)
 
 
 def test_the_domain_never_imports_stages_and_stages_never_import_each_other():

@@ -11,8 +11,6 @@ import yaml
 from fleet_helpers import DATA, make_root, runner
 from oto.fleet.device import (
     DeviceFacts,
-    DeviceProfileError,
-    check_device_profile,
     device_profile,
     gfx_from_target_version,
     parse_dmidecode_memory,
@@ -23,6 +21,7 @@ from oto.fleet.device import (
     read_facts,
 )
 from oto.hardware.ceilings import ceilings_document, roofline_gflops, theoretical_gflops
+from oto.hardware.device_profile import DeviceProfileError, check_device_profile
 from oto.hardware.profile import load_profile, profile_path
 from oto.run.plan import PlanError, plan_run
 from workflow_helpers import REPO

@@ -290,7 +290,7 @@ def test_a_kernel_id_that_is_not_its_parameters(good):
 
 
 def test_a_library_outside_the_bundles_shard(tmp_path):
-    from oto.fleet.shards import shard_index
+    from oto.deck.shards import shard_index
 
     other = 1 if shard_index(LIBRARY, 2) == 2 else 2
     bundle = synthetic_bundle(tmp_path)

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import pytest
 from oto.config import ConfigError, validate_config
+from oto.deck.shards import Shard, ShardError, shard_index
 from oto.deck.sources import SHIPPED_MANIFEST, read_manifest
-from oto.fleet.shards import Shard, ShardError, shard_index
 from oto.run.plan import PlanError, plan_run
 from workflow_helpers import FAST_CONFIG, REPO, make_workdir, snakemake
 

@@ -3,9 +3,9 @@ from oto.deck.tuning_sizes import tuning_indices
 from oto.gemm import Library
 from oto.search.space import Space
 from oto.search.strategies import Evidence, Observation, make_strategy
+from oto.search.tensile_space import tensile_space
 from oto.tensile.legality import Limits
 from oto.tensile.params import candidate_id, canonical
-from oto.tensile.space import tensile_space
 
 
 def test_tuning_indices_spread_and_deterministic():

@@ -9,9 +9,9 @@ from oto.search.space import Parameter, Space
 from oto.search.strategies import STRATEGIES, Evidence, Observation, make_strategy
 from oto.search.strategies.common import history, lines, pair_lines
 from oto.search.strategies.surrogate import SurrogateStrategy, switch_flips
+from oto.search.tensile_space import tensile_space
 from oto.tensile.legality import Limits, check
 from oto.tensile.params import candidate_id, canonical
-from oto.tensile.space import tensile_space
 
 GRID = tuple(range(12))
 

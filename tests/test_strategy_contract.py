@@ -18,9 +18,9 @@ from oto.hardware.simulated.performance import SimGPU
 from oto.run.plan import PlanError, plan_run
 from oto.search.space import Space
 from oto.search.strategies import STRATEGIES, Evidence, Observation, StrategyError, make_strategy
+from oto.search.tensile_space import tensile_space
 from oto.search.tuning_cache import load_cache
 from oto.tensile.legality import Limits
-from oto.tensile.space import tensile_space
 from test_replay import make_cache
 
 ROOT = Path(__file__).resolve().parents[1]

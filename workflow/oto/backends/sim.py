@@ -4,7 +4,7 @@
 Every number it returns is ``simulated``. The model and its calibration are in docs/simulator.md.
 
 Launch order (``sim.launch_order``): ``plan`` runs the plan's launches as listed and reads the clock at every
-launch; ``sweeps`` runs them as Tensile's client does (:mod:`oto.measurement.sweeps`: one sweep per
+launch; ``sweeps`` runs them as Tensile's client does (:mod:`oto.backends.sweeps`: one sweep per
 repetition, problem after problem, every kernel of a problem back to back, orders permuted per sweep) and its
 observer reports one clock per sweep, which is what the tensile backend delivers on a real APU.
 """
@@ -19,10 +19,10 @@ from typing import Any
 import numpy as np
 
 from oto.backends.base import BuildResult, Capabilities, Costs, Kernel, MeasurePlan, Problem, Sample, Size
+from oto.backends.sweeps import plan_sweeps, roles_of, sweep_launches, sweep_of_launch
 from oto.config import config_defaults
 from oto.hardware.simulated.noise import NOISE_KEYS, NoiseModel
 from oto.hardware.simulated.performance import MODEL_VERSION, Arch, SimGPU
-from oto.measurement.sweeps import plan_sweeps, roles_of, sweep_launches, sweep_of_launch
 
 LAUNCH_ORDERS = {"plan": "plan", "sweeps": "reported"}  # sim.launch_order -> Capabilities.launch_order
 

@@ -13,7 +13,7 @@ Same interface as ``sim`` (:mod:`oto.backends.base`); every number it returns is
   ``compile_error`` (Tensile exited non-zero or timed out; the batch is bisected so one bad kernel does not
   take the others with it).
 - **measure** runs the prebuilt client (``tensile.prebuilt_client``) directly, one **sweep** per call
-  (:mod:`oto.measurement.sweeps`, :mod:`oto.tensile.client`): the plan's repetition r becomes a call whose
+  (:mod:`oto.backends.sweeps`, :mod:`oto.tensile.client`): the plan's repetition r becomes a call whose
   problems are the sizes r names and whose solutions are every kernel r names, the size's reference (the spoof
   floor) included, so each candidate is timed seconds from its reference in the same pass over the problem.
   oto writes the call's ``ClientParameters.ini`` (problem blocks in a permuted order) and a copy of the build
@@ -56,9 +56,9 @@ from typing import Any
 import yaml
 
 from oto.backends.base import BuildResult, Capabilities, Costs, Kernel, MeasurePlan, Problem, Sample, Size
+from oto.backends.sweeps import plan_sweeps, roles_of
 from oto.hardware.detect import detect_gpu
 from oto.hardware.telemetry import Sampler, TelemetrySettings, find_source, summarise
-from oto.measurement.sweeps import plan_sweeps, roles_of
 from oto.tensile.benchmark_config import APU_GLOBAL_PARAMETERS, benchmark_config
 from oto.tensile.client import (
     ClientFilesError,
@@ -341,7 +341,7 @@ class TensileBackend:
         results[k.id] = BuildResult(k.id, "compile_error", f"{why}; log {run.log}: {run.tail(3)}")
         return folder
 
-    # -- measure (one client call per sweep: oto.measurement.sweeps, oto.tensile.client)
+    # -- measure (one client call per sweep: oto.backends.sweeps, oto.tensile.client)
     def measure(self, problem: Problem, plan: MeasurePlan, workdir: Path) -> list[Sample]:
         launches = list(plan.launches)
         if not launches:

@@ -37,7 +37,7 @@ from typing import Any
 import oto
 from oto.agent.audit import Redactor
 from oto.files import dump_yaml, read_yaml
-from oto.fleet.device import profile_hash
+from oto.hardware.device_profile import profile_hash
 from oto.registry.job_files import job_file_text, read_job_file
 from oto.registry.records import config_hash
 from oto.tensile.logic_writer import MINIMUM_REQUIRED_VERSION

@@ -23,20 +23,13 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from oto.hardware.device_profile import check_device_profile
 from oto.hardware.profile import isa_name, validate_profile
 
 Runner = Callable[[list[str]], "str | None"]
 AMD_VENDOR = 0x1002
 BUS_BITS_MAX = 128  # every APU oto targets has a 128-bit memory interface (2 x 64-bit DDR4 or 4 x 32 LPDDR4x)
-# A device profile may differ from its arch profile in these fields only (memory: its bandwidth and usable
-# size, never whether it is shared with the CPU).
-REFINED = ("name", "compute_units", "clock_mhz", "memory", "device")
-REFINED_MEMORY = ("kind", "peak_bandwidth_gbs", "sustained_bandwidth_gbs", "usable_device_memory_bytes")
 USABLE_SHARE = 0.9  # of the GPU's local memory pool a benchmark may allocate
-
-
-class DeviceProfileError(ValueError):
-    pass
 
 
 def run_command(cmd: list[str], timeout: float = 20) -> str | None:
@@ -353,75 +346,3 @@ def device_profile(arch_profile: Mapping[str, Any], facts: DeviceFacts, source: 
     validate_profile(prof, f"device profile of {public['id']}")
     check_device_profile(arch_profile, prof, f"device profile of {public['id']}")
     return prof
-
-
-def _range(arch_profile: Mapping, name: str, own: float) -> tuple[float, float]:
-    r = (arch_profile.get("device_range") or {}).get(name)
-    return (float(r["min"]), float(r["max"])) if r else (own, own)
-
-
-def check_device_profile(arch_profile: Mapping[str, Any], device: Mapping[str, Any], source: str) -> None:
-    """A device profile may refine its arch profile only in CUs, clock and memory bandwidth, within the arch
-    profile's ``device_range``; everything else must be the arch profile's. Errors name the file and field."""
-
-    def fail(field_name: str, problem: str) -> None:
-        raise DeviceProfileError(f"{source}: field '{field_name}': {problem}")
-
-    if device.get("arch") != arch_profile["arch"]:
-        fail("arch", f"{device.get('arch')!r} is not the run's arch {arch_profile['arch']!r}")
-    for key in sorted(set(arch_profile) | set(device)):
-        if key in REFINED or key in ("device_range", "timing"):
-            continue
-        if device.get(key) != arch_profile.get(key):
-            fail(
-                key,
-                f"differs from the arch profile ({device.get(key)!r} vs {arch_profile.get(key)!r}); "
-                f"a device profile may only refine {', '.join(REFINED[1:4])}",
-            )
-    timing, arch_timing = dict(device.get("timing") or {}), dict(arch_profile.get("timing") or {})
-    sustained, arch_sustained = (
-        timing.pop("sustained_clock_mhz", {}),
-        arch_timing.pop("sustained_clock_mhz", {}),
-    )
-    for key in sorted(set(timing) | set(arch_timing)):
-        if timing.get(key) != arch_timing.get(key):
-            fail(
-                f"timing.{key}",
-                f"differs from the arch profile ({timing.get(key)!r} vs {arch_timing.get(key)!r})",
-            )
-    if set(sustained) != set(arch_sustained):
-        fail("timing.sustained_clock_mhz", f"rate classes {sorted(sustained)} are not the arch profile's")
-    share = float(device.get("clock_mhz") or 0) / float(arch_profile["clock_mhz"])
-    for rate, mhz in sorted(arch_sustained.items()):
-        if not isinstance(sustained[rate], int | float) or sustained[rate] > mhz * share * 1.01:
-            fail(
-                f"timing.sustained_clock_mhz.{rate}",
-                f"{sustained[rate]!r} is above the arch profile's share of the device clock "
-                f"({mhz * share:.1f})",
-            )
-    mem, arch_mem = device.get("memory") or {}, arch_profile["memory"]
-    for key in sorted(set(arch_mem) | set(mem)):
-        if key not in REFINED_MEMORY and mem.get(key) != arch_mem.get(key):
-            fail(
-                f"memory.{key}", f"differs from the arch profile ({mem.get(key)!r} vs {arch_mem.get(key)!r})"
-            )
-    checks = (
-        ("compute_units", device.get("compute_units"), arch_profile["compute_units"]),
-        ("clock_mhz", device.get("clock_mhz"), arch_profile["clock_mhz"]),
-        ("peak_bandwidth_gbs", mem.get("peak_bandwidth_gbs"), arch_mem["peak_bandwidth_gbs"]),
-    )
-    for name, value, own in checks:
-        lo, hi = _range(arch_profile, name, own)
-        if not isinstance(value, int | float) or not lo <= value <= hi:
-            where = name if name != "peak_bandwidth_gbs" else f"memory.{name}"
-            fail(where, f"{value!r} is outside the range of {arch_profile['arch']} devices [{lo:g}, {hi:g}]")
-    ratio = arch_mem["sustained_bandwidth_gbs"] / arch_mem["peak_bandwidth_gbs"]
-    if mem.get("sustained_bandwidth_gbs", 0) > mem.get("peak_bandwidth_gbs", 0) * ratio * 1.01:
-        fail("memory.sustained_bandwidth_gbs", f"above {ratio:.0%} of the peak, the arch profile's share")
-
-
-def profile_hash(profile: Mapping[str, Any]) -> str:
-    """sha256 of a profile's canonical JSON (key order and YAML formatting do not matter)."""
-    import json
-
-    return hashlib.sha256(json.dumps(profile, sort_keys=True, default=str).encode()).hexdigest()

@@ -37,11 +37,11 @@ from typing import Any
 
 import yaml
 
+from oto.deck.shards import Shard, ShardError
 from oto.fleet.bundle import DESCRIPTOR, MANIFEST, SCHEMA_VERSION, file_sha256
-from oto.fleet.device import DeviceProfileError, check_device_profile
-from oto.fleet.shards import Shard, ShardError
 from oto.gemm import FamilyCodeError, Library
 from oto.hardware.ceilings import family_peak_gflops
+from oto.hardware.device_profile import DeviceProfileError, check_device_profile
 from oto.hardware.profile import ProfileError, validate_profile
 from oto.registry.records import COLUMNS, KEY, KINDS
 from oto.tensile.logic_writer import MINIMUM_REQUIRED_VERSION

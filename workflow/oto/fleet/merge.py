@@ -39,12 +39,12 @@ import numpy as np
 
 import oto
 from oto.deck.model import Deck, LibraryDeck, write_deck_yaml, write_library_yaml
+from oto.deck.shards import Shard
 from oto.deck.sources import load_deck
 from oto.files import atomic_write_text, read_yaml, write_yaml
 from oto.fleet import split_passthrough
 from oto.fleet.bundle import SUFFIX, file_sha256
 from oto.fleet.intake import Accepted, Expect, Limits, Rejected, open_bundle
-from oto.fleet.shards import Shard
 from oto.gemm import Library
 from oto.hardware.ceilings import ceilings_document, family_peak_gflops, roofline_gflops
 from oto.measurement.selection import summarise, verdict

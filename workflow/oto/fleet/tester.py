@@ -23,10 +23,11 @@ from typing import Any
 
 import yaml
 
+from oto.deck.shards import Shard, ShardError
 from oto.files import atomic_write_text, dump_yaml, read_yaml
 from oto.fleet import split_passthrough
 from oto.fleet.bundle import BundleError, BundleSpec, Scrubber, file_sha256, write_bundle
-from oto.fleet.device import DeviceFacts, DeviceProfileError, device_profile, read_facts, run_command
+from oto.fleet.device import DeviceFacts, device_profile, read_facts, run_command
 from oto.fleet.preflight import (
     Check,
     as_records,
@@ -37,7 +38,7 @@ from oto.fleet.preflight import (
     power_facts,
     session_facts,
 )
-from oto.fleet.shards import Shard, ShardError
+from oto.hardware.device_profile import DeviceProfileError
 from oto.hardware.profile import load_profile, profile_path
 
 DEFAULT_CONFIGS = ("config/tester.yaml", "config/config.yaml")

@@ -47,7 +47,7 @@ import pandas as pd
 
 from oto.gemm import Library, gemm_flops
 from oto.hardware.ceilings import family_peak_gflops
-from oto.measurement.numbers import finite  # noqa: F401  (part of this module's interface)
+from oto.numbers import finite  # noqa: F401  (part of this module's interface)
 
 SAMPLE_COLUMNS = [
     "seq",

@@ -36,7 +36,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 import oto
-from oto.measurement.numbers import finite
+from oto.numbers import finite
 
 SCHEMA_VERSION = 1
 KINDS = ("proposed", "rejected", "built", "benchmarked", "failed")

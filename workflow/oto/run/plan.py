@@ -13,10 +13,10 @@ from typing import Any
 
 from oto.config import ConfigError, validate_config
 from oto.deck.model import DeckError
+from oto.deck.shards import Shard, ShardError
 from oto.deck.sources import SHIPPED_MANIFEST, deck_from_rocblas_dir, read_manifest
-from oto.fleet.device import DeviceProfileError, check_device_profile
-from oto.fleet.shards import Shard, ShardError
 from oto.gemm import FamilyCodeError, Library
+from oto.hardware.device_profile import DeviceProfileError, check_device_profile
 from oto.hardware.profile import ProfileError, load_profile, profile_path
 from oto.search.strategies import StrategyError, make_strategy
 from oto.tensile.logic_reader import LogicFileError, read_exact_rows

@@ -13,8 +13,8 @@ from oto.gemm import Library
 from oto.registry.records import TOPUP
 from oto.registry.transfer import Knowledge
 from oto.search.strategies import Evidence, Observation
+from oto.search.tensile_space import tensile_space
 from oto.tensile import legality
-from oto.tensile.space import tensile_space
 
 PRIOR_KEPT = 48  # family kernels transferred as prior evidence
 TOPUPS = 2

@@ -1,8 +1,8 @@
 """The one search space every proposer works in: ordered parameters plus a validity rule.
 
 Strategies and the agent search any space described this way. Tensile's kernel parameters are one instance
-(:func:`oto.tensile.space.tensile_space`: values from :data:`oto.tensile.params.PARAMS`, validity = Tensile's
-legality rules, with their reasons); a Kernel Tuner cache is another
+(:func:`oto.search.tensile_space.tensile_space`: values from :data:`oto.tensile.params.PARAMS`, validity =
+Tensile's legality rules, with their reasons); a Kernel Tuner cache is another
 (:func:`oto.search.tuning_cache.load_cache` builds one whose members are the configurations in the cache,
 exactly like Kernel Tuner's own restriction inference).
 

@@ -5,13 +5,12 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import Any, Protocol
 
 import jinja2
 import yaml
 
 import oto
-from oto.deck.model import LibraryDeck
 from oto.tensile.defaults import TENSILE_MIN_VERSION, benchmark_problem_type
 
 # GlobalParameters for a consumer APU; the emitted tensile_config.yaml template uses the same values
@@ -76,8 +75,16 @@ def _plain(params: Mapping[str, Any]) -> dict[str, Any]:
 PROFILE_FIELDS = ("arch", "tensile.logic_prefix", "tensile.device_names")  # what the rendering reads
 
 
+class BenchmarkedLibrary(Protocol):
+    """What a benchmark config needs of a library (a deck slice, :class:`oto.deck.model.LibraryDeck`, has
+    it): its Tensile problem-type name and problem type. Tensile interop sits below the deck."""
+
+    name: str
+    problem_type: Mapping
+
+
 def render_benchmark_yaml(
-    deck: LibraryDeck,
+    deck: BenchmarkedLibrary,
     profile: Mapping,
     generation: int,
     kernels: list[Mapping],
