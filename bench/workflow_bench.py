@@ -37,7 +37,6 @@ import yaml
 REPO = Path(__file__).resolve().parents[1]
 TARGET = "results/gfx90c/TensileLibrary.dat"
 COPIED = ("Snakefile", "rules", "scripts", "config", "arch_profiles", "profiles", "workflow")
-GPU_RULES = ("benchmark", "finalize")
 
 
 def scratch_copy(tree: Path, root: Path, overrides: dict | None = None) -> Path:
@@ -167,8 +166,10 @@ def main() -> None:
         print(f"\n{'rule':12s} {'jobs':>5s} {'s per job':>10s} {'s total':>8s}")
         for rule, ds in sorted(per_rule.items(), key=lambda kv: -sum(kv[1])):
             print(f"{rule:12s} {len(ds):5d} {sum(ds) / len(ds):10.2f} {sum(ds):8.1f}")
-        gpu = sum(sum(ds) for r, ds in per_rule.items() if r in GPU_RULES)
-        other = [d for r, ds in per_rule.items() if r not in GPU_RULES for d in ds]
+        from oto.stages import gpu_stages  # the stages declared gpu=True
+
+        gpu = sum(sum(ds) for r, ds in per_rule.items() if r in gpu_stages())
+        other = [d for r, ds in per_rule.items() if r not in gpu_stages() for d in ds]
         print(
             f"\nGPU work (benchmark + finalize jobs): {gpu:.1f} s; orchestration (the other {len(other)} "
             f"jobs): {sum(other):.1f} s, {sum(other) / len(other):.2f} s per job"

@@ -6,15 +6,16 @@ rule benchmark:
         profile=ancient(PROFILE),
     output:
         "results/{arch}/{library}/gen{gen}/samples.csv",
-    params:
-        workdir=lambda wc: f"results/{wc.arch}/{wc.library}/gen{wc.gen}/work",
-        profile=profile_view("benchmark"),
-    resources:
-        gpu=1,
-    priority: 10
     log:
         "results/{arch}/logs/{library}/gen{gen}/benchmark.log",
+    priority: 10
     conda:
         "../workflow/envs/oto.yaml"
+    resources:
+        gpu=1,
+    params:
+        results=f"results/{ARCH}",
+        workdir=lambda wc: f"results/{wc.arch}/{wc.library}/gen{wc.gen}/work",
+        profile=profile_view("benchmark"),
     script:
         "../scripts/benchmark.py"

@@ -3,11 +3,11 @@ rule ceilings:
         profile=ancient(PROFILE),
     output:
         "results/{arch}/ceilings.yaml",
-    params:
-        profile=profile_view("ceilings"),
     log:
         "results/{arch}/logs/ceilings.log",
     conda:
         "../workflow/envs/oto.yaml"
+    params:
+        profile=profile_view("ceilings"),
     script:
         "../scripts/ceilings.py"

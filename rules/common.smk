@@ -96,8 +96,7 @@ def emit_inputs(wc):
 def select_inputs(wc):
     return {
         "profile": ancient(PROFILE),
-        **generation_inputs(wc, scores="scores.csv", candidates="candidates.yaml",
-                            build="build.yaml"),
+        **generation_inputs(wc, scores="scores.csv", candidates="candidates.yaml", build="build.yaml"),
     }
 
 

@@ -6,12 +6,12 @@ rule compile:
         profile=ancient(PROFILE),
     output:
         "results/{arch}/{library}/gen{gen}/build.yaml",
-    params:
-        workdir=lambda wc: f"results/{wc.arch}/{wc.library}/gen{wc.gen}/work",
-        profile=profile_view("compile"),
     log:
         "results/{arch}/logs/{library}/gen{gen}/compile.log",
     conda:
         "../workflow/envs/oto.yaml"
+    params:
+        workdir=lambda wc: f"results/{wc.arch}/{wc.library}/gen{wc.gen}/work",
+        profile=profile_view("compile"),
     script:
         "../scripts/compile.py"

@@ -25,5 +25,7 @@ rule dashboard:
         "results/{arch}/logs/dashboard.log",
     conda:
         "../workflow/envs/oto.yaml"
+    params:
+        results=f"results/{ARCH}",
     script:
         "../scripts/dashboard.py"

@@ -4,12 +4,13 @@ rule deck:
     output:
         deck="results/{arch}/deck.yaml",
         slices=expand("results/{{arch}}/{library}/deck.yaml", library=LIBRARIES),
-    params:
-        kind=PLAN.deck_kind,
-        libraries=LIBRARIES,
     log:
         "results/{arch}/logs/deck.log",
     conda:
         "../workflow/envs/oto.yaml"
+    params:
+        results=f"results/{ARCH}",
+        kind=PLAN.deck_kind,
+        libraries=LIBRARIES,
     script:
         "../scripts/deck.py"

@@ -4,11 +4,12 @@ rule emit:
     output:
         candidates="results/{arch}/{library}/gen{gen}/candidates.yaml",
         tensile="results/{arch}/{library}/gen{gen}/tensile_config.yaml",
-    params:
-        profile=profile_view("emit"),
     log:
         "results/{arch}/logs/{library}/gen{gen}/emit.log",
     conda:
         "../workflow/envs/oto.yaml"
+    params:
+        results=f"results/{ARCH}",
+        profile=profile_view("emit"),
     script:
         "../scripts/emit.py"

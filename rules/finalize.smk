@@ -7,15 +7,16 @@ rule finalize:
     output:
         final="results/{arch}/{library}/final.yaml",
         samples="results/{arch}/{library}/final_samples.csv",
-    params:
-        workdir=lambda wc: f"results/{wc.arch}/{wc.library}/final_work",
-        profile=profile_view("finalize"),
-    resources:
-        gpu=1,
-    priority: 10
     log:
         "results/{arch}/logs/{library}/finalize.log",
+    priority: 10
     conda:
         "../workflow/envs/oto.yaml"
+    resources:
+        gpu=1,
+    params:
+        results=f"results/{ARCH}",
+        workdir=lambda wc: f"results/{wc.arch}/{wc.library}/final_work",
+        profile=profile_view("finalize"),
     script:
         "../scripts/finalize.py"

@@ -5,11 +5,11 @@ rule normalise:
         profile=ancient(PROFILE),
     output:
         "results/{arch}/{library}/gen{gen}/scores.csv",
-    params:
-        profile=profile_view("normalise"),
     log:
         "results/{arch}/logs/{library}/gen{gen}/normalise.log",
     conda:
         "../workflow/envs/oto.yaml"
+    params:
+        profile=profile_view("normalise"),
     script:
         "../scripts/normalise.py"

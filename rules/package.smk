@@ -7,13 +7,13 @@ rule logic:
         "results/{arch}/logic/{prefix}_{library}.yaml",
         # where its numbers came from; JSON, which TensileCreateLibrary never reads (oto.tensile.provenance)
         provenance="results/{arch}/logic/{prefix}_{library}.provenance.json",
-    params:
-        label=lookup(dpath="package/label", within=config),
-        profile=profile_view("logic"),
     log:
         "results/{arch}/logs/{library}/logic_{prefix}.log",
     conda:
         "../workflow/envs/oto.yaml"
+    params:
+        label=lookup(dpath="package/label", within=config),
+        profile=profile_view("logic"),
     script:
         "../scripts/logic.py"
 
@@ -64,12 +64,12 @@ rule package:
     output:
         "results/{arch}/TensileLibrary.dat",
         manifest="results/{arch}/library/manifest.yaml",
-    params:
-        label=lookup(dpath="package/label", within=config),
-        profile=profile_view("package"),
     log:
         "results/{arch}/logs/package.log",
     conda:
         "../workflow/envs/oto.yaml"
+    params:
+        label=lookup(dpath="package/label", within=config),
+        profile=profile_view("package"),
     script:
         "../scripts/package.py"

@@ -14,5 +14,7 @@ rule registry:
         "results/{arch}/logs/registry.log",
     conda:
         "../workflow/envs/oto.yaml"
+    params:
+        results=f"results/{ARCH}",
     script:
         "../scripts/registry.py"

@@ -14,5 +14,6 @@ with stage(snakemake) as ctx:
         ctx.profile,
         ctx.config,
         Path(snakemake.params.workdir),
+        Path(snakemake.params.results),
         Path(snakemake.output[0]),
     )

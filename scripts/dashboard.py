@@ -3,10 +3,8 @@
 from pathlib import Path
 
 import _oto  # noqa: F401  (puts the oto package on sys.path)
-from oto.reporting.dashboard import publish_live, write_dashboard
 from oto.run.context import stage
+from oto.stages import dashboard
 
 with stage(snakemake) as ctx:
-    results = Path(snakemake.input.ceilings).parent
-    write_dashboard(results, ctx.config, Path(snakemake.output.page).parent)
-    publish_live(results, Path(snakemake.output.page).parent)  # the live page says the run finished too
+    dashboard.run(Path(snakemake.params.results), ctx.config, Path(snakemake.output.page).parent)

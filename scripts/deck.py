@@ -17,4 +17,4 @@ with stage(snakemake) as ctx:
         list(snakemake.output.slices),
     )
     # The run has started: the dashboard says it is waiting for first results (best effort).
-    refresh(Path(snakemake.output.deck).parent, ctx.config)
+    refresh(Path(snakemake.params.results), ctx.config)

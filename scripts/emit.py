@@ -13,6 +13,7 @@ with stage(snakemake) as ctx:
         ctx.profile,
         ctx.config,
         ctx.optional_input(snakemake, "previous"),
+        Path(snakemake.params.results),
         Path(snakemake.output.candidates),
         Path(snakemake.output.tensile),
     )

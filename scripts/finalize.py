@@ -13,6 +13,7 @@ with stage(snakemake) as ctx:
         ctx.profile,
         ctx.config,
         Path(snakemake.params.workdir),
+        Path(snakemake.params.results),
         Path(snakemake.output.final),
         Path(snakemake.output.samples),
     )

@@ -13,6 +13,7 @@ with stage(snakemake) as ctx:
         ctx.optional_input(snakemake, "previous"),
         ctx.profile,
         ctx.config,
+        Path(snakemake.params.results),
         Path(snakemake.output[0]),
         agent_audit=Path(snakemake.log.agent),
         previous_build=ctx.optional_input(snakemake, "prev_build"),

@@ -19,4 +19,4 @@ with stage(snakemake) as ctx:
         out_registry=Path(snakemake.output.registry),
     )
     # The live dashboard, one generation behind at most; best effort: never fails the select job.
-    refresh(Path(snakemake.output[0]).parents[2], ctx.config)
+    refresh(Path(snakemake.params.results), ctx.config)

@@ -40,9 +40,10 @@ def _config(api_url: str | None = None, **agent) -> dict:
 
 
 def _run(tmp_path: Path, deck_path: Path, config: dict, selection: Path | None = None, gen: int = 0, **kw):
-    out = tmp_path / "results" / "gfx90c" / LIB / f"gen{gen}" / "proposals.yaml"
-    audit = tmp_path / "results" / "gfx90c" / "logs" / LIB / f"gen{gen}" / "agent.jsonl"
-    mutate.run(gen, deck_path, selection, PROFILE, config, out, agent_audit=audit, **kw)
+    results = tmp_path / "results" / "gfx90c"
+    out = results / LIB / f"gen{gen}" / "proposals.yaml"
+    audit = results / "logs" / LIB / f"gen{gen}" / "agent.jsonl"
+    mutate.run(gen, deck_path, selection, PROFILE, config, results, out, agent_audit=audit, **kw)
     return read_yaml(out), audit
 
 

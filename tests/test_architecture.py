@@ -1,6 +1,6 @@
 """The house rules of docs/architecture.md, checked on the source: the package's floors (a module imports only
 its own folder and the floors below it), the domain never imports the stages, a stage never imports another
-stage, and every folder of the package says what it holds."""
+stage, stages stay short (a line budget), and every folder of the package says what it holds."""
 
 from __future__ import annotations
 
@@ -96,16 +96,54 @@ def test_every_import_goes_down_the_floors():
     assert not offenders, "\n".join(offenders)
 
 
+STAGES = PACKAGE / "stages"
+
+
 def test_the_domain_never_imports_stages_and_stages_never_import_each_other():
+    """The domain (every floor below the stages) never imports them. A stage imports its package (the Stage
+    type it declares itself with), never a sibling stage; the Snakemake glue above reads the declarations
+    (the package), and a stage module is imported by its rule's script only."""
+    modules = {p.stem for p in STAGES.glob("*.py")} - {"__init__"}
     offenders = []
     for path in PACKAGE.rglob("*.py"):
         mod, deps = _module(path), _imports(path)
         stage_deps = {d for d in deps if d == "oto.stages" or d.startswith("oto.stages.")}
-        if not mod.startswith("oto.stages"):
+        stage_modules = {d for d in stage_deps if d.split(".")[2:3] and d.split(".")[2] in modules}
+        if _floor(mod) < _floor("oto.stages"):
             offenders += [f"{mod} imports {d} (the domain never imports a stage)" for d in stage_deps]
+        elif mod.startswith("oto.stages"):
+            offenders += [f"{mod} imports {d} (shared code belongs in the domain)" for d in stage_modules]
         else:
-            offenders += [f"{mod} imports {d} (shared code belongs in the domain)" for d in stage_deps]
+            offenders += [f"{mod} imports {d} (read the declarations: oto.stages)" for d in stage_modules]
     assert not offenders, "\n".join(sorted(offenders))
+
+
+# Stages orchestrate (read the inputs, call the domain, write the outputs), so a stage module stays short; a
+# function that outgrows a screen hides a second job. The budget of issue #25.
+STAGE_MODULE_LINES = 60
+FUNCTION_LINES = 100
+FUNCTION_BUDGET_FOLDERS = ("stages", "measurement")
+
+
+def test_stage_modules_stay_within_their_line_budget():
+    over = {
+        p.name: n
+        for p in STAGES.glob("*.py")
+        if p.name != "__init__.py" and (n := len(p.read_text().splitlines())) > STAGE_MODULE_LINES
+    }
+    assert not over, f"stage modules over {STAGE_MODULE_LINES} lines (move domain work to the domain): {over}"
+
+
+def test_functions_of_stages_and_measurement_stay_within_their_line_budget():
+    over = []
+    for folder in FUNCTION_BUDGET_FOLDERS:
+        for path in (PACKAGE / folder).rglob("*.py"):
+            for node in ast.walk(ast.parse(path.read_text())):
+                if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
+                    lines = node.end_lineno - node.lineno + 1
+                    if lines > FUNCTION_LINES:
+                        over.append(f"{path.relative_to(PACKAGE)}:{node.lineno} {node.name}: {lines} lines")
+    assert not over, f"functions over {FUNCTION_LINES} lines:\n" + "\n".join(over)
 
 
 # The oto commands that plan a run as Snakemake would; everything else below run/ is domain or stage.

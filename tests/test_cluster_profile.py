@@ -17,11 +17,12 @@ from pathlib import Path
 
 import pytest
 import yaml
+from oto.stages import gpu_stages
 from workflow_helpers import FAST_CONFIG, REPO, make_workdir, snakemake
 
 pytest.importorskip("snakemake_executor_plugin_slurm")
 PROFILE = REPO / "profiles" / "slurm" / "config.yaml"
-GPU_RULES = {"benchmark", "finalize"}
+GPU_RULES = set(gpu_stages())  # the stages declared gpu=True (oto.stages)
 
 
 def test_the_slurm_profile_routes_gpu_jobs_to_the_gpu_partition(tmp_path):

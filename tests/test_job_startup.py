@@ -45,6 +45,17 @@ def test_a_job_loads_only_what_it_needs(module):
     assert loaded.split() == [], f"importing {module} loads {loaded.strip()}"
 
 
+def test_parsing_reads_every_stage_declaration_without_plotting():
+    """The Snakefile's parse imports every stage module (oto.stages.stages): with pandas and numpy, which
+    Snakemake has loaded already, and without matplotlib, which only drawing a chart needs."""
+    code = (
+        f"import sys; sys.path.insert(0, {str(REPO / 'workflow')!r}); import oto.stages; "
+        "print(len(oto.stages.stages()), 'matplotlib' in sys.modules)"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.split() == [str(len(list((REPO / "workflow" / "oto" / "stages").glob("[!_]*.py")))), "False"]
+
+
 def _scores_frame() -> pd.DataFrame:
     nan = math.nan
     rows = [

@@ -1,8 +1,12 @@
-"""The agent's part of the mutate stage: decide whether it runs, ask it in the library's space, and shape its
-provenance."""
+"""A generation's proposals (proposals.yaml, the agent contract) for the mutate stage: the agent's part
+(decide whether it runs, ask it in the library's space, shape its provenance), then the registry's
+deliberate top-ups and the configured search strategy in the slots it leaves; a converged library's frozen,
+empty file."""
 
 from __future__ import annotations
 
+import dataclasses
+import logging
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -10,10 +14,16 @@ from typing import Any
 from oto.agent.digest import add_last_generation, hardware, tensile_digest
 from oto.agent.engine import Outcome, propose
 from oto.agent.settings import AgentSettings, agent_status, api_key
+from oto.deck.model import LibraryDeck
 from oto.files import read_yaml
 from oto.gemm import Library
 from oto.hardware.ceilings import theoretical_gflops
+from oto.registry.transfer import Knowledge
+from oto.search.evidence import evidence_for, topups
 from oto.search.space import Space
+from oto.search.strategies import make_strategy
+
+log = logging.getLogger(__name__)
 
 
 def ledger_path(results_arch_dir: Path) -> Path:
@@ -79,3 +89,67 @@ def proposal_entries(outcome: Outcome) -> list[dict[str, Any]]:
         }
         for p in outcome.proposals
     ]
+
+
+def frozen_proposals(library: str, generation: int, selection: Mapping[str, Any] | None) -> dict | None:
+    """The frozen, empty proposals of a library that converged before ``generation`` (downstream stages carry
+    its results forward); None when it has not converged."""
+    if selection is None or not (selection.get("frozen") or selection["convergence"]["converged"]):
+        return None
+    return {
+        "library": library,
+        "generation": generation,
+        "frozen": True,
+        "proposer": "none",
+        "proposals": [],
+        "reason": f"converged at gen{selection['generation']}: {selection['convergence']['reason']}",
+    }
+
+
+def generation_proposals(
+    deck: LibraryDeck,
+    generation: int,
+    selection: Mapping[str, Any] | None,
+    profile: Mapping[str, Any],
+    config: Mapping[str, Any],
+    know: Knowledge | None,
+    read_profile: Callable[[], Mapping[str, Any]],
+    ledger: Path,
+    audit: Path | None,
+    previous_build: Path | None = None,
+    previous_candidates: Path | None = None,
+) -> dict[str, Any]:
+    """proposals.yaml of a generation that goes on: the agent takes its slots first (when it runs); the
+    registry's top-ups (``know``) and then the configured strategy fill what it leaves empty or loses to
+    validation. ``read_profile`` gives the whole profile shown to the agent (:func:`agent_proposals`)."""
+    strategy = make_strategy(config["search"]["strategy"], int(config["seed"]), config["search"]["options"])
+    evidence = evidence_for(deck, generation, selection, profile, config, know)
+    slots = int(config["search"]["candidates_per_generation"])
+    top = topups(know, generation)
+    agent = agent_proposals(
+        Library.parse(deck.name), evidence.space, generation, selection, evidence.seeds, evidence.seen,
+        read_profile, config, slots, ledger, audit, previous_build, previous_candidates,
+    )  # fmt: skip
+    taken = {evidence.space.identify(p["params"]) for p in agent.proposals}
+    top = [t for t in top if evidence.space.identify(t["params"]) not in taken]
+    evidence = dataclasses.replace(evidence, seen=evidence.seen | taken)
+    proposals = strategy.ask(evidence, max(slots - len(taken) - len(top), 0))
+    log.info(
+        "%s gen%d: %d proposals from the agent (%s: %s), %d from %s", deck.name, generation, len(taken),
+        agent.status, agent.reason, len(proposals), strategy.name,
+    )  # fmt: skip
+    return {
+        "library": deck.name,
+        "generation": generation,
+        "frozen": False,
+        "proposer": f"agent+{strategy.name}" if taken else strategy.name,
+        "proposals": [
+            *top,
+            *proposal_entries(agent),
+            *(
+                {"params": dict(p.params), "proposer": p.proposer, "rationale": p.rationale}
+                for p in proposals
+            ),
+        ],
+        "agent": agent.provenance(),
+    }

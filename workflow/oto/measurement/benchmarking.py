@@ -31,15 +31,17 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from oto.backends.base import Kernel, Launch, MeasurePlan, Sample, Size
+from oto.backends.base import Kernel, Launch, MeasurePlan, Problem, Sample, Size
 from oto.config import config_block
+from oto.deck.model import LibraryDeck
 from oto.files import atomic_write_text
+from oto.gemm import Library
 from oto.hardware import memory
 from oto.hardware.memory import oversize
 from oto.hardware.profile import profile_view
 from oto.measurement.racing import BUDGET, RaceResult, RaceSettings, decide_sizes, race
 from oto.measurement.samples import read_samples
-from oto.measurement.scoring import MEASUREMENT_COLUMNS, SAMPLE_COLUMNS, ImplausibleReference
+from oto.measurement.scoring import MEASUREMENT_COLUMNS, SAMPLE_COLUMNS, ImplausibleReference, score_library
 from oto.registry.records import protocol_of
 
 log = logging.getLogger(__name__)
@@ -261,3 +263,37 @@ def run_race(
     if kept is not None:
         atomic_write_text(kept, result.samples.to_csv(index=False))
     return result
+
+
+def race_library(
+    backend,
+    deck: LibraryDeck,
+    profile: Mapping,
+    config: Mapping,
+    kernels: Mapping[str, Kernel],
+    sizes: Sequence[Size],
+    candidates: Mapping[int, Sequence[str]],
+    reference: Mapping[int, str],
+    workdir: Path,
+    job: str,
+    results: Path,
+) -> RaceResult:
+    """One benchmark or finalize job's race of ``kernels`` (built) on one library of the deck at ``sizes``:
+    scored as normalise scores (with fewer resamples: :data:`RACE_BOOTSTRAP`), the launch plan seeded by the
+    run's seed, library and ``job`` (``gen<N>`` or ``final``), the samples kept in
+    ``results/measurements/<library>/<job>`` (``results``: the run's folder, results/<arch>)."""
+    library = Library.parse(deck.name)
+    size_lists = [s.as_list() for s in sizes]
+    return run_race(
+        backend,
+        Problem.of(deck, profile),
+        kernels,
+        sizes,
+        candidates,
+        reference,
+        lambda df, only: score_library(df, library, size_lists, profile, config, only, RACE_BOOTSTRAP),
+        config,
+        workdir,
+        f"{config['seed']}:{deck.name}:{job}",
+        archive=Path(results) / "measurements" / deck.name / job,
+    )

@@ -1,6 +1,6 @@
 """Selection: per size, the best kernel so far, its verdict against the spoof floor and its ceilings; a
-library's summary and convergence; the evidence strategies learn from; the finalists of the full-deck run
-(reading selection.yaml: :mod:`oto.measurement.selection_file`).
+library's summary and convergence; the evidence strategies learn from; a generation's selection document
+(selection.yaml; reading it: :mod:`oto.measurement.selection_file`); the finalists of the full-deck run.
 
 Scores are ratios to the same reference kernel at each size, so they compare across generations: the best
 of generation N is the better of generation N's winner and the carried best of N-1.
@@ -217,3 +217,69 @@ def finalists(selection: Mapping) -> dict[str, Mapping]:
     won = Counter(r["winner"] for r in selection["per_size"] if r.get("winner"))
     ranked = sorted(won, key=lambda k: (-won[k], k))[:MAX_FINALISTS]
     return {k: selection["kernels"][k] for k in ranked}
+
+
+def carried_forward(previous: Mapping[str, Any], generation: int) -> dict[str, Any]:
+    """The selection of a frozen generation (its library converged): the previous one's, carried forward."""
+    doc = dict(previous)
+    doc.update(generation=generation, frozen=True)
+    return doc
+
+
+def selection_document(
+    cands: Mapping[str, Any],
+    build: Mapping[str, Any],
+    scores: Sequence[Mapping],
+    previous: Mapping[str, Any] | None,
+    profile: Mapping,
+    config: Mapping,
+) -> dict[str, Any]:
+    """selection.yaml of one generation from its candidates, builds and scores (rows of scores.csv) and the
+    previous generation's selection: the best kernel per tuning size so far, the kernels that are winners,
+    failures, convergence, the evidence for the next generation and how well the proposals were spent."""
+    generation = int(cands["generation"])
+    params = {k["id"]: k["params"] for k in cands.get("kernels", [])}
+    previous_rows = {int(r["size_index"]): r for r in previous["per_size"]} if previous else None
+    tolerance = float(config["benchmark"]["tie_tolerance"])
+    library = Library.parse(cands["library"])
+    rows = per_size_rows(scores, cands["sizes"], library, profile, tolerance, generation, previous_rows)
+
+    failures = Counter(previous["summary"]["failures"]) if previous else Counter()
+    failures.update(b["status"] for b in build.get("kernels", []) if b["status"] != "ok")
+    failures.update(r["class"] for r in cands.get("rejected", []))
+    failures.update(measurement_failures(scores))
+
+    kernels = dict(previous["kernels"]) if previous else {}
+    for r in rows:
+        if r["winner"] and r["winner"] not in kernels:
+            kernels[r["winner"]] = params[r["winner"]]
+    kernels = {k: v for k, v in kernels.items() if any(r["winner"] == k for r in rows)}
+    summary = summarise(rows, failures)
+    history = [*((previous or {}).get("convergence", {}).get("history", [])), summary["geomean_score"] or 0.0]
+    measured = sorted(
+        set(previous.get("measured", []) if previous else [])
+        | set(params)
+        | {r["id"] for r in cands.get("rejected", []) if r.get("id")}
+    )
+    build_failures = {
+        b["id"]: (b["status"], b.get("reason", "")) for b in build.get("kernels", []) if b["status"] != "ok"
+    }
+    conv = config["search"]["convergence"]
+    return {
+        "library": library.name,
+        "generation": generation,
+        "frozen": False,
+        "provenance": build.get("provenance", {}),
+        "measurement": {"drift": str(scores[0]["drift"]) if scores and "drift" in scores[0] else None},
+        "sizes": cands["sizes"],
+        "deck_indices": cands.get("deck_indices", []),
+        "per_size": rows,
+        "kernels": kernels,
+        "summary": summary,
+        "convergence": convergence(history, float(conv["epsilon"]), int(conv["patience"])),
+        "observations": observations(
+            scores, params, rows, (previous or {}).get("observations", []), build_failures
+        ),
+        "measured": measured,
+        "novelty": novelty(cands, rows, generation),
+    }

@@ -38,6 +38,15 @@ class Knowledge:
     # Opt-in priors of another kind of numbers (registry.simulated_priors), labelled {"numbers": ...}.
     priors: list[dict[str, Any]] = field(default_factory=list)
 
+    def summary(self) -> str:
+        """One line for a job's log: what it knows, and of which numbers."""
+        others = ", ".join(sorted({p["numbers"] for p in self.priors})) or "none"
+        return (
+            f"registry knowledge ({self.numbers} numbers only): {len(self.own)} kernel(s) of this library, "
+            f"{len(self.family)} of its family, {len(self.measured)} measured here before under this "
+            f"protocol; {len(self.priors)} labelled prior(s) of other numbers ({others})"
+        )
+
 
 # Sizes whose (M, N, batch, K) differ by about 1.4x in each dimension still inform each other.
 SIZE_BANDWIDTH = math.log(2) / 2

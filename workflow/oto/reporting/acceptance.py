@@ -11,7 +11,6 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from oto.files import StageFileError, read_yaml, require
-from oto.reporting import plots
 from oto.reporting.dashboard import css, environment, fmt
 
 ORDER_TEXT = {
@@ -136,6 +135,10 @@ def inline_svg(svg: str) -> str:
 
 
 def render_html(data: Mapping, deck_source: Mapping) -> str:
+    # matplotlib is loaded where a chart is drawn, as the dashboard does: parsing the workflow imports every
+    # stage module (oto.stages.stages) and should not load it.
+    from oto.reporting import plots
+
     libs = {lib["library"]: lib for lib in data["libraries"]}
     return (
         environment()

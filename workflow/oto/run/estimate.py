@@ -31,6 +31,7 @@ from pathlib import Path
 from typing import Any
 
 from oto.backends.base import Costs
+from oto.stages import gpu_stages, stages
 
 # Means over the default demo's 32 benchmark jobs (simulated gfx90c, seed 1, 2026-12-01).
 TOPUP_SHARE = 0.51  # share of the top-up budget (budget - probe) a race spends
@@ -41,11 +42,9 @@ ESTIMATE_FILE = ".snakemake/oto/estimate.json"  # written when a run starts, rea
 # Mean wall seconds of a job that is not a benchmark, where this folder has no recorded durations yet:
 # bench/workflow_bench.py's demo on the 2-core development machine (bench/RESULTS.md, after issue #18).
 JOB_SECONDS = 0.5
-
-# The workflow's rules per generation and per library, in DAG order (rules/*.smk).
-GENERATION_RULES = ("mutate", "emit", "compile", "benchmark", "normalise", "select")
-LIBRARY_RULES = ("finalize", "logic")
-RUN_RULES = ("ceilings", "deck", "registry", "report", "dashboard", "package")
+# The order of a run's job counts: per generation, per library, per run (family summaries are built on
+# request only: no default target needs them).
+JOB_SCOPES = ("generation", "library", "run")
 
 
 @dataclass(frozen=True)
@@ -185,13 +184,15 @@ def estimate_run(
                 _mean_kernel_us(gpu, library, deck_lib, every),
             )
         )
-    per_gen = len(libraries) * gens
-    est.jobs = {
-        **{r: per_gen for r in GENERATION_RULES},
-        **{r: len(libraries) for r in LIBRARY_RULES},
-        **{r: 1 for r in RUN_RULES},
-    }
+    est.jobs = run_jobs(len(libraries), gens)
     return est
+
+
+def run_jobs(libraries: int, generations: int) -> dict[str, int]:
+    """Jobs per rule of a fresh run, from each stage's declared scope (oto.stages), in the order of
+    ``JOB_SCOPES`` and, within a scope, workflow order."""
+    per_scope = {"generation": libraries * generations, "library": libraries, "run": 1}
+    return {s.name: per_scope[scope] for scope in JOB_SCOPES for s in stages() if s.scope == scope}
 
 
 def plan_estimate(plan, profile: Mapping[str, Any]) -> RunEstimate:
@@ -344,7 +345,7 @@ def _override(config: dict, item: str) -> None:
 
 def job_overhead(durations: Mapping[str, list[float]]) -> tuple[float, str]:
     """Mean seconds of a job that is not a benchmark: recorded in this folder, else the bench's figure."""
-    other = [d for rule, ds in durations.items() if rule not in ("benchmark", "finalize") for d in ds]
+    other = [d for rule, ds in durations.items() if rule not in gpu_stages() for d in ds]
     if len(other) >= 10:
         return sum(other) / len(other), f"mean of {len(other)} jobs recorded in .snakemake/metadata"
     return JOB_SECONDS, "per job on the 2-core development machine, bench/RESULTS.md"

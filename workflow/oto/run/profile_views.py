@@ -6,8 +6,9 @@ job: a comment or a reordered key changes nothing) and its *view* as a parameter
 stage reads, as a canonical dict (``oto.hardware.profile.profile_view``). Snakemake re-runs a job when its
 parameters change, so a job re-runs exactly when a field it reads changed. The fields are declared by the
 domain code that reads them (ceilings, legality, scoring, the memory guard, each backend…) and composed per
-stage here; the stage receives a :class:`~oto.hardware.profile.ProfileView`, which refuses to read any
-other field, so a stage cannot depend on a figure its view does not carry.
+stage by the stage's declaration (``STAGE.profile`` in ``oto/stages/<stage>.py``); the stage receives a
+:class:`~oto.hardware.profile.ProfileView`, which refuses to read any other field, so a stage cannot depend
+on a figure its view does not carry.
 
 The one deliberate exception is the agent's prompt in ``mutate``: it shows Claude the whole profile, but a
 proposal stays a valid proposal when, say, the clock changes (emit re-checks legality), so its view holds
@@ -28,39 +29,22 @@ from typing import Any
 from oto.backends import profile_fields as backend_fields
 from oto.files import atomic_write_text
 from oto.gemm import Library
-from oto.hardware import memory
-from oto.hardware.ceilings import CEILING_FIELDS, PEAK_FIELDS, ROOFLINE_FIELDS
 from oto.hardware.profile import profile_view, view_paths
-from oto.tensile import benchmark_config
-from oto.tensile.install import REGISTRATION_FIELDS
-from oto.tensile.legality import Limits
-from oto.tensile.logic_writer import LABEL_FIELDS
+from oto.stages import BACKEND_FIELDS, stages
 
 RECORD = "arch_profile.json"  # under results/<arch>/: the profile the last run started with
 
 
 def stage_fields(config: Mapping[str, Any]) -> dict[str, tuple[str, ...]]:
-    """Per stage (rule), the profile fields it reads; ``{rate_class}`` is the job's library's rate class."""
+    """Per stage (rule) that takes the profile, in workflow order, the fields it reads (its declaration's,
+    with the configured backend's in place of ``BACKEND_FIELDS``); ``{rate_class}`` is the job's library's
+    rate class."""
     backend = backend_fields(config["backend"])
-    # Scoring (oto.measurement.scoring.score_library) reads the family's peak, whose fields include the
-    # nominal clock; selection's per-size rows read the roofline. (Named here from oto.hardware.ceilings, not
-    # imported from the measurement modules: parsing the workflow should not load pandas.)
-    scoring, selection = PEAK_FIELDS, ROOFLINE_FIELDS
-    measured = ("arch", *backend, *memory.PROFILE_FIELDS, *scoring)
-    table = {
-        "ceilings": CEILING_FIELDS,
-        # mutate and emit resolve the backend for its provenance (registry knowledge of the same numbers)
-        "mutate": (*REGISTRATION_FIELDS, *Limits.PROFILE_FIELDS),
-        "emit": (*REGISTRATION_FIELDS, *Limits.PROFILE_FIELDS, *benchmark_config.PROFILE_FIELDS),
-        "compile": ("arch", *backend),
-        "benchmark": measured,
-        "normalise": scoring,
-        "select": ("arch", *selection),
-        "finalize": (*measured, *selection, *Limits.PROFILE_FIELDS),
-        "logic": (*LABEL_FIELDS, *Limits.PROFILE_FIELDS),
-        "package": (*LABEL_FIELDS, *Limits.PROFILE_FIELDS, *REGISTRATION_FIELDS),
+    return {
+        s.name: tuple(dict.fromkeys(g for f in s.profile for g in (backend if f == BACKEND_FIELDS else (f,))))
+        for s in stages()
+        if s.profile is not None
     }
-    return {stage: tuple(dict.fromkeys(fields)) for stage, fields in table.items()}
 
 
 def _expand(fields: Iterable[str], rate_classes: Iterable[str]) -> list[str]:
@@ -74,7 +58,9 @@ def stage_view(
     profile: Mapping[str, Any], stage: str, config: Mapping[str, Any], library: str | None = None
 ) -> dict[str, Any]:
     """The figures ``stage`` reads from ``profile`` (for one library's job: only its rate class)."""
-    fields = stage_fields(config)[stage]
+    fields = stage_fields(config).get(stage)
+    if fields is None:
+        raise KeyError(f"stage {stage!r} reads no profile: its declaration (oto/stages/{stage}.py) has none")
     classes = [Library.parse(library).family.rate_class] if library else list(profile["rates"])
     return profile_view(profile, _expand(fields, classes))
 
@@ -134,16 +120,16 @@ def change_note(
     except (OSError, ValueError, KeyError, TypeError):
         return ""
     changes = changed_fields(old, profile)
-    stages = invalidated_stages([c[0] for c in changes], config, libraries)
-    if not stages:
+    invalidated = invalidated_stages([c[0] for c in changes], config, libraries)
+    if not invalidated:
         return ""
-    measured = [s for s in stages if s in ("benchmark", "finalize")]
-    kept = [s for s in stage_fields(config) if s not in stages]
+    measured = [s.name for s in stages() if s.gpu and s.name in invalidated]  # they measure again
+    kept = [s for s in stage_fields(config) if s not in invalidated]
     lines = [
         f"oto: {profile_file} changed since the last run in {arch_dir} started: "
         + ", ".join(f"{p} {_shown(a)} -> {_shown(b)}" for p, a, b in changes),
-        f"  this invalidates the results of: {', '.join(stages)} (Snakemake redoes those jobs and the jobs "
-        "that read their outputs)",
+        f"  this invalidates the results of: {', '.join(invalidated)} (Snakemake redoes those jobs and the "
+        "jobs that read their outputs)",
     ]
     if measured:
         lines.append(

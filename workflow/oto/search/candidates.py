@@ -1,10 +1,14 @@
 """Which proposals become candidates: canonical parameters, Tensile's legality, and never measuring a kernel
-twice (in this run, or in an earlier one under the same protocol, unless it is a deliberate top-up)."""
+twice (in this run, or in an earlier one under the same protocol, unless it is a deliberate top-up); and the
+generation's candidates document (candidates.yaml): those candidates plus the spoof-floor reference of each
+tuning size."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
+from typing import Any
 
+from oto.deck.model import LibraryDeck
 from oto.gemm import Library
 from oto.registry.records import TOPUP
 from oto.tensile import legality
@@ -70,3 +74,60 @@ def classify_proposals(
             seen.add(kid)
             kernels.append({"id": kid, "params": params, "roles": ["candidate"], **entry})
     return kernels, rejected
+
+
+def candidates_document(
+    deck: LibraryDeck,
+    generation: int,
+    frozen: bool,
+    proposals: Sequence[Mapping],
+    indices: list[int],
+    limits: legality.Limits,
+    seen: set[str],
+    registry_seen: frozenset[str] = frozenset(),
+) -> dict[str, Any]:
+    """candidates.yaml of one generation: the kernels to build (the legal, new ``proposals`` and the
+    reference of each tuning size, the deck sizes at ``indices``), the rejected proposals, and the sizes
+    whose shipped kernel Tensile cannot build (handed to a nearby size's, or left without a reference). A
+    frozen generation (converged) has no kernels."""
+    kernels, rejected = (
+        ([], [])
+        if frozen
+        else classify_proposals(list(proposals), Library.parse(deck.name), limits, seen, registry_seen)
+    )
+    reference: dict[int, str] = {}
+    substitutes: dict[int, dict] = {}
+    if not frozen:
+        by_id = {k["id"]: k for k in kernels}
+        refs = deck.references(indices, limits)
+        for local, i in enumerate(indices):
+            ref = refs[i]
+            if "substitute" in ref:
+                substitutes[local] = ref["substitute"]
+            if ref["id"] is None:
+                continue  # no shipped kernel Tensile can build near this size: no reference
+            kid = ref["id"]
+            reference[local] = kid
+            if kid in by_id:
+                if "reference" not in by_id[kid]["roles"]:
+                    by_id[kid]["roles"].append("reference")
+            else:
+                by_id[kid] = {
+                    "id": kid,
+                    "params": ref["params"],
+                    "roles": ["reference"],
+                    "proposer": "shipped",
+                    "rationale": "spoof floor: shipped gfx900 solution for this size",
+                }
+                kernels.append(by_id[kid])
+    return {
+        "library": deck.name,
+        "generation": generation,
+        "frozen": frozen,
+        "sizes": [list(deck.sizes[i][:4]) for i in indices],
+        "deck_indices": indices,
+        "reference": reference,
+        "reference_substitutes": substitutes,
+        "kernels": kernels,
+        "rejected": rejected,
+    }

@@ -11,13 +11,18 @@ from pathlib import Path
 import pandas as pd
 
 from oto.backends import job_stream, resolve
-from oto.backends.base import Kernel, Problem, Size
+from oto.backends.base import Kernel, Size
 from oto.deck.model import read_library_yaml
 from oto.files import atomic_write_text, read_yaml
-from oto.gemm import Library
-from oto.measurement.benchmarking import RACE_BOOTSTRAP, run_race
-from oto.measurement.scoring import score_library
+from oto.hardware import ceilings, memory
+from oto.measurement.benchmarking import race_library
+from oto.stages import BACKEND_FIELDS, Stage
 
+# The backend's figures, the memory guard's and scoring's (the family's peak, nominal clock included).
+PROFILE = ("arch", BACKEND_FIELDS, *memory.PROFILE_FIELDS, *ceilings.PEAK_FIELDS)
+STAGE = Stage(
+    "benchmark", "generation", "{library}/gen{gen}", ("compile", "deck", "emit"), gpu=True, profile=PROFILE
+)
 log = logging.getLogger(__name__)
 
 
@@ -28,48 +33,27 @@ def run(
     profile: Mapping,
     config: Mapping,
     workdir: Path,
+    results: Path,
     out_samples: Path,
 ) -> pd.DataFrame:
-    cands = read_yaml(candidates_path)
-    build = read_yaml(build_path)
-    deck = read_library_yaml(deck_path)
-    library = Library.parse(deck.name)
-    stage = f"gen{cands['generation']}"
-    backend = resolve(config, profile, job_stream(deck.name, stage))
+    cands, build, deck = read_yaml(candidates_path), read_yaml(build_path), read_library_yaml(deck_path)
+    job = f"gen{cands['generation']}"
     built = {b["id"] for b in build.get("kernels", []) if b["status"] == "ok"}
     kernels = {k["id"]: Kernel(k["id"], k["params"]) for k in cands.get("kernels", []) if k["id"] in built}
     candidates = [k["id"] for k in cands.get("kernels", []) if "candidate" in k["roles"] and k["id"] in built]
     reference = {int(i): kid for i, kid in (cands.get("reference") or {}).items() if kid in built}
     sizes = [Size(*map(int, s[:4])) for s in cands.get("sizes", [])]
-    size_lists = [s.as_list() for s in sizes]
-
-    result = run_race(
-        backend,
-        Problem.of(deck, profile),
-        kernels,
-        sizes,
-        {i: candidates for i in range(len(sizes))} if candidates or reference else {},
-        reference,
-        lambda df, only: score_library(df, library, size_lists, profile, config, only, RACE_BOOTSTRAP),
-        config,
-        workdir,
-        f"{config['seed']}:{deck.name}:{stage}",
-        archive=Path(out_samples).parents[2] / "measurements" / deck.name / stage,
+    per_size = {i: candidates for i in range(len(sizes))} if candidates or reference else {}
+    backend = resolve(config, profile, job_stream(deck.name, job))
+    result = race_library(
+        backend, deck, profile, config, kernels, sizes, per_size, reference, workdir, job, results
     )
-    df = result.samples
-    atomic_write_text(out_samples, df.to_csv(index=False))
-    stops = Counter(d.stop for d in result.decisions.values())
+    atomic_write_text(out_samples, result.samples.to_csv(index=False))
+    stops = dict(sorted(Counter(d.stop for d in result.decisions.values()).items()))
     log.info(
-        "%s %s: %d launches (%s) in %d round(s), %d kernels x %d sizes; sizes stopped: %s",
-        deck.name,
-        stage,
-        len(df),
-        backend.numbers,
-        result.rounds,
-        len(kernels),
-        len(sizes),
-        dict(sorted(stops.items())),
-    )
+        "%s %s: %d launches (%s) in %d round(s), %d kernels x %d sizes; sizes stopped: %s", deck.name, job,
+        len(result.samples), backend.numbers, result.rounds, len(kernels), len(sizes), stops,
+    )  # fmt: skip
     for line in result.log:
-        log.info("%s %s: %s", deck.name, stage, line)
-    return df
+        log.info("%s %s: %s", deck.name, job, line)
+    return result.samples

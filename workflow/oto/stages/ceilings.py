@@ -7,8 +7,10 @@ from collections.abc import Mapping
 from pathlib import Path
 
 from oto.files import write_yaml
-from oto.hardware.ceilings import ceilings_document
+from oto.hardware.ceilings import CEILING_FIELDS, ceilings_document
+from oto.stages import Stage
 
+STAGE = Stage(name="ceilings", scope="run", home="", profile=CEILING_FIELDS)
 log = logging.getLogger(__name__)
 
 

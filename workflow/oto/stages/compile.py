@@ -11,7 +11,15 @@ from oto.backends import job_stream, resolve
 from oto.backends.base import Kernel, Problem
 from oto.deck.model import read_library_yaml
 from oto.files import read_yaml, write_yaml
+from oto.stages import BACKEND_FIELDS, Stage
 
+STAGE = Stage(
+    name="compile",
+    scope="generation",
+    home="{library}/gen{gen}",
+    reads=("deck", "emit"),
+    profile=("arch", BACKEND_FIELDS),
+)
 log = logging.getLogger(__name__)
 
 

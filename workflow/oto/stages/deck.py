@@ -8,7 +8,9 @@ from pathlib import Path
 
 from oto.deck.model import Deck, write_deck_yaml, write_library_yaml
 from oto.deck.sources import load_deck
+from oto.stages import Stage
 
+STAGE = Stage(name="deck", scope="run", home="")  # results/<arch>/deck.yaml and <library>/deck.yaml
 log = logging.getLogger(__name__)
 
 

@@ -1,4 +1,4 @@
-"""emit: proposals → the generation's candidate kernels (legal, new) and their Tensile benchmark config."""
+"""emit: proposals → the generation's legal, new candidates (:mod:`oto.search.candidates`), Tensile config."""
 
 from __future__ import annotations
 
@@ -6,16 +6,21 @@ import logging
 from collections.abc import Mapping
 from pathlib import Path
 
-from oto.backends import job_stream, resolve
 from oto.deck.model import read_library_yaml
 from oto.deck.tuning_sizes import tuning_indices
 from oto.files import read_yaml, require, write_yaml
-from oto.gemm import Library
-from oto.registry.transfer import knowledge
-from oto.search.candidates import classify_proposals
-from oto.tensile import legality
-from oto.tensile.benchmark_config import render_benchmark_yaml
+from oto.measurement.knowledge import job_knowledge
+from oto.search.candidates import candidates_document
+from oto.stages import Stage
+from oto.tensile import benchmark_config, install, legality
 
+STAGE = Stage(
+    name="emit",
+    scope="generation",
+    home="{library}/gen{gen}",
+    reads=("deck", "mutate"),
+    profile=(*install.REGISTRATION_FIELDS, *legality.Limits.PROFILE_FIELDS, *benchmark_config.PROFILE_FIELDS),
+)
 log = logging.getLogger(__name__)
 
 
@@ -25,92 +30,31 @@ def run(
     profile: Mapping,
     config: Mapping,
     previous_selection: Path | None,
+    results: Path,
     out_candidates: Path,
     out_tensile: Path,
 ) -> dict:
-    proposals_doc = read_yaml(proposals_path)
-    generation = int(require(proposals_doc, "generation", proposals_path, int))
-    frozen = bool(proposals_doc.get("frozen", False))
+    proposals = read_yaml(proposals_path)
+    generation = int(require(proposals, "generation", proposals_path, int))
+    frozen = bool(proposals.get("frozen", False))
     deck = read_library_yaml(deck_path)
-    library = Library.parse(deck.name)
-    limits = legality.Limits.from_profile(profile)
     idx = tuning_indices(deck.sizes, int(config["benchmark"]["tuning_sizes"]))
+    seen = set(read_yaml(previous_selection).get("measured", [])) if previous_selection is not None else set()
     sizes = [list(deck.sizes[i][:4]) for i in idx]
-
-    seen: set[str] = set()
-    if previous_selection is not None:
-        seen.update(read_yaml(previous_selection).get("measured", []))
-    arch_dir = Path(out_candidates).parents[2]
-    know = None
-    if not frozen:
-        provenance = resolve(config, profile, job_stream(deck.name, f"gen{generation}")).provenance()
-        know = knowledge(arch_dir, profile["arch"], deck.name, config, sizes, provenance, as_job=True)
-    registry_seen = frozenset(know.measured) if know is not None else frozenset()
-
-    kernels, rejected = (
-        ([], [])
-        if frozen
-        else classify_proposals(
-            list(require(proposals_doc, "proposals", proposals_path, list)),
-            library,
-            limits,
-            seen,
-            registry_seen,
-        )
-    )
-    reference: dict[int, str] = {}
-    substitutes: dict[int, dict] = {}
-    if not frozen:
-        by_id = {k["id"]: k for k in kernels}
-        refs = deck.references(idx, limits)
-        for local, i in enumerate(idx):
-            ref = refs[i]
-            if "substitute" in ref:
-                substitutes[local] = ref["substitute"]
-            if ref["id"] is None:
-                continue  # no shipped kernel Tensile can build near this size: no reference
-            kid = ref["id"]
-            reference[local] = kid
-            if kid in by_id:
-                if "reference" not in by_id[kid]["roles"]:
-                    by_id[kid]["roles"].append("reference")
-            else:
-                by_id[kid] = {
-                    "id": kid,
-                    "params": ref["params"],
-                    "roles": ["reference"],
-                    "proposer": "shipped",
-                    "rationale": "spoof floor: shipped gfx900 solution for this size",
-                }
-                kernels.append(by_id[kid])
-    doc = {
-        "library": deck.name,
-        "generation": generation,
-        "frozen": frozen,
-        "sizes": sizes,
-        "deck_indices": idx,
-        "reference": reference,
-        "reference_substitutes": substitutes,
-        "kernels": kernels,
-        "rejected": rejected,
-    }
+    know = None if frozen else job_knowledge(Path(results), deck.name, generation, sizes, profile, config)
+    proposed = [] if frozen else require(proposals, "proposals", proposals_path, list)
+    measured = frozenset(know.measured if know is not None else ())
+    limits = legality.Limits.from_profile(profile)
+    doc = candidates_document(deck, generation, frozen, proposed, idx, limits, seen, measured)
     write_yaml(out_candidates, doc)
     why = "library converged; results carried forward" if frozen else "no new legal candidate"
+    reps = int(config["benchmark"]["repetitions"])
+    text = benchmark_config.render_benchmark_yaml(deck, profile, generation, doc["kernels"], sizes, reps, why)
     Path(out_tensile).parent.mkdir(parents=True, exist_ok=True)
-    Path(out_tensile).write_text(
-        render_benchmark_yaml(
-            deck, profile, generation, kernels, sizes, int(config["benchmark"]["repetitions"]), why
-        )
-    )
-    n_cand = sum("candidate" in k["roles"] for k in kernels)
+    Path(out_tensile).write_text(text)
     log.info(
-        "%s gen%d: %d candidates, %d rejected, %d reference kernels, %d sizes%s",
-        deck.name,
-        generation,
-        n_cand,
-        len(rejected),
-        len(set(reference.values())),
-        len(sizes),
-        " (frozen)" if frozen else "",
-    )
+        "%s gen%d: %d candidates, %d rejected, %d reference kernels, %d sizes%s", deck.name, generation,
+        sum("candidate" in k["roles"] for k in doc["kernels"]), len(doc["rejected"]),
+        len(set(doc["reference"].values())), len(idx), " (frozen)" if frozen else "",
+    )  # fmt: skip
     return doc

@@ -7,7 +7,9 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from oto.files import read_yaml, write_yaml
+from oto.stages import Stage
 
+STAGE = Stage(name="family", scope="family", home="family", reads=("finalize", "logic"))
 log = logging.getLogger(__name__)
 
 

@@ -10,9 +10,18 @@ from pathlib import Path
 
 from oto.deck.model import read_library_yaml
 from oto.files import read_yaml
-from oto.tensile.logic_writer import write_library_logic
+from oto.stages import Stage
+from oto.tensile.legality import Limits
+from oto.tensile.logic_writer import LABEL_FIELDS, write_library_logic
 from oto.tensile.provenance import logic_record, write_record
 
+STAGE = Stage(
+    name="logic",
+    scope="library",
+    home="logic",
+    reads=("deck", "finalize"),
+    profile=(*LABEL_FIELDS, *Limits.PROFILE_FIELDS),  # the file's name and header; each winner re-checked
+)
 log = logging.getLogger(__name__)
 
 

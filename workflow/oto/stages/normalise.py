@@ -13,10 +13,20 @@ from pathlib import Path
 from oto.config import config_block
 from oto.files import atomic_write_text, read_yaml
 from oto.gemm import Library
+from oto.hardware.ceilings import PEAK_FIELDS
 from oto.measurement.racing import BUDGET, FIXED, annotate_scores
 from oto.measurement.samples import read_samples
 from oto.measurement.scoring import ImplausibleReference, measurement_summary, score_library
+from oto.stages import Stage
 
+# Scoring reads the family's peak, whose fields include the nominal clock.
+STAGE = Stage(
+    name="normalise",
+    scope="generation",
+    home="{library}/gen{gen}",
+    reads=("benchmark", "emit"),
+    profile=PEAK_FIELDS,
+)
 log = logging.getLogger(__name__)
 
 
@@ -40,12 +50,7 @@ def run(samples_path: Path, candidates_path: Path, profile: Mapping, config: Map
     )  # fmt: skip
     log.info(
         "%s gen%s: %d scores from %d samples (%d failed, %d bad timings excluded); sizes stopped: %s",
-        library.name,
-        cands["generation"],
-        len(scores),
-        len(samples),
-        int((samples["status"] != "ok").sum()),
-        int(scores["excluded"].sum()) if len(scores) else 0,
-        stops,
-    )
+        library.name, cands["generation"], len(scores), len(samples), int((samples["status"] != "ok").sum()),
+        int(scores["excluded"].sum()) if len(scores) else 0, stops,
+    )  # fmt: skip
     return scores

@@ -13,7 +13,19 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from oto.stages import Stage
+from oto.tensile.install import REGISTRATION_FIELDS
+from oto.tensile.legality import Limits
+from oto.tensile.logic_writer import LABEL_FIELDS
 from oto.tensile.packaging import package_library
+
+STAGE = Stage(
+    name="package",
+    scope="run",
+    home="",  # TensileLibrary.dat and library/
+    reads=("dashboard", "logic", "registry", "report"),
+    profile=(*LABEL_FIELDS, *Limits.PROFILE_FIELDS, *REGISTRATION_FIELDS),
+)
 
 
 def run(logic_paths: Sequence[Path], profile: Mapping, label: str, out: Path, **options: Any) -> Path:

@@ -11,7 +11,9 @@ from typing import Any
 from oto.files import atomic_write_text, read_yaml
 from oto.reporting.acceptance import check_finals, render_html, render_markdown
 from oto.reporting.collect import collect
+from oto.stages import Stage
 
+STAGE = Stage(name="report", scope="run", home="", reads=("ceilings", "deck", "finalize"))
 log = logging.getLogger(__name__)
 
 

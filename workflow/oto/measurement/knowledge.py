@@ -1,0 +1,21 @@
+"""What earlier runs know for one mutate or emit job (:func:`oto.registry.transfer.knowledge`), under the
+measurement protocol of the backend this run resolves to: its provenance says what kind of numbers the
+job's kernels will get (simulated, replayed, measured), and only records of that kind count."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+
+from oto.backends import job_stream, resolve
+from oto.registry.transfer import Knowledge, knowledge
+
+
+def job_knowledge(
+    results: Path, library: str, generation: int, sizes: Sequence, profile: Mapping, config: Mapping
+) -> Knowledge | None:
+    """The registry's knowledge of ``library`` at the tuning ``sizes`` for the job of ``generation`` in
+    ``results`` (``results/<arch>``); None without a store. The job's own run chain is left out, so a job
+    Snakemake runs again sees what it saw the first time."""
+    provenance = resolve(config, profile, job_stream(library, f"gen{generation}")).provenance()
+    return knowledge(results, profile["arch"], library, config, sizes, provenance, as_job=True)
