@@ -98,7 +98,6 @@ ROCBLAS_FAMILIES = {
 }
 # rocblas-bench and rocBLAS's own override parser also take the one-letter precisions.
 _PRECISION_ALIASES = {"s": "f32_r", "d": "f64_r", "h": "f16_r", "c": "f32_c", "z": "f64_c", "bf16": "bf16_r"}
-BATCHING = ("none", "strided", "pointers")
 F8_REASON = "8-bit float GEMMs run on hipBLASLt; rocBLAS's Tensile libraries have none"
 
 
