@@ -54,6 +54,10 @@ CHECKS: list[tuple[str, str]] = [
         "needs SLURM: tests/test_cluster_profile.py, fake sbatch",
     ),
     (r"^pip install -e '\.\[fleet\]'$", "install: the fleet extra (S3 storage), for testers' uploads"),
+    (
+        r"^oto override ",
+        "needs an installed rocBLAS library folder; tests/test_override.py runs it on the golden gfx900 .dat",
+    ),
     (r"^python bench/workflow_bench\.py$", "run"),
     (r"^python bench/strategy_bench\.py$", "run"),
     (r"^snakemake ", "run"),

@@ -17,6 +17,10 @@ def main(argv: list[str] | None = None) -> int:
         "deck-manifest": ("derive the shipped deck manifest from a folder of logic files", _deck_manifest),
         "env": ("report GPU, ROCm, Tensile, compilers, client, API key and the auto backend", _env),
         "merge": ("merge testers' result bundles (folders or storage URLs) into one results/<arch>/", _merge),
+        "override": (
+            "rocBLAS's override file: the best shipped kernel per GEMM of your workload (stock install)",
+            _override,
+        ),
         "plan": ("estimate a configured run: jobs, timed launches, GPU time on the target, time here", _plan),
         "replay": ("score a search strategy on a recorded Kernel Tuner cache", _replay),
         "registry": ("query the experiment registry or export it as Kernel Tuner T4", _registry),
@@ -98,6 +102,12 @@ def _shards(argv: list[str]) -> int:
 
 def _merge(argv: list[str]) -> int:
     from oto.fleet.merge import main
+
+    return main(argv)
+
+
+def _override(argv: list[str]) -> int:
+    from oto.measurement.stock_override import main
 
     return main(argv)
 

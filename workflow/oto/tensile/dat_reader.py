@@ -132,7 +132,31 @@ def solution_knobs(sol: Mapping[str, Any], where: str) -> tuple[dict[str, Any], 
         knobs["KernelLanguage"] = "Source" if sm["sourceKernel"] else "Assembly"
     for param, value in name_params(str(sol.get("name", ""))).items():
         knobs.setdefault(param, value)
+    knobs.update(size_asserts(sol.get("problemPredicate")))
     return knobs, [p for p in PARAMS if p not in knobs]
+
+
+# The size-multiple predicates a solution's Assert*ElementMultiple become (solution_fields.problem_predicate).
+_ASSERT_OF_PREDICATE = {
+    "Free0SizeMultiple": "AssertFree0ElementMultiple",
+    "Free1SizeMultiple": "AssertFree1ElementMultiple",
+    "BoundSizeMultiple": "AssertSummationElementMultiple",
+}
+
+
+def size_asserts(pred: Any) -> dict[str, int]:
+    """The Assert*ElementMultiple a solution's problem predicate holds (the sizes it can solve), > 1 only."""
+    found: dict[str, int] = {}
+    if not isinstance(pred, Mapping):
+        return found
+    if pred.get("type") == "And":
+        for sub in pred.get("value") or []:
+            found.update(size_asserts(sub))
+    elif pred.get("type") in _ASSERT_OF_PREDICATE:
+        value = pred.get("value")
+        if isinstance(value, int) and not isinstance(value, bool) and value > 1:
+            found[_ASSERT_OF_PREDICATE[pred["type"]]] = value
+    return found
 
 
 def problem_type_of(pt: Mapping[str, Any], where: str) -> dict[str, Any]:

@@ -1,0 +1,108 @@
+"""``oto override``: the best shipped kernel for every GEMM of a workload, written as rocBLAS's
+``ROCBLAS_TENSILE_GEMM_OVERRIDE_PATH`` file for a stock install (:mod:`oto.deck.override` has the format and
+the selection, :mod:`oto.deck.workload` the workload files).
+
+Each size is decided by measured times where ``--measured`` gives any, else by the simulated GPU of
+``--profile``; the file's header and the summary say which numbers chose the kernels, and a simulated choice
+is a model's guess until measured on the GPU."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+from oto.deck.model import DeckError
+from oto.deck.override import Scorer, plan_override, read_measured_csv, workload_gemms, write_override
+from oto.deck.sources import deck_from_rocblas_dir
+from oto.deck.workload import FORMATS, WorkloadError, read_workload
+from oto.hardware.profile import ProfileError, load_profile
+from oto.hardware.simulated.scorer import SimulatedScorer
+from oto.tensile.dat_reader import DatFileError
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(
+        prog="oto override",
+        description="Write rocBLAS's override file: per GEMM of your workload, the fastest kernel your "
+        "installed rocBLAS already ships (no new library needed). Use it with "
+        "`export ROCBLAS_TENSILE_GEMM_OVERRIDE_PATH=FILE`; undo with "
+        "`unset ROCBLAS_TENSILE_GEMM_OVERRIDE_PATH`.",
+    )
+    ap.add_argument(
+        "--workload",
+        required=True,
+        action="append",
+        type=Path,
+        help="a TunableOp untuned or results CSV, or a rocBLAS bench log or profile YAML (repeatable)",
+    )
+    ap.add_argument("--format", choices=FORMATS, default="auto", help="the workload files' format")
+    ap.add_argument(
+        "--deck",
+        required=True,
+        type=Path,
+        help="the installed rocBLAS library folder (e.g. /opt/rocm/lib/rocblas/library): its kernels and "
+        "their solution indices",
+    )
+    ap.add_argument(
+        "--arch",
+        default="gfx900",
+        help="the arch whose library rocBLAS loads (gfx900: a gfx90c under HSA_OVERRIDE_GFX_VERSION=9.0.0)",
+    )
+    ap.add_argument("--profile", type=Path, help="arch profile of the simulated GPU that times the kernels")
+    ap.add_argument("--seed", type=int, default=0, help="the simulated GPU's seed")
+    ap.add_argument(
+        "--measured",
+        type=Path,
+        help="CSV of measured times (library,M,N,B,K,solution_index,time_us); they decide where they exist",
+    )
+    ap.add_argument("--out", required=True, type=Path, help="the override file to write")
+    args = ap.parse_args(argv)
+
+    try:
+        workloads = [read_workload(p, args.format) for p in args.workload]
+        deck = deck_from_rocblas_dir(args.deck, args.arch)
+        scorers: list[Scorer] = []
+        if args.measured:
+            scorers.append(read_measured_csv(args.measured))
+        if args.profile:
+            scorers.append(SimulatedScorer(load_profile(args.profile), args.seed))
+        if not scorers:
+            ap.error("give --profile (the simulated GPU) or --measured (a CSV of measured times), or both")
+        gemms, uncovered = workload_gemms(workloads)
+        plan = plan_override(gemms, deck, scorers, uncovered)
+    except (WorkloadError, DeckError, DatFileError, ProfileError) as exc:
+        print(f"oto override: {exc}", file=sys.stderr)
+        return 1
+
+    for w in workloads:
+        print(w.summary(uncovered=False))  # the plan's list below holds them
+    if not plan.lines:
+        print(
+            f"oto override: no GEMM of the workload has a shipped kernel; {args.out} not written",
+            file=sys.stderr,
+        )
+        return 1
+    kinds = ", ".join(plan.numbers)
+    notes = sorted({c.label for c in plan.choices.values()})
+    if "simulated" in plan.numbers:
+        notes.append("simulated choices are a model's guess: measure on the GPU before relying on them")
+    write_override(args.out, plan, notes)
+    changed = sum(c.changes_pick for c in plan.choices.values())
+    print(
+        f"{args.out}: {len(plan.lines)} override lines for {len(plan.choices)} library sizes "
+        f"({changed} differ from rocBLAS's own pick); numbers: {kinds}"
+    )
+    for lib, (stock, chosen) in sorted(plan.saved().items()):
+        if stock > 0:
+            saved = 1 - chosen / stock
+            print(f"  {lib}: weighted time {stock:.1f} -> {chosen:.1f} us ({kinds}), {saved:.1%} saved")
+    for u in plan.uncovered:
+        print(f"  uncovered: {u.where}: {u.what} (weight {u.weight}): {u.reason}")
+    for lib, size, weight, why in plan.unsolved:
+        print(f"  no kernel: {lib} {list(size)} (weight {weight}): {why}")
+    if "simulated" in plan.numbers:
+        print("  the simulated GPU chose these kernels: measure on your GPU before relying on them")
+    print(f"use: export ROCBLAS_TENSILE_GEMM_OVERRIDE_PATH={args.out.resolve()}")
+    print("undo: unset ROCBLAS_TENSILE_GEMM_OVERRIDE_PATH")
+    return 0
