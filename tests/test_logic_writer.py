@@ -283,7 +283,7 @@ def test_a_logic_file_says_where_its_numbers_came_from_and_tensile_reads_past_it
     out = tmp_path / logic_file_name("gfx90c", name)
     write_library_logic(final, deck, profile, "native", out)
     head = out.read_text().splitlines()[:2]
-    assert head[0].startswith("# oto provenance: SIMULATED — not for installing"), head
+    assert head[0].startswith("# oto provenance: simulated — not for installing"), head
     facts = read_logic_header(out)
     assert facts["numbers"] == "simulated" and facts["backend"] == "sim"
     assert facts["model_version"] == "simgpu-5" and facts["seed"] == "1" and "oto" in facts
@@ -298,5 +298,5 @@ def test_a_logic_file_says_where_its_numbers_came_from_and_tensile_reads_past_it
     final["provenance"] = {"backend": "tensile", "numbers": "measured", "tensile_version": "4.44.0",
                            "device": "gfx90c"}  # fmt: skip
     write_library_logic(final, deck, profile, "native", out)
-    assert out.read_text().startswith("# oto provenance: MEASURED on the GPU")
+    assert out.read_text().startswith("# oto provenance: measured on the GPU")
     assert read_logic_header(out)["tensile_version"] == "4.44.0"

@@ -209,7 +209,7 @@ def test_the_packaged_dat_carries_its_provenance_where_tensile_never_looks(vega1
     block = dat_provenance(out)
     assert block["numbers"] == ["simulated"] and block["backends"] == ["sim"]
     assert block["libraries"]["Cijk_Ailk_Bljk_DB"]["model_version"] == "simgpu-5"
-    assert "SIMULATED — not for installing" in block["meaning"]
+    assert "simulated — not for installing" in block["meaning"]
     plain = write_library(build_master_library([logic], arch="gfx90c"), tmp_path / "TensileLibrary.dat")
     del doc[DAT_KEY]
     assert msgpack.packb(doc, use_bin_type=True) == plain.read_bytes()

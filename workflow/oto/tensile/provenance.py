@@ -29,10 +29,10 @@ SUFFIX = ".provenance.json"
 NUMBERS = ("simulated", "replayed", "measured")
 # What each kind of number means for the deliverable, in the words every output uses.
 MEANING = {
-    "simulated": "SIMULATED — not for installing: oto's model of the GPU (docs/simulator.md), no hardware "
+    "simulated": "simulated — not for installing: oto's model of the GPU (docs/simulator.md), no hardware "
     "was measured",
-    "replayed": "REPLAYED — not for installing: recorded measurements replayed, not timed on this GPU",
-    "measured": "MEASURED on the GPU",
+    "replayed": "replayed — not for installing: recorded measurements replayed, not timed on this GPU",
+    "measured": "measured on the GPU",
 }
 # The top-level key of TensileLibrary.dat that holds oto's provenance block. Tensile's msgpack loader, which
 # rocBLAS calls (rocBLAS library/src/tensile_host.cpp: Tensile::LoadLibraryFilePreload), reads the top-level
