@@ -222,6 +222,14 @@ MISFITS = """(() => {
   return out;
 })()"""
 
+SCROLL_HINTS = """[...document.querySelectorAll('.table-wrap')].map(w => {
+  const h = w.querySelector('caption.scroll-hint .hint'), q = w.getBoundingClientRect();
+  const r = h ? h.getBoundingClientRect() : null;
+  const shown = !!r && r.width > 20 && r.height > 0 && r.left >= q.left && r.right <= q.right
+    && getComputedStyle(h).visibility !== 'hidden';
+  return [(w.querySelector('table') || {dataset: {}}).dataset.test, w.scrollWidth > w.clientWidth + 1, shown];
+})"""
+
 PAGE_VALUES = {
     "images": "[...document.images].map(i => ({src: i.getAttribute('src'), w: i.naturalWidth, "
     "h: i.naturalHeight}))",
@@ -238,12 +246,8 @@ PAGE_VALUES = {
     "overflow": "document.documentElement.scrollWidth > window.innerWidth + 1",
     "tables_overflow": "[...document.querySelectorAll('.table-wrap')]"
     ".some(e => e.scrollWidth > e.clientWidth + 1)",
-    # tables that scroll inside their card, and whether each shows its hint
-    "scrolling_tables": "[...document.querySelectorAll('.table-wrap')]"
-    ".filter(e => e.scrollWidth > e.clientWidth + 1)"
-    ".map(e => [(e.querySelector('table') || {dataset: {}}).dataset.test, "
-    "!!e.querySelector('.scroll-hint') && "
-    "getComputedStyle(e.querySelector('.scroll-hint')).display !== 'none'])",
+    # per table card: its table, whether it scrolls sideways, and whether its hint shows, whole, in the card
+    "scrolling_tables": SCROLL_HINTS,
     "misfits": MISFITS,
     "shown": "Object.fromEntries([...document.images].map(i => [i.getAttribute('src'), i.clientWidth]))",
     "inline": "[...document.querySelectorAll('div.chart[data-test] svg')]"
@@ -275,8 +279,10 @@ def check_layout(page: Path, name: str, width: int) -> dict:
     assert "Plex" in v["font"] and "sans-serif" in v["font"], v["font"]  # the CSS was applied
     assert not v["overflow"], f"the page scrolls sideways at {width} px"
     assert v["misfits"] == [], f"at {width} px: {v['misfits'][:5]}"
-    silent = [table for table, hinted in v["scrolling_tables"] if not hinted]
+    silent = [table for table, scrolls, hinted in v["scrolling_tables"] if scrolls and not hinted]
     assert not silent, f"at {width} px, tables {silent} scroll sideways without saying so"
+    false = [table for table, scrolls, hinted in v["scrolling_tables"] if hinted and not scrolls]
+    assert not false, f"at {width} px, tables {false} fit their card but say they scroll"
     return v
 
 
