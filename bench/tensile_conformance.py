@@ -251,7 +251,8 @@ def tcl_merged(python: str, arch: str, paths: list[Path], work: Path, profile: d
     cmd = [*cmd[:i], "--generate-sources-and-exit", *[c for c in cmd[i:] if c != "--lazy-library-loading"
                                                       and c != "--separate-architectures"]]  # fmt: skip
     with open(work / "tcl-merged.log", "w") as log:
-        rc = subprocess.run(cmd, stdout=log, stderr=subprocess.STDOUT).returncode
+        # its scratch (build_tmp/, a.out) goes to the work folder, not the working directory
+        rc = subprocess.run(cmd, stdout=log, stderr=subprocess.STDOUT, cwd=work).returncode
     dat = out / "library" / "TensileLibrary.dat"
     if rc != 0 or not dat.exists():
         raise RuntimeError(f"merged TensileCreateLibrary failed (rc {rc}); log {work / 'tcl-merged.log'}")

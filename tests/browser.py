@@ -195,6 +195,41 @@ def _stop_group(proc: subprocess.Popen) -> None:
 
 SHOTS = os.environ.get("OTO_SCREENSHOTS")  # keep the screenshots in this folder (to look at them)
 
+# Every element that sticks out of the window or out of its parent's box, or clips its own content: what a
+# reader sees as cut off or spilling over. A table wrapper scrolls by design (its hint is checked apart), so
+# what is inside one is not checked here; nor the inside of a chart.
+MISFITS = """(() => {
+  const W = document.documentElement.clientWidth, out = [];
+  const name = e => e.tagName.toLowerCase()
+    + (e.className && typeof e.className === 'string' ? '.' + e.className.trim().split(/\\s+/).join('.') : '')
+    + ' "' + (e.textContent || '').trim().slice(0, 40) + '"';
+  for (const e of document.body.querySelectorAll('*')) {
+    if (['SCRIPT', 'STYLE', 'BR', 'WBR'].includes(e.tagName)) continue;
+    if (e.closest('svg') || (e.parentElement && e.parentElement.closest('.table-wrap'))) continue;
+    const r = e.getBoundingClientRect();
+    if (r.width === 0 && r.height === 0) continue;
+    if (r.right > W + 1 || r.left < -1) { out.push(name(e) + ' outside the window'); continue; }
+    const p = e.parentElement;
+    if (p && p !== document.body) {
+      const q = p.getBoundingClientRect();
+      if (r.right > q.right + 1 || r.bottom > q.bottom + 1 || r.left < q.left - 1 || r.top < q.top - 1)
+        out.push(name(e) + ' sticks out of ' + name(p));
+    }
+    const cs = getComputedStyle(e);
+    if (['hidden', 'clip'].includes(cs.overflowX) && e.scrollWidth > e.clientWidth + 1)
+      out.push(name(e) + ' clips');
+  }
+  return out;
+})()"""
+
+SCROLL_HINTS = """[...document.querySelectorAll('.table-wrap')].map(w => {
+  const h = w.querySelector('caption.scroll-hint .hint'), q = w.getBoundingClientRect();
+  const r = h ? h.getBoundingClientRect() : null;
+  const shown = !!r && r.width > 20 && r.height > 0 && r.left >= q.left && r.right <= q.right
+    && getComputedStyle(h).visibility !== 'hidden';
+  return [(w.querySelector('table') || {dataset: {}}).dataset.test, w.scrollWidth > w.clientWidth + 1, shown];
+})"""
+
 PAGE_VALUES = {
     "images": "[...document.images].map(i => ({src: i.getAttribute('src'), w: i.naturalWidth, "
     "h: i.naturalHeight}))",
@@ -211,11 +246,15 @@ PAGE_VALUES = {
     "overflow": "document.documentElement.scrollWidth > window.innerWidth + 1",
     "tables_overflow": "[...document.querySelectorAll('.table-wrap')]"
     ".some(e => e.scrollWidth > e.clientWidth + 1)",
+    # per table card: its table, whether it scrolls sideways, and whether its hint shows, whole, in the card
+    "scrolling_tables": SCROLL_HINTS,
+    "misfits": MISFITS,
     "shown": "Object.fromEntries([...document.images].map(i => [i.getAttribute('src'), i.clientWidth]))",
     "inline": "[...document.querySelectorAll('div.chart[data-test] svg')]"
     ".map(s => [s.parentElement.dataset.test, s.getBoundingClientRect().width, s.outerHTML])",
 }
-WIDTH = 1400  # the window the pages are checked in: a laptop screen
+WIDTH = 1400  # the window the charts and figures are checked in: a laptop screen
+WIDTHS = (800, 1000, WIDTH)  # the windows the layout is checked in: half a laptop screen, a small one, one
 
 
 def _shown(res: Path, lib: str) -> dict | None:
@@ -227,16 +266,30 @@ def _shown(res: Path, lib: str) -> dict | None:
     return yaml.safe_load(sels[-1].read_text()) if sels else None
 
 
-def check_page(res: Path, page: Path, name: str) -> dict:
-    out = render(page, PAGE_VALUES, width=WIDTH)
+def check_layout(page: Path, name: str, width: int) -> dict:
+    """The page at ``width`` px: no console error, nothing cut off or spilling over, and a table that
+    scrolls inside its card says so. Returns the page's values (PAGE_VALUES)."""
+    out = render(page, PAGE_VALUES, width=width)
     if SHOTS:
         Path(SHOTS).mkdir(parents=True, exist_ok=True)
-        (Path(SHOTS) / f"{name}.png").write_bytes(out.screenshot)
+        (Path(SHOTS) / f"{name}_{width}.png").write_bytes(out.screenshot)
     assert out.screenshot[:8] == b"\x89PNG\r\n\x1a\n" and len(out.screenshot) > 10_000
     assert out.errors == [], out.errors
     v = out.values
     assert "Plex" in v["font"] and "sans-serif" in v["font"], v["font"]  # the CSS was applied
-    assert not v["overflow"], f"the page scrolls sideways at {WIDTH} px"
+    assert not v["overflow"], f"the page scrolls sideways at {width} px"
+    assert v["misfits"] == [], f"at {width} px: {v['misfits'][:5]}"
+    silent = [table for table, scrolls, hinted in v["scrolling_tables"] if scrolls and not hinted]
+    assert not silent, f"at {width} px, tables {silent} scroll sideways without saying so"
+    false = [table for table, scrolls, hinted in v["scrolling_tables"] if hinted and not scrolls]
+    assert not false, f"at {width} px, tables {false} fit their card but say they scroll"
+    return v
+
+
+def check_page(res: Path, page: Path, name: str) -> dict:
+    for width in WIDTHS[:-1]:
+        check_layout(page, name, width)
+    v = check_layout(page, name, WIDTH)
     assert not v["tables_overflow"], f"a table does not fit its card at {WIDTH} px"
     for chart, shown, svg in v["inline"]:  # charts inside the page (acceptance.html)
         facts = check_chart(chart, svg, shown)

@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -8,6 +9,42 @@ REPO = Path(__file__).resolve().parents[1]
 SHARED = REPO.parent / "shared"
 VEGA10 = SHARED / "reference" / "rocblas-vega10"
 GOLDEN = SHARED / "reference" / "tensile-golden"
+
+
+# What Python and pytest themselves leave in a checkout: not the tests' doing.
+BYPRODUCTS = ("__pycache__", ".pytest_cache", ".ruff_cache")
+
+
+def checkout_entries(repo: Path = REPO) -> set[str] | None:
+    """``git status --porcelain`` of the checkout, one entry per file, ignored files included (a lock file
+    under the ignored ``results/`` is as much a leftover as a tracked file changed); None outside a git
+    checkout or without git."""
+    try:
+        run = subprocess.run(
+            ["git", "-C", str(repo), "status", "--porcelain", "-z", "--ignored", "--untracked-files=all"],
+            capture_output=True,
+            timeout=120,
+        )
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    if run.returncode != 0:
+        return None
+    entries = {e for e in run.stdout.decode("utf-8", "replace").split("\0") if len(e) > 3}
+    return {e for e in entries if not set(Path(e[3:]).parts) & set(BYPRODUCTS)}
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _checkout_left_as_found():
+    """The suite leaves the checkout as it found it: every file a test writes goes under its tmp_path.
+    Compares the checkout's status before and after the session, so a developer's own uncommitted edits
+    (there before, and unchanged) never count; a demo run in the same checkout while the tests run would."""
+    before = checkout_entries()
+    yield
+    after = checkout_entries() if before is not None else None
+    if after is None:
+        return
+    left = sorted(after - before)
+    assert not left, "the tests changed the checkout (git status --porcelain --ignored):\n" + "\n".join(left)
 
 
 @pytest.fixture(scope="session")

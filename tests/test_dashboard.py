@@ -266,3 +266,114 @@ def test_sparse_charts_still_label_their_value_axes():
         ],
     }
     assert len(chart_facts(plots.progress_score(flat)).yticks[0]) >= 3
+
+
+def _tick_labels(svg: str, axis: str) -> list[tuple[float, str]]:
+    """(position, label) of every tick label of one axis of a one-axes chart, in document order."""
+    import xml.etree.ElementTree as ET
+
+    ns = "{http://www.w3.org/2000/svg}"
+    out = []
+    for g in ET.fromstring(svg).iter(f"{ns}g"):
+        if re.fullmatch(rf"{axis}tick_\d+", g.get("id", "")):
+            text = "".join(t for e in g.iter(f"{ns}text") for t in e.itertext()).strip()
+            where = next((e.get("y" if axis == "y" else "x") for e in g.iter(f"{ns}text")), None)
+            if text:
+                out.append((float(where or 0), text))
+    return out
+
+
+def test_the_roofline_counts_the_launch_overhead_and_says_which_sizes_it_bounds():
+    """A 1x1x128 DGEMM moves 2 KB and does 256 flops: against the bandwidth roofline alone it sits at 0.1%,
+    but every launch costs its 6 us first, and against that floor it is at 12.5% (latency-bound)."""
+    rows = [
+        {"size_index": 0, "gflops": 0.0053, "ceiling_gflops": 4.47, "pct_ceiling": 0.12, "score": 3.6},
+        {"size_index": 1, "gflops": 70.0, "ceiling_gflops": PEAK, "pct_ceiling": 69.4, "score": 1.1},
+        {"size_index": 2, "gflops": 20.0, "ceiling_gflops": 40.0, "pct_ceiling": 50.0, "score": 1.0},
+    ]
+    sizes = [[1, 1, 1, 128], [2048, 2048, 1, 2048], [256, 256, 1, 256]]
+    tiny, big, mid = figures.with_roofline(rows, sizes, 2, PEAK, 6.0)
+    assert tiny["bound"] == "latency" and tiny["roofline_gflops"] == pytest.approx(256 / (6000 + 256 / 4.47))
+    assert (
+        tiny["pct_roofline"] == pytest.approx(100 * 0.0053 / tiny["roofline_gflops"])
+        and tiny["pct_roofline"] > 12
+    )
+    assert big["bound"] == "compute" and big["pct_roofline"] == pytest.approx(69.4, abs=0.1)
+    assert mid["bound"] == "memory" and 50 < mid["pct_roofline"] < 51
+    # without a launch overhead (an older ceilings.yaml) the file's own figures stand
+    assert [r["pct_roofline"] for r in figures.with_roofline(rows, sizes, 2, PEAK, None)] == [
+        0.12,
+        69.4,
+        50.0,
+    ]
+    # ranked by what is left to gain (roofline / achieved), each saying what bounds it
+    slow = figures.slowest_sizes([{"library": "L", "sizes": sizes, "per_size": [tiny, big, mid]}])
+    assert [r["size"][0] for r in slow] == [1, 256, 2048]
+    assert slow[0]["headroom"] == pytest.approx(100 / tiny["pct_roofline"]) and slow[0]["bound"] == "latency"
+
+
+def test_headlines_come_per_family_next_to_the_whole_run(results):
+    ceilings = results / "ceilings.yaml"
+    doc = yaml.safe_load(ceilings.read_text())
+    doc["roofline"] = {"launch_us": 60.0}  # long enough that 64^3 at 10 GFLOPS (52 us) is latency-bound
+    ceilings.write_text(yaml.safe_dump(doc))
+    data = write_dashboard(results, CONFIG)
+    assert data["launch_us"] == 60.0
+    (db,) = data["current"]["families"]
+    assert db["latency_bound"] == 2 and data["current"]["overall"]["latency_bound"] == 2  # NN and NT's 64^3
+    page = (results / "dashboard" / "index.html").read_text()
+    headlines = page[page.index('data-test="headlines"') :]
+    assert '<tr data-family="all"' in headlines and '<tr data-family="DB">' in headlines
+    assert "after a launch overhead of 60 µs" in page and "2 sizes latency-bound" in page
+    (slowest,) = re.findall(r'data-test="slowest".*?</table>', page, re.S)
+    assert '<td data-key="bound">latency</td>' in slowest
+
+
+def test_the_failures_chart_counts_what_the_report_counts(results):
+    """The report counts final.yaml's failures, which include the final measurement's own: the chart draws
+    them as a last bar, so its bars add up to the report's figure (20 against 22 in the demo before)."""
+    path = results / "Cijk_Ailk_Bljk_DB" / "final.yaml"
+    doc = yaml.safe_load(path.read_text())
+    doc["summary"]["failures"] = {"illegal": 2, "timeout": 3}  # the final measurement timed out once more
+    path.write_text(yaml.safe_dump(doc))
+    data = collect(results, CONFIG)
+    nn = {lib["library"]: lib for lib in data["libraries"]}["Cijk_Ailk_Bljk_DB"]
+    assert nn["final_failures_new"] == {"timeout": 1}
+    assert data["final"]["failure_stages"] == {
+        "illegal": {"tuning": 2, "final": 0},
+        "timeout": {"tuning": 2, "final": 1},
+    }
+    finished = {**data, "libraries": [nn]}
+    drawn: dict[str, int] = {}
+    for counts in [*(g["failures_new"] for g in nn["generations"]), nn["final_failures_new"]]:
+        for k, v in counts.items():
+            drawn[k] = drawn.get(k, 0) + v
+    assert drawn == data["final"]["failures"] == {"illegal": 2, "timeout": 3}
+    labels = [t for _, t in _tick_labels(plots.failures_over_time(finished), "x")]
+    assert labels == ["0", "1", "2", "final"]
+    from oto.reporting.acceptance import render_markdown
+
+    assert "- timeout: 3 (2 while tuning, 1 in the final measurement)" in render_markdown(data, {})
+
+
+def test_wins_ties_losses_keep_each_family_together():
+    def lib(fam, pat):
+        return {"family": fam, "pattern": pat, "final": {"per_size": [{"verdict": "win"}]}, "latest": None}
+
+    names = ["Cijk_Ailk_Bjlk_DB", "Cijk_Ailk_Bjlk_ZB_GB", "Cijk_Ailk_Bljk_DB", "Cijk_Ailk_Bljk_ZB_GB"]
+    data = {
+        "libraries": [
+            lib(n.split("_", 3)[3], p) for n, p in zip(names, ["NT", "NT", "NN", "NN"], strict=True)
+        ]
+    }
+    ticks = sorted(_tick_labels(plots.wins_ties_losses(data), "y"))  # top of the chart first
+    assert [t for _, t in ticks] == ["DB NN", "DB NT", "ZB_GB NN", "ZB_GB NT"]
+    gaps = [b - a for (a, _), (b, _) in zip(ticks, ticks[1:], strict=False)]
+    assert gaps[1] > gaps[0] == pytest.approx(gaps[2])  # a gap between the families
+
+
+def test_the_coverage_axis_starts_at_one_and_the_baseline_is_labelled(results):
+    data = collect(results, CONFIG)
+    labels = [t for _, t in sorted(_tick_labels(plots.coverage(data), "x"))]
+    assert labels[0] == "1" and "0" not in labels
+    assert "1.00× spoof" in plots.progress_score(data)

@@ -1,8 +1,9 @@
-"""The dashboard and the acceptance report in a real browser (headless Chromium, installed by .ci/run) at
-1400 px: no console errors, every chart loaded and readable (no text under 11 px, one colour per series,
-numeric axes with at least three labels, no chart squeezed below its own size), tables that fit their
-cards, and the numbers on the page are the numbers in the results files (read here straight from YAML, not
-through oto.reporting)."""
+"""The dashboard and the acceptance report in a real browser (headless Chromium, installed by .ci/run) at 800,
+1000 and 1400 px: no console errors, nothing cut off or spilling out of its box or the window, and a table
+that scrolls sideways inside its card says so (and one that fits does not); at 1400 px every chart loaded and
+readable (no text under 11 px, one colour per series, numeric axes with at least three labels, no chart
+squeezed below its own size), tables that fit their cards, and the numbers on the page are the numbers in
+the results files (read here straight from YAML, not through oto.reporting)."""
 
 from __future__ import annotations
 

@@ -254,3 +254,49 @@ def test_reference_kernels_keep_the_parameters_that_make_them_legal():
             assert check(Library.parse(lib.name), r["params"]).valid
             substituted += "substitute" in r
     assert 0 < substituted < 200
+
+
+def test_a_logic_file_says_where_its_numbers_came_from_and_tensile_reads_past_it(tmp_path):
+    """The logic stage's file starts with comment lines naming its numbers (simulated: not for installing),
+    backend and model version; the library built from it is the one built from the same file without them
+    (YAML comments: TensileCreateLibrary loads the list with a YAML parser, as oto's builder does)."""
+    from oto.deck.model import read_library_yaml, write_library_yaml
+    from oto.deck.sources import SHIPPED_MANIFEST, read_manifest
+    from oto.hardware.profile import load_profile
+    from oto.tensile.logic_reader import check_logic_files
+    from oto.tensile.logic_writer import write_library_logic
+    from oto.tensile.provenance import read_logic_header
+
+    name = "Cijk_Ailk_Bljk_DB"
+    write_library_yaml(read_manifest(SHIPPED_MANIFEST).libraries[name], tmp_path / "deck.yaml", {})
+    deck = read_library_yaml(tmp_path / "deck.yaml")
+    profile = load_profile(Path(__file__).resolve().parents[1] / "arch_profiles" / "gfx90c.yaml")
+    ref = deck.references([0, 1])
+    final = {
+        "library": name,
+        "provenance": {"backend": "sim", "numbers": "simulated", "model_version": "simgpu-5", "seed": 1},
+        "per_size": [
+            {"size_index": i, "winner": ref[i]["id"], "gflops": 2.0 + i, "score": 1.2} for i in (0, 1)
+        ],
+        "kernels": {ref[i]["id"]: ref[i]["params"] for i in (0, 1)},
+    }
+    out = tmp_path / logic_file_name("gfx90c", name)
+    write_library_logic(final, deck, profile, "native", out)
+    head = out.read_text().splitlines()[:2]
+    assert head[0].startswith("# oto provenance: simulated — not for installing"), head
+    facts = read_logic_header(out)
+    assert facts["numbers"] == "simulated" and facts["backend"] == "sim"
+    assert facts["model_version"] == "simgpu-5" and facts["seed"] == "1" and "oto" in facts
+    assert len(check_logic_files([out])) == 1
+    bare = tmp_path / "bare" / out.name
+    bare.parent.mkdir()
+    bare.write_text("".join(line for line in out.read_text().splitlines(True) if not line.startswith("#")))
+    assert read_logic_header(bare) == {}
+    assert read_logic(out) == read_logic(bare)
+    assert build_master_library([out], arch="gfx90c") == build_master_library([bare], arch="gfx90c")
+    # measured numbers say so, with Tensile's version and the device
+    final["provenance"] = {"backend": "tensile", "numbers": "measured", "tensile_version": "4.44.0",
+                           "device": "gfx90c"}  # fmt: skip
+    write_library_logic(final, deck, profile, "native", out)
+    assert out.read_text().startswith("# oto provenance: measured on the GPU")
+    assert read_logic_header(out)["tensile_version"] == "4.44.0"

@@ -207,10 +207,12 @@ def test_unknown_setting_and_missing_tensile_are_clear(profile, monkeypatch):
         TensileBackend(profile, {}, "s")
 
 
-def test_resolve_auto_picks_sim_without_a_gpu(profile, monkeypatch):
+def test_resolve_auto_picks_sim_without_a_gpu(profile, monkeypatch, tmp_path):
     monkeypatch.setenv("PATH", "/nonexistent")
     assert resolve({"backend": "auto", "seed": 1}, profile, "s").name == "sim"
-    be = resolve({"backend": "tensile", "tensile": {"command": [sys.executable, str(FAKE)]}}, profile, "s")
+    # the probe's cache (and its lock) go beside the assembler cache: in tmp_path, not the checkout's results/
+    tensile = {"command": [sys.executable, str(FAKE)], "asm_cache": str(tmp_path / "cache" / "asm.yaml")}
+    be = resolve({"backend": "tensile", "tensile": tensile}, profile, "s")
     assert be.name == "tensile" and be.numbers == "measured"
     assert be.provenance()["isa_registered_at_run_time"] is True
 
@@ -485,7 +487,8 @@ def test_absurd_clock_readings_are_rejected_with_the_reason(profile, tmp_path):
 
 
 def test_a_failed_probe_determines_nothing(profile, tmp_path):
-    be = TensileBackend(profile, {"command": [sys.executable, "-c", "raise SystemExit(1)"]}, "s")
+    failing = [sys.executable, "-c", "raise SystemExit(1)"]
+    be = TensileBackend(profile, {"command": failing, "asm_cache": str(tmp_path / "asm.yaml")}, "s")
     prov = be.provenance()
     assert prov["tensile_version"] == "unknown"
     assert prov["isa_registered_at_run_time"] == "unknown"

@@ -179,3 +179,42 @@ def test_lazy_parent_of_two_types_orders_rows_like_tensile(vega10_dir):
     dd, hh = children.values()
     base = arch_index_base("gfx900")
     assert dd["solutions"][0]["index"] == base and hh["solutions"][0]["index"] == base + len(dd["solutions"])
+
+
+def test_the_packaged_dat_carries_its_provenance_where_tensile_never_looks(vega10_dir, tmp_path):
+    """package writes TensileLibrary.dat with oto's provenance under one extra top-level key (Tensile's loader
+    reads only version, solutions and library there: oto.tensile.provenance.DAT_KEY cites the lines); the
+    rest is byte for byte the library without it, and oto's own .dat reader reads both alike."""
+    from oto.hardware.profile import load_profile
+    from oto.tensile.dat_reader import dat_provenance, read_rocblas_dir
+    from oto.tensile.packaging import package_library
+    from oto.tensile.provenance import DAT_KEY, record_path, write_record
+
+    profile = load_profile(Path(__file__).resolve().parents[1] / "arch_profiles" / "gfx90c.yaml")
+    logic = tmp_path / "logic" / "gfx90c_Cijk_Ailk_Bljk_DB.yaml"
+    logic.parent.mkdir()
+    text = (vega10_dir / FAMILIES["DB_NN"]).read_text()
+    logic.write_text(text.replace("- vega10\n", "- gfx90c\n", 1).replace("- gfx900\n", "- gfx90c\n", 1))
+    prov = {"backend": "sim", "numbers": "simulated", "model_version": "simgpu-5", "seed": 1}
+    record = write_record(
+        {"library": "Cijk_Ailk_Bljk_DB", "numbers": "simulated", "backend": "sim", "provenance": prov},
+        record_path(logic),
+    )
+    out = tmp_path / "marked" / "TensileLibrary.dat"
+    out.parent.mkdir()
+    package_library([logic], profile, "native", out, manifest=out.parent / "library" / "manifest.yaml",
+                    create_library="never", provenance_paths=[record])  # fmt: skip
+    doc = _undat(out)
+    assert list(doc) == ["solutions", "library", DAT_KEY]
+    block = dat_provenance(out)
+    assert block["numbers"] == ["simulated"] and block["backends"] == ["sim"]
+    assert block["libraries"]["Cijk_Ailk_Bljk_DB"]["model_version"] == "simgpu-5"
+    assert "simulated — not for installing" in block["meaning"]
+    plain = write_library(build_master_library([logic], arch="gfx90c"), tmp_path / "TensileLibrary.dat")
+    del doc[DAT_KEY]
+    assert msgpack.packb(doc, use_bin_type=True) == plain.read_bytes()
+    assert dat_provenance(plain) is None
+    ours, bare = read_rocblas_dir(out.parent, arch="gfx90c"), read_rocblas_dir(tmp_path, arch="gfx90c")
+    assert [(x.library_name, x.solutions, x.rows) for x in ours] == [
+        (x.library_name, x.solutions, x.rows) for x in bare
+    ]

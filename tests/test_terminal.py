@@ -3,13 +3,14 @@ summary; Snakemake's job blocks and shell commands go to the log (oto's logger p
 
 from __future__ import annotations
 
+import json
 import re
 from pathlib import Path
 
 import pytest
 from dashboard_helpers import CONFIG, make_results
 from oto.reporting.dashboard import write_dashboard
-from oto.reporting.summary import results_folders, run_summary
+from oto.reporting.summary import library_note, results_folders, run_summary
 from oto.run.estimate import JOB_SECONDS
 from oto.run.progress import PRIOR_JOBS, RunProgress, job_key, job_label
 from workflow_helpers import FAST_CONFIG, make_workdir, snakemake
@@ -70,13 +71,88 @@ def test_summary_says_where_everything_is_and_what_the_numbers_are(tmp_path):
     lines = run_summary(res, 12, "1 min 02 s", log=".snakemake/log/x.snakemake.log")
     text = "\n".join(lines)
     assert lines[0] == "oto: 12 jobs finished in 1 min 02 s."
-    assert f"library    {res / 'TensileLibrary.dat'}" in text
+    # simulated numbers: the library is no install candidate, and the summary says so instead of pointing
+    # at the install instructions
+    assert f"library    {res / 'TensileLibrary.dat'}  (simulated — not for installing)" in text
+    assert "numbers    simulated — not for installing: oto's model of the GPU" in text
+    assert "install the result" not in text and "README" not in text
     assert f"dashboard  {res / 'dashboard' / 'index.html'}" in text
-    assert "headline" in text and "SIMULATED numbers" in text and "x.snakemake.log" in text
+    assert "headline" in text and "x.snakemake.log" in text
     failed = run_summary(res, 3, "5 s", failed=["select"])
     assert "1 job(s) failed (select)" in failed[0] and "run the same command again" in failed[0]
     found = results_folders(["results/gfx90c/a/b.yaml", "x.txt", "results/gfx902/c", "results/gfx90c/d"])
     assert found == [Path("results/gfx90c"), Path("results/gfx902")]
+
+
+def test_measured_numbers_point_at_the_install_instructions_only_with_code_objects(tmp_path):
+    res = tmp_path / "results" / "gfx90c"
+    (res / "library").mkdir(parents=True)
+    manifest = res / "library" / "manifest.yaml"
+    manifest.write_text("tensile_create_library: {files: [], why: 'not run: Tensile not found'}\n")
+    assert library_note(res, ["measured"]) == "no code objects built (not run: Tensile not found)"
+    manifest.write_text("tensile_create_library: {files: [TensileLibrary_lazy_gfx90c.dat, a.co]}\n")
+    assert "install the result" in library_note(res, ["measured"])
+    assert library_note(res, ["measured", "replayed"]) == "replayed — not for installing"
+    assert library_note(res, []) == "unknown — not for installing"
+
+
+def test_the_headline_gives_every_family_next_to_the_whole_run(tmp_path):
+    fam = {"sizes": 32, "geomean_score": 3.51, "wins": 32, "ties": 0, "losses": 0,
+           "median_pct_roofline": 19.0, "latency_bound": 24}  # fmt: skip
+    big = {
+        "sizes": 500,
+        "geomean_score": 1.23,
+        "wins": 466,
+        "ties": 34,
+        "losses": 0,
+        "median_pct_roofline": 72.6,
+    }
+    doc = {
+        "state": "finished",
+        "numbers": ["simulated"],
+        "final": {
+            "overall": {**big, "sizes": 532, "geomean_score": 1.31, "wins": 498, "latency_bound": 24},
+            "libraries": [{}] * 8,
+            "families": [{"family": "DB", **fam}, {"family": "ZB_GB", **big}],
+        },
+    }
+    res = tmp_path / "results" / "gfx90c"
+    (res / "dashboard").mkdir(parents=True)
+    (res / "dashboard" / "data.json").write_text(json.dumps(doc))
+    text = "\n".join(run_summary(res, 1, "1 s"))
+    assert "headline   8 libraries, 532 deck sizes (final), geomean 1.31× the gfx900 spoof" in text
+    assert (
+        "  DB         32 sizes, geomean 3.51× the gfx900 spoof, 32 wins / 0 ties / 0 losses, median 19.0%"
+        in text
+    )
+    assert "(24 sizes latency-bound)" in text and "  ZB_GB      500 sizes, geomean 1.23×" in text
+
+
+def test_a_narrower_target_speaks_of_what_it_built(tmp_path):
+    """After `snakemake results/gfx90c/<library>/final.yaml` the summary names that file and its figures,
+    not the whole run's headline nor a TensileLibrary.dat it did not build (left from an earlier run)."""
+    res = make_results(tmp_path)
+    write_dashboard(res, CONFIG)
+    (res / "TensileLibrary.dat").write_bytes(b"\x80")  # an earlier run's
+    nn = res / "Cijk_Ailk_Bljk_DB"
+    built = [str(nn / "gen2" / "selection.yaml"), str(nn / "final.yaml"), str(nn / "final_samples.csv")]
+    text = "\n".join(run_summary(res, 3, "4 s", built=built))
+    assert f"final      {nn / 'final.yaml'}  (4 deck sizes, final measurement" in text
+    assert "wins / 1 ties / 1 losses" in text and "geomean 1.20× the gfx900 spoof" in text
+    assert "headline" not in text and f"library    {res / 'TensileLibrary.dat'}" not in text
+    assert "not built by this run" in text and "numbers    simulated — not for installing" in text
+    # one generation of the library still running elsewhere: its latest selection
+    nt = res / "Cijk_Ailk_Bjlk_DB"
+    text = "\n".join(run_summary(res, 2, "2 s", built=[str(nt / "gen0" / "selection.yaml"),
+                                                       str(nt / "gen1" / "selection.yaml")]))  # fmt: skip
+    assert f"selection  {nt / 'gen1' / 'selection.yaml'}  (4 tuning sizes, generation 1" in text
+    assert str(nt / "gen0" / "selection.yaml") not in text
+    # a forced ceilings.yaml: named, nothing more
+    text = "\n".join(run_summary(res, 1, "1 s", built=[str(res / "ceilings.yaml")]))
+    assert f"built      {res / 'ceilings.yaml'}" in text and "headline" not in text and "numbers" not in text
+    # the report rebuilt: the whole run's headline again, but the library was not rebuilt
+    text = "\n".join(run_summary(res, 1, "1 s", built=[str(res / "dashboard" / "index.html")]))
+    assert "headline" in text and "library    not built by this run" in text
 
 
 @pytest.mark.slow
@@ -94,8 +170,9 @@ def test_a_run_prints_one_line_per_job_and_a_summary(tmp_path, monkeypatch):
     assert "Shell command" not in out and "rule mutate:" not in out and "wildcards:" not in out
     assert out.count("ANTHROPIC_API_KEY") == 1  # the notice, once per run
     summary = out[out.index(f"oto: {total} jobs finished") :]
-    for what in ("TensileLibrary.dat", "acceptance.html", "dashboard/index.html", "SIMULATED", "headline"):
+    for what in ("TensileLibrary.dat", "acceptance.html", "dashboard/index.html", "headline"):
         assert what in summary, what
+    assert "simulated — not for installing" in summary and "install the result" not in summary
     log = re.search(r"full log\s+(\S+)", summary).group(1)
     full = (work / log).read_text()
     assert "rule mutate:" in full or "localrule mutate:" in full  # the log keeps Snakemake's full output
@@ -104,3 +181,6 @@ def test_a_run_prints_one_line_per_job_and_a_summary(tmp_path, monkeypatch):
     assert again.returncode == 0, again.stderr[-3000:]
     assert "rule ceilings:" in again.stderr or "localrule ceilings:" in again.stderr
     assert (again.stdout + again.stderr).count("ANTHROPIC_API_KEY") == 1
+    # the summary speaks of what this run built: the ceilings, not the library of the run before
+    closing = (again.stdout + again.stderr).split("oto: 1 jobs finished")[-1]
+    assert "built      results/gfx90c/ceilings.yaml" in closing and "headline" not in closing

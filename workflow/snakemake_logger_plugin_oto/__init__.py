@@ -4,11 +4,11 @@ profiles/default/config.yaml selects).
 Snakemake finds logger plugins among the installed top-level modules named ``snakemake_logger_plugin_*``;
 this one is installed with oto (``pip install -e .`` puts the workflow/ folder on the path). During a run
 the terminal shows one line per finished job with done/total and the estimated time left
-(:mod:`oto.run.progress`), warnings and errors in full, and at the end what was built, where and the
-headline figures (:mod:`oto.reporting.summary`). Everything else Snakemake says (each job's rule, input,
-output, reason) goes to the run's log, ``.snakemake/log/<date>.snakemake.log``, as before;
-``--logger-oto-full`` shows it on the terminal too. Dry-runs, ``--verbose`` and ``--debug-dag`` are passed
-through unchanged.
+(:mod:`oto.run.progress`), warnings and errors in full, and at the end what this run built, where, the
+headline figures and whether the numbers may be installed (:mod:`oto.reporting.summary`). Everything else
+Snakemake says (each job's rule, input, output, reason) goes to the run's log,
+``.snakemake/log/<date>.snakemake.log``, as before; ``--logger-oto-full`` shows it on the terminal too.
+Dry-runs, ``--verbose`` and ``--debug-dag`` are passed through unchanged.
 
 This module is imported whenever snakemake starts (plugin discovery), so it imports nothing heavy itself.
 """
@@ -216,7 +216,11 @@ class LogHandler(LogHandlerBase):
 
         elapsed = fmt_duration(time.monotonic() - self.started)
         for folder in results_folders(self.outputs) or [None]:
-            for line in run_summary(folder, self.progress.finished, elapsed, self.failed, _log_file()):
+            # the outputs tell the summary what this run built: the library, or a narrower target
+            lines = run_summary(
+                folder, self.progress.finished, elapsed, self.failed, _log_file(), built=self.outputs
+            )
+            for line in lines:
                 self._write(line)
 
 

@@ -41,7 +41,7 @@ PEAK_FIELDS = ("compute_units", "simds_per_cu", "lanes_per_simd", "clock_mhz", "
 ROOFLINE_FIELDS = (*PEAK_FIELDS, "memory.sustained_bandwidth_gbs")
 CEILING_FIELDS = (
     "arch", "compute_units", "simds_per_cu", "lanes_per_simd", "clock_mhz", "rates",
-    "memory.peak_bandwidth_gbs", "memory.sustained_bandwidth_gbs",
+    "memory.peak_bandwidth_gbs", "memory.sustained_bandwidth_gbs", "timing.launch_us",
 )  # fmt: skip
 EXAMPLE_SIZES = tuple(2**e for e in range(6, 14))  # 64 .. 8192
 
@@ -142,6 +142,9 @@ def ceilings_document(profile: Mapping, profile_source: str | Path | None = None
         "peak_bandwidth_gbs": memory["peak_bandwidth_gbs"],
         "traffic_model": "batch*(m*k + k*n)*bytes(A/B) + 2*batch*m*n*bytes(D): A, B, C read once, D written",
         "ridge_point_flops_per_byte": {rc: round(ridge_point(profile, rc), 3) for rc in profile["rates"]},
+        # Every launch costs this before any work: the reports' realistic roofline of a size is
+        # flops / (launch + flops / min(peak, intensity x bandwidth)) (oto.reporting.figures.with_roofline).
+        "launch_us": (profile.get("timing") or {}).get("launch_us"),
     }
 
     examples = {}

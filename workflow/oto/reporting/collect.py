@@ -18,6 +18,7 @@ import math
 import re
 from collections import Counter
 from collections.abc import Mapping
+from dataclasses import asdict, dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -31,7 +32,7 @@ from oto.measurement.scoring import drift_series
 from oto.reporting import figures
 from oto.tensile.provenance import simulated_build_banner
 
-CACHE_VERSION = 2  # 2: generations carry their drift estimator
+CACHE_VERSION = 3  # 2: generations carry their drift estimator; 3: figures against the realistic roofline
 DRIFT_POINTS = 120  # per generation: the drift curve is smooth, more points only weigh the page down
 GEN_DIR = re.compile(r"^gen(\d+)$")
 REFERENCE = "reference"  # proposer label of the spoof-floor launches
@@ -128,22 +129,38 @@ def _cached(cache: Path | None, key: Mapping, compute) -> dict[str, Any]:
     return value
 
 
-def generation_record(gen_dir: Path, peak: float | None, cache_dir: Path | None) -> dict | None:
+@dataclass(frozen=True)
+class Roofline:
+    """What a library's sizes are judged against (:func:`oto.reporting.figures.with_roofline`): its family's
+    flops per multiply-add and peak, and the arch's launch overhead (None: bandwidth roofline only)."""
+
+    flops_per_mac: float
+    peak: float | None
+    launch_us: float | None
+
+    def rows(self, doc: Mapping) -> list[dict[str, Any]]:
+        """A selection's or final's per-size rows with the realistic roofline added."""
+        return figures.with_roofline(
+            doc.get("per_size") or [], doc.get("sizes") or [], self.flops_per_mac, self.peak, self.launch_us
+        )
+
+
+def generation_record(gen_dir: Path, roofline: Roofline, cache_dir: Path | None) -> dict | None:
     """One finished generation (None while its selection.yaml is not written), cached on its files."""
     inputs = [gen_dir / n for n in ("selection.yaml", "candidates.yaml", "build.yaml", "samples.csv")]
     if not inputs[0].is_file():
         return None
-    key = {"version": CACHE_VERSION, "peak": peak, "inputs": _stamp(inputs)}
+    key = {"version": CACHE_VERSION, "roofline": asdict(roofline), "inputs": _stamp(inputs)}
     cache = cache_dir / gen_dir.parent.name / f"{gen_dir.name}.json" if cache_dir else None
-    return _cached(cache, key, lambda: _generation_record(gen_dir, peak))
+    return _cached(cache, key, lambda: _generation_record(gen_dir, roofline))
 
 
-def _generation_record(gen_dir: Path, peak: float | None) -> dict:
+def _generation_record(gen_dir: Path, roofline: Roofline) -> dict:
     selection = _yaml(gen_dir / "selection.yaml")
     cands = _yaml(gen_dir / "candidates.yaml")
     build = _yaml(gen_dir / "build.yaml")
     digest = samples_digest(gen_dir / "samples.csv", cands, build)
-    per = selection.get("per_size") or []
+    per = roofline.rows(selection)
     summary = selection.get("summary") or {}
     conv = selection.get("convergence") or {}
     done = (gen_dir / "selection.yaml").stat().st_mtime
@@ -166,11 +183,11 @@ def _generation_record(gen_dir: Path, peak: float | None) -> dict:
         "convergence": dict(conv),
         **{
             k: v
-            for k, v in figures.size_stats(per, peak).items()
+            for k, v in figures.size_stats(per, roofline.peak).items()
             if k.startswith(("median", "sizes", "meas"))
         },
         **digest,
-        "selection": _figures_input(selection),
+        "selection": _figures_input(selection, per),
     }
 
 
@@ -196,25 +213,34 @@ def _library_status(gens: list[dict], final: Mapping | None, max_gen: int | None
 
 
 def library_record(
-    lib_dir: Path, deck: Mapping, peak: float | None, max_gen: int | None, cache_dir: Path | None
+    lib_dir: Path,
+    deck: Mapping,
+    peak: float | None,
+    max_gen: int | None,
+    cache_dir: Path | None,
+    launch_us: float | None = None,
 ) -> dict:
     """One library: its deck entry (counts from deck.yaml), every finished generation, the latest
-    selection and the final."""
+    selection and the final; sizes judged against the realistic roofline (``launch_us``: the arch's launch
+    overhead, see oto.reporting.figures)."""
+    from oto.gemm import Family
+
     name = lib_dir.name
+    final = _yaml(lib_dir / "final.yaml")
+    family, pattern = _family_pattern(name, deck, final)
+    roofline = Roofline(float(Family.parse(family).flops_per_mac), peak, launch_us)
     gens, latest = [], None
     gen_dirs = sorted(
         (int(m.group(1)), p) for p in lib_dir.iterdir() if p.is_dir() and (m := GEN_DIR.match(p.name))
     )
     for _, gdir in gen_dirs:
-        record = generation_record(gdir, peak, cache_dir)
+        record = generation_record(gdir, roofline, cache_dir)
         if record is not None:  # else still running
             gens.append(record)
     latest = gens[-1].pop("selection") if gens else None
     for g in gens:
         g.pop("selection", None)
     _failures_new(gens)
-    final = _yaml(lib_dir / "final.yaml")
-    family, pattern = _family_pattern(name, deck, final)
     last = gens[-1] if gens else {}
     record = {
         "library": name,
@@ -231,12 +257,22 @@ def library_record(
         "measurement": dict((final or {}).get("measurement") or {}) or {"drift": last.get("drift_estimator")},
         "final": None,
         "latest": None,
+        "final_failures_new": {},
     }
     if latest is not None:
         record["latest"] = {"library": name, "family": family, "pattern": pattern, **latest}
     if final is not None:
-        record["final"] = {"library": name, "family": family, "pattern": pattern, **_figures_input(final)}
+        record["final"] = {
+            "library": name,
+            "family": family,
+            "pattern": pattern,
+            **_figures_input(final, roofline.rows(final)),
+        }
         record["final"]["shipped_kernels"] = int(final.get("shipped_kernels") or 0)
+        # final.yaml counts every generation's failures and its own measurement's: these are its own
+        before = Counter(last.get("failures_cumulative") or {})
+        after = {k: int(v) for k, v in ((final.get("summary") or {}).get("failures") or {}).items()}
+        record["final_failures_new"] = {k: v - before[k] for k, v in sorted(after.items()) if v > before[k]}
     return record
 
 
@@ -251,11 +287,12 @@ def _family_pattern(name: str, deck: Mapping, final: Mapping | None) -> tuple[st
     return lib.family.code, lib.pattern
 
 
-def _figures_input(doc: Mapping) -> dict:
-    """The part of a selection/final the shared figures read (see oto.reporting.figures); kernels by id."""
+def _figures_input(doc: Mapping, per_size: list[dict[str, Any]]) -> dict:
+    """The part of a selection/final the shared figures read (see oto.reporting.figures), with its per-size
+    rows as given (judged against the realistic roofline); kernels by id."""
     return {
         "sizes": doc.get("sizes") or [],
-        "per_size": doc.get("per_size") or [],
+        "per_size": per_size,
         "kernels": {str(k): {} for k in (doc.get("kernels") or {})},
         "summary": doc.get("summary") or {},
     }
@@ -314,6 +351,7 @@ def collect(
         for fam, v in (ceilings.get("families") or {}).items()
         if isinstance(v, Mapping)
     }
+    launch_us = figures.finite((ceilings.get("roofline") or {}).get("launch_us"))
     max_gen = config.get("max_generations")
     selected = list((deck.get("libraries") or {}).keys())
     on_disk = sorted(p.name for p in results.glob("Cijk_*") if p.is_dir()) if results.is_dir() else []
@@ -327,7 +365,9 @@ def collect(
             continue
         entry = (deck.get("libraries") or {}).get(name) or {}
         fam = entry.get("family")
-        libs.append(library_record(lib_dir, entry, peaks.get(fam) if fam else None, max_gen, cache))
+        libs.append(
+            library_record(lib_dir, entry, peaks.get(fam) if fam else None, max_gen, cache, launch_us)
+        )
     for lib in libs:  # the family is certain only after the record is read
         if peaks.get(lib["family"]) is not None:
             for g in lib["generations"]:
@@ -350,6 +390,7 @@ def collect(
         "measurement": measurement_kinds(libs),
         "simulated_build_banner": simulated_build_banner(numbers, package),
         "peaks": peaks,
+        "launch_us": launch_us,
         "libraries": libs,
         "coverage": _coverage(deck, libs),
         "current": {
@@ -364,6 +405,9 @@ def collect(
             "overall": figures.overall(finals),
             "slowest": figures.slowest_sizes(finals),
             "failures": figures.failure_totals(finals),
+            # the same failures, split into the tuning generations' and the final measurement's (the
+            # dashboard's chart draws both, so its bars sum to the report's figure)
+            "failure_stages": figures.failures_by_stage([lib for lib in libs if lib["final"]]),
         },
     }
 

@@ -79,7 +79,18 @@ def environment() -> jinja2.Environment:
         lstrip_blocks=False,
     )
     env.filters["fmt"] = fmt
+    env.filters["breakable"] = breakable
     return env
+
+
+def breakable(name: Any) -> Any:
+    """A library name that may wrap before its family in a narrow table: ``Cijk_Ailk_Bljk_`` / ``ZB_GB``."""
+    from markupsafe import Markup, escape
+
+    parts = str(name).split("_")
+    if len(parts) < 4:
+        return escape(str(name))
+    return escape("_".join(parts[:3]) + "_") + Markup("<wbr>") + escape("_".join(parts[3:]))
 
 
 def css() -> str:
@@ -109,6 +120,7 @@ def _launches(lib: Mapping) -> dict[str, int]:
 
 def page_context(data: Mapping, results: Path) -> dict[str, Any]:
     from oto.reporting.collect import generations_done
+    from oto.reporting.figures import roofline_text
 
     finished = data["state"] == "finished"
     # Mid-run, the latest generation of every library (a finished library's final is not comparable
@@ -140,6 +152,7 @@ def page_context(data: Mapping, results: Path) -> dict[str, Any]:
         "lib_rows": lib_rows,
         "launches": {lib["library"]: _launches(lib) for lib in data["libraries"]},
         "acceptance_link": (results / "acceptance.html").is_file(),
+        "roofline_text": roofline_text(data.get("launch_us")),
     }
 
 

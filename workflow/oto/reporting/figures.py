@@ -1,9 +1,18 @@
 """The figures the dashboard and the acceptance report both show, computed one way from per-size records.
 
 A per-size record is a row of ``selection.yaml`` or ``final.yaml`` ``per_size``: ``{score, ci_low, ci_high,
-gflops, ceiling_gflops, pct_ceiling, verdict, winner}``. A library record is ``{library, family, pattern,
-per_size, sizes, summary}``; during the run it comes from the latest selection, at the end from final.yaml.
-Missing keys count as "no data", never as zero.
+gflops, ceiling_gflops, pct_ceiling, verdict, winner}``, to which :func:`with_roofline` adds the realistic
+roofline the pages judge it against (``roofline_gflops``, ``pct_roofline``, ``bound``). A library record is
+``{library, family, pattern, per_size, sizes, summary}``; during the run it comes from the latest selection,
+at the end from final.yaml. Missing keys count as "no data", never as zero.
+
+**The realistic roofline.** Selection's ``ceiling_gflops`` is the lower of the family's peak and the
+sustained bandwidth times the size's arithmetic intensity: no kernel does better. A launch also costs the
+arch's launch overhead before any work (``ceilings.yaml`` ``roofline.launch_us``, from the arch profile's
+``timing.launch_us``), which for a 1×1×128 GEMM is a hundred times its compute and memory time: the pages
+judge each size against ``flops / (launch + flops / ceiling_gflops)`` and call a size **latency-bound** where
+the launch is the larger part of that floor. Without a launch overhead (a ceilings.yaml of an older run) they
+use ``ceiling_gflops`` and the file's ``pct_ceiling`` as they are.
 """
 
 from __future__ import annotations
@@ -17,6 +26,7 @@ import numpy as np
 from oto.measurement.scoring import finite
 
 SLOWEST_SHOWN = 10
+BOUNDS = ("latency", "memory", "compute")  # what limits a size's roofline (see the module docstring)
 
 
 def _median(values: Iterable[float | None]) -> float | None:
@@ -59,18 +69,58 @@ def verdict_kind(text: str) -> str:
     }.get(text, "cool-gray")
 
 
+def with_roofline(
+    rows: Sequence[Mapping],
+    sizes: Sequence[Sequence[int]],
+    flops_per_mac: float,
+    peak: float | None,
+    launch_us: float | None,
+) -> list[dict[str, Any]]:
+    """Per-size records with the realistic roofline added: ``roofline_gflops``, ``pct_roofline`` (of it) and
+    ``bound`` (latency | memory | compute; None without a ceiling), as the module docstring defines them."""
+    out = []
+    for r in rows:
+        row = dict(r)
+        ceiling, gflops, i = finite(r.get("ceiling_gflops")), finite(r.get("gflops")), r.get("size_index")
+        roof, pct, bound = ceiling, finite(r.get("pct_ceiling")), None
+        if ceiling and ceiling > 0:
+            bound = "compute" if peak and ceiling >= peak * (1 - 1e-9) else "memory"
+        if launch_us and ceiling and ceiling > 0 and isinstance(i, int) and 0 <= i < len(sizes):
+            m, n, batch, k = (float(x) for x in sizes[i][:4])
+            flops = flops_per_mac * m * n * batch * k
+            work_ns, launch_ns = flops / ceiling, 1000.0 * launch_us  # flops / GFLOPS = ns
+            roof = flops / (work_ns + launch_ns)
+            pct = 100 * gflops / roof if gflops is not None else None
+            bound = "latency" if launch_ns >= work_ns else bound
+        row.update(roofline_gflops=roof, pct_roofline=pct, bound=bound)
+        out.append(row)
+    return out
+
+
+def _pct(r: Mapping) -> float | None:
+    """% of the realistic roofline (the file's own pct_ceiling for a record :func:`with_roofline` has not
+    seen)."""
+    return finite(r["pct_roofline"] if "pct_roofline" in r else r.get("pct_ceiling"))
+
+
+def _roof(r: Mapping) -> float | None:
+    return finite(r["roofline_gflops"] if "roofline_gflops" in r else r.get("ceiling_gflops"))
+
+
 def size_stats(rows: Sequence[Mapping], peak: float | None) -> dict[str, Any]:
-    """Medians over the sizes that have a winner: achieved GFLOPS, realistic (roofline) ceiling, % of both."""
+    """Medians over the sizes that have a winner: achieved GFLOPS, realistic (roofline) ceiling, % of both;
+    the geomean speed-up and W/T/L over every size; how many sizes are latency-bound."""
     measured = [r for r in rows if finite(r.get("gflops")) is not None]
     gf = [finite(r["gflops"]) for r in measured]
     return {
         "sizes": len(rows),
         "measured": len(measured),
         "median_gflops": _median(gf),
-        "median_ceiling_gflops": _median(finite(r.get("ceiling_gflops")) for r in measured),
+        "median_ceiling_gflops": _median(_roof(r) for r in measured),
         "best_pct_theoretical": (100 * max(gf) / peak) if gf and peak else None,
         "median_pct_theoretical": _median(100 * g / peak for g in gf) if peak else None,
-        "median_pct_roofline": _median(finite(r.get("pct_ceiling")) for r in measured),
+        "median_pct_roofline": _median(_pct(r) for r in measured),
+        "latency_bound": sum(1 for r in rows if r.get("bound") == "latency"),
         "geomean_score": geomean(finite(r.get("score")) for r in rows),
         **verdict_counts(rows),
     }
@@ -88,6 +138,7 @@ def family_rows(libraries: Sequence[Mapping], peaks: Mapping[str, float]) -> lis
         rows.append(
             {
                 "family": fam,
+                "libraries": len(libs),
                 "patterns": ", ".join(sorted(lib["pattern"] for lib in libs)),
                 "peak": peak,
                 **size_stats(per, peak),
@@ -115,7 +166,8 @@ def library_rows(libraries: Sequence[Mapping], tolerance: float) -> list[dict[st
                 "sizes": len(per),
                 "kernels": len(lib.get("kernels") or {}),
                 "geomean_score": finite(summary["geomean_score"]),
-                "pct_ceiling_median": finite(s.get("pct_ceiling_median")),
+                # the pages' roofline (with_roofline), like every other % of roofline they show
+                "pct_ceiling_median": _median(_pct(r) for r in per if finite(r.get("gflops")) is not None),
                 **counts,
                 "verdict": verdict,
                 "verdict_kind": verdict_kind(verdict),
@@ -125,44 +177,79 @@ def library_rows(libraries: Sequence[Mapping], tolerance: float) -> list[dict[st
 
 
 def slowest_sizes(libraries: Sequence[Mapping], n: int = SLOWEST_SHOWN) -> list[dict[str, Any]]:
-    """The sizes furthest below their roofline ceiling (lowest % of the realistic ceiling)."""
+    """The sizes with most left to gain: the largest ``headroom``, the speed-up a kernel at the size's
+    realistic roofline would still give (roofline ÷ achieved GFLOPS, 100 / % of roofline); each says what
+    bounds its roofline (a latency-bound size's floor is the launch overhead)."""
     rows = []
     for lib in libraries:
         sizes = lib.get("sizes") or []
         for r in lib.get("per_size") or []:
-            pct = finite(r.get("pct_ceiling"))
+            pct = _pct(r)
             i = r.get("size_index")
-            if pct is None or not isinstance(i, int) or not 0 <= i < len(sizes):
+            if pct is None or pct <= 0 or not isinstance(i, int) or not 0 <= i < len(sizes):
                 continue
             rows.append(
                 {
                     "library": lib["library"],
                     "size": [int(x) for x in sizes[i][:4]],
                     "gflops": finite(r.get("gflops")),
-                    "ceiling_gflops": finite(r.get("ceiling_gflops")),
+                    "ceiling_gflops": _roof(r),
                     "pct_ceiling": pct,
+                    "headroom": 100 / pct,
+                    "bound": r.get("bound"),
                     "score": finite(r.get("score")),
                     "verdict": r.get("verdict"),
                 }
             )
-    rows.sort(key=lambda r: (r["pct_ceiling"], r["library"], r["size"]))
+    rows.sort(key=lambda r: (-r["headroom"], r["library"], r["size"]))
     return rows[:n]
 
 
 def failure_totals(libraries: Sequence[Mapping]) -> dict[str, int]:
+    """Failures by class over the whole run: each library's final.yaml counts every generation's and its
+    own final measurement's."""
     total: Counter = Counter()
     for lib in libraries:
         total.update({k: int(v) for k, v in ((lib.get("summary") or {}).get("failures") or {}).items()})
     return dict(sorted(total.items()))
 
 
+def failures_by_stage(records: Sequence[Mapping]) -> dict[str, dict[str, int]]:
+    """Per failure class, how many the tuning generations and the final measurement added (library records
+    of :func:`oto.reporting.collect.collect`); the two sum to :func:`failure_totals`."""
+    tuning: Counter = Counter()
+    final: Counter = Counter()
+    for lib in records:
+        for g in lib.get("generations") or []:
+            tuning.update(g.get("failures_new") or {})
+        final.update(lib.get("final_failures_new") or {})
+    return {k: {"tuning": tuning[k], "final": final[k]} for k in sorted(set(tuning) | set(final))}
+
+
 def overall(libraries: Sequence[Mapping]) -> dict[str, Any]:
     """Whole-run figures over every size of every library."""
     per = [r for lib in libraries for r in lib.get("per_size") or []]
     return {
+        "libraries": len(libraries),
         "sizes": len(per),
         "with_winner": sum(1 for r in per if r.get("winner")),
         "geomean_score": geomean(finite(r.get("score")) for r in per),
-        "median_pct_roofline": _median(finite(r.get("pct_ceiling")) for r in per),
+        "median_pct_roofline": _median(_pct(r) for r in per if finite(r.get("gflops")) is not None),
+        "latency_bound": sum(1 for r in per if r.get("bound") == "latency"),
         **verdict_counts(per),
     }
+
+
+def roofline_text(launch_us: float | None) -> str:
+    """One sentence saying what the pages' "% of roofline" is measured against."""
+    if launch_us:
+        return (
+            f"Roofline: the family's peak or the sustained memory bandwidth times the size's arithmetic "
+            f"intensity, whichever is lower, after a launch overhead of {launch_us:g} µs (the arch profile's "
+            "timing.launch_us); a size is latency-bound where the launch is the larger part of that floor."
+        )
+    return (
+        "Roofline: the family's peak or the sustained memory bandwidth times the size's arithmetic "
+        "intensity, whichever is lower (this run's ceilings.yaml gives no launch overhead: small sizes look "
+        "further from it than they are)."
+    )

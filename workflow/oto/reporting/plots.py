@@ -229,6 +229,10 @@ def progress_score(data: Mapping):
         if tol:
             ax.axhspan(1 - tol, 1 + tol, color="#f4f4f4", lw=0)
         ax.axhline(1, color=TEXT_2, lw=1)
+        # the baseline says what it is, whether or not a tick label falls on it
+        ax.annotate("1.00× spoof", (1, 1), xycoords=("axes fraction", "data"), xytext=(-2, 3),
+                    textcoords="offset points", ha="right", va="bottom", color=TEXT_2,
+                    fontsize=MIN_FONT)  # fmt: skip
         for lib in sorted(libs, key=lambda x: x["pattern"]):
             g = [x["gen"] for x in lib["generations"]]
             (h,) = ax.plot(g, [x.get("geomean_score") for x in lib["generations"]], "-o",
@@ -257,12 +261,18 @@ def wins_ties_losses(data: Mapping):
     rows = [lib for lib in data["libraries"] if lib["final"] or lib["latest"]]
     if not rows:
         return None
-    counts = []
-    for lib in rows:
+    # one family's patterns together, in pattern order, a gap between families
+    rows.sort(key=lambda lib: (lib["family"], PATTERNS.index(lib["pattern"]) if lib["pattern"] in PATTERNS
+                               else len(PATTERNS), lib["pattern"]))  # fmt: skip
+    counts, y, at = [], [], 0.0
+    for i, lib in enumerate(rows):
+        if i and lib["family"] != rows[i - 1]["family"]:
+            at += 0.6
         v = Counter(r.get("verdict") for r in (lib["final"] or lib["latest"])["per_size"])
         counts.append((f"{lib['family']} {lib['pattern']}", v["win"], v["tie"], v["loss"]))
-    fig, ax = plt.subplots(figsize=(6.0, 1.0 + 0.28 * len(counts)))
-    y = list(range(len(counts)))[::-1]
+        y.append(-at)
+        at += 1
+    fig, ax = plt.subplots(figsize=(6.0, 1.0 + 0.28 * at))
     left = [0] * len(counts)
     for i, (kind, label) in enumerate((("win", "win"), ("tie", "tie"), ("loss", "loss"))):
         vals = [c[i + 1] for c in counts]
@@ -294,10 +304,14 @@ def coverage(data: Mapping):
     ax.barh(y, [fams[n][1] for n in names], color="#4589ff", height=0.42, label="tuning sizes measured")
     ax.barh(y, [fams[n][2] for n in names], color="#002d9c", height=0.18, label="final sizes with a winner")
     ax.set_yticks(y, names)
-    ax.set_xscale("symlog", linthresh=10)
-    ax.xaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:g}"))
+    # Counts span 1 to thousands: a log axis, which has no 0; bars start at 1 (a bar of 0 sizes is absent).
+    ax.set_xscale("log")
+    ax.set_xlim(left=1, right=max(10.0, 1.5 * max(v[0] for v in fams.values())))
+    ax.xaxis.set_major_locator(LogLocator(subs=(1,)))
+    ax.xaxis.set_minor_formatter(NullFormatter())
+    ax.xaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:,.0f}"))
     ax.grid(axis="y", visible=False)
-    ax.set_xlabel("sizes")
+    ax.set_xlabel("sizes (log scale)")
     ax.legend(loc="lower left", bbox_to_anchor=(0.0, 1.0), ncol=2)
     return fig
 
@@ -310,17 +324,25 @@ def series_colours(keys, fixed: Mapping[str, str]) -> dict[str, str]:
     return {k: fixed[k] if k in fixed else next(free) for k in keys}
 
 
-def _stacked_by_gen(ax, per_gen: Mapping[int, Counter], colours: Mapping[str, str]) -> None:
-    gens = sorted(per_gen)
+FINAL = "final"  # the bar after the generations: the final measurement's own
+
+
+def _stacked_by_gen(ax, per_gen: Mapping[int | str, Counter], colours: Mapping[str, str]) -> None:
+    gens = sorted(g for g in per_gen if g != FINAL)
     keys = sorted({k for c in per_gen.values() for k in c}, key=lambda k: (k not in colours, k))
     colour = series_colours(keys, colours)
-    bottom = [0] * len(gens)
+    slots = [*gens, *([FINAL] if FINAL in per_gen else [])]
+    x = [*gens, *([max(gens, default=-1) + 1] if FINAL in per_gen else [])]
+    bottom = [0] * len(slots)
     for k in keys:
-        vals = [per_gen[g][k] for g in gens]
-        ax.bar(gens, vals, bottom=bottom, color=colour[k], width=0.7, label=k)
+        vals = [per_gen[g][k] for g in slots]
+        ax.bar(x, vals, bottom=bottom, color=colour[k], width=0.7, label=k)
         bottom = [a + b for a, b in zip(bottom, vals, strict=True)]
     ax.grid(axis="x", visible=False)
-    ax.xaxis.set_major_locator(MaxNLocator(integer=True))
+    if FINAL in per_gen:
+        ax.set_xticks(x, [str(g) for g in gens] + [FINAL])
+    else:
+        ax.xaxis.set_major_locator(MaxNLocator(integer=True))
     ax.set_xlabel("generation")
 
 
@@ -349,16 +371,22 @@ def benchmarks_by_proposer(data: Mapping):
 
 @_drawn
 def failures_over_time(data: Mapping):
-    """Failure classes per generation: the failures each generation added (build, rejection and launch)."""
-    per_gen = _summed_by_gen(data, "failures_new")
+    """Failure classes per generation: the failures each generation added (build, rejection and launch), and
+    last those the final measurement added, so the bars sum to the acceptance report's count."""
+    per_gen: dict[int | str, Counter] = dict(_summed_by_gen(data, "failures_new"))
     if not per_gen:
         return None
+    if any(lib.get("final") for lib in data["libraries"]):
+        per_gen[FINAL] = Counter()
+        for lib in data["libraries"]:
+            per_gen[FINAL].update(lib.get("final_failures_new") or {})
     fig, ax = plt.subplots(figsize=(6.0, 2.8))
     if not any(sum(c.values()) for c in per_gen.values()):
         ax.text(
             0.5, 0.5, "no failures so far", ha="center", va="center", color=TEXT_2, transform=ax.transAxes
         )
-        ax.set_xticks(sorted(per_gen))
+        gens = sorted(g for g in per_gen if g != FINAL)
+        ax.set_xticks(range(len(per_gen)), [str(g) for g in gens] + ([FINAL] if FINAL in per_gen else []))
         ax.set_yticks([])
         ax.set_xlabel("generation")
         return fig

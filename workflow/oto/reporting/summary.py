@@ -1,22 +1,26 @@
-"""The few lines a run ends with: what it built, where the library, the report and the dashboard are, the
-headline figures and whether they are simulated, replayed or measured.
+"""The few lines a run ends with: what it built, where it is, the headline figures (overall and per family)
+and what the numbers are: simulated or replayed numbers are **not for installing**, and the summary says so
+instead of pointing at the install instructions.
 
-Read from the files under ``results/<arch>/`` (the dashboard's ``data.json``: the final page's when the run
-finished, else the live page's), so the terminal says what the pages say.
+The lines speak of what the run built (its finished jobs' outputs). A run that built the library, the report
+or the dashboard covers the whole selection: the whole-run headline, read from the dashboard's ``data.json``
+(the final page's when the run finished, else the live page's), so the terminal says what the pages say. A
+run with a narrower target (one library's ``final.yaml``, one generation, a family file) names what it built
+and gives that library's own figures, read from the files it wrote.
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-NUMBERS = {
-    "simulated": "SIMULATED numbers: oto's model of the GPU (docs/simulator.md), no hardware was measured",
-    "replayed": "REPLAYED numbers: recorded real measurements",
-    "measured": "MEASURED numbers: timed on the GPU",
-}
+from oto.files import StageFileError, read_yaml
+from oto.tensile.provenance import MEANING
+
+LIBRARY = "TensileLibrary.dat"
+INSTALL = "README: 'Tune on the real GPU (Tensile) and install the result'"
 
 
 def _data(results: Path) -> dict[str, Any] | None:
@@ -30,22 +34,32 @@ def _data(results: Path) -> dict[str, Any] | None:
     return None
 
 
-def _headline(doc: Mapping[str, Any]) -> str | None:
-    finished = doc.get("state") == "finished"
-    table = (doc.get("final") if finished else doc.get("current")) or {}
-    o = table.get("overall") or {}
-    if not o.get("sizes"):
-        return None
-    scope = "deck sizes (final)" if finished else "tuning sizes (latest generation)"
-    libs = len(table.get("libraries") or [])
-    g, pct = o.get("geomean_score"), o.get("median_pct_roofline")
+def _figures(o: Mapping[str, Any]) -> str:
+    """geomean, W/T/L and median % of roofline of one headline row (overall or a family's)."""
+    g, pct, lat = o.get("geomean_score"), o.get("median_pct_roofline"), o.get("latency_bound")
     parts = [
-        f"{libs} libraries, {o['sizes']} {scope}",
         f"geomean {g:.2f}× the gfx900 spoof" if isinstance(g, int | float) else None,
         f"{o.get('wins', 0)} wins / {o.get('ties', 0)} ties / {o.get('losses', 0)} losses",
         f"median {pct:.1f}% of the roofline" if isinstance(pct, int | float) else None,
     ]
-    return ", ".join(p for p in parts if p)
+    text = ", ".join(p for p in parts if p)
+    return text + (f" ({lat} sizes latency-bound)" if lat else "")
+
+
+def _headlines(doc: Mapping[str, Any]) -> list[tuple[str, str]]:
+    """(label, text): the whole run's headline, then one per family when there are several."""
+    finished = doc.get("state") == "finished"
+    table = (doc.get("final") if finished else doc.get("current")) or {}
+    o = table.get("overall") or {}
+    if not o.get("sizes"):
+        return []
+    scope = "deck sizes (final)" if finished else "tuning sizes (latest generation)"
+    libs = len(table.get("libraries") or [])
+    out = [("headline", f"{libs} libraries, {o['sizes']} {scope}, {_figures(o)}")]
+    families = table.get("families") or []
+    if len(families) > 1:  # one family's many sizes can hide another's figures
+        out += [(f["family"], f"{f['sizes']} sizes, {_figures(f)}") for f in families]
+    return out
 
 
 def results_folders(outputs: Sequence[str]) -> list[Path]:
@@ -62,10 +76,40 @@ def results_folders(outputs: Sequence[str]) -> list[Path]:
     return found
 
 
+def numbers_lines(numbers: Iterable[str]) -> list[str]:
+    """One line per kind of number: what it means for the deliverable (simulated — not for installing…)."""
+    return [
+        f"  {'numbers':<10s} {MEANING.get(n, f'{n}: unknown provenance, not for installing')}"
+        for n in numbers
+    ]
+
+
+def library_note(results: Path, numbers: Sequence[str]) -> str:
+    """What the library line adds: not for installing (numbers not measured), why no code objects were
+    built, or where the install instructions are."""
+    other = sorted(n for n in set(numbers) if n != "measured") or ([] if numbers else ["unknown"])
+    if other:
+        return f"{' and '.join(other)} — not for installing"
+    try:
+        manifest = read_yaml(results / "library" / "manifest.yaml") or {}
+    except (OSError, StageFileError):
+        manifest = {}
+    built = (manifest.get("tensile_create_library") or {}) if isinstance(manifest, Mapping) else {}
+    if not built.get("files"):
+        return f"no code objects built ({built.get('why') or 'see library/manifest.yaml'})"
+    return f"measured; {INSTALL}"
+
+
 def run_summary(
-    results: Path | None, jobs: int, elapsed: str, failed: Sequence[str] = (), log: str | None = None
+    results: Path | None,
+    jobs: int,
+    elapsed: str,
+    failed: Sequence[str] = (),
+    log: str | None = None,
+    built: Iterable[str] | None = None,
 ) -> list[str]:
-    """The closing lines for one results folder (None: the run wrote none)."""
+    """The closing lines for one results folder (None: the run wrote none). ``built``: the outputs of the
+    run's finished jobs (None: take the run to have built everything selected)."""
     lines = []
     if failed:
         lines.append(
@@ -75,35 +119,107 @@ def run_summary(
         )
     else:
         lines.append(f"oto: {jobs} jobs finished in {elapsed}.")
-    if results is None:
-        return lines + ([f"  {'full log':<10s} {log}"] if log else [])
+    if results is not None:
+        outs = None if built is None else {Path(p) for p in built}
+        whole = outs is None or any(
+            results / f in outs for f in (LIBRARY, "acceptance.html", "dashboard/index.html")
+        )
+        lines += _whole_run(results, outs) if whole else _partial(results, outs or set())
+    if log:
+        lines.append(f"  {'full log':<10s} {log}")
+    return lines
+
+
+def _whole_run(results: Path, outs: set[Path] | None) -> list[str]:
+    """The library, report, dashboard and registry, and the whole selection's headline figures."""
+    doc = _data(results) or {}
+    numbers = list(doc.get("numbers") or [])
+    library_built = outs is None or results / LIBRARY in outs
     where = [
-        ("library", results / "TensileLibrary.dat", "README: install the result"),
+        ("library", results / LIBRARY, library_note(results, numbers)),
         ("logic", results / "logic", None),
         ("report", results / "acceptance.html", "and acceptance.md"),
         ("dashboard", results / "dashboard" / "index.html", None),
         ("live page", results / "live" / "index.html", None),
         ("registry", results / "registry" / "registry.sqlite", "query: oto registry summary STORE"),
     ]
-    shown = 0
+    lines = []
     for name, path, note in where:
         if name == "live page" and (results / "dashboard" / "index.html").is_file():
             continue  # the final page supersedes it
-        if not path.exists():
+        if not path.exists() or (name in ("library", "logic") and not library_built):
             continue
         what = str(path) + ("/" if path.is_dir() else "")
         if path.is_dir():
             what += f" ({len(list(path.glob('*.yaml')))} files)"
         lines.append(f"  {name:<10s} {what}{f'  ({note})' if note else ''}")
-        shown += 1
-    doc = _data(results)
-    if doc:
-        head = _headline(doc)
-        if head:
-            lines.append(f"  {'headline':<10s} {head}")
-        numbers = doc.get("numbers") or []
-        for n in numbers:
-            lines.append(f"  {'numbers':<10s} {NUMBERS.get(n, n)}")
-    if log:
-        lines.append(f"  {'full log':<10s} {log}")
-    return lines
+    if not library_built:
+        lines.append(f"  {'library':<10s} not built by this run (target {results / LIBRARY} builds it)")
+    lines += [f"  {label:<10s} {text}" for label, text in _headlines(doc)]
+    return lines + numbers_lines(numbers)
+
+
+def _partial(results: Path, outs: set[Path]) -> list[str]:
+    """A narrower target: what it built, each library's own figures, and that the library was not built."""
+    mine = sorted(p for p in outs if results in p.parents)
+    finals = [p for p in mine if p.name == "final.yaml"]
+    latest: dict[Path, Path] = {}  # library folder -> its latest selection built, where no final was
+    for p in mine:
+        if p.name == "selection.yaml" and p.parent.parent / "final.yaml" not in outs:
+            lib = p.parent.parent
+            if lib not in latest or _gen(p) > _gen(latest[lib]):
+                latest[lib] = p
+    families = [p for p in mine if p.parent.name == "family" and p.suffix == ".yaml"]
+    logic = [p for p in mine if p.parent.name == "logic" and p.suffix == ".yaml"]
+    shown = [*families, *logic, *finals, *latest.values()]
+    lines = []
+    if families:
+        lines.append(f"  {'family':<10s} {', '.join(map(str, families))}")
+    if logic:
+        lines.append(f"  {'logic':<10s} {', '.join(map(str, logic))}")
+    numbers: list[str] = []
+    for path in [*finals, *latest.values()]:
+        label, text, kind = _library_figures(path)
+        lines.append(f"  {label:<10s} {path}" + (f"  ({text})" if text else ""))
+        if kind and kind not in numbers:
+            numbers.append(kind)
+    if not shown:  # ceilings, the deck, the registry…
+        rest = [p for p in mine if p.suffix in (".yaml", ".json", ".sqlite", ".html", ".md")] or mine
+        lines += [f"  {'built':<10s} {p}" for p in rest[:3]]
+        if len(rest) > 3:
+            lines.append(f"  {'':<10s} … and {len(rest) - 3} more files")
+    lines.append(
+        f"  {'library':<10s} not built by this run, nor the report or the dashboard "
+        f"(target {results / LIBRARY} builds them)"
+    )
+    return lines + numbers_lines(numbers)
+
+
+def _gen(selection: Path) -> int:
+    try:
+        return int(selection.parent.name.removeprefix("gen"))
+    except ValueError:
+        return -1
+
+
+def _library_figures(path: Path) -> tuple[str, str, str | None]:
+    """(label, figures, kind of numbers) of one library's final.yaml or selection.yaml."""
+    final = path.name == "final.yaml"
+    label = "final" if final else "selection"
+    try:
+        doc = read_yaml(path) or {}
+    except (OSError, StageFileError):
+        return label, "", None
+    if not isinstance(doc, Mapping):
+        return label, "", None
+    s = doc.get("summary") or {}
+    sizes = len(doc.get("per_size") or [])
+    scope = "deck sizes, final measurement" if final else f"tuning sizes, generation {doc.get('generation')}"
+    g = s.get("geomean_score")
+    parts = [
+        f"{sizes} {scope}",
+        f"geomean {g:.2f}× the gfx900 spoof" if isinstance(g, int | float) else None,
+        f"{s.get('wins', 0)} wins / {s.get('ties', 0)} ties / {s.get('losses', 0)} losses",
+    ]
+    kind = (doc.get("provenance") or {}).get("numbers")
+    return label, ", ".join(p for p in parts if p), str(kind) if kind else None

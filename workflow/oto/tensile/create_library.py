@@ -109,12 +109,16 @@ def build_library(
         shutil.rmtree(work)
         return {}
     log_path = library_dir / "tensile_create_library.log"
+    # TensileCreateLibrary leaves its scratch (build_tmp/, the assembler probe's a.out) in its working
+    # folder: run it in the work folder removed below, not in the project (every path it gets is absolute).
+    cmd = [_absolute(c) for c in cmd]
     t0 = time.monotonic()
     with open(log_path, "w") as fh:
         fh.write("$ " + shlex.join(cmd) + "\n")
         fh.flush()
         try:
-            rc = subprocess.run(cmd, stdout=fh, stderr=subprocess.STDOUT, timeout=timeout_s).returncode
+            run = subprocess.run(cmd, stdout=fh, stderr=subprocess.STDOUT, timeout=timeout_s, cwd=work)
+            rc = run.returncode
         except subprocess.TimeoutExpired:
             rc = None
     seconds = time.monotonic() - t0
@@ -133,6 +137,13 @@ def build_library(
         files.append(p.name)
     shutil.rmtree(work)
     return {"label": arch_label, "files": files, "command": shlex.join(cmd), "seconds": round(seconds, 1)}
+
+
+def _absolute(arg: str) -> str:
+    """A relative path to an existing file (a configured ``tensile.python`` such as ``.venv/bin/python``)
+    made absolute, so the command still finds it from another working folder; any other argument as is."""
+    relative = os.sep in arg and not os.path.isabs(arg) and Path(arg).exists()
+    return str(Path(arg).resolve()) if relative else arg
 
 
 def _prefix_for(arch_label: str) -> str:

@@ -25,6 +25,7 @@ import yaml
 from oto.gemm import DATATYPES, datatype
 from oto.tensile.logic_reader import problem_type_name
 from oto.tensile.params import PARAMS
+from oto.tensile.provenance import DAT_KEY
 
 _Loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 
@@ -97,6 +98,13 @@ def read_dat_file(path: str | Path) -> Any:
     if not isinstance(data.get("solutions", []), list):
         raise DatFileError(f"{path.name}: 'solutions' is not a list")
     return data
+
+
+def dat_provenance(path: str | Path) -> dict[str, Any] | None:
+    """The provenance block oto writes into a ``TensileLibrary.dat`` (numbers, backends, per library the
+    simulator's model or Tensile's version); None for a library oto did not write (a shipped one)."""
+    block = read_dat_file(path).get(DAT_KEY)
+    return dict(block) if isinstance(block, Mapping) else None
 
 
 def name_params(name: str) -> dict[str, Any]:

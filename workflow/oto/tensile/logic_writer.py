@@ -21,6 +21,7 @@ from oto.gemm import Library
 from oto.tensile import legality
 from oto.tensile import solution_fields as sf
 from oto.tensile.params import CandidateError, canonical, macro_tile
+from oto.tensile.provenance import logic_header
 
 # The logic format version we emit. TCL only warns when the file's version is newer than itself
 # (Common.versionIsCompatible: same major, minor.patch <= installed); 4.33.0 is the Tensile of ROCm 5.2, the
@@ -272,8 +273,9 @@ def write_library_logic(
 ) -> tuple[int, int, list[str]]:
     """One library's final winners (a ``final.yaml`` document; ``deck`` its LibraryDeck) → its logic file.
     Validates before writing: a winner Tensile would not build hands its sizes to the size's reference (see
-    plan_logic). Returns (solutions, exact rows, notes on such hand-overs). Shared by the logic rule and the
-    merge of many testers' bundles."""
+    plan_logic). The file starts with comment lines saying where its numbers came from
+    (:func:`oto.tensile.provenance.logic_header`). Returns (solutions, exact rows, notes on such hand-overs).
+    Shared by the logic rule and the merge of many testers' bundles."""
     if final["library"] != deck.name:
         raise ValueError(
             f"{source}: field 'library' is {final['library']!r}, the deck slice is {deck.name!r}"
@@ -300,6 +302,6 @@ def write_library_logic(
         schedule=schedule,
         architecture=arch,
         device_names=devices,
-        notes=notes,
+        notes=[*logic_header(final), *notes],  # the file alone says whether its numbers were measured
     )
     return len(solutions), len(plan.rows), notes

@@ -24,7 +24,14 @@ from oto.tensile.install import register_args, tensile_command
 from oto.tensile.logic_reader import check_logic_files
 from oto.tensile.logic_writer import logic_label
 from oto.tensile.native_library import build_master_library, write_library
-from oto.tensile.provenance import PackagingRefused, code_object_gate, deliverable_provenance, read_records
+from oto.tensile.provenance import (
+    DAT_KEY,
+    PackagingRefused,
+    code_object_gate,
+    dat_block,
+    deliverable_provenance,
+    read_records,
+)
 
 log = logging.getLogger(__name__)
 
@@ -47,7 +54,9 @@ def package_library(
     # nothing Tensile would not build is packaged: a bad file stops here, named, before anything is written
     check_logic_files(logic_paths, legality.Limits.from_profile(profile))
     library = build_master_library(logic_paths, arch=arch)
-    write_library(library, out)
+    records = read_records(provenance_paths)
+    # the .dat says itself whether its numbers were measured, under a key Tensile's loader never reads
+    write_library({**library, DAT_KEY: dat_block(records)}, out)
     log.info(
         "%s: %d solutions from %d logic files, labelled %s",
         out,
@@ -66,7 +75,7 @@ def package_library(
     }
     if manifest is None:
         return doc
-    doc["provenance"] = deliverable_provenance(read_records(provenance_paths))
+    doc["provenance"] = deliverable_provenance(records)
     allowed, gate = code_object_gate(doc["provenance"]["numbers"], allow_simulated)
     built = {}
     if create_library != "never" and not allowed:

@@ -5,7 +5,12 @@
   Tensile version and device) and how it was measured (launch order, telemetry, drift estimator). JSON, so
   TensileCreateLibrary, which takes only ``*.yaml``/``*.yml`` logic files (TensileCreateLibrary.py
   ``findLogicFiles``), never reads it, and the logic folder stays a valid ``--logic-path``.
-* ``library/manifest.yaml`` gets a ``provenance:`` block summing those records.
+* Every logic file starts with comment lines saying the same (:func:`logic_header`): a reader of the file
+  alone can tell simulated numbers from measured ones. YAML comments are nothing to TensileCreateLibrary or
+  rocBLAS's build, which load logic files with a YAML parser (Tensile LibraryIO ``readYAML``).
+* ``library/manifest.yaml`` gets a ``provenance:`` block summing those records, and ``TensileLibrary.dat``
+  carries the same block under the top-level key :data:`DAT_KEY`, which Tensile's loader never reads (see
+  :data:`DAT_KEY`).
 * TensileCreateLibrary builds installable code objects: :func:`code_object_gate` lets it run on measured
   winners only, unless ``package.allow_simulated: true`` (then the report and the dashboard carry a banner).
 """
@@ -22,6 +27,29 @@ from oto.files import atomic_write_text
 
 SUFFIX = ".provenance.json"
 NUMBERS = ("simulated", "replayed", "measured")
+# What each kind of number means for the deliverable, in the words every output uses.
+MEANING = {
+    "simulated": "simulated — not for installing: oto's model of the GPU (docs/simulator.md), no hardware "
+    "was measured",
+    "replayed": "replayed — not for installing: recorded measurements replayed, not timed on this GPU",
+    "measured": "measured on the GPU",
+}
+# The top-level key of TensileLibrary.dat that holds oto's provenance block. Tensile's msgpack loader, which
+# rocBLAS calls (rocBLAS library/src/tensile_host.cpp: Tensile::LoadLibraryFilePreload), reads the top-level
+# map by name and never iterates it (ROCm/Tensile a164ed70d):
+#   Tensile/Source/lib/source/msgpack/MessagePack.cpp:127-130  the top level goes straight to
+#       PointerMappingTraits<MasterContractionLibrary>::mapping, not through MessagePackInput::input;
+#   Tensile/Source/lib/include/Tensile/Serialization/Base.hpp:214  which calls MappingTraits::mapping, so
+#       MessagePackInput::checkUsedKeys (MessagePack.hpp:181-193, run from input() at :202-203, and only
+#       under TENSILE_DB's data-init bit 0x1000) never sees the top-level map;
+#   Tensile/Source/lib/include/Tensile/Serialization/SolutionLibrary.hpp:167,178,206  the keys it reads:
+#       "version" (optional), "solutions", "library";
+#   Tensile/Source/lib/include/Tensile/msgpack/MessagePack.hpp:125-172  mapRequired/mapOptional look a key
+#       up in the map (objectToMap, MessagePack.cpp:37-66, takes string keys and any value).
+# Tensile's Python never reads a .dat (LibraryIO writes msgpack, reads YAML only). A key Tensile may add
+# later would have to be named exactly this to collide.
+DAT_KEY = "oto_provenance"
+FACTS = "oto provenance facts:"  # the logic header's key=value line
 
 
 class ProvenanceError(ValueError):
@@ -59,6 +87,49 @@ def logic_record(final: Mapping[str, Any], logic_file: Path, label: str) -> dict
     }
 
 
+def _version_facts(prov: Mapping[str, Any]) -> dict[str, Any]:
+    """What identifies the source of the numbers: the simulator's model version, Tensile's version and the
+    device, or the replayed cache."""
+    return {k: prov[k] for k in ("model_version", "tensile_version", "device", "cache", "seed") if k in prov}
+
+
+def logic_header(final: Mapping[str, Any]) -> list[str]:
+    """The comment lines a logic file starts with: what its numbers are, then the same as ``key=value``."""
+    prov = dict(final.get("provenance") or {})
+    numbers = str(prov.get("numbers", "unknown"))
+    backend = prov.get("backend", "unknown")
+    backend = "+".join(map(str, backend)) if isinstance(backend, list) else str(backend)
+    facts = {"numbers": numbers, "backend": backend, **_version_facts(prov), "oto": oto.__version__}
+    what = MEANING.get(numbers, f"numbers of unknown provenance ({numbers})")
+    return [
+        f"oto provenance: {what}. The GFLOPS in this file are {numbers}.",
+        FACTS + " " + " ".join(f"{k}={str(v).replace(' ', '_')}" for k, v in facts.items()),
+    ]
+
+
+def read_logic_header(path: Path | str) -> dict[str, str]:
+    """The ``key=value`` facts of a logic file's provenance header ({} for a file without one)."""
+    facts: dict[str, str] = {}
+    with open(path) as fh:
+        for line in fh:
+            if not line.startswith("#"):
+                break
+            text = line[1:].strip()
+            if text.startswith(FACTS):
+                facts.update(kv.split("=", 1) for kv in text[len(FACTS) :].split() if "=" in kv)
+    return facts
+
+
+def dat_block(records: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
+    """What ``TensileLibrary.dat`` carries under :data:`DAT_KEY`: the manifest's provenance block, the oto
+    version and one line saying what the numbers mean for installing the library."""
+    block = deliverable_provenance(records)
+    kinds = block["numbers"] or ["unknown"]
+    block["oto_version"] = oto.__version__
+    block["meaning"] = "; ".join(MEANING.get(n, f"{n}: unknown provenance") for n in kinds)
+    return block
+
+
 def write_record(record: Mapping[str, Any], out: Path) -> Path:
     atomic_write_text(Path(out), json.dumps(record, indent=2, sort_keys=True, default=str) + "\n")
     return Path(out)
@@ -81,8 +152,7 @@ def deliverable_provenance(records: Sequence[Mapping[str, Any]]) -> dict[str, An
     """The manifest's ``provenance:`` block: what kinds of numbers the logic files hold, per library."""
     libraries = {}
     for r in records:
-        prov = r.get("provenance") or {}
-        version = {k: prov[k] for k in ("model_version", "tensile_version", "device", "cache") if k in prov}
+        version = {k: v for k, v in _version_facts(r.get("provenance") or {}).items() if k != "seed"}
         libraries[str(r.get("library"))] = {
             "numbers": r.get("numbers"),
             "backend": r.get("backend"),
