@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import argparse
 import copy
+import hashlib
 import json
 import math
 import sys
@@ -202,6 +203,27 @@ def held_back(files: Sequence[RecordedFile]) -> set[str]:
 def split(files: Sequence[RecordedFile]) -> tuple[list[RecordedFile], list[RecordedFile]]:
     """(fit, held back)."""
     back = held_back(files)
+    return [f for f in files if f.name not in back], [f for f in files if f.name in back]
+
+
+def chip_held_back(names: Sequence[str], family_of: Callable[[str], str]) -> set[str]:
+    """The fixed split of a chip-constant fit (docs/simulator.md, "Judging a chip fit"): the files of each
+    family, ordered by the SHA-256 (hex) of their file name, alternate fit, held back, fit, ...; returns the
+    held-back names. A family of one file is fit only."""
+    by_family: dict[str, list[str]] = {}
+    for name in names:
+        by_family.setdefault(family_of(name), []).append(name)
+    back = set()
+    for members in by_family.values():
+        ordered = sorted(members, key=lambda n: hashlib.sha256(n.encode()).hexdigest())
+        back.update(ordered[1::2])
+    return back
+
+
+def chip_split(files: Sequence[RecordedFile]) -> tuple[list[RecordedFile], list[RecordedFile]]:
+    """(fit, held back) of a chip's own logic files (:func:`chip_held_back`)."""
+    family = {f.name: f.family for f in files}
+    back = chip_held_back([f.name for f in files], family.__getitem__)
     return [f for f in files if f.name not in back], [f for f in files if f.name in back]
 
 
