@@ -75,6 +75,7 @@ from oto.hardware.simulated.calibration import (  # noqa: E402
     fidelity,
     figures,
     load_recorded,
+    read_flop_counts,
     rows_frame,
 )
 from oto.hardware.simulated.performance import (  # noqa: E402
@@ -294,6 +295,19 @@ def main(argv: list[str] | None = None) -> int:
         "--physics", default=str(PHYSICS_FILE), help="physics constants (default: the shipped fit)"
     )
     ap.add_argument(
+        "--splits",
+        choices=("fit", "held_back", "both"),
+        default="both",
+        help="which files to simulate: the fit ones, the held-back ones or both (default; choose changes on "
+        "'fit' only, and run the held-back files once, when the protocol says so)",
+    )
+    ap.add_argument(
+        "--before",
+        default=None,
+        help="a second profile (e.g. the chip's assumed constants before a calibration): its overall figures "
+        "on the same rows, beside the profile's (a before/after table)",
+    )
+    ap.add_argument(
         "--rivals",
         choices=("fit", "held_back"),
         default=None,
@@ -309,12 +323,20 @@ def main(argv: list[str] | None = None) -> int:
     fitted = set(doc.get("fitted_on", {}).get("fit_files", []))
     fitted_logic = doc.get("fitted_on", {}).get("logic")
     files = load_recorded(args.logic)
+    old_client = read_flop_counts(files, profile)  # files whose GFLOPS the older Tensile client counted
     gpu = SimGPU(profile, physics=physics)
-    same_folder = Path(args.logic).resolve().name == fitted_logic
+    if Path(args.logic).resolve().name != fitted_logic:
+        fitted = set()  # a file is "fit" for the physics only in the folder the physics was fitted on
+    calibration = profile.get("calibration") or {}
+    chip_fitted = (
+        {i["name"] for i in calibration.get("inputs", [])} if calibration.get("source") == "logic" else set()
+    )
+    fitted |= chip_fitted  # ... and for the chip constants if the profile's calibration names it
+    split_of = {f.name: "fit" if f.name in fitted else "held_back" for f in files}
+    if args.splits != "both":
+        files = [f for f in files if split_of[f.name] == args.splits]
     df = rows_frame(gpu, files)
-    df["split"] = [
-        "fit" if (same_folder and name in fitted) else "held_back" for name in df["file"]
-    ]  # a file is "fit" only in the folder the physics was fitted on
+    df["split"] = [split_of[name] for name in df["file"]]
     # The operating point each campaign's rows are simulated at (absent from the profile: its default).
     points = {
         c: (name if name in gpu.operating_points else "default")
@@ -327,11 +349,15 @@ def main(argv: list[str] | None = None) -> int:
         "physics": args.physics,
         "numbers": "simulated, compared with recorded real GFLOPS",
         "operating_points": {c: points[c] for c in sorted(set(df["campaign"]))},
+        "old_client_files": old_client,
+        "chip_calibration": calibration.get("id"),
         "splits": {},
         "splits_profile_default": {},
         "by_campaign": {},
     }
     print(f"sim fidelity: {len(files)} files, {len(df)} rows, {args.profile}, model {MODEL_VERSION}")
+    if old_client:
+        print(f"read with the older Tensile client's flop count (8 per complex MAC): {', '.join(old_client)}")
     print("rows per campaign (simulated at operating point): " + ", ".join(
         f"{c} {n} ({points[c]})" for c, n in df["campaign"].value_counts().items()
     ))  # fmt: skip
@@ -381,6 +407,29 @@ def main(argv: list[str] | None = None) -> int:
             split_name = args.rivals.replace("_", " ")
             print(f"\nrivals simulated ahead of the winner, {split_name}: {len(mine)} files\n")
             print("\n".join(lines))
+    if args.before:
+        before = SimGPU(load_profile(args.before), physics=physics)
+        bdf = rows_frame(before, files)
+        bdf["split"] = [split_of[name] for name in bdf["file"]]
+        out["before"] = {"profile": args.before, "splits": {}}
+        print(f"\nbefore ({args.before}) and after ({args.profile}), each row at its campaign's point:")
+        print("| split | profile | rows | within 25% | median ratio (IQR) | eff rho | winner pct median |")
+        print("|---|---|---|---|---|---|---|")
+        for split in ("fit", "held_back"):
+            for label, frame in (("before", bdf), ("after", df)):
+                part = frame[frame["split"] == split]
+                if part.empty:
+                    continue
+                fid = fidelity(part)
+                if label == "before":
+                    out["before"]["splits"][split] = fid
+                o = fid["overall"]
+                iqr = f"{_fmt(o['ratio_q25'], '.2f')}-{_fmt(o['ratio_q75'], '.2f')}"
+                print(
+                    f"| {split} | {label} | {o['rows']} | {o['within_25pct'] * 100:.1f}% | "
+                    f"{_fmt(o['median_ratio'], '.3f')} ({iqr}) | {_fmt(o['efficiency_spearman'], '.3f')} | "
+                    f"{_fmt(o.get('winner_rank_percentile_median'), '.1f')}% |"
+                )
     out["all"] = fidelity(df)
     out["all_profile_default"] = fidelity(df, DEFAULT_POINT)
     out["wall_s"] = round(time.time() - t0, 1)
