@@ -286,6 +286,46 @@ def rival_report(df: pd.DataFrame) -> tuple[list[str], dict]:
     return lines, out
 
 
+def observation_table(profile: dict, args: argparse.Namespace) -> int:
+    """Model against the recorded observations of a real device of the profile's arch."""
+    from oto.hardware.simulated.checks import observations
+    from oto.hardware.simulated.predict import nearest_row, predict
+    from oto.tensile import legality
+    from spoof_headroom import grid
+
+    gpu = SimGPU(profile, physics=Physics.load(args.physics))
+    files = {f.library.name: f for f in load_recorded(args.logic)}
+    limits = legality.Limits.from_profile(profile)
+    rows = []
+    print(f"observations of a real {profile['arch']} against the model ({args.profile}, {MODEL_VERSION}); "
+          "spoof: the --logic file's winner of the nearest row; best: the fastest of the spoof and "
+          "bench/spoof_headroom.py's grid\n")  # fmt: skip
+    print("| observation | observed | model | model / observed | within ±25% | model's bound |")
+    print("|---|---|---|---|---|---|")
+    for o in observations(profile["arch"]):
+        f, size = files[o["library"]], o["size"]
+        spoof = f.solutions_as_built()[f.winner[nearest_row(f.sizes, size)]]
+        kernels = [spoof, *(grid(f.library, gpu, limits) if o["kernel"] == "best" else [])]
+        pick = min((predict(gpu, f.library, p, size, o["kernel"]) for p in kernels), key=lambda p: p.time_us)
+        key, unit = ("gflops", " GFLOPS") if "gflops" in o else ("pct_peak", "% of peak")
+        model = pick.gflops if key == "gflops" else pick.pct_peak
+        ok = abs(model / o[key] - 1) <= 0.25
+        rows.append({**o, "model": model, "ratio": model / o[key], "within_25pct": ok, "bound": pick.bound})
+        print(f"| {o['name']} | {o[key]:.1f}{unit} | {model:.1f}{unit} | {model / o[key]:.2f} | "
+              f"{'yes' if ok else 'no'} | {pick.bound} |")  # fmt: skip
+    within = sum(r["within_25pct"] for r in rows)
+    print(f"\n{within} of {len(rows)} observations within ±25%")
+    if args.json:
+        doc = {
+            "model_version": MODEL_VERSION,
+            "profile": args.profile,
+            "observations": rows,
+            "within": within,
+        }
+        Path(args.json).write_text(json.dumps(doc, indent=2) + "\n")
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--logic", required=True, help="folder of shipped logic files")
@@ -293,6 +333,13 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--json", default=None, help="write the figures here")
     ap.add_argument(
         "--physics", default=str(PHYSICS_FILE), help="physics constants (default: the shipped fit)"
+    )
+    ap.add_argument(
+        "--observations",
+        action="store_true",
+        help="instead of the logic files' rows: the recorded observations of a real device of the profile's "
+        "arch (hardware/simulated/model_checks.json) against the model, the spoof taken from --logic and "
+        "the best from bench/spoof_headroom.py's grid (oto.hardware.simulated.predict, as oto predict)",
     )
     ap.add_argument(
         "--splits",
@@ -318,6 +365,8 @@ def main(argv: list[str] | None = None) -> int:
 
     t0 = time.time()
     profile = load_profile(args.profile)
+    if args.observations:
+        return observation_table(profile, args)
     doc = json.loads(Path(args.physics).read_text())
     physics = Physics.load(args.physics)
     fitted = set(doc.get("fitted_on", {}).get("fit_files", []))

@@ -821,6 +821,9 @@ def fit(
 
 
 BOUND_SHARE = 0.005  # a fitted constant this close to a bound (share of its range) sits at the bound
+# Fewest measurements a chip-constant fit is given (bench/chip_learning_curve.py, bench/RESULTS.md: the fewest
+# vega20 rows whose fit reached 90% of the full fit's gain on the held-back files).
+MIN_CHIP_ROWS = 300
 
 
 def at_bounds(values: Mapping[str, float], knobs: Sequence[Knob]) -> dict[str, str]:
@@ -834,6 +837,30 @@ def at_bounds(values: Mapping[str, float], knobs: Sequence[Knob]) -> dict[str, s
         elif v >= k.hi - span:
             out[k.name] = "upper"
     return out
+
+
+def relative_errors(
+    files: Sequence[RecordedFile], profile: Mapping[str, Any], physics: Physics, names: Sequence[str]
+) -> dict[str, float]:
+    """Relative standard error of each named constant at the profile's values: the linearised least-squares
+    covariance sigma^2 (J^T J)^-1 of log(constant), J = d log(simulated time) / d log(constant) over the rows,
+    sigma the residuals' spread. Correlated constants (DRAM latency against launch, say) show up here even
+    when each moves the times on its own."""
+    real = np.concatenate([np.log(f.real_time_us) for f in files])
+
+    def log_times(prof: Mapping[str, Any]) -> np.ndarray:
+        gpu = SimGPU(prof, physics=physics)
+        return np.concatenate([np.log(winner_times(gpu, f)) for f in files])
+
+    base = log_times(profile)
+    jac = np.empty((len(base), len(names)))
+    for j, name in enumerate(names):
+        _, prof = with_values([name], [get_value(name, physics, profile) * 1.02], physics, profile)
+        jac[:, j] = (log_times(prof) - base) / math.log(1.02)
+    dof = max(len(base) - len(names), 1)
+    sigma2 = float(np.sum((base - real) ** 2)) / dof
+    cov = sigma2 * np.linalg.pinv(jac.T @ jac)
+    return {name: float(math.sqrt(max(cov[j, j], 0.0))) for j, name in enumerate(names)}
 
 
 def sample_rows(files: Sequence[RecordedFile], n: int, seed: int) -> list[RecordedFile]:

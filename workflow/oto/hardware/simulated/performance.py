@@ -260,7 +260,19 @@ def chip_version(profile: Mapping[str, Any], hidden: Mapping[str, Any] | None = 
         "calibration": (profile.get("calibration") or {}).get("id"),
         "hidden": dict(hidden or {}),
     }
-    return hashlib.sha256(json.dumps(doc, sort_keys=True, default=str).encode()).hexdigest()[:12]
+    return hashlib.sha256(json.dumps(_plain(doc), sort_keys=True).encode()).hexdigest()[:12]
+
+
+def _plain(value: Any) -> Any:
+    """Numbers as one form (1800 and 1800.0 alike), mappings as plain dicts: equal figures hash alike,
+    whether they come from a stage's profile view or the file."""
+    if isinstance(value, Mapping):
+        return {str(k): _plain(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_plain(v) for v in value]
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return value
+    return float(value)
 
 
 def with_chip(profile: Mapping[str, Any], constants: Mapping[str, Any]) -> dict[str, Any]:
