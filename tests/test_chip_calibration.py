@@ -245,3 +245,50 @@ def test_a_calibrated_device_takes_priors_simulated_on_its_own_chip(tmp_path):
     calibrated = knowledge(tmp_path / "gfx90c", "gfx90c", LIB, on_device, SIZES, MEASURED)
     assert [k["id"] for k in calibrated.priors] == [candidate_id(params(2))]
     assert calibrated.priors[0]["chip_version"] == mine
+
+
+def test_reports_of_simulated_figures_say_how_well_the_model_was_checked_on_the_chip(tmp_path):
+    """The acceptance report and its HTML twin (the dashboard's collector) carry one model-check line: the
+    chip's held-back figures, its observations, a device's own calibration check, or 'never checked'."""
+    from dashboard_helpers import CONFIG, make_results
+    from oto.hardware.simulated.checks import model_check_for, model_check_line
+    from oto.stages import report
+
+    assert "never checked" in model_check_line("gfx902")
+    assert "15,604 rows" in model_check_line("gfx900") and "82.2% within ±25%" in model_check_line("gfx900")
+    assert "4 of 5 within ±25%" in model_check_line("gfx90c")
+    check = {"held_out_sizes": 16, "pair_agreement_before": 0.908, "pair_agreement_after": 0.922}
+    device = {"calibration": {"source": "bundles", "rows": 412, "device": "d0123456789ab", "check": check}}
+    line = model_check_line("gfx90c", device)
+    assert "412 measured races" in line and "92.2%" in line and "90.8% before" in line
+    assert model_check_for("gfx90c", {"device_profile": str(tmp_path / "none.yaml")}) == model_check_line(
+        "gfx90c"
+    )
+    res = make_results(tmp_path)
+    md, html = tmp_path / "acceptance.md", tmp_path / "acceptance.html"
+    finals = sorted(res.glob("*/final.yaml"))
+    text = report.run(finals, res / "ceilings.yaml", res / "deck.yaml", None, CONFIG, md, html)
+    assert f"- {model_check_line('gfx90c')}" in text
+    assert 'data-test="model-check"' in html.read_text()
+
+
+def test_predict_names_the_spoof_the_best_shipped_and_a_given_kernel_with_their_bound(capsys):
+    from oto.hardware.simulated.predict import limiting_bound, predict
+    from oto.run.predict import main
+
+    profile = str(REPO / "arch_profiles" / "gfx90c.yaml")
+    kernel = '{"ThreadTile": [8, 8], "WorkGroup": [16, 16, 1], "DepthU": 8, "VectorWidth": 4}'
+    args = ["--profile", profile, "--library", "Cijk_Ailk_Bljk_HB", "--size", "4096,4096,1,4096"]
+    assert main([*args, "--kernel", kernel]) == 0
+    out = capsys.readouterr().out.splitlines()
+    assert "SIMULATED" in out[0] and [line.split()[0] for line in out[1:]] == ["spoof", "best", "given"]
+    gpu = SimGPU(load_profile(profile))
+    given = predict(gpu, "Cijk_Ailk_Bljk_HB", yaml.safe_load(kernel), (4096, 4096, 1, 4096), "given kernel")
+    assert out[3] == given.line() and given.bound == "VALU" and 40 < given.pct_peak < 100
+    # the bound is the term that limits the launch: the launch itself when it is half the time or more
+    terms = {"valu_cycles": 10.0, "lds_cycles": 30.0, "mem_cycles": 20.0, "exposed_latency": 0.0,
+             "lds_stall_cycles": 0.0, "launch_us": 1.0, "time_us": 10.0}  # fmt: skip
+    assert limiting_bound(terms) == "LDS" and limiting_bound({**terms, "launch_us": 6.0}) == "launch"
+    with pytest.raises(SystemExit):
+        main([*args[:4], "--size", "4096,4096"])
+    assert "is not M,N,B,K" in capsys.readouterr().err
