@@ -36,18 +36,14 @@ from oto.gemm import Library
 from oto.hardware.device_profile import DeviceProfileError, check_device_profile
 from oto.hardware.profile import ProfileError, load_profile, profile_path, validate_profile
 
-if TYPE_CHECKING:  # the fit (numpy, pandas) loads only when a device is calibrated: the tester and the merge
-    from oto.hardware.simulated.calibration import FitResult, Knob, RecordedFile  # read calibrated profiles
+if TYPE_CHECKING:  # the fit (and pandas) loads only when a device is calibrated, not when the tester or the
+    from oto.hardware.simulated.calibration import FitResult, Knob, RecordedFile  # merge read a profile
     from oto.hardware.simulated.performance import Physics, SimGPU
 
 CALIBRATED = "calibrated"  # results/<arch>/calibrated/<device id>.yaml
 TIE = 0.02  # measured times closer than this (relative) order no pair
 MIN_SENSITIVITY = 0.05  # RMS d log(time) / d log(constant) over the races below which a constant is held
 MAX_RELATIVE_ERROR = 0.05  # a fitted constant these races determine less well than this is held instead
-
-
-class CalibrationError(ValueError):
-    pass
 
 
 @dataclass

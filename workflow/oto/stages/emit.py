@@ -15,17 +15,10 @@ from oto.stages import PROVENANCE_FIELDS, Stage
 from oto.tensile import benchmark_config, install, legality
 
 STAGE = Stage(
-    name="emit",
-    scope="generation",
-    home="{library}/gen{gen}",
-    reads=("deck", "mutate"),
-    profile=(
-        *install.REGISTRATION_FIELDS,
-        *legality.Limits.PROFILE_FIELDS,
-        *benchmark_config.PROFILE_FIELDS,
-        PROVENANCE_FIELDS,
-    ),  # fmt: skip
-)
+    name="emit", scope="generation", home="{library}/gen{gen}", reads=("deck", "mutate"),
+    profile=(*install.REGISTRATION_FIELDS, *legality.Limits.PROFILE_FIELDS, *benchmark_config.PROFILE_FIELDS,
+             PROVENANCE_FIELDS),  # its provenance: registry knowledge of the same numbers and chip
+)  # fmt: skip
 log = logging.getLogger(__name__)
 
 

@@ -20,7 +20,6 @@ from oto.tensile.legality import Limits
 
 # Its view holds the legality limits proposals depend on and what resolving the backend for its provenance
 # reads (registry knowledge of the same numbers); the agent's prompt shows the whole profile (read_profile).
-# the backend is resolved for its provenance: registry knowledge of the same numbers and chip
 PROFILE = (*REGISTRATION_FIELDS, *Limits.PROFILE_FIELDS, PROVENANCE_FIELDS)
 STAGE = Stage(name="mutate", scope="generation", home="{library}/gen{gen}", reads=("deck",), profile=PROFILE)
 log = logging.getLogger(__name__)
