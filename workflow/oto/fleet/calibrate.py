@@ -187,11 +187,20 @@ class DeviceCalibration:
 
 
 def calibrate_device(
-    device: str, bundles: Sequence[Accepted], physics: Physics, iterations: int = 30, command: str = ""
+    device: str,
+    bundles: Sequence[Accepted],
+    physics: Physics,
+    iterations: int = 30,
+    command: str = "",
+    allow_bounds: bool = False,
 ) -> DeviceCalibration:
-    """Fit one device's chip constants to its bundles' races at the fit sizes; judge on the held-out ones."""
+    """Fit one device's chip constants to its bundles' races at the fit sizes; judge on the held-out ones.
+    ``allow_bounds``: a constant at its bound (a device that holds its peak clock, say) is named in the
+    profile (``calibration.at_bound``) instead of refusing it; a fit that did not converge is always
+    refused."""
     from oto.hardware.simulated.calibration import (
         MIN_CHIP_ROWS,
+        at_bounds,
         calibrated_profile,
         chip_knobs,
         fit,
@@ -235,7 +244,8 @@ def calibrate_device(
     calib.knobs, calib.result = knobs, result
     calib.after = race_agreement(SimGPU(result.profile, physics=physics), races, held)
     calib.problems = fit_problems(result, knobs)
-    if calib.problems:
+    bounds = sorted(at_bounds(result.values, knobs))
+    if calib.problems and not (allow_bounds and result.converged):
         return calib
     check = {
         "held_out_sizes": calib.after["sizes"],
@@ -246,8 +256,10 @@ def calibrate_device(
         "winner_rank_pct_after": _round(calib.after["winner_rank_pct_median"]),
     }
     inputs = [{"name": b.path.name, "sha256": b.sha256} for b in bundles]
-    prof = calibrated_profile(result, knobs, source="bundles", inputs=inputs, command=command, check=check)
-    prof["calibration"]["device"] = device
+    extra = {"device": device, **({"at_bound": bounds} if bounds else {})}
+    prof = calibrated_profile(
+        result, knobs, source="bundles", inputs=inputs, command=command, check=check, extra=extra
+    )
     calib.profile = prof
     return calib
 
@@ -329,6 +341,12 @@ def main(argv: Sequence[str]) -> int:
     ap.add_argument("--profiles", default="arch_profiles", help="folder of arch profiles")
     ap.add_argument("--iterations", type=int, default=30, help="Levenberg-Marquardt iterations at most")
     ap.add_argument("--json", default=None, help="write every device's figures here")
+    ap.add_argument(
+        "--allow-bounds",
+        action="store_true",
+        help="write a profile even when a constant ended at a bound (a device holding its peak clock, say); "
+        "the profile names it (calibration.at_bound)",
+    )
     args = ap.parse_args(argv)
     try:
         arch_profile = load_profile(profile_path(args.arch, args.profiles))
@@ -352,7 +370,7 @@ def main(argv: Sequence[str]) -> int:
     command = "oto calibrate " + " ".join(argv)
     report, rc = {}, 0
     for device, bundles in sorted(by_device.items()):
-        c = calibrate_device(device, bundles, physics, args.iterations, command)
+        c = calibrate_device(device, bundles, physics, args.iterations, command, args.allow_bounds)
         report[device] = _describe(c)
         print(f"\ndevice {device}: {len(bundles)} bundle(s), {c.rows} races at the fit sizes")
         for name, s in sorted(c.sensitivity.items()):
@@ -366,10 +384,10 @@ def main(argv: Sequence[str]) -> int:
             f"under the model {_pct(c.before['winner_rank_pct_median'])} -> "
             f"{_pct(c.after['winner_rank_pct_median'])} (median over {c.before['sizes']} sizes)"
         )
-        if c.problems:
+        for p in c.problems:
+            print(f"oto calibrate: device {device}: {p}", file=sys.stderr)
+        if c.profile is None:
             rc = 1
-            for p in c.problems:
-                print(f"oto calibrate: device {device}: {p}", file=sys.stderr)
             print(f"oto calibrate: device {device}: profile not written", file=sys.stderr)
             continue
         path = calibrated_path(Path(args.out), args.arch, device)

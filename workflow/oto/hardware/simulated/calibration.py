@@ -936,6 +936,7 @@ def calibrated_profile(
     inputs: Sequence[Mapping[str, Any]],
     command: str,
     check: Mapping[str, Any] | None = None,
+    extra: Mapping[str, Any] | None = None,
 ) -> dict[str, Any]:
     """The profile with its fitted chip constants (rounded as written) and a ``calibration`` block saying what
     they were fitted on: ``source`` (``logic`` or ``bundles``), the ``inputs`` (name and sha256 of each file
@@ -970,6 +971,7 @@ def calibrated_profile(
     }
     if check:
         block["check"] = dict(check)
+    block.update(extra or {})  # the device of a tester's bundles, the constants left at a bound
     block["id"] = hashlib.sha256(json.dumps(block, sort_keys=True, default=str).encode()).hexdigest()[:12]
     prof["calibration"] = block
     return prof
@@ -1158,9 +1160,10 @@ def chip_main(args: argparse.Namespace, argv: list[str] | None) -> int:
         return 1
     command = "oto calibrate " + " ".join(argv if argv is not None else sys.argv[1:])
     names = [Path(args.logic) / f.name for f in fit_files]
-    prof = calibrated_profile(result, knobs, source="logic", inputs=file_inputs(names), command=command)
-    if problems:
-        prof["calibration"]["at_bound"] = sorted(at_bounds(result.values, knobs))
+    bounds = {"at_bound": sorted(at_bounds(result.values, knobs))} if problems else {}
+    prof = calibrated_profile(
+        result, knobs, source="logic", inputs=file_inputs(names), command=command, extra=bounds
+    )
     atomic_write_text(args.profile_out, dump_yaml(prof))
     print(f"wrote {args.profile_out}")
     return 0
