@@ -75,6 +75,7 @@ from oto.hardware.simulated.calibration import (  # noqa: E402
     fidelity,
     figures,
     load_recorded,
+    read_flop_counts,
     rows_frame,
 )
 from oto.hardware.simulated.performance import (  # noqa: E402
@@ -285,6 +286,46 @@ def rival_report(df: pd.DataFrame) -> tuple[list[str], dict]:
     return lines, out
 
 
+def observation_table(profile: dict, args: argparse.Namespace) -> int:
+    """Model against the recorded observations of a real device of the profile's arch."""
+    from oto.hardware.simulated.checks import observations
+    from oto.hardware.simulated.predict import nearest_row, predict
+    from oto.tensile import legality
+    from spoof_headroom import grid
+
+    gpu = SimGPU(profile, physics=Physics.load(args.physics))
+    files = {f.library.name: f for f in load_recorded(args.logic)}
+    limits = legality.Limits.from_profile(profile)
+    rows = []
+    print(f"observations of a real {profile['arch']} against the model ({args.profile}, {MODEL_VERSION}); "
+          "spoof: the --logic file's winner of the nearest row; best: the fastest of the spoof and "
+          "bench/spoof_headroom.py's grid\n")  # fmt: skip
+    print("| observation | observed | model | model / observed | within ±25% | model's bound |")
+    print("|---|---|---|---|---|---|")
+    for o in observations(profile["arch"]):
+        f, size = files[o["library"]], o["size"]
+        spoof = f.solutions_as_built()[f.winner[nearest_row(f.sizes, size)]]
+        kernels = [spoof, *(grid(f.library, gpu, limits) if o["kernel"] == "best" else [])]
+        pick = min((predict(gpu, f.library, p, size, o["kernel"]) for p in kernels), key=lambda p: p.time_us)
+        key, unit = ("gflops", " GFLOPS") if "gflops" in o else ("pct_peak", "% of peak")
+        model = pick.gflops if key == "gflops" else pick.pct_peak
+        ok = abs(model / o[key] - 1) <= 0.25
+        rows.append({**o, "model": model, "ratio": model / o[key], "within_25pct": ok, "bound": pick.bound})
+        print(f"| {o['name']} | {o[key]:.1f}{unit} | {model:.1f}{unit} | {model / o[key]:.2f} | "
+              f"{'yes' if ok else 'no'} | {pick.bound} |")  # fmt: skip
+    within = sum(r["within_25pct"] for r in rows)
+    print(f"\n{within} of {len(rows)} observations within ±25%")
+    if args.json:
+        doc = {
+            "model_version": MODEL_VERSION,
+            "profile": args.profile,
+            "observations": rows,
+            "within": within,
+        }
+        Path(args.json).write_text(json.dumps(doc, indent=2) + "\n")
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--logic", required=True, help="folder of shipped logic files")
@@ -292,6 +333,26 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--json", default=None, help="write the figures here")
     ap.add_argument(
         "--physics", default=str(PHYSICS_FILE), help="physics constants (default: the shipped fit)"
+    )
+    ap.add_argument(
+        "--observations",
+        action="store_true",
+        help="instead of the logic files' rows: the recorded observations of a real device of the profile's "
+        "arch (hardware/simulated/model_checks.json) against the model, the spoof taken from --logic and "
+        "the best from bench/spoof_headroom.py's grid (oto.hardware.simulated.predict, as oto predict)",
+    )
+    ap.add_argument(
+        "--splits",
+        choices=("fit", "held_back", "both"),
+        default="both",
+        help="which files to simulate: the fit ones, the held-back ones or both (default; choose changes on "
+        "'fit' only, and run the held-back files once, when the protocol says so)",
+    )
+    ap.add_argument(
+        "--before",
+        default=None,
+        help="a second profile (e.g. the chip's assumed constants before a calibration): its overall figures "
+        "on the same rows, beside the profile's (a before/after table)",
     )
     ap.add_argument(
         "--rivals",
@@ -304,17 +365,27 @@ def main(argv: list[str] | None = None) -> int:
 
     t0 = time.time()
     profile = load_profile(args.profile)
+    if args.observations:
+        return observation_table(profile, args)
     doc = json.loads(Path(args.physics).read_text())
     physics = Physics.load(args.physics)
     fitted = set(doc.get("fitted_on", {}).get("fit_files", []))
     fitted_logic = doc.get("fitted_on", {}).get("logic")
     files = load_recorded(args.logic)
+    old_client = read_flop_counts(files, profile)  # files whose GFLOPS the older Tensile client counted
     gpu = SimGPU(profile, physics=physics)
-    same_folder = Path(args.logic).resolve().name == fitted_logic
+    if Path(args.logic).resolve().name != fitted_logic:
+        fitted = set()  # a file is "fit" for the physics only in the folder the physics was fitted on
+    calibration = profile.get("calibration") or {}
+    chip_fitted = (
+        {i["name"] for i in calibration.get("inputs", [])} if calibration.get("source") == "logic" else set()
+    )
+    fitted |= chip_fitted  # ... and for the chip constants if the profile's calibration names it
+    split_of = {f.name: "fit" if f.name in fitted else "held_back" for f in files}
+    if args.splits != "both":
+        files = [f for f in files if split_of[f.name] == args.splits]
     df = rows_frame(gpu, files)
-    df["split"] = [
-        "fit" if (same_folder and name in fitted) else "held_back" for name in df["file"]
-    ]  # a file is "fit" only in the folder the physics was fitted on
+    df["split"] = [split_of[name] for name in df["file"]]
     # The operating point each campaign's rows are simulated at (absent from the profile: its default).
     points = {
         c: (name if name in gpu.operating_points else "default")
@@ -327,11 +398,15 @@ def main(argv: list[str] | None = None) -> int:
         "physics": args.physics,
         "numbers": "simulated, compared with recorded real GFLOPS",
         "operating_points": {c: points[c] for c in sorted(set(df["campaign"]))},
+        "old_client_files": old_client,
+        "chip_calibration": calibration.get("id"),
         "splits": {},
         "splits_profile_default": {},
         "by_campaign": {},
     }
     print(f"sim fidelity: {len(files)} files, {len(df)} rows, {args.profile}, model {MODEL_VERSION}")
+    if old_client:
+        print(f"read with the older Tensile client's flop count (8 per complex MAC): {', '.join(old_client)}")
     print("rows per campaign (simulated at operating point): " + ", ".join(
         f"{c} {n} ({points[c]})" for c, n in df["campaign"].value_counts().items()
     ))  # fmt: skip
@@ -381,6 +456,29 @@ def main(argv: list[str] | None = None) -> int:
             split_name = args.rivals.replace("_", " ")
             print(f"\nrivals simulated ahead of the winner, {split_name}: {len(mine)} files\n")
             print("\n".join(lines))
+    if args.before:
+        before = SimGPU(load_profile(args.before), physics=physics)
+        bdf = rows_frame(before, files)
+        bdf["split"] = [split_of[name] for name in bdf["file"]]
+        out["before"] = {"profile": args.before, "splits": {}}
+        print(f"\nbefore ({args.before}) and after ({args.profile}), each row at its campaign's point:")
+        print("| split | profile | rows | within 25% | median ratio (IQR) | eff rho | winner pct median |")
+        print("|---|---|---|---|---|---|---|")
+        for split in ("fit", "held_back"):
+            for label, frame in (("before", bdf), ("after", df)):
+                part = frame[frame["split"] == split]
+                if part.empty:
+                    continue
+                fid = fidelity(part)
+                if label == "before":
+                    out["before"]["splits"][split] = fid
+                o = fid["overall"]
+                iqr = f"{_fmt(o['ratio_q25'], '.2f')}-{_fmt(o['ratio_q75'], '.2f')}"
+                print(
+                    f"| {split} | {label} | {o['rows']} | {o['within_25pct'] * 100:.1f}% | "
+                    f"{_fmt(o['median_ratio'], '.3f')} ({iqr}) | {_fmt(o['efficiency_spearman'], '.3f')} | "
+                    f"{_fmt(o.get('winner_rank_percentile_median'), '.1f')}% |"
+                )
     out["all"] = fidelity(df)
     out["all_profile_default"] = fidelity(df, DEFAULT_POINT)
     out["wall_s"] = round(time.time() - t0, 1)

@@ -196,7 +196,8 @@ def test_campaigns_are_told_apart_by_the_solutions_tensile_generation(vega10_dir
     for what in ("bandwidth", "memory_latency", "launch"):
         lo, hi = cal.OPERATING_POINT_BOUNDS[what]
         assert lo <= point[what] <= hi, what
-    assert cal.campaign_operating_point(0) is None  # the first campaign's board is the profile's own
+    # gfx900 declares no point for the first campaign: its board is the profile's own
+    assert cal.campaign_gpu(SimGPU(profile), 0).operating_point == "default"
 
 
 def test_first_generation_solutions_are_timed_as_they_ran_without_stagger(vega10_dir):
@@ -397,7 +398,9 @@ def test_operating_points_are_declared_validated_and_simulated():
     for bad, field in [
         ({**point, "clock": {"fp32": 2.0}}, "timing.operating_points.capped.clock.fp32"),
         ({**point, "clock": {"fp99": 1.0}}, "timing.operating_points.capped.clock"),
-        ({**point, "bandwidth": 1.2}, "timing.operating_points.capped.bandwidth"),
+        ({**point, "bandwidth": 5.0}, "timing.operating_points.capped.bandwidth"),  # above the schema's 4
+        ({**point, "bandwidth": 3.0}, "timing.operating_points.capped.bandwidth"),  # 108 GB/s: above the peak
+        ({**point, "clock": {"fp32": 1.2}}, "timing.operating_points.capped.clock.fp32"),  # 1920 MHz > 1800
         ({**point, "launch": float("nan")}, "timing.operating_points.capped.launch"),
         ({**point, "turbo": 1}, "timing.operating_points.capped.turbo"),
         ({k: v for k, v in point.items() if k != "source"}, "timing.operating_points.capped.source"),

@@ -12,7 +12,7 @@ from oto.backends.base import BUILD_CLASSES, SAMPLE_CLASSES, Kernel, Launch, Mea
 from oto.backends.sim import SimBackend
 from oto.config import config_defaults
 from oto.gemm import Library
-from oto.hardware.simulated.performance import MODEL_VERSION
+from oto.hardware.simulated.performance import MODEL_VERSION, chip_version
 from oto.tensile.params import candidate_id
 from test_simgpu import gfx90c_like
 
@@ -55,7 +55,8 @@ def test_resolve_builds_a_sim_backend_with_provenance():
     assert prov["model_version"] == MODEL_VERSION
     assert (prov["seed"], prov["stream"]) == (3, "lib/gen1")
     assert prov["noise"]["jitter"] == 0.05
-    assert set(prov["noise"]) | {"launch_order"} == set(config_defaults("sim"))
+    assert set(prov["noise"]) | {"launch_order", "chip"} == set(config_defaults("sim"))
+    assert prov["chip_version"] == chip_version(gfx90c_like())  # the chip it runs: no hidden one
     assert prov["capabilities"] == {
         "launch_order": "plan",
         "clock_telemetry": "per_launch",

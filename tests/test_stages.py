@@ -16,7 +16,7 @@ import yaml
 from oto.run.estimate import run_jobs
 from oto.run.profile_views import stage_fields
 from oto.run.progress import GPU_RULES
-from oto.stages import BACKEND_FIELDS, Stage, declaration, gpu_stages, stages
+from oto.stages import BACKEND_FIELDS, PROVENANCE_FIELDS, Stage, declaration, gpu_stages, stages
 from workflow_helpers import FAST_CONFIG, REPO, make_workdir, snakemake
 
 ARCH = FAST_CONFIG["arch"]
@@ -115,7 +115,7 @@ def test_the_rules_that_take_the_profile_are_those_declaring_its_fields(workflow
     assert all(v == [name] for name, v in views.items() if v), views
     fields = stage_fields({"backend": "sim"})
     assert list(fields) == [s.name for s in stages() if s.profile is not None]
-    assert all(BACKEND_FIELDS not in f and f for f in fields.values())
+    assert all(BACKEND_FIELDS not in f and PROVENANCE_FIELDS not in f and f for f in fields.values())
 
 
 def test_the_cluster_profile_sends_exactly_the_gpu_stages_to_the_gpu_partition():

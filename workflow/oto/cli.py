@@ -11,7 +11,7 @@ def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     commands = {
         "calibrate": (
-            "fit the simulated GPU to the recorded GFLOPS of shipped logic files (docs/simulator.md)",
+            "fit the simulated GPU to logic files' GFLOPS (--chip: one chip's constants) or --bundles",
             _calibrate,
         ),
         "deck-manifest": ("derive the shipped deck manifest from a folder of logic files", _deck_manifest),
@@ -22,6 +22,10 @@ def main(argv: list[str] | None = None) -> int:
             _override,
         ),
         "plan": ("estimate a configured run: jobs, timed launches, GPU time on the target, time here", _plan),
+        "predict": (
+            "what the simulated GPU expects of a kernel at one size (GFLOPS, % of peak, bound)",
+            _predict,
+        ),
         "replay": ("score a search strategy on a recorded Kernel Tuner cache", _replay),
         "registry": ("query the experiment registry or export it as Kernel Tuner T4", _registry),
         "shards": ("list what each of N shards of the deck holds (one tester, one night each)", _shards),
@@ -49,6 +53,10 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _calibrate(argv: list[str]) -> int:
+    if any(a == "--bundles" or a.startswith("--bundles=") for a in argv):  # a tester's races, per device
+        from oto.fleet.calibrate import main as bundles_main
+
+        return bundles_main(argv)
     from oto.hardware.simulated.calibration import main
 
     return main(argv)
@@ -114,6 +122,12 @@ def _override(argv: list[str]) -> int:
 
 def _plan(argv: list[str]) -> int:
     from oto.run.estimate import main
+
+    return main(argv)
+
+
+def _predict(argv: list[str]) -> int:
+    from oto.run.predict import main
 
     return main(argv)
 

@@ -20,6 +20,7 @@ class DataType:
     name: str  # Tensile's C++ spelling in .dat predicates
     bytes: int
     complex: bool = False
+    packing: int = 1  # elements of the base type one element packs (Int8x4: 4 int8 values per 32 bits)
 
     @property
     def registers(self) -> float:
@@ -33,7 +34,7 @@ DATATYPES = {
     "C": DataType("C", 2, "ComplexFloat", 8, complex=True),
     "Z": DataType("Z", 3, "ComplexDouble", 16, complex=True),
     "H": DataType("H", 4, "Half", 2),
-    "4xi8": DataType("4xi8", 5, "Int8x4", 4),
+    "4xi8": DataType("4xi8", 5, "Int8x4", 4, packing=4),
     "I": DataType("I", 6, "Int32", 4),
     "B": DataType("B", 7, "BFloat16", 2),
     "I8": DataType("I8", 8, "Int8", 1),
@@ -132,8 +133,9 @@ class Family:
 
     @property
     def flops_per_mac(self) -> int:
-        # A complex multiply-add is 4 real multiplies and 4 real adds.
-        return 8 if self.a.complex else 2
+        # A complex multiply-add is 4 real multiplies and 4 real adds; one Int8x4 multiply-add is 4 int8 ones
+        # (Tensile's client counts 2 x packing, ContractionProblem::flopsPerMac), so the int8 rate applies.
+        return 8 if self.a.complex else 2 * self.a.packing
 
     @property
     def workload(self) -> str:

@@ -48,6 +48,14 @@ def profile_fields(backend: str) -> tuple[str, ...]:
     return tuple(dict.fromkeys(f for cls in chosen for f in cls.PROFILE_FIELDS))
 
 
+def provenance_fields(backend: str) -> tuple[str, ...]:
+    """The arch-profile fields the configured backend's provenance reads (``auto``: any it may pick): a stage
+    that resolves the backend only for its provenance (mutate, emit) must declare them."""
+    from oto.backends.sim import SimBackend
+
+    return SimBackend.PROVENANCE_FIELDS if backend in ("sim", "auto") else ()
+
+
 def job_stream(library: str, stage: str) -> str:
     """The name of one job's stream (``<library>/gen<N>`` or ``<library>/final``): seeded backends draw
     independent, reproducible noise per stream."""

@@ -22,7 +22,7 @@ from oto.backends.base import BuildResult, Capabilities, Costs, Kernel, MeasureP
 from oto.backends.sweeps import plan_sweeps, roles_of, sweep_launches, sweep_of_launch
 from oto.config import config_defaults
 from oto.hardware.simulated.noise import NOISE_KEYS, NoiseModel
-from oto.hardware.simulated.performance import MODEL_VERSION, Arch, SimGPU
+from oto.hardware.simulated.performance import MODEL_VERSION, Arch, SimGPU, chip_version, with_chip
 
 LAUNCH_ORDERS = {"plan": "plan", "sweeps": "reported"}  # sim.launch_order -> Capabilities.launch_order
 
@@ -30,7 +30,11 @@ LAUNCH_ORDERS = {"plan": "plan", "sweeps": "reported"}  # sim.launch_order -> Ca
 class SimBackend:
     name = "sim"
     numbers = "simulated"
-    PROFILE_FIELDS = Arch.PROFILE_FIELDS  # the simulated GPU is the profile's
+    PROFILE_FIELDS = (*Arch.PROFILE_FIELDS, "calibration")  # the simulated GPU is the profile's
+    # What its provenance reads (the chip constants and their calibration: performance.chip_version), so
+    # records simulated on two calibrations of a chip never count as the same experiment. Every stage that
+    # resolves the backend for its provenance declares them (oto.run.profile_views).
+    PROVENANCE_FIELDS = ("arch", "timing", "memory.sustained_bandwidth_gbs", "calibration")
 
     def __init__(self, profile: Mapping[str, Any], sim_config: Mapping[str, Any], seed: int, stream: str):
         defaults = config_defaults("sim")  # the config schema states every default
@@ -45,7 +49,11 @@ class SimBackend:
                 f"config field 'sim.launch_order': {self.launch_order!r} is not one of "
                 f"{', '.join(LAUNCH_ORDERS)}"
             )
-        self.settings = {k: float(sim_config.get(k, v)) for k, v in defaults.items() if k != "launch_order"}
+        # a hidden device (sim.chip): the chip constants the simulated GPU really has, unknown to the run
+        self.hidden_chip = dict(sim_config.get("chip") or {})
+        self.settings = {
+            k: float(sim_config.get(k, v)) for k, v in defaults.items() if k not in ("launch_order", "chip")
+        }
         st = self.settings
         if not 0 <= st["validation_fail_rate"] <= 1 or st["cooldown_us"] < 0 or st["pace"] < 0:
             raise ValueError(
@@ -66,7 +74,8 @@ class SimBackend:
         """The simulated GPU, made on first use: mutate and emit ask only for the provenance, and their
         profile views do not carry the figures the GPU is made of."""
         if self._gpu is None:
-            self._gpu = SimGPU(self.profile, seed=self.seed)
+            profile = with_chip(self.profile, self.hidden_chip) if self.hidden_chip else self.profile
+            self._gpu = SimGPU(profile, seed=self.seed)
         return self._gpu
 
     @classmethod
@@ -86,6 +95,7 @@ class SimBackend:
             "numbers": self.numbers,
             "model_version": MODEL_VERSION,
             "arch": str(self.profile["arch"]),
+            "chip_version": chip_version(self.profile, self.hidden_chip),
             "seed": self.seed,
             "stream": self.stream,
             "noise": dict(self.settings),

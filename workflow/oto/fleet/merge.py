@@ -44,6 +44,7 @@ from oto.deck.sources import load_deck
 from oto.files import atomic_write_text, read_yaml, write_yaml
 from oto.fleet import split_passthrough
 from oto.fleet.bundle import SUFFIX, file_sha256
+from oto.fleet.calibrate import CALIBRATED, calibrated_profiles
 from oto.fleet.intake import Accepted, Expect, Limits, Rejected, open_bundle
 from oto.gemm import Library
 from oto.hardware.ceilings import ceilings_document, family_peak_gflops, roofline_gflops
@@ -98,7 +99,9 @@ def _guard(arch_dir: Path) -> None:
     """Never overwrite a tuning run: a merge writes into an empty folder or one an earlier merge wrote."""
     if not arch_dir.exists() or (arch_dir / "fleet" / STATE).is_file():
         return
-    if any(arch_dir.glob("Cijk_*/gen*")) or any(p.name != "fleet" for p in arch_dir.iterdir()):
+    if any(arch_dir.glob("Cijk_*/gen*")) or any(
+        p.name not in ("fleet", CALIBRATED) for p in arch_dir.iterdir()
+    ):
         raise MergeError(
             f"{arch_dir} holds a tuning run or other files, not an earlier merge; merge into another folder "
             "(oto merge --out merged/)"
@@ -421,7 +424,9 @@ def merge(
         target = kept / f"{b.sha256[:16]}{SUFFIX}"
         if not target.exists():
             shutil.copyfile(b.path, target)
-    profiles = {b.device_id: b.profile for b in outcome.accepted}
+    # a device's ceilings: its calibrated profile where `oto calibrate --bundles` wrote one, else its bundle's
+    calibrated = calibrated_profiles(arch_dir, settings.arch_profile)
+    profiles = {b.device_id: calibrated.get(b.device_id, b.profile) for b in outcome.accepted}
     tol = float(settings.config["benchmark"]["tie_tolerance"])
     libraries = sorted({lib for b in outcome.accepted for lib in (*b.records, *b.finals)})
     label = settings.config["package"]["label"]

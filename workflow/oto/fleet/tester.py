@@ -27,6 +27,7 @@ from oto.deck.shards import Shard, ShardError
 from oto.files import atomic_write_text, dump_yaml, read_yaml
 from oto.fleet import split_passthrough
 from oto.fleet.bundle import BundleError, BundleSpec, Scrubber, file_sha256, write_bundle
+from oto.fleet.calibrate import calibrated_path, carry_calibration
 from oto.fleet.device import DeviceFacts, device_profile, read_facts, run_command
 from oto.fleet.preflight import (
     Check,
@@ -261,6 +262,9 @@ def main(argv: Sequence[str]) -> int:
     if blocking(found):
         return 2
     dev_path = tdir / "device" / f"{arch}.yaml"
+    device, note = carry_calibration(device, calibrated_path(Path("results"), arch, device["device"]["id"]))
+    if note:
+        print(f"oto tester: {note}")
     _write_if_changed(dev_path, dump_yaml(device))
     _write_if_changed(tdir / "preflight.yaml", dump_yaml(as_records(found)))
     overrides = {"shard": args.shard, "device_profile": str(dev_path)}

@@ -3,7 +3,10 @@
 trusts the numbers measured on one.
 
 A device profile is the arch profile refined for one device: its CUs, engine clock and memory bandwidth
-(within the arch profile's ``device_range``), never anything else."""
+(within the arch profile's ``device_range``), never anything else. A *calibrated* device profile (one with a
+``calibration`` block, written by ``oto calibrate --bundles``) also carries the chip constants fitted to the
+device's own measurements: its ``timing`` and sustained bandwidth may differ from the arch profile's, within
+the bounds a fit keeps them in (``oto.hardware.simulated.performance.chip_bounds``)."""
 
 from __future__ import annotations
 
@@ -36,8 +39,12 @@ def check_device_profile(arch_profile: Mapping[str, Any], device: Mapping[str, A
 
     if device.get("arch") != arch_profile["arch"]:
         fail("arch", f"{device.get('arch')!r} is not the run's arch {arch_profile['arch']!r}")
+    # calibrated for this device (an arch profile's own calibration, gfx906's, is the arch's figures)
+    calibrated = isinstance(device.get("calibration"), Mapping) and device.get(
+        "calibration"
+    ) != arch_profile.get("calibration")
     for key in sorted(set(arch_profile) | set(device)):
-        if key in REFINED or key in ("device_range", "timing"):
+        if key in REFINED or key in ("device_range", "timing", "calibration"):
             continue
         if device.get(key) != arch_profile.get(key):
             fail(
@@ -45,6 +52,37 @@ def check_device_profile(arch_profile: Mapping[str, Any], device: Mapping[str, A
                 f"differs from the arch profile ({device.get(key)!r} vs {arch_profile.get(key)!r}); "
                 f"a device profile may only refine {', '.join(REFINED[1:4])}",
             )
+    if calibrated:
+        _check_calibrated(device, fail)
+    else:
+        _check_timing(arch_profile, device, fail)
+    mem, arch_mem = device.get("memory") or {}, arch_profile["memory"]
+    for key in sorted(set(arch_mem) | set(mem)):
+        if key not in REFINED_MEMORY and mem.get(key) != arch_mem.get(key):
+            fail(
+                f"memory.{key}", f"differs from the arch profile ({mem.get(key)!r} vs {arch_mem.get(key)!r})"
+            )
+    checks = (
+        ("compute_units", device.get("compute_units"), arch_profile["compute_units"]),
+        ("clock_mhz", device.get("clock_mhz"), arch_profile["clock_mhz"]),
+        ("peak_bandwidth_gbs", mem.get("peak_bandwidth_gbs"), arch_mem["peak_bandwidth_gbs"]),
+    )
+    for name, value, own in checks:
+        lo, hi = _range(arch_profile, name, own)
+        if not isinstance(value, int | float) or not lo <= value <= hi:
+            where = name if name != "peak_bandwidth_gbs" else f"memory.{name}"
+            fail(where, f"{value!r} is outside the range of {arch_profile['arch']} devices [{lo:g}, {hi:g}]")
+    ratio = arch_mem["sustained_bandwidth_gbs"] / arch_mem["peak_bandwidth_gbs"]
+    if (
+        not calibrated
+        and mem.get("sustained_bandwidth_gbs", 0) > mem.get("peak_bandwidth_gbs", 0) * ratio * 1.01
+    ):
+        fail("memory.sustained_bandwidth_gbs", f"above {ratio:.0%} of the peak, the arch profile's share")
+
+
+def _check_timing(arch_profile: Mapping[str, Any], device: Mapping[str, Any], fail) -> None:
+    """An uncalibrated device's timing is the arch profile's, its sustained clocks at most their share of the
+    device's clock."""
     timing, arch_timing = dict(device.get("timing") or {}), dict(arch_profile.get("timing") or {})
     sustained, arch_sustained = (
         timing.pop("sustained_clock_mhz", {}),
@@ -66,25 +104,22 @@ def check_device_profile(arch_profile: Mapping[str, Any], device: Mapping[str, A
                 f"{sustained[rate]!r} is above the arch profile's share of the device clock "
                 f"({mhz * share:.1f})",
             )
-    mem, arch_mem = device.get("memory") or {}, arch_profile["memory"]
-    for key in sorted(set(arch_mem) | set(mem)):
-        if key not in REFINED_MEMORY and mem.get(key) != arch_mem.get(key):
-            fail(
-                f"memory.{key}", f"differs from the arch profile ({mem.get(key)!r} vs {arch_mem.get(key)!r})"
+
+
+def _check_calibrated(device: Mapping[str, Any], fail) -> None:
+    """A calibrated device's chip constants lie where a fit may put them (the device's own clock and peak
+    bandwidth are the upper bounds)."""
+    from oto.hardware.simulated.performance import chip_bounds, chip_constants
+
+    if (device.get("timing") or {}).get("operating_points"):
+        fail("timing.operating_points", "a device profile describes one device at one operating point")
+    for name, value in chip_constants(device).items():
+        lo, hi = chip_bounds(device, name)
+        if not lo * 0.999 <= value <= hi * 1.001:
+            where = (
+                "memory.sustained_bandwidth_gbs" if name == "sustained_bandwidth_gbs" else f"timing.{name}"
             )
-    checks = (
-        ("compute_units", device.get("compute_units"), arch_profile["compute_units"]),
-        ("clock_mhz", device.get("clock_mhz"), arch_profile["clock_mhz"]),
-        ("peak_bandwidth_gbs", mem.get("peak_bandwidth_gbs"), arch_mem["peak_bandwidth_gbs"]),
-    )
-    for name, value, own in checks:
-        lo, hi = _range(arch_profile, name, own)
-        if not isinstance(value, int | float) or not lo <= value <= hi:
-            where = name if name != "peak_bandwidth_gbs" else f"memory.{name}"
-            fail(where, f"{value!r} is outside the range of {arch_profile['arch']} devices [{lo:g}, {hi:g}]")
-    ratio = arch_mem["sustained_bandwidth_gbs"] / arch_mem["peak_bandwidth_gbs"]
-    if mem.get("sustained_bandwidth_gbs", 0) > mem.get("peak_bandwidth_gbs", 0) * ratio * 1.01:
-        fail("memory.sustained_bandwidth_gbs", f"above {ratio:.0%} of the peak, the arch profile's share")
+            fail(where, f"{value!r} is outside [{lo:g}, {hi:g}], where a calibration may put it")
 
 
 def profile_hash(profile: Mapping[str, Any]) -> str:

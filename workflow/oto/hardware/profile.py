@@ -195,6 +195,19 @@ def _inconsistencies(p: dict) -> list[tuple[str, str]]:
             found.append(
                 (f"timing.sustained_clock_mhz.{rate_class}", f"{mhz} exceeds clock_mhz {p['clock_mhz']}")
             )
+    # No board runs above the datasheet (1% slack: gfx900's fitted second board holds FP64 at x1.008).
+    for name, point in (timing.get("operating_points") or {}).items():
+        where = f"timing.operating_points.{name}"
+        own = timing.get("sustained_clock_mhz", {})
+        for rate_class, factor in (point.get("clock") or {}).items():
+            mhz = float(own.get(rate_class, p["clock_mhz"])) * factor
+            if mhz > p["clock_mhz"] * 1.01:
+                problem = f"{factor} x the sustained clock is {mhz:.1f} MHz, above clock_mhz {p['clock_mhz']}"
+                found.append((f"{where}.clock.{rate_class}", problem))
+        gbs = mem["sustained_bandwidth_gbs"] * float(point.get("bandwidth", 1.0))
+        if gbs > mem["peak_bandwidth_gbs"] * 1.01:
+            problem = f"{point.get('bandwidth')} x the sustained bandwidth is {gbs:.1f} GB/s, above the peak"
+            found.append((f"{where}.bandwidth", problem))
     if p["apu"] and not mem["shared_with_cpu"]:
         found.append(("memory.shared_with_cpu", "must be true for an APU (apu: true)"))
     return found
@@ -261,7 +274,8 @@ def profile_view(profile: Mapping, fields: Iterable[str]) -> dict:
                 break
             src, dst = src[part], dst.setdefault(part, {})
         else:
-            dst.setdefault(parts[-1], src[parts[-1]])
+            if parts[-1] in src:  # an optional field the profile does not have (calibration) stays out
+                dst.setdefault(parts[-1], src[parts[-1]])
     return _canonical(out)
 
 

@@ -82,13 +82,21 @@ def size_transfer(measured: Mapping[str, float], sizes: Sequence) -> float | Non
 
 
 def _scored(
-    db: Store, arch: str, family: str, numbers: str, sizes: Sequence, chain: RunChain | None = None
+    db: Store,
+    arch: str,
+    family: str,
+    numbers: str,
+    sizes: Sequence,
+    chain: RunChain | None = None,
+    also: tuple[str, tuple] = ("", ()),
 ) -> list[tuple[str, dict]]:
     """(library, {id, params, score}) of every kernel the store benchmarked in ``family`` with ``numbers``,
-    scored at ``sizes`` (best first); ``chain``: records left out (:func:`oto.registry.store.outside`)."""
+    scored at ``sizes`` (best first); ``chain``: records left out (:func:`oto.registry.store.outside`);
+    ``also``: one more SQL condition and its parameters."""
     per: dict[tuple[str, str], dict[str, Any]] = {}
     skip, extra = outside(chain)
-    for r in db.size_scores(arch, f"family = ? AND numbers = ?{skip}", (family, numbers, *extra)):
+    where = f"family = ? AND numbers = ?{skip}{also[0]}"
+    for r in db.size_scores(arch, where, (family, numbers, *extra, *also[1])):
         k = per.setdefault((r["library"], r["kernel_id"]), {"params": r["params"], "sizes": {}})
         k["sizes"][r["size"]] = r["score"]
     kernels = [
@@ -100,6 +108,23 @@ def _scored(
     ]
     kernels.sort(key=lambda lk: (-(lk[1]["score"] or 0.0), lk[1]["id"]))
     return [(lib, k) for lib, k in kernels if k["score"] is not None]
+
+
+def calibrated_chip(config: Mapping) -> str | None:
+    """The simulated chip identity (``performance.chip_version``) of the run's device profile when that
+    profile is calibrated (``oto calibrate --bundles``, config ``device_profile``); None otherwise."""
+    from oto.hardware.profile import ProfileError, read_profile_figures
+    from oto.hardware.simulated.performance import chip_version
+
+    path = config.get("device_profile")
+    if not path:
+        return None
+    try:
+        profile = read_profile_figures(path)
+    except (ProfileError, OSError) as exc:
+        log.warning("registry priors: cannot read the device profile %s: %s", path, exc)
+        return None
+    return chip_version(profile) if profile.get("calibration") else None
 
 
 def knowledge(
@@ -132,9 +157,11 @@ def knowledge(
         family = [k for lib, k in kernels if lib != library]
         priors: list[dict[str, Any]] = []
         if config_block(config, "registry")["simulated_priors"] and numbers != "simulated":
+            chip = calibrated_chip(config)  # a calibrated device: priors simulated on its own chip only
+            extra = (" AND json_extract(tool_versions, '$.chip_version') = ?", (chip,)) if chip else ("", ())
             priors = [
-                {**k, "numbers": "simulated", "library": lib}
-                for lib, k in _scored(db, arch, fam, "simulated", sizes, chain)
+                {**k, "numbers": "simulated", "library": lib, **({"chip_version": chip} if chip else {})}
+                for lib, k in _scored(db, arch, fam, "simulated", sizes, chain, extra)
             ]
         return Knowledge(measured, db.rejected(arch, library), own, family, numbers, priors)
     except sqlite3.DatabaseError as exc:

@@ -53,6 +53,8 @@ def render_markdown(data: Mapping, deck_source: Mapping) -> str:
     out += ["## Provenance", ""]
     for n in data["numbers"] or ["unknown"]:
         out.append(f"- Numbers are {NUMBERS_TEXT.get(n, n)}.")
+    if data.get("model_check"):
+        out.append(f"- {data['model_check']}")
     kinds = data.get("measurement") or []
     for m in kinds:
         which = f" ({', '.join(m['libraries'])})" if len(kinds) > 1 else ""

@@ -28,6 +28,7 @@ import pandas as pd
 
 from oto.config import config_block
 from oto.files import StageFileError, atomic_write_text, read_yaml
+from oto.hardware.simulated.checks import model_check_for
 from oto.measurement.scoring import drift_series
 from oto.reporting import figures
 from oto.tensile.provenance import simulated_build_banner
@@ -378,8 +379,9 @@ def collect(
     numbers = sorted({n for lib in libs if (n := lib["numbers"])})
     backends = sorted({b for lib in libs if (b := lib["backend"])})
     package = config_block(config, "package") if config else {}
+    arch = ceilings.get("arch") or config.get("arch") or results.name
     return {
-        "arch": ceilings.get("arch") or config.get("arch") or results.name,
+        "arch": arch,
         "generated_at": datetime.now(UTC).strftime("%Y-%m-%d %H:%M:%S UTC"),
         "state": _state(libs),
         "max_generations": max_gen,
@@ -389,6 +391,7 @@ def collect(
         "backends": backends,
         "measurement": measurement_kinds(libs),
         "simulated_build_banner": simulated_build_banner(numbers, package),
+        "model_check": model_check_for(arch, config) if "simulated" in numbers else None,
         "peaks": peaks,
         "launch_us": launch_us,
         "libraries": libs,

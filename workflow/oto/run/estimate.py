@@ -226,10 +226,9 @@ def record_run_estimate(plan, path: str | Path = ESTIMATE_FILE) -> None:
     import logging
 
     from oto.backends import backend_class
-    from oto.hardware.profile import load_profile, profile_path
 
     try:
-        profile = load_profile(profile_path(plan.arch))
+        profile = plan.profile  # the device profile where the config names one (a calibrated one included)
         cls = backend_class(plan.config, profile)
         write_estimate(path, plan_estimate(plan, profile), cls.name, cls.numbers, cls.costs(plan.config))
     except Exception as exc:  # noqa: BLE001
@@ -359,7 +358,6 @@ def main(argv: list[str] | None = None) -> int:
 
     from oto.backends import backend_class
     from oto.backends.tensile import TensileBackend
-    from oto.hardware.profile import load_profile, profile_path
     from oto.run.plan import PlanError, plan_run
 
     ap = argparse.ArgumentParser(
@@ -397,7 +395,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"oto plan: {exc}", file=sys.stderr)
         return 2
     del PlanError
-    profile = load_profile(profile_path(plan.arch))
+    profile = plan.profile  # the device profile where the config names one (a calibrated one included)
     est = plan_estimate(plan, profile)
     cls = backend_class(plan.config, profile)
     costs, target = cls.costs(plan.config), TensileBackend.costs(plan.config)

@@ -27,21 +27,25 @@ from pathlib import Path
 from typing import Any
 
 from oto.backends import profile_fields as backend_fields
+from oto.backends import provenance_fields
 from oto.files import atomic_write_text
 from oto.gemm import Library
 from oto.hardware.profile import profile_view, view_paths
-from oto.stages import BACKEND_FIELDS, stages
+from oto.stages import BACKEND_FIELDS, PROVENANCE_FIELDS, stages
 
 RECORD = "arch_profile.json"  # under results/<arch>/: the profile the last run started with
 
 
 def stage_fields(config: Mapping[str, Any]) -> dict[str, tuple[str, ...]]:
     """Per stage (rule) that takes the profile, in workflow order, the fields it reads (its declaration's,
-    with the configured backend's in place of ``BACKEND_FIELDS``); ``{rate_class}`` is the job's library's
-    rate class."""
-    backend = backend_fields(config["backend"])
+    with the configured backend's in place of ``BACKEND_FIELDS`` and the fields its provenance reads in place
+    of ``PROVENANCE_FIELDS``); ``{rate_class}`` is the job's library's rate class."""
+    fill = {
+        BACKEND_FIELDS: backend_fields(config["backend"]),
+        PROVENANCE_FIELDS: provenance_fields(config["backend"]),
+    }
     return {
-        s.name: tuple(dict.fromkeys(g for f in s.profile for g in (backend if f == BACKEND_FIELDS else (f,))))
+        s.name: tuple(dict.fromkeys(g for f in s.profile for g in fill.get(f, (f,))))
         for s in stages()
         if s.profile is not None
     }

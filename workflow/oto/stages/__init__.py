@@ -19,6 +19,9 @@ from typing import Literal
 # In a stage's ``profile``: the configured backend's profile fields (oto.backends.profile_fields), which
 # depend on the run's config.
 BACKEND_FIELDS = "{backend}"
+# ... and the fields the configured backend's provenance reads (oto.backends.provenance_fields: the simulated
+# chip's identity), for a stage that resolves the backend only for its provenance (registry knowledge).
+PROVENANCE_FIELDS = "{provenance}"
 SCOPES = ("run", "library", "generation", "family")
 
 
@@ -33,7 +36,7 @@ class Stage:
     reads: tuple[str, ...] = ()  # the stages whose outputs it reads (a generation's: also the previous one's)
     gpu: bool = False  # holds the GPU (resources gpu=1; the cluster profile's GPU partition)
     # The arch-profile fields its view holds (oto.run.profile_views), BACKEND_FIELDS for the configured
-    # backend's; None: the rule takes no profile
+    # backend's, PROVENANCE_FIELDS for its provenance's; None: the rule takes no profile
     profile: tuple[str, ...] | None = None
 
     def __post_init__(self):

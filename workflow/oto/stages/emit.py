@@ -11,16 +11,14 @@ from oto.deck.tuning_sizes import tuning_indices
 from oto.files import read_yaml, require, write_yaml
 from oto.measurement.knowledge import job_knowledge
 from oto.search.candidates import candidates_document
-from oto.stages import Stage
+from oto.stages import PROVENANCE_FIELDS, Stage
 from oto.tensile import benchmark_config, install, legality
 
 STAGE = Stage(
-    name="emit",
-    scope="generation",
-    home="{library}/gen{gen}",
-    reads=("deck", "mutate"),
-    profile=(*install.REGISTRATION_FIELDS, *legality.Limits.PROFILE_FIELDS, *benchmark_config.PROFILE_FIELDS),
-)
+    name="emit", scope="generation", home="{library}/gen{gen}", reads=("deck", "mutate"),
+    profile=(*install.REGISTRATION_FIELDS, *legality.Limits.PROFILE_FIELDS, *benchmark_config.PROFILE_FIELDS,
+             PROVENANCE_FIELDS),  # its provenance: registry knowledge of the same numbers and chip
+)  # fmt: skip
 log = logging.getLogger(__name__)
 
 

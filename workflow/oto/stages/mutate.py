@@ -14,13 +14,13 @@ from oto.deck.tuning_sizes import tuning_indices
 from oto.files import write_yaml
 from oto.measurement.knowledge import job_knowledge
 from oto.measurement.selection_file import read_selection
-from oto.stages import Stage
+from oto.stages import PROVENANCE_FIELDS, Stage
 from oto.tensile.install import REGISTRATION_FIELDS
 from oto.tensile.legality import Limits
 
 # Its view holds the legality limits proposals depend on and what resolving the backend for its provenance
 # reads (registry knowledge of the same numbers); the agent's prompt shows the whole profile (read_profile).
-PROFILE = (*REGISTRATION_FIELDS, *Limits.PROFILE_FIELDS)
+PROFILE = (*REGISTRATION_FIELDS, *Limits.PROFILE_FIELDS, PROVENANCE_FIELDS)
 STAGE = Stage(name="mutate", scope="generation", home="{library}/gen{gen}", reads=("deck",), profile=PROFILE)
 log = logging.getLogger(__name__)
 

@@ -22,6 +22,8 @@ from __future__ import annotations
 
 import argparse
 import copy
+import dataclasses
+import hashlib
 import json
 import math
 import sys
@@ -34,15 +36,18 @@ import numpy as np
 import pandas as pd
 import yaml
 
-from oto.gemm import PATTERNS, Library
+from oto.gemm import PATTERNS, Family, Library
 from oto.hardware.simulated.performance import (
     DATATYPE_TABLES,
     MODEL_VERSION,
     PHYSICS_BOUNDS,
     PHYSICS_FILE,
+    TIMING_BOUNDS,
     Chip,
     Physics,
     SimGPU,
+    chip_bounds,
+    chip_constants,
     datatype_key,
     store_key,
 )
@@ -60,9 +65,11 @@ from oto.tensile.params import PARAMS
 CAMPAIGNS = ("legacy", "staggeru")
 
 
-def campaign_operating_point(campaign: int) -> str | None:
-    """Name of the profile operating point a campaign's rows were measured at (None: the profile's own)."""
-    return None if campaign == 0 else CAMPAIGNS[campaign]
+def campaign_operating_point(campaign: int) -> str:
+    """Name of the profile operating point a campaign's rows were measured at, where the profile declares
+    one under it; a campaign the profile declares none for ran at the profile's own figures (vega10's first
+    campaign; vega20's second, whose board the gfx906 profile describes: :func:`chip_knobs`)."""
+    return CAMPAIGNS[campaign]
 
 
 def solution_campaign(solution: Mapping[str, Any]) -> int:
@@ -78,12 +85,28 @@ def knobs_as_measured(solution: Mapping[str, Any]) -> dict[str, Any]:
     would build the same file with its default, 32, and that is what a spoof library runs
     (``oto.tensile.logic_reader.TENSILE_KNOB_DEFAULTS``); the recorded GFLOPS are of the kernel as it was."""
     knobs = {k: solution[k] for k in PARAMS if k in solution}
+    if "LocalDotLayout" in solution:  # not a tunable knob: it picks the HPA MAC instruction (mac_rate)
+        knobs["LocalDotLayout"] = solution["LocalDotLayout"]
     if solution_campaign(solution) == 0:
         knobs["StaggerU"] = 0
     return knobs
 
 
 TENSILE_FLOPS_PER_MAC = 2  # Tensile's client counts a complex MAC as 2 flops, like a real one
+
+
+def client_flops_per_mac(family: Family, client: str = "new") -> int:
+    """Flops per MAC behind a recorded GFLOPS figure. Tensile's C++ client ("new", what the vega10 files were
+    measured with) counts 2 x the type's packing (``ContractionProblem::flopsPerMac``: a complex MAC is 2,
+    an Int8x4 one 8); the Python-written client before it ("old") used ``DataType.flopsPerMac``: 2 for a
+    real type, 8 for a complex one."""
+    if client == "old":
+        return 8 if family.a.complex else 2
+    return TENSILE_FLOPS_PER_MAC * family.a.packing
+
+
+# A recorded row above the chip's peak by more than this was not counted the way it is being read.
+PEAK_SLACK = 1.05
 WITHIN = 0.25  # a row agrees when sim/real GFLOPS is within 1 +- WITHIN
 MIN_EFFICIENCY_GFLOP = 1.0  # efficiency ranks are taken on rows of at least this much work (oto's count)
 
@@ -104,8 +127,12 @@ class RecordedFile:
     campaign: np.ndarray | None = None
     # (solutions,): Tensile generation of each solution (index into CAMPAIGNS), told before knobs_as_measured
     generation: np.ndarray | None = None
+    # flops per MAC of the client that recorded the GFLOPS (client_flops_per_mac; read_flop_counts)
+    tensile_flops_per_mac: int | None = None
 
     def __post_init__(self) -> None:
+        if self.tensile_flops_per_mac is None:
+            self.tensile_flops_per_mac = client_flops_per_mac(self.library.family)
         if self.campaign is None:
             self.campaign = np.zeros(len(self.winner), dtype=np.int64)
         if self.generation is None:
@@ -117,7 +144,7 @@ class RecordedFile:
 
     @property
     def real_time_us(self) -> np.ndarray:
-        return recorded_time_us(self.sizes, self.gflops_recorded)
+        return recorded_time_us(self.sizes, self.gflops_recorded, self.tensile_flops_per_mac)
 
     def solutions_as_built(self) -> list[dict[str, Any]]:
         """Each solution's knobs as today's Tensile builds the file (what a spoof library runs): a
@@ -145,10 +172,34 @@ class RecordedFile:
         return out
 
 
-def recorded_time_us(sizes: np.ndarray, gflops_recorded: np.ndarray) -> np.ndarray:
-    """Launch time behind a recorded GFLOPS figure (Tensile's count: 2 flops per MAC, complex too)."""
+def recorded_time_us(
+    sizes: np.ndarray, gflops_recorded: np.ndarray, flops_per_mac: float = TENSILE_FLOPS_PER_MAC
+) -> np.ndarray:
+    """Launch time behind a recorded GFLOPS figure (default: Tensile's count, 2 per MAC, complex too)."""
     m, n, b, k = np.asarray(sizes, dtype=np.float64).T
-    return TENSILE_FLOPS_PER_MAC * m * n * b * k / (np.asarray(gflops_recorded, dtype=np.float64) * 1e3)
+    return flops_per_mac * m * n * b * k / (np.asarray(gflops_recorded, dtype=np.float64) * 1e3)
+
+
+def read_flop_counts(files: Sequence[RecordedFile], profile: Mapping[str, Any]) -> list[str]:
+    """Set each file's client flop count; returns the names of the files read with the old client's.
+
+    A complex file's rows read with Tensile's C++ client's count (2 per MAC) that put any row above the
+    profile's peak (by more than PEAK_SLACK) cannot be: its GFLOPS were counted by the older client (8 per
+    complex MAC). That is a fact of each file's own numbers and the chip's datasheet peak, never of a fit."""
+    gpu = SimGPU(profile)
+    switched = []
+    for f in files:
+        fam = f.library.family
+        new, old = client_flops_per_mac(fam, "new"), client_flops_per_mac(fam, "old")
+        f.tensile_flops_per_mac = new
+        if new == old or not len(f.winner):
+            continue
+        m, n, b, k = f.sizes.T
+        eff = fam.flops_per_mac * m * n * b * k / f.real_time_us / 1e3 / gpu.peak_gflops(fam)
+        if eff.max() > PEAK_SLACK:
+            f.tensile_flops_per_mac = old
+            switched.append(f.name)
+    return switched
 
 
 def load_recorded(logic_dir: str | Path) -> list[RecordedFile]:
@@ -205,6 +256,27 @@ def split(files: Sequence[RecordedFile]) -> tuple[list[RecordedFile], list[Recor
     return [f for f in files if f.name not in back], [f for f in files if f.name in back]
 
 
+def chip_held_back(names: Sequence[str], family_of: Callable[[str], str]) -> set[str]:
+    """The fixed split of a chip-constant fit (docs/simulator.md, "Judging a chip fit"): the files of each
+    family, ordered by the SHA-256 (hex) of their file name, alternate fit, held back, fit, ...; returns the
+    held-back names. A family of one file is fit only."""
+    by_family: dict[str, list[str]] = {}
+    for name in names:
+        by_family.setdefault(family_of(name), []).append(name)
+    back = set()
+    for members in by_family.values():
+        ordered = sorted(members, key=lambda n: hashlib.sha256(n.encode()).hexdigest())
+        back.update(ordered[1::2])
+    return back
+
+
+def chip_split(files: Sequence[RecordedFile]) -> tuple[list[RecordedFile], list[RecordedFile]]:
+    """(fit, held back) of a chip's own logic files (:func:`chip_held_back`)."""
+    family = {f.name: f.family for f in files}
+    back = chip_held_back([f.name for f in files], family.__getitem__)
+    return [f for f in files if f.name not in back], [f for f in files if f.name in back]
+
+
 # ------------------------------------------------------------------------------------------- simulation
 def winner_times(
     gpu: SimGPU, f: RecordedFile, rows: np.ndarray | None = None, at_campaign_points: bool = True
@@ -237,8 +309,8 @@ def solution_times(
 def campaign_gpu(gpu: SimGPU, campaign: int) -> SimGPU:
     """The simulated GPU at the operating point a measurement campaign's board ran at: the profile's
     ``timing.operating_points.<campaign name>`` (its clock per rate class, bandwidth, DRAM latency and launch
-    relative to the profile's own figures). The first campaign, and any campaign the profile declares no
-    operating point for, runs at the profile's own figures."""
+    relative to the profile's own figures). A campaign the profile declares no operating point for runs at
+    the profile's own figures."""
     name = campaign_operating_point(campaign)
     return gpu.at(name) if name in gpu.operating_points else gpu
 
@@ -388,6 +460,54 @@ REFERENCE_STORES = {"SSS", "DDD", "HHH", "HHS"}  # their store cost is the chip'
 RATE_CLASSES_FITTED = ("fp32", "fp64", "fp16_packed", "fp16_hpa")
 
 
+def chip_knobs(
+    files: Sequence[RecordedFile], profile: Mapping[str, Any], campaigns: bool = False
+) -> list[Knob]:
+    """The chip constants the rows can pin down (``oto calibrate --chip``; the physics is held): the sustained
+    clock of each rate class with rows, launch, DRAM latency and sustained bandwidth. With ``campaigns``
+    (files mixing measurement campaigns, :data:`CAMPAIGNS`), the profile's own figures describe the board of
+    the campaign with the most rows, and every other campaign present gets an operating point under its name;
+    the profile's own clocks are fitted only for the rate classes that campaign has rows of."""
+    main = main_campaign(files) if campaigns else None
+    classes = sorted(
+        {f.library.family.rate_class for f in files if main is None or np.any(f.campaign == main)}
+    )
+    out = [
+        Knob(f"chip:sustained_clock_mhz.{rc}", *chip_bounds(profile, f"sustained_clock_mhz.{rc}"))
+        for rc in classes
+    ]
+    out += [Knob(f"chip:{name}", *chip_bounds(profile, name))
+            for name in ("launch_us", "memory_latency_ns", "sustained_bandwidth_gbs")]  # fmt: skip
+    if campaigns:
+        out += _campaign_knobs(files, profile, main)
+    return out
+
+
+def main_campaign(files: Sequence[RecordedFile]) -> int:
+    """The campaign (index into CAMPAIGNS) with the most rows in ``files``."""
+    counts = np.bincount(np.concatenate([f.campaign for f in files]), minlength=len(CAMPAIGNS))
+    return int(np.argmax(counts))
+
+
+def _campaign_knobs(files: Sequence[RecordedFile], profile: Mapping[str, Any], main: int) -> list[Knob]:
+    """A later campaign's operating point, every figure absolute (:data:`ABSOLUTE`) within the chip
+    constants' bounds: no board runs above the datasheet peak, whatever the profile's own figures are."""
+    out = []
+    present = sorted({CAMPAIGNS[c] for f in files for c in np.unique(f.campaign)} - {CAMPAIGNS[main]})
+    for c in present:
+        mine = [f for f in files if np.any(CAMPAIGNS.index(c) == f.campaign)]
+        rcs = sorted({f.library.family.rate_class for f in mine})
+        out += [
+            Knob(f"operating_point:{c}.clock_mhz.{rc}", *chip_bounds(profile, f"sustained_clock_mhz.{rc}"))
+            for rc in rcs
+        ]
+        out += [
+            Knob(f"operating_point:{c}.{name}", *chip_bounds(profile, name))
+            for name in ("launch_us", "memory_latency_ns", "sustained_bandwidth_gbs")
+        ]
+    return out
+
+
 def knobs_for(files: Sequence[RecordedFile], profile: Mapping[str, Any]) -> list[Knob]:
     """The constants the rows can pin down: a datatype's cost only when its rows are there."""
     keys = sorted({datatype_key(f.library.family) for f in files} - REFERENCE_DATATYPES)
@@ -420,17 +540,33 @@ def knobs_for(files: Sequence[RecordedFile], profile: Mapping[str, Any]) -> list
     return out
 
 
-# Where the fit may put the chip's timing constants (the profile schema accepts a wider range). A GCN load
-# that misses the L2 waits several hundred ns (micro-benchmarks of Vega 10 give ~500-700 ns), so the fit may
-# not trade DRAM latency for the LDS latency or the barrier's.
-TIMING_BOUNDS = {"launch_us": (0.5, 50.0), "memory_latency_ns": (300.0, 2000.0)}
 # A later campaign's operating point relative to the profile's own figures (the first campaign's board): the
 # arch profile schema's bounds of timing.operating_points.*. Bandwidth at most 1: the profile's sustained
 # bandwidth is fitted up to the peak the chip's HBM2 allows.
 OPERATING_POINT_BOUNDS = {
-    "clock": (0.2, 1.5), "bandwidth": (0.2, 1.0), "memory_latency": (0.5, 4.0), "launch": (0.5, 4.0)
+    "clock": (0.2, 1.5), "bandwidth": (0.2, 4.0), "memory_latency": (0.2, 5.0), "launch": (0.2, 5.0)
 }  # fmt: skip
 OPERATING_POINT = "operating_point:"  # knob name prefix
+
+
+# Operating-point figures a chip fit takes as absolute values (with the chip constants' own bounds, so no
+# board runs above its datasheet peak): name -> the multiplier it is stored as.
+ABSOLUTE = {
+    "clock_mhz": "clock",
+    "launch_us": "launch",
+    "memory_latency_ns": "memory_latency",
+    "sustained_bandwidth_gbs": "bandwidth",
+}
+
+
+def _absolute(path: Sequence[str], profile: Mapping[str, Any]) -> tuple[str, float]:
+    """(the multiplier's path, the profile's own figure) of an absolute operating-point knob's path."""
+    chip = Chip.from_profile(profile)
+    if path[0] == "clock_mhz":
+        return f"clock.{path[1]}", chip.sustained_clock_mhz[path[1]]
+    if path[0] == "sustained_bandwidth_gbs":
+        return "bandwidth", float(profile["memory"]["sustained_bandwidth_gbs"])
+    return ABSOLUTE[path[0]], float(getattr(chip, path[0]))
 
 
 def _operating_point_key(name: str) -> tuple[str, list[str]]:
@@ -442,6 +578,9 @@ def _operating_point_key(name: str) -> tuple[str, list[str]]:
 def get_value(name: str, physics: Physics, profile: Mapping[str, Any]) -> float:
     if name.startswith(OPERATING_POINT):
         point, path = _operating_point_key(name)
+        if path[0] in ABSOLUTE:  # absolute: the profile's own figure times the point's multiplier
+            relative, own = _absolute(path, profile)
+            return own * get_value(f"{OPERATING_POINT}{point}.{relative}", physics, profile)
         node: Any = ((profile.get("timing") or {}).get("operating_points") or {}).get(point, {})
         for part in path:
             node = node.get(part, {}) if isinstance(node, Mapping) else {}
@@ -468,13 +607,18 @@ def with_values(
     ph = physics.to_dict()
     prof = copy.deepcopy(dict(profile))
     timing = prof.setdefault("timing", {})
-    for name, v in zip(names, values, strict=True):
+    # operating points last: an absolute clock (clock_mhz) is stored relative to the profile's fitted one
+    pairs = sorted(zip(names, values, strict=True), key=lambda nv: nv[0].startswith(OPERATING_POINT))
+    for name, v in pairs:
         v = float(v)
         if name.startswith(OPERATING_POINT):
             point, path = _operating_point_key(name)
             node = timing.setdefault("operating_points", {}).setdefault(point, {})
             node["source"] = "fit"
             node.setdefault("note", FITTED_NOTE.format(campaign=point))
+            if path[0] in ABSOLUTE:
+                relative, own = _absolute(path, prof)
+                path, v = relative.split("."), v / own
             for part in path[:-1]:
                 node = node.setdefault(part, {})
             node[path[-1]] = v
@@ -518,6 +662,7 @@ class FitResult:
     loss_history: list[float] = field(default_factory=list)
     rows: int = 0
     rank_pairs: int = 0  # (winner, rival) pairs of the ranking term (0: the term was off)
+    converged: bool = True  # False: the iteration cap ended the fit while the loss was still falling
 
     @property
     def operating_points(self) -> dict[str, Any]:
@@ -642,6 +787,7 @@ def fit(
 
     c, wt = cost(r)
     history.append(c)
+    converged = False
     for it in range(iterations):
         jac = np.empty((len(r), len(u)))
         for j in range(len(u)):
@@ -666,11 +812,77 @@ def fit(
         if progress:
             progress(f"iteration {it + 1}: loss {c:.4f} (lambda {lam:.2g})")
         if not improved or (len(history) > 2 and history[-2] - c < 1e-5 * history[-2]):
+            converged = True
             break
     values = dict(zip(names, (float(v) for v in _from_unit(u, knobs)), strict=True))
     ph, prof = with_values(names, list(values.values()), start, profile)
     n_pairs = int(sum(len(p.rows) for p in pairs))
-    return FitResult(ph, prof, values, history, int(sum(len(i) for i in idx)), n_pairs)
+    return FitResult(ph, prof, values, history, int(sum(len(i) for i in idx)), n_pairs, converged)
+
+
+BOUND_SHARE = 0.005  # a fitted constant this close to a bound (share of its range) sits at the bound
+# Fewest measurements a chip-constant fit is given (bench/chip_learning_curve.py, bench/RESULTS.md: the fewest
+# vega20 rows whose fit reached 90% of the full fit's gain on the held-back files).
+MIN_CHIP_ROWS = 300
+
+
+def at_bounds(values: Mapping[str, float], knobs: Sequence[Knob]) -> dict[str, str]:
+    """The fitted constants that ended at a bound: name -> "lower" or "upper". A constant there says the rows
+    want it beyond what is physical, i.e. a term the model lacks, not a property of the chip."""
+    out = {}
+    for k in knobs:
+        v, span = values[k.name], (k.hi - k.lo) * BOUND_SHARE
+        if v <= k.lo + span:
+            out[k.name] = "lower"
+        elif v >= k.hi - span:
+            out[k.name] = "upper"
+    return out
+
+
+def relative_errors(
+    files: Sequence[RecordedFile], profile: Mapping[str, Any], physics: Physics, names: Sequence[str]
+) -> dict[str, float]:
+    """Relative standard error of each named constant at the profile's values: the linearised least-squares
+    covariance sigma^2 (J^T J)^-1 of log(constant), J = d log(simulated time) / d log(constant) over the rows,
+    sigma the residuals' spread. Correlated constants (DRAM latency against launch, say) show up here even
+    when each moves the times on its own."""
+    real = np.concatenate([np.log(f.real_time_us) for f in files])
+
+    def log_times(prof: Mapping[str, Any]) -> np.ndarray:
+        gpu = SimGPU(prof, physics=physics)
+        return np.concatenate([np.log(winner_times(gpu, f)) for f in files])
+
+    base = log_times(profile)
+    jac = np.empty((len(base), len(names)))
+    for j, name in enumerate(names):
+        _, prof = with_values([name], [get_value(name, physics, profile) * 1.02], physics, profile)
+        jac[:, j] = (log_times(prof) - base) / math.log(1.02)
+    dof = max(len(base) - len(names), 1)
+    sigma2 = float(np.sum((base - real) ** 2)) / dof
+    cov = sigma2 * np.linalg.pinv(jac.T @ jac)
+    return {name: float(math.sqrt(max(cov[j, j], 0.0))) for j, name in enumerate(names)}
+
+
+def sample_rows(files: Sequence[RecordedFile], n: int, seed: int) -> list[RecordedFile]:
+    """``n`` rows drawn uniformly without replacement from all rows of ``files`` (numpy
+    ``default_rng(seed)``), as files holding only their drawn rows (files with none left out): the learning
+    curve's samples."""
+    total = sum(len(f.winner) for f in files)
+    if n >= total:
+        return list(files)
+    pick = np.sort(np.random.default_rng(seed).choice(total, n, replace=False))
+    out, start = [], 0
+    for f in files:
+        mine = pick[(pick >= start) & (pick < start + len(f.winner))] - start
+        start += len(f.winner)
+        if len(mine):
+            out.append(
+                dataclasses.replace(
+                    f, sizes=f.sizes[mine], winner=f.winner[mine], gflops_recorded=f.gflops_recorded[mine],
+                    campaign=f.campaign[mine],
+                )
+            )  # fmt: skip
+    return out
 
 
 # ----------------------------------------------------------------------------------------------- output
@@ -716,6 +928,78 @@ def timing_block(result: FitResult) -> dict[str, Any]:
     return out
 
 
+def calibrated_profile(
+    result: FitResult,
+    knobs: Sequence[Knob],
+    *,
+    source: str,
+    inputs: Sequence[Mapping[str, Any]],
+    command: str,
+    check: Mapping[str, Any] | None = None,
+    extra: Mapping[str, Any] | None = None,
+) -> dict[str, Any]:
+    """The profile with its fitted chip constants (rounded as written) and a ``calibration`` block saying what
+    they were fitted on: ``source`` (``logic`` or ``bundles``), the ``inputs`` (name and sha256 of each file
+    or bundle), the rows, the fitted and held constants, the model version, and ``check`` (how well the fit
+    did on data it did not fit, when that was measured). Its ``id`` enters the simulated GPU's identity
+    (``performance.chip_version``), so records simulated on two calibrations stay apart."""
+    prof = copy.deepcopy(result.profile)
+    timing = prof.setdefault("timing", {})
+    for key in ("launch_us", "memory_latency_ns"):
+        if key in timing:
+            timing[key] = round(float(timing[key]), 3)
+    clocks = timing.get("sustained_clock_mhz") or {}
+    timing["sustained_clock_mhz"] = {rc: round(float(v), 1) for rc, v in sorted(clocks.items())}
+    for op in (timing.get("operating_points") or {}).values():
+        for key, v in list(op.items()):
+            if isinstance(v, Mapping):
+                op[key] = {rc: round(float(x), 4) for rc, x in sorted(v.items())}
+            elif isinstance(v, int | float):
+                op[key] = round(float(v), 4)
+    prof["memory"]["sustained_bandwidth_gbs"] = round(float(prof["memory"]["sustained_bandwidth_gbs"]), 2)
+    fitted = {k.name: round(result.values[k.name], 4) for k in knobs}
+    block = {
+        "source": source,
+        "model_version": MODEL_VERSION,
+        "inputs": [dict(i) for i in inputs],
+        "rows": int(result.rows),
+        "fitted": fitted,
+        "held": sorted(set(chip_constants(prof)) - {k.name.removeprefix("chip:") for k in knobs}),
+        "converged": bool(result.converged),
+        "loss": round(float(result.loss_history[-1]), 4) if result.loss_history else None,
+        "command": command,
+    }
+    if check:
+        block["check"] = dict(check)
+    block.update(extra or {})  # the device of a tester's bundles, the constants left at a bound
+    block["id"] = hashlib.sha256(json.dumps(block, sort_keys=True, default=str).encode()).hexdigest()[:12]
+    prof["calibration"] = block
+    return prof
+
+
+def fit_problems(result: FitResult, knobs: Sequence[Knob]) -> list[str]:
+    """Why a chip fit must not be written as a profile: it did not converge, or a constant ended at a
+    bound."""
+    out = []
+    if not result.converged:
+        out.append(
+            f"the fit did not converge ({len(result.loss_history) - 1} iterations, loss still falling)"
+        )
+    for name, side in sorted(at_bounds(result.values, knobs).items()):
+        k = next(k for k in knobs if k.name == name)
+        bound = k.lo if side == "lower" else k.hi
+        out.append(
+            f"{name} = {result.values[name]:.4g} is at its {side} bound {bound:.4g}: the measurements want "
+            "it beyond what is physical (a term the model lacks, or measurements of another device)"
+        )
+    return out
+
+
+def file_inputs(paths: Sequence[Path]) -> list[dict[str, str]]:
+    """Name and sha256 of each input file (a calibration names what it was fitted on)."""
+    return [{"name": Path(p).name, "sha256": hashlib.sha256(Path(p).read_bytes()).hexdigest()} for p in paths]
+
+
 def main(argv: list[str] | None = None) -> int:
     from oto.hardware.profile import ProfileError, load_profile
 
@@ -758,7 +1042,29 @@ def main(argv: list[str] | None = None) -> int:
         help="comma-separated knobs to keep at their --start / profile values (e.g. "
         "lds_broadcast,lds_overlap), so a new term cannot trade them away",
     )
+    chip = ap.add_argument_group(
+        "chip constants only (--chip): the physics (--start) is held; the files are split by "
+        "calibration.chip_split and only the fit half is fitted (docs/simulator.md, A chip's own constants)"
+    )
+    chip.add_argument("--chip", action="store_true", help="fit only the profile's chip constants")
+    chip.add_argument(
+        "--campaigns",
+        action="store_true",
+        help="with --chip: also fit the operating point of each later measurement campaign in the files",
+    )
+    chip.add_argument(
+        "--rows", type=int, default=None, help="with --chip: fit on this many rows, drawn at random"
+    )
+    chip.add_argument("--seed", type=int, default=0, help="with --rows: the draw's seed (default 0)")
+    chip.add_argument("--profile-out", default=None, help="with --chip: write the calibrated profile here")
+    chip.add_argument(
+        "--allow-bounds",
+        action="store_true",
+        help="with --profile-out: write the profile even when a constant ended at a bound (named in it)",
+    )
     args = ap.parse_args(argv)
+    if args.chip:
+        return chip_main(args, argv)
     for flag, value in (("--rank-weight", args.rank_weight), ("--rank-margin", args.rank_margin)):
         if value < 0:
             ap.error(f"{flag} must not be negative, got {value}")
@@ -807,4 +1113,57 @@ def main(argv: list[str] | None = None) -> int:
             json.dumps({**doc, "timing": timing, "values": result.values}, indent=2) + "\n"
         )
         print(f"wrote {args.json}")
+    return 0
+
+
+def chip_main(args: argparse.Namespace, argv: list[str] | None) -> int:
+    """``oto calibrate --chip --logic DIR --profile P``: the chip constants alone, fitted on the fit half of
+    the chip's own logic files (:func:`chip_split`), physics held."""
+    from oto.files import atomic_write_text, dump_yaml
+    from oto.hardware.profile import ProfileError, load_profile
+
+    try:
+        profile = load_profile(args.profile)
+        files = load_recorded(args.logic)
+        physics = Physics.load(args.start)
+    except (ProfileError, ValueError, OSError) as exc:
+        print(f"oto calibrate: {exc}", file=sys.stderr)
+        return 2
+    old_client = read_flop_counts(files, profile)
+    fit_files, back = chip_split(files)
+    if args.rows is not None:
+        fit_files = sample_rows(fit_files, args.rows, args.seed)
+    knobs = chip_knobs(fit_files, profile, campaigns=args.campaigns)
+    hold = {h.strip() for h in args.hold.split(",") if h.strip()}
+    if unknown := sorted(hold - {k.name for k in knobs}):
+        print(f"oto calibrate: --hold: unknown knob(s) {', '.join(unknown)}; this fit's knobs: "
+              f"{', '.join(k.name for k in knobs)}", file=sys.stderr)  # fmt: skip
+        return 2
+    knobs = [k for k in knobs if k.name not in hold]
+    rows = sum(len(f.winner) for f in fit_files)
+    print(f"chip fit on {len(fit_files)} files ({rows} rows), {len(back)} held back; physics held "
+          f"({args.start}); files read with the older client's flop count: {', '.join(old_client) or 'none'}",
+          flush=True)  # fmt: skip
+    result = fit(
+        fit_files, profile, physics, knobs=knobs, iterations=args.iterations, per_file=args.per_file,
+        progress=lambda s: print(s, flush=True),
+    )  # fmt: skip
+    for k in knobs:
+        print(f"  {k.name:48s} {result.values[k.name]:12.4f}  [{k.lo:.4g}, {k.hi:.4g}]")
+    problems = fit_problems(result, knobs)
+    for p in problems:
+        print(f"oto calibrate: {p}", file=sys.stderr)
+    if not args.profile_out:
+        return 0
+    if problems and not (args.allow_bounds and result.converged):
+        print(f"oto calibrate: profile not written ({args.profile_out})", file=sys.stderr)
+        return 1
+    command = "oto calibrate " + " ".join(argv if argv is not None else sys.argv[1:])
+    names = [Path(args.logic) / f.name for f in fit_files]
+    bounds = {"at_bound": sorted(at_bounds(result.values, knobs))} if problems else {}
+    prof = calibrated_profile(
+        result, knobs, source="logic", inputs=file_inputs(names), command=command, extra=bounds
+    )
+    atomic_write_text(args.profile_out, dump_yaml(prof))
+    print(f"wrote {args.profile_out}")
     return 0

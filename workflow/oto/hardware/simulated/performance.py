@@ -23,7 +23,7 @@ import numpy as np
 from oto.gemm import Family
 from oto.tensile.params import PARAMS
 
-MODEL_VERSION = "simgpu-5"
+MODEL_VERSION = "simgpu-6"
 
 # GCN/Vega facts (Vega ISA guide; per CU unless stated): they hold for every gfx9 chip and are not fitted.
 LDS_BYTES_PER_CLK = 128  # 32 banks x 4 bytes
@@ -34,7 +34,13 @@ EPILOGUE_CYCLES = 400  # C address set-up, alpha/beta, store issue of one workgr
 VALU_OVERHEAD_INSTR = 4  # loop counter, pointer increments, waitcnt per wave per iteration (asm)
 # bf16/int8 operands are unpacked to 32-bit registers (shift/and) before the FP32/int24 MAC: one VALU
 # instruction per operand element (no vega10 logic file has these types, so this stays a count, not a fit).
+# A chip with v_dot4_i32_i8 (int8 rate DOT4_RATE, gfx906) takes packed Int8x4 operands as they are.
 UNPACK_PER_OPERAND = {"bf16": 1.0, "int8": 1.0}
+DOT4_RATE = 4
+# Tensile writes HPA half MACs as v_dot2_f32_f16 only for kernels with LocalDotLayout > 1 and InnerUnroll 2
+# (KernelWriterAssembly, "Only supports LocalDotLayout == 2 for now"); every other HPA kernel issues
+# v_mad_mix_f32 / v_fma_mix_f32, one half MAC per lane per clock: the FP32 rate, whatever dot2 offers.
+DOT2_INNER_UNROLL = 2
 # Share of VALU issue slots Tensile's hand-ordered assembly fills: Vega's 4 VGPR banks and s_waitcnt on LDS
 # reads stall some. Fixed, not fitted: it and a chip's sustained clock scale the same VALU time, and the fit
 # gives that scale to the clock (docs/simulator.md).
@@ -202,6 +208,91 @@ class Chip:
         )
 
 
+# The chip constants: the per-device figures `oto calibrate --chip` fits with the physics held
+# (docs/simulator.md, "A chip's own constants"; the arch profile schema describes each field). Name -> where
+# it lives in the profile; ``sustained_clock_mhz.<rate class>`` stands for one entry per rate class.
+CHIP_CONSTANTS = {
+    "launch_us": "timing.launch_us",
+    "memory_latency_ns": "timing.memory_latency_ns",
+    "sustained_bandwidth_gbs": "memory.sustained_bandwidth_gbs",
+    "sustained_clock_mhz": "timing.sustained_clock_mhz",
+}
+# Where a fit may put them. A GCN load that misses the L2 waits several hundred ns (micro-benchmarks of
+# Vega 10 give ~500-700 ns), so DRAM latency stays above 300 ns; a clock or bandwidth is at most the
+# datasheet peak (the roofline holds) and above 0.3 of it (lower, a fit has found a missing term, not a chip).
+TIMING_BOUNDS = {"launch_us": (0.5, 50.0), "memory_latency_ns": (300.0, 2000.0)}
+PEAK_SHARE_BOUNDS = (0.3, 1.0)
+
+
+def chip_constants(profile: Mapping[str, Any]) -> dict[str, float]:
+    """The chip constants of a profile as the simulated GPU reads them (absent ones at their defaults):
+    launch, DRAM latency, sustained bandwidth and the sustained clock of every rate class of ``rates``."""
+    chip = Chip.from_profile(profile)
+    out = {
+        "launch_us": chip.launch_us,
+        "memory_latency_ns": chip.memory_latency_ns,
+        "sustained_bandwidth_gbs": float(profile["memory"]["sustained_bandwidth_gbs"]),
+    }
+    out.update({f"sustained_clock_mhz.{rc}": v for rc, v in sorted(chip.sustained_clock_mhz.items())})
+    return out
+
+
+def chip_bounds(profile: Mapping[str, Any], name: str) -> tuple[float, float]:
+    """Where a fit may put the chip constant ``name`` (a key of :func:`chip_constants`)."""
+    lo, hi = PEAK_SHARE_BOUNDS
+    if name.startswith("sustained_clock_mhz."):
+        peak = float(profile["clock_mhz"])
+        return lo * peak, hi * peak
+    if name == "sustained_bandwidth_gbs":
+        peak = float(profile["memory"]["peak_bandwidth_gbs"])
+        return lo * peak, hi * peak
+    return TIMING_BOUNDS[name]
+
+
+def chip_version(profile: Mapping[str, Any], hidden: Mapping[str, Any] | None = None) -> str:
+    """Identity of the chip a simulated GPU runs, 12 hex digits: a hash of the profile's chip constants as
+    written (the ``timing`` block with its operating points, ``memory.sustained_bandwidth_gbs``), the id of
+    the calibration they come from, if any, and of a hidden device's constants (``sim.chip``). A simulated
+    backend's provenance carries it, so records of two calibrations never count as the same experiment."""
+    doc = {
+        "timing": profile.get("timing") or {},
+        "sustained_bandwidth_gbs": profile["memory"]["sustained_bandwidth_gbs"],
+        "calibration": (profile.get("calibration") or {}).get("id"),
+        "hidden": dict(hidden or {}),
+    }
+    return hashlib.sha256(json.dumps(_plain(doc), sort_keys=True).encode()).hexdigest()[:12]
+
+
+def _plain(value: Any) -> Any:
+    """Numbers as one form (1800 and 1800.0 alike), mappings as plain dicts: equal figures hash alike,
+    whether they come from a stage's profile view or the file."""
+    if isinstance(value, Mapping):
+        return {str(k): _plain(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_plain(v) for v in value]
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return value
+    return float(value)
+
+
+def with_chip(profile: Mapping[str, Any], constants: Mapping[str, Any]) -> dict[str, Any]:
+    """A copy of ``profile`` with the given chip constants (``launch_us``, ``memory_latency_ns``,
+    ``sustained_bandwidth_gbs``, ``sustained_clock_mhz: {rate class: MHz}``) in place of its own."""
+    out = {**profile, "timing": dict(profile.get("timing") or {}), "memory": dict(profile["memory"])}
+    for name, value in constants.items():
+        if name == "sustained_bandwidth_gbs":
+            out["memory"]["sustained_bandwidth_gbs"] = float(value)
+        elif name == "sustained_clock_mhz":
+            clocks = dict(out["timing"].get("sustained_clock_mhz") or {})
+            clocks.update({rc: float(v) for rc, v in value.items()})
+            out["timing"]["sustained_clock_mhz"] = clocks
+        elif name in ("launch_us", "memory_latency_ns"):
+            out["timing"][name] = float(value)
+        else:
+            raise ValueError(f"not a chip constant: {name!r} (known: {', '.join(CHIP_CONSTANTS)})")
+    return out
+
+
 @functools.cache
 def _timing_defaults() -> dict[str, float]:
     """The arch profile schema's defaults of the `timing` block (for profiles handed over as raw mappings)."""
@@ -280,6 +371,18 @@ class Arch:
         return self.cus * self.lanes_per_cu * 2 * self.clock_mhz / 1000.0 * self.rates[rate_class]
 
 
+def mac_rate(arch: Arch, family: Family, params: Mapping[str, Any]) -> float:
+    """MACs per lane per clock the kernel's summation loop issues (relative to one FP32 FMA): the profile's
+    rate of the family's rate class, except for HPA half, whose kernels reach a dot2 rate above FP32's only
+    when Tensile writes them with v_dot2_f32_f16 (LocalDotLayout > 1 and InnerUnroll 2)."""
+    rate = float(arch.rates[family.rate_class])
+    if family.rate_class == "fp16_hpa":
+        dot2 = int(params.get("LocalDotLayout") or 1) > 1 and int(params["InnerUnroll"]) == DOT2_INNER_UNROLL
+        if not dot2:
+            rate = min(rate, float(arch.rates.get("fp32", 1.0)))
+    return rate
+
+
 def as_family(family: Family | str) -> Family:
     return family if isinstance(family, Family) else Family.parse(family)
 
@@ -299,6 +402,11 @@ def with_defaults(params: Mapping[str, Any]) -> dict[str, Any]:
         elif isinstance(v, bool):
             v = int(v)
         out[name] = v
+    # Not a tunable knob (oto never emits it), read from shipped solutions: it decides the HPA MAC
+    # instruction. Kept only when it is not Tensile's default 1: other kernels' identities stay as they were.
+    ldl = int(params.get("LocalDotLayout") or 1)
+    if ldl != 1:
+        out["LocalDotLayout"] = ldl
     return out
 
 
@@ -561,9 +669,9 @@ class SimGPU:
         occ = self._occupancy(g, res)
         m, n, batch, k = _arrays(m, n, batch, k)
         eb, eb_out, eb_c = f.a.bytes, f.dest.bytes, f.compute.bytes
-        rate = a.rates[f.rate_class]
+        rate = mac_rate(a, f, p)
         clock_mhz = chip.sustained_clock_mhz[f.rate_class]
-        fmas = f.flops_per_mac // 2  # real FMAs per MAC (4 for complex)
+        fmas = f.flops_per_mac // 2  # real FMAs per MAC (4 for complex, 4 int8 ones for Int8x4)
         cyc = a.wave / a.lanes  # clocks one VALU instruction occupies its SIMD
 
         # Tile, split and wave quantisation: the busiest CU does ceil(WGs / CUs) workgroups.
@@ -584,7 +692,9 @@ class SimGPU:
         macs_thread = g.tt0 * g.tt1 * (g.du / g.lsu) * fmas  # real FMAs per thread per iteration
         mac_cyc = cyc * macs_thread / rate * ph.mac_cost.get(datatype_key(f), 1.0)
         extra = VALU_OVERHEAD_INSTR + g.loads
-        extra += UNPACK_PER_OPERAND.get(f.rate_class, 0.0) * (g.tt0 + g.tt1) * g.du / g.lsu
+        if not (f.a.packing > 1 and a.rates[f.rate_class] >= DOT4_RATE):
+            unpack = UNPACK_PER_OPERAND.get(f.rate_class, 0.0) * f.a.packing
+            extra += unpack * (g.tt0 + g.tt1) * g.du / g.lsu
         if not g.asm and res["vgpr"] > a.vgprs_max:  # hipcc spills: a scratch load + store per k step
             extra += SPILL_OPS_PER_K * (res["vgpr"] - a.vgprs_max) * g.du / g.lsu
         issue = ISSUE_ASM if g.asm else ph.issue_source
