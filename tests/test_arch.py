@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import copy
 import json
 from pathlib import Path
 
@@ -497,3 +498,22 @@ def test_a_job_reads_the_view_its_plan_made(path):
     for stage in stage_fields(config):
         view = stage_view(profile, stage, config, "Cijk_Ailk_Bljk_HHS_BH")
         assert dict(stage_profile(path, view)) == view, stage
+
+
+@pytest.mark.parametrize("path", SHIPPED, ids=lambda p: p.stem)
+def test_a_validated_profile_validates_again(path):
+    """Device profiles (oto.fleet.device) are written from the validated profile, empty blocks included."""
+    profile = load_profile(path)
+    assert validate_profile(copy.deepcopy(profile), "again") == profile
+
+
+def test_a_block_needs_both_its_fields(tmp_path):
+    data = rdna_data()
+    del data["wmma"]["rates"]
+    assert "field 'wmma.rates': missing required field" in error_of(
+        write(tmp_path, data, name="gfx1103.yaml")
+    )
+    data = rdna_data("gfx1035")
+    del data["workgroup_processor"]["lds_bytes"]
+    message = error_of(write(tmp_path, data, name="gfx1035.yaml"))
+    assert "field 'workgroup_processor.lds_bytes': missing required field" in message

@@ -202,6 +202,14 @@ def _inconsistencies(p: dict) -> list[tuple[str, str]]:
             ("wavefront_size", f"{p['wavefront_size']} is not one of wavefront_sizes {p['wavefront_sizes']}")
         )
     wgp = p["workgroup_processor"]
+    for block, keys in (
+        ("workgroup_processor", ("compute_units", "lds_bytes")),
+        ("wmma", ("instructions", "rates")),
+    ):
+        # both or neither: an empty block (the schema's default) says the GPU has none
+        found += [(f"{block}.{k}", "missing required field") for k in keys if p[block] and k not in p[block]]
+    if found:
+        return found
     if wgp and p["compute_units"] % wgp["compute_units"]:
         found.append(
             (
