@@ -8,6 +8,8 @@ import pytest
 REPO = Path(__file__).resolve().parents[1]
 SHARED = REPO.parent / "shared"
 VEGA10 = SHARED / "reference" / "rocblas-vega10"
+NAVI21 = SHARED / "reference" / "rocblas-navi21"
+NAVI31 = SHARED / "reference" / "rocblas-navi31"
 GOLDEN = SHARED / "reference" / "tensile-golden"
 
 
@@ -52,6 +54,20 @@ def vega10_dir() -> Path:
     if not VEGA10.is_dir():
         pytest.skip(f"shared reference data not found at {VEGA10}")
     return VEGA10
+
+
+@pytest.fixture(scope="session")
+def navi21_dir() -> Path:
+    if not NAVI21.is_dir():
+        pytest.skip(f"shared reference data not found at {NAVI21}")
+    return NAVI21
+
+
+@pytest.fixture(scope="session")
+def navi31_dir() -> Path:
+    if not NAVI31.is_dir():
+        pytest.skip(f"shared reference data not found at {NAVI31}")
+    return NAVI31
 
 
 @pytest.fixture(scope="session")

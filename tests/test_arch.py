@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import copy
 import json
 from pathlib import Path
 
@@ -67,8 +68,8 @@ def test_schema_is_valid_draft_2020_12_and_documents_every_field():
     assert schema["properties"]["memory"]["required"] == MEMORY_FIELDS
 
 
-def test_three_profiles_ship():
-    assert {p.stem for p in SHIPPED} >= {"gfx90c", "gfx902", "gfx900"}
+def test_the_profiles_ship():
+    assert {p.stem for p in SHIPPED} >= {"gfx90c", "gfx902", "gfx900", "gfx1035", "gfx1103", "gfx1150"}
 
 
 @pytest.mark.parametrize("path", SHIPPED, ids=lambda p: p.stem)
@@ -81,9 +82,10 @@ def test_every_shipped_profile_validates(path):
     for name in MEMORY_FIELDS:
         assert name in profile["memory"]
     assert profile["memory"]["sustained_bandwidth_gbs"] <= profile["memory"]["peak_bandwidth_gbs"]
-    # No gfx9 part has matrix cores or bf16 hardware.
-    assert profile["has_mfma"] is False
-    assert profile["rates"]["bf16"] == profile["rates"]["fp32"]
+    assert profile["has_mfma"] is False  # no profiled part has MFMA (RDNA3's matrix path is wmma)
+    if profile["isa"][0] == 9:  # GCN: wave64 only, no WGP, no bf16 hardware
+        assert profile["wavefront_sizes"] == [64] and not profile["workgroup_processor"]
+        assert profile["rates"]["bf16"] == profile["rates"]["fp32"]
 
 
 def test_gfx90c_facts():
@@ -356,3 +358,162 @@ def deck_library(name):
     from oto.gemm import Library
 
     return Library.parse(name)
+
+
+# ---- RDNA: gfx1035 (RDNA2), gfx1103 (RDNA3), gfx1150 (RDNA3.5) ----
+
+RDNA = ("gfx1035", "gfx1103", "gfx1150")
+
+
+def rdna_data(arch: str = "gfx1103") -> dict:
+    return yaml.safe_load((PROFILES / f"{arch}.yaml").read_text())
+
+
+@pytest.mark.parametrize("arch", RDNA)
+def test_rdna_profiles(arch):
+    p = load_profile(PROFILES / f"{arch}.yaml")
+    assert p["apu"] and p["memory"]["shared_with_cpu"]
+    assert p["wavefront_size"] == 32 and p["wavefront_sizes"] == [32, 64]
+    assert p["simds_per_cu"] * p["lanes_per_simd"] == 64  # 2 x SIMD32 per CU
+    assert p["workgroup_processor"] == {"compute_units": 2, "lds_bytes": 131072}
+    assert p["max_lds_per_workgroup"] == p["lds_bytes_per_cu"] == 65536
+    assert p["max_waves_per_simd"] == 16 and p["vgpr_budget_per_simd"] == 1024
+    assert p["sgprs_per_simd"] // p["sgpr_alloc_granule"] == p["max_waves_per_simd"]  # SGPRs never limit
+    for name, bounds in p["device_range"].items():
+        own = p["memory"]["peak_bandwidth_gbs"] if name == "peak_bandwidth_gbs" else p[name]
+        assert bounds["min"] <= own <= bounds["max"], name
+    assert p["tensile"]["caps_from"] in {"gfx1030", "gfx1102", "gfx1151"}
+
+
+def test_gfx1103_facts():
+    p = load_profile(PROFILES / "gfx1103.yaml")
+    assert p["isa"] == [11, 0, 3] and p["compute_units"] == 12 and p["clock_mhz"] == 2700
+    assert p["rates"]["fp32"] == 2 and p["dual_issue"] == {"fp32": 2}  # RDNA3 dual issue
+    assert p["wmma"]["rates"] == {"fp16_packed": 4, "fp16_hpa": 4, "bf16": 4, "int8": 4}
+    assert "v_wmma_f32_16x16x16_f16" in p["wmma"]["instructions"]
+    assert p["tensile"]["logic_prefix"] == "gfx1103" and "Device 15bf" in p["tensile"]["device_names"]
+    assert p["device_range"]["compute_units"] == {"min": 4, "max": 12}  # Radeon 740M .. 780M
+
+
+def test_gfx1035_facts():
+    p = load_profile(PROFILES / "gfx1035.yaml")
+    assert p["isa"] == [10, 3, 5] and p["compute_units"] == 12 and p["clock_mhz"] == 2200
+    assert not p["wmma"] and not p["dual_issue"]
+    assert {"v_dot2_f32_f16", "v_dot4_i32_i8"} <= set(p["dot_instructions"])
+    assert (p["rates"]["fp16_hpa"], p["rates"]["int8"]) == (2, 4)
+    # Tensile 4.44's architectureMap names gfx1035's logic files 'rembrandt'
+    assert p["tensile"]["logic_prefix"] == "rembrandt"
+
+
+def test_gfx1150_facts():
+    p = load_profile(PROFILES / "gfx1150.yaml")
+    assert p["isa"] == [11, 5, 0] and p["compute_units"] == 16 and p["clock_mhz"] == 2900
+    assert p["tensile"]["caps_from"] == "gfx1151" and p["device_range"]["compute_units"] == {
+        "min": 12,
+        "max": 16,
+    }
+
+
+def test_gfx902_has_its_device_range():
+    p = load_profile(PROFILES / "gfx902.yaml")
+    assert p["device_range"]["compute_units"] == {"min": 3, "max": 11} and p["l2_bytes"] == 1048576
+
+
+@pytest.mark.parametrize(
+    "edit, message",
+    [
+        # a field the ISA needs
+        (lambda d: d.pop("wmma"), "field 'wmma': missing: gfx1103 (gfx11 (RDNA3, RDNA3.5)) has WMMA"),
+        (
+            lambda d: d["wmma"]["rates"].pop("bf16"),
+            "field 'wmma.rates.bf16': missing: gfx1103 runs bf16 on WMMA (v_wmma_*); its rate sets the bf16",
+        ),
+        (lambda d: d.pop("dual_issue"), "field 'dual_issue.fp32': missing: gfx1103"),
+        (lambda d: d.pop("workgroup_processor"), "field 'workgroup_processor': missing: gfx1103 (RDNA)"),
+        (lambda d: d.update(wavefront_sizes=[32]), "field 'wavefront_sizes': [32]: gfx1103 runs [32, 64]"),
+        (lambda d: d.update(has_mfma=True), "field 'has_mfma': True: Tensile's capabilities for gfx1103"),
+        # an ISA the legality rules do not know, or caps from the wrong ISA
+        (
+            lambda d: d.update(arch="gfx1200", isa=[12, 0, 0]),
+            "field 'isa': [12, 0, 0] (gfx1200): oto.tensile.legality has no rules for this ISA",
+        ),
+        (
+            lambda d: d["tensile"].update(caps_from="gfx1030"),
+            "field 'tensile.caps_from': gfx1030: Tensile's assembler capabilities for gfx1103 must come "
+            "from an ISA of the same family",
+        ),
+        (lambda d: d["tensile"].pop("caps_from"), "field 'tensile.caps_from': gfx900"),  # the default donor
+        # figures that contradict each other
+        (
+            lambda d: d.update(compute_units=11),
+            "field 'compute_units': 11 is not a whole number of work-group",
+        ),
+        (lambda d: d["rates"].update(bf16=2), "field 'rates.bf16': 2 is below wmma.rates.bf16 4"),
+        (
+            lambda d: d["device_range"].update(compute_units={"min": 2, "max": 8}),
+            "field 'device_range.compute_units': [2, 8] does not hold the profile's own 12",
+        ),
+        (lambda d: d.update(wavefront_size=16), "field 'wavefront_size': 16 is not one of [32, 64]"),
+    ],
+)
+def test_a_profile_its_isa_contradicts_is_refused_naming_the_field(tmp_path, edit, message):
+    data = rdna_data()
+    edit(data)
+    path = write(tmp_path, data, name=f"{data['arch']}.yaml")
+    assert message in error_of(path)
+
+
+def test_an_isa_without_wmma_may_not_claim_it(tmp_path):
+    data = rdna_data("gfx1035")
+    data["wmma"] = {"instructions": ["v_wmma_f32_16x16x16_f16"], "rates": {"fp16_hpa": 2}}
+    assert "field 'wmma': gfx1035 has no WMMA" in error_of(write(tmp_path, data, name="gfx1035.yaml"))
+    data = rdna_data("gfx1035")
+    data["dual_issue"] = {"fp32": 2}
+    assert "field 'dual_issue': gfx1035 has no dual issue" in error_of(
+        write(tmp_path, data, name="gfx1035.yaml")
+    )
+    data = gfx90c_data()
+    data["wavefront_sizes"] = [32, 64]
+    assert "field 'wavefront_sizes': [32, 64]: gfx90c runs [64]" in error_of(write(tmp_path, data))
+
+
+def test_mfma_isas_are_not_modelled(tmp_path):
+    data = yaml.safe_load((PROFILES / "gfx906.yaml").read_text())
+    data.update(arch="gfx908", isa=[9, 0, 8])
+    data["tensile"]["caps_from"] = "gfx908"
+    message = error_of(write(tmp_path, data, name="gfx908.yaml"))
+    assert "field 'isa': [9, 0, 8] (gfx908): oto.tensile.legality has no rules for this ISA" in message
+
+
+@pytest.mark.parametrize("path", SHIPPED, ids=lambda p: p.stem)
+def test_a_job_reads_the_view_its_plan_made(path):
+    """A job compares the file's figures with the view the plan gave it (oto.run.context.stage_profile); empty
+    blocks (no WMMA, no dual issue, no WGP on GCN) must round-trip too."""
+    from oto.config import validate_config
+    from oto.run.context import stage_profile
+    from oto.run.profile_views import stage_fields, stage_view
+
+    profile = load_profile(path)
+    config = validate_config({"arch": profile["arch"], "families": ["DB"], "backend": "sim"})
+    for stage in stage_fields(config):
+        view = stage_view(profile, stage, config, "Cijk_Ailk_Bljk_HHS_BH")
+        assert dict(stage_profile(path, view)) == view, stage
+
+
+@pytest.mark.parametrize("path", SHIPPED, ids=lambda p: p.stem)
+def test_a_validated_profile_validates_again(path):
+    """Device profiles (oto.fleet.device) are written from the validated profile, empty blocks included."""
+    profile = load_profile(path)
+    assert validate_profile(copy.deepcopy(profile), "again") == profile
+
+
+def test_a_block_needs_both_its_fields(tmp_path):
+    data = rdna_data()
+    del data["wmma"]["rates"]
+    assert "field 'wmma.rates': missing required field" in error_of(
+        write(tmp_path, data, name="gfx1103.yaml")
+    )
+    data = rdna_data("gfx1035")
+    del data["workgroup_processor"]["lds_bytes"]
+    message = error_of(write(tmp_path, data, name="gfx1035.yaml"))
+    assert "field 'workgroup_processor.lds_bytes': missing required field" in message

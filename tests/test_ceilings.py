@@ -12,6 +12,7 @@ from oto.hardware.ceilings import (
     ceilings_document,
     family_peak_gflops,
     gemm_bytes,
+    realistic_gflops,
     ridge_point,
     roofline_gflops,
     theoretical_gflops,
@@ -167,3 +168,61 @@ def test_ceilings_document(gfx90c):
 
 def test_ceilings_document_without_a_path(gfx90c):
     assert ceilings_document(gfx90c)["profile"] is None
+
+
+# ---- theoretical and realistic figures (RDNA: dual issue, WMMA, dot products) ----
+
+
+def test_rdna_theoretical_peaks_are_amds():
+    # AMD's published peaks count RDNA3's dual issue: Radeon 780M 8.29 TFLOPS FP32 at 12 CU x 2.7 GHz.
+    gfx1103 = load_profile(PROFILES / "gfx1103.yaml")
+    assert theoretical_gflops(gfx1103, "fp32") == pytest.approx(12 * 256 * 2.7)
+    assert theoretical_gflops(gfx1103, "fp16_hpa") == pytest.approx(
+        12 * 512 * 2.7
+    )  # WMMA: 512 flops/CU/clock
+    gfx1035 = load_profile(PROFILES / "gfx1035.yaml")
+    assert theoretical_gflops(gfx1035, "fp32") == pytest.approx(12 * 128 * 2.2)  # RDNA2: no dual issue
+    assert theoretical_gflops(gfx1035, "int8") == 4 * theoretical_gflops(gfx1035, "fp32")  # v_dot4_i32_i8
+
+
+def test_realistic_figures_explain_the_gap():
+    gfx1103 = load_profile(PROFILES / "gfx1103.yaml")
+    doc = ceilings_document(gfx1103)
+    # Tensile's kernels issue no VOPD pairs: half of the FP32 peak; WMMA half/int8 kernels reach theirs
+    assert doc["realistic"]["fp32"]["gflops"] == pytest.approx(doc["theoretical"]["fp32"]["gflops"] / 2)
+    assert "dual issue" in doc["realistic"]["fp32"]["why"] and "VOPD" in doc["realistic"]["fp32"]["why"]
+    assert doc["theoretical"]["fp16_hpa"]["path"].startswith("WMMA")
+    assert doc["realistic"]["fp16_hpa"]["gflops"] == doc["theoretical"]["fp16_hpa"]["gflops"]
+    assert doc["families"]["SB"]["realistic_gflops"] == pytest.approx(12 * 128 * 2.7, rel=1e-6)
+    assert (
+        doc["bandwidth"]
+        == {
+            "theoretical_gbs": 120.0,
+            "realistic_gbs": 84.0,
+            "why": doc["bandwidth"]["why"],
+        }
+        and "shares with the CPU" in doc["bandwidth"]["why"]
+    )
+    assert ceilings_document(load_profile(PROFILES / "gfx1035.yaml"))["theoretical"]["int8"]["path"] == (
+        "v_dot4_i32_i8"
+    )
+    assert yaml.safe_load(yaml.safe_dump(doc)) == doc
+
+
+def test_realistic_clock_is_the_sustained_one(gfx90c):
+    # gfx90c holds its peak clock except for HPA half (timing.sustained_clock_mhz), and has no dual issue
+    for rate_class in gfx90c["rates"]:
+        held = gfx90c["timing"]["sustained_clock_mhz"].get(rate_class, gfx90c["clock_mhz"])
+        expected = theoretical_gflops(gfx90c, rate_class) * held / gfx90c["clock_mhz"]
+        assert realistic_gflops(gfx90c, rate_class) == pytest.approx(expected)
+    why = ceilings_document(gfx90c)["realistic"]["fp16_hpa"]["why"]
+    assert "1767.4 MHz (timing.sustained_clock_mhz)" in why
+    with pytest.raises(ValueError, match="unknown rate class"):
+        realistic_gflops(gfx90c, "fp8")
+
+
+@pytest.mark.parametrize("path", sorted(PROFILES.glob("*.yaml")), ids=lambda p: p.stem)
+def test_realistic_never_exceeds_theoretical(path):
+    profile = load_profile(path)
+    for rate_class in profile["rates"]:
+        assert 0 < realistic_gflops(profile, rate_class) <= theoretical_gflops(profile, rate_class)

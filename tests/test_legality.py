@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 import yaml
-from oto.gemm import Library
+from oto.gemm import Family, Library
 from oto.tensile.legality import TENSILE_DEFAULTS, Limits, check, check_raw
 from oto.tensile.params import PARAMS, CandidateError, canonical
 
@@ -380,9 +380,10 @@ def test_limits_from_arch_profiles():
         profile = yaml.safe_load(path.read_text())
         lim = Limits.from_profile(profile)
         assert lim.lds_bytes == profile.get("max_lds_per_workgroup", 65536)
-        assert lim.wavefront_size == profile.get("wavefront_size", 64)
-        if not lim.has_mfma:  # every shipped-deck SGEMM kernel fits a gfx9 profile's limits
-            assert check(SGEMM_NT, sgemm((8, 8), (16, 16, 1), DepthU=16, VectorWidth=4), lim).valid
+        assert lim.isa == tuple(profile["isa"])
+        assert lim.caps.has_wave32 == (32 in profile.get("wavefront_sizes", [64]))
+        # every shipped-deck SGEMM kernel (wave64 VALU) fits every profile's limits
+        assert check(SGEMM_NT, sgemm((8, 8), (16, 16, 1), DepthU=16, VectorWidth=4), lim).valid
 
 
 def test_resolving_never_changes_a_verdict_and_merges_what_tensile_merges():
@@ -417,3 +418,245 @@ def test_resolving_never_changes_a_verdict_and_merges_what_tensile_merges():
         ]
         == "MultipleBuffer"
     )
+
+
+# ---- RDNA: gfx10.3 (wave32, dot-product layouts) and gfx11 (WMMA) ----
+
+GFX1035 = Limits(isa=(10, 3, 5), caps_from=(10, 3, 0))
+GFX1103 = Limits(isa=(11, 0, 3), caps_from=(11, 0, 2))
+# A navi31 WMMA solution as rocBLAS ships it: [16, 16, 16, 1] with wave tile 4 x 4 and 2 x 2 waves (MT 128).
+WMMA_HGEMM = {
+    "KernelLanguage": "Assembly",
+    "MatrixInstruction": [16, 16, 16, 1],
+    "WavefrontSize": 32,
+    "ThreadTile": [4, 64],
+    "WorkGroup": [32, 4, 1],
+    "DepthU": 32,
+    "VectorWidth": 4,
+    "GlobalReadVectorWidth": 8,
+    "LocalReadVectorWidth": 16,
+    "SourceSwap": 1,
+    "TransposeLDS": 1,
+    "WaveSeparateGlobalReadA": 1,
+    "WaveSeparateGlobalReadB": 1,
+    "PrefetchGlobalRead": 1,
+    "PrefetchLocalRead": 1,
+}
+
+
+def test_isa_rule_families_and_unknown_isas():
+    from oto.tensile.isa import UnknownIsa, isa_caps
+
+    assert GFX1103.caps.has_wmma and GFX1103.caps.has_wave32 and not GFX1103.caps.has_mfma
+    assert GFX1035.caps.has_wave32 and not GFX1035.caps.has_wmma and GFX1035.caps.v_dot4_i32_i8
+    assert Limits().caps.wavefront_sizes == (64,) and isa_caps((9, 0, 6)).has_ecc_half
+    for isa, donor, field in (
+        ((12, 0, 0), None, "isa"),  # gfx12: not modelled
+        ((9, 0, 8), None, "isa"),  # MFMA: not modelled
+        ((10, 1, 0), None, "isa"),  # RDNA1: not modelled
+        ((11, 0, 3), None, "tensile.caps_from"),  # Tensile has no caps of its own for gfx1103
+        ((11, 0, 3), (10, 3, 0), "tensile.caps_from"),  # a donor of another family
+    ):
+        with pytest.raises(UnknownIsa) as info:
+            isa_caps(isa, donor)
+        assert info.value.field == field, (isa, donor)
+
+
+def test_wave32_thread_counts():
+    # 32 threads make a workgroup on RDNA (wave32), not on gfx9, and wave32 needs an assembly kernel.
+    small = sgemm((4, 4), (8, 4, 1), DepthU=16, VectorWidth=4, WavefrontSize=32)
+    assert check_raw(SGEMM_NT, small, GFX1035).valid
+    v = check_raw(SGEMM_NT, small, Limits())
+    assert "WavefrontSize=32 not supported for ISA (9, 0, 12)" in v.reasons
+    assert not check_raw(SGEMM_NT, {**small, "WavefrontSize": 64}, GFX1035).valid  # 32 % 64
+    src = check_raw(SGEMM_NT, {**small, "KernelLanguage": "Source"}, GFX1035)
+    assert "WavefrontSize=32 not yet supported for source kernels." in src.reasons
+    # A HIP-source kernel has Tensile's ISA (0, 0, 0): no wave32 either
+    assert "WavefrontSize=32 not supported for ISA (0, 0, 0)" in src.reasons
+
+
+def test_wmma_kernel_geometry_and_rules():
+    hhs = Library.build("HHS_BH", "TN")
+    v = check_raw(hhs, WMMA_HGEMM, GFX1103)
+    assert v.valid, v.reasons
+    assert (v.derived["MacroTile0"], v.derived["MacroTile1"], v.derived["NumThreads"]) == (128, 128, 128)
+    assert v.derived["MIInputPerThread"] == 16 and v.derived["LoopIters"] == 2
+    # WMMA needs wave32, half/bf16/int8 data and an ISA that has it
+    assert (
+        "WMMA only suppport on WGP mode, wave size = 32"
+        in check_raw(hhs, {**WMMA_HGEMM, "WavefrontSize": 64}, GFX1103).reasons
+    )
+    sgemm_wmma = check_raw(Library.build("SB", "TN"), WMMA_HGEMM, GFX1103)
+    assert "WMMA only supports half, bf16 and i8 types" in sgemm_wmma.reasons
+    assert "isa (10, 3, 5) doesn't support matrix instruction" in check_raw(hhs, WMMA_HGEMM, GFX1035).reasons
+    assert "isa (9, 0, 12) doesn't support matrix instruction" in check_raw(hhs, WMMA_HGEMM).reasons
+    # the thread tile of a WMMA kernel is [MIWaveTile0, MIWaveTile1 * 16]
+    assert (
+        "invalid ThreadTile1 8 for MatrixInstM 16"
+        in check_raw(hhs, {**WMMA_HGEMM, "ThreadTile": [4, 8]}, GFX1103).reasons
+    )
+    # WMMA writes one element per register: without SourceSwap the store width must be 1
+    plain = {k: v for k, v in WMMA_HGEMM.items() if k != "SourceSwap"}
+    assert (
+        "MFMA non-SourceSwap mode doesn't support miovw(1) with svw(4)"
+        in check_raw(hhs, plain, GFX1103).reasons
+    )
+    assert check_raw(hhs, {**plain, "StoreVectorWidth": 1, "VectorWidth": 1}, GFX1103).valid
+    # ScheduleIterAlg 2 sets InnerUnroll = DepthU / 16, PrefetchLocalRead 1 and one LDS buffer
+    sia2 = check_raw(hhs, {**WMMA_HGEMM, "ScheduleIterAlg": 2, "PrefetchLocalRead": 3}, GFX1103)
+    assert sia2.valid and sia2.derived["1LDSBuffer"] == 1
+
+
+def test_gfx11_lifts_the_b128_local_read_limit_only_for_assembly():
+    # ldsPaddingAuto rejects local reads wider than 128 bits unless the ISA has WMMA (Tensile's own quirk)
+    dgemm = sgemm((4, 4), (16, 16, 1), DepthU=16, VectorWidth=2, LocalReadVectorWidth=4)
+    b128 = "LocalReadVectorWidth=%u results in attemping to read LDS larger than b128, reject"
+    lib = Library.build("DB", "NN")
+    assert b128 in check_raw(lib, dgemm, GFX1035).reasons
+    assert b128 not in check_raw(lib, dgemm, GFX1103).reasons
+    assert b128 in check_raw(lib, {**dgemm, "KernelLanguage": "Source"}, GFX1103).reasons
+
+
+def test_local_dot_layout_is_the_dot_product_path():
+    hhs, i8 = Library.build("HHS_BH", "NN"), Library.build("I8II_BH", "NN")
+    dot2 = sgemm((8, 8), (16, 16, 1), DepthU=16, VectorWidth=4, LocalDotLayout=2, InnerUnroll=2)
+    assert check_raw(hhs, dot2, GFX1035).valid
+    assert (
+        "only support LocalDotLayout = InnerUnroll when LocalDotLayout > 1"
+        in check_raw(hhs, {**dot2, "InnerUnroll": 1}, GFX1035).reasons
+    )
+    assert (
+        "doesn't support non HPA FP16 with LocalDotLayout == 2"
+        in check_raw(Library.build("HB", "NN"), dot2, GFX1035).reasons
+    )
+    assert "Only support Int8 HPA and LocalDotLayout 4" in check_raw(i8, dot2, GFX1035).reasons
+
+
+def test_atomic_add_split_u_follows_the_isa():
+    params = sgemm((4, 4), (16, 16, 1), DepthU=16, VectorWidth=4, GlobalSplitU=2, GlobalSplitUAtomicAdd=True)
+    gfx9 = check_raw(SGEMM_NT, params).reasons
+    assert "GlobalSplitUAtomicAdd is not supported by this arch" in gfx9
+    gfx11 = check_raw(SGEMM_NT, params, GFX1103).reasons
+    assert "GlobalSplitUAtomicAdd is not supported by this arch" not in gfx11
+    # Tensile reads VectorAtomicWidth before resolving its -1 default
+    assert gfx11 == ("GlobalSplitUAtomicAdd only compatible with VectorAtomicWidth=1",)
+    assert check_raw(SGEMM_NT, {**params, "VectorAtomicWidth": 1}, GFX1103).valid
+
+
+def test_ecc_half_rules_of_gfx906():
+    gfx906 = Limits(isa=(9, 0, 6), caps_from=(9, 0, 6))
+    hb = sgemm((4, 4), (16, 16, 1), DepthU=16, VectorWidth=2)
+    reasons = check_raw(Library.build("HB", "NN"), hb, gfx906).reasons
+    assert "Archs with HasEccHalf require AF0EM%2==0 except for HPA kernels" in reasons
+    assert check_raw(Library.build("HB", "NN"), {**hb, "AssertFree0ElementMultiple": 2}, gfx906).valid
+    assert check_raw(Library.build("HB", "NN"), hb).valid  # gfx900 has no ECC-half rules
+
+
+def test_rdna_space_and_candidate_forms():
+    from oto.tensile import legality
+    from oto.tensile.params import PARAMS, candidate_id, space_params
+
+    assert space_params(Limits().caps) is PARAMS  # gfx9: the space (and every id) as before
+    rdna2, rdna3 = space_params(GFX1035.caps), space_params(GFX1103.caps)
+    assert {"WavefrontSize", "LocalDotLayout"} <= set(rdna2) and "MatrixInstruction" not in rdna2
+    assert {"MatrixInstruction", "SourceSwap", "TransposeLDS"} <= set(rdna3)
+    assert (8, 4, 1) in rdna2["WorkGroup"].values and (8, 4, 1) not in PARAMS["WorkGroup"].values
+    assert (4, 64) in rdna3["ThreadTile"].values and rdna3["LocalDotLayout"].values == (1, 2)
+    # per library: only the knobs its data may use (WMMA: half, bf16, int8; dot layouts: HPA half, int8)
+    sb, hhs = (
+        space_params(GFX1103.caps, Family.parse("SB")),
+        space_params(GFX1103.caps, Family.parse("HHS_BH")),
+    )
+    assert "MatrixInstruction" not in sb and "LocalDotLayout" not in sb and "WavefrontSize" in sb
+    assert {"MatrixInstruction", "LocalDotLayout"} <= set(hhs)
+    assert space_params(GFX1035.caps, Family.parse("I8II_BH"))["LocalDotLayout"].values == (1, 4)
+    # a library's space: its WMMA points are wave32 and SourceSwap (as navi31's), its VALU points leave the
+    # matrix-only knobs at Tensile's default; gfx9's space completes nothing
+    from oto.search.tensile_space import tensile_space
+
+    space = tensile_space(Library.build("HHS_BH", "TN"), GFX1103)
+    assert "SourceSwap" not in space.names
+    values = {name: space.parameter(name).values for name in space.names}
+    wmma = space.config(
+        tuple(values[n].index((16, 16, 16, 1)) if n == "MatrixInstruction" else 0 for n in values)
+    )
+    assert (wmma["SourceSwap"], wmma["WavefrontSize"]) == (1, 32)
+    valu = space.config(
+        tuple(len(values[n]) - 1 if n in ("TransposeLDS", "ScheduleIterAlg") else 0 for n in values)
+    )
+    assert (valu["TransposeLDS"], valu["ScheduleIterAlg"], valu["MatrixInstruction"]) == (0, 1, [])
+    assert tensile_space(Library.build("HHS_BH", "TN"), Limits()).complete is None
+    # ISA knobs at Tensile's default leave a candidate's form and id as they were
+    base = canonical(sgemm((4, 4), (16, 16, 1), DepthU=16, VectorWidth=4))
+    assert canonical({**base, "WavefrontSize": 64, "MatrixInstruction": []}) == base
+    assert candidate_id({**base, "WavefrontSize": 32}) != candidate_id(base)
+    with pytest.raises(CandidateError, match="WavefrontSize=16 is not a legal value"):
+        canonical({**base, "WavefrontSize": 16})
+    wmma = canonical({k: v for k, v in WMMA_HGEMM.items() if k != "LocalReadVectorWidth"})
+    assert legality.resolve(Library.build("HHS_BH", "TN"), wmma, GFX1103)["MatrixInstruction"] == [
+        16,
+        16,
+        16,
+        1,
+    ]
+
+
+def _shipped(folder: Path, names: tuple[str, ...] | None = None) -> list[tuple[Library, dict]]:
+    out = []
+    for path in sorted(folder.glob("*_Cijk_*.yaml")):
+        if names is None or path.stem in names:
+            doc = yaml.load(path.read_text(), Loader=yaml.CSafeLoader)
+            out += [(Library.parse(path.stem.split("_", 1)[1]), sol) for sol in doc[5]]
+    return out
+
+
+def _judge_shipped(shipped, limits):
+    """(invalid solutions' first reasons, derived values that disagree with the file's, values compared)."""
+    invalid, disagree, compared = Counter(), [], 0
+    for lib, sol in shipped:
+        v = check_raw(lib, own_values(sol), limits)
+        if not v.valid:
+            invalid[v.reasons[0]] += 1
+            assert v.reasons == VAW_GUARD, (lib.name, sol["SolutionNameMin"], v.reasons)
+        for key in (*DERIVED_KEYS, "LoopIters", "LdsPadA", "LdsPadB", "MIInputPerThread"):
+            if key in sol and key in v.derived:
+                compared += 1
+                if v.derived[key] != sol[key]:
+                    disagree.append((lib.name, sol["SolutionNameMin"], key, sol[key], v.derived[key]))
+    return invalid, disagree, compared
+
+
+# One file of each kind: navi21's dot-product half (LocalDotLayout 2) and int8 (4) kernels, navi31's WMMA half
+# and VALU single kernels. The full folders run in the slow test below.
+NAVI_SAMPLE = (
+    "navi21_Cijk_Alik_Bjlk_HHS_BH",
+    "navi21_Cijk_Ailk_Bljk_I8II_BH",
+    "navi31_Cijk_Alik_Bjlk_HB",
+    "navi31_Cijk_Alik_Bjlk_SB",
+)
+
+
+@pytest.mark.parametrize("limits", [GFX1035, GFX1103], ids=["gfx1035", "gfx1103"])
+def test_shipped_rdna_solutions_sample(navi21_dir, navi31_dir, limits):
+    folder = navi21_dir if limits is GFX1035 else navi31_dir
+    shipped = _shipped(folder, NAVI_SAMPLE)
+    assert len(shipped) > 80
+    invalid, disagree, compared = _judge_shipped(shipped, limits)
+    assert not disagree, disagree[:5]
+    assert compared > 20 * len(shipped)
+    # the one rule Tensile 4.44 itself flags in shipped files: VectorAtomicWidth 2 with an FP32 compute type
+    assert set(invalid) <= {VAW_GUARD[0]}
+
+
+@pytest.mark.slow
+def test_shipped_rdna_solutions_all(navi21_dir, navi31_dir):
+    """Every navi21 solution on gfx1035 (gfx1030's caps) and every navi31 one on gfx1103 (gfx1102's): the
+    verdicts of Tensile 4.44's Solution() (all valid but 1,229 and 1,134 VectorAtomicWidth-2 HPA solutions,
+    measured with the fetched Tensile) and every derived value the files store."""
+    for folder, limits, n, vaw in ((navi21_dir, GFX1035, 4629, 1229), (navi31_dir, GFX1103, 6753, 1134)):
+        shipped = _shipped(folder)
+        assert len(shipped) == n
+        invalid, disagree, compared = _judge_shipped(shipped, limits)
+        assert not disagree, disagree[:5]
+        assert invalid == {VAW_GUARD[0]: vaw}, invalid
+        print(f"\n{folder.name}: {n} solutions, {compared} derived values agree; invalid {dict(invalid)}")

@@ -145,3 +145,45 @@ def test_a_bad_command_line_value_names_the_command_line_not_the_file():
     with pytest.raises(PlanError, match=r"^--config patterns=…: field 'patterns.0'") as err:
         plan_run({**BASE, "patterns": ["XX"]}, ["config/config.yaml"], command_line={"patterns": ["XX"]})
     assert "--configfile" not in str(err.value)  # a wrong value, not text where a number was meant
+
+
+def test_the_rdna_apus_plan():
+    for arch, prefix in (("gfx1035", "rembrandt"), ("gfx1103", "gfx1103"), ("gfx1150", "gfx1150")):
+        plan = plan_run({**BASE, "arch": arch})
+        assert (
+            plan.arch == arch and plan.logic_prefix == prefix and plan.profile["wavefront_sizes"] == [32, 64]
+        )
+
+
+@pytest.mark.parametrize(
+    ("edit", "message"),
+    [
+        (
+            lambda d: d["wmma"]["rates"].pop("int8"),
+            r"^arch_profiles/gfx1103\.yaml: field 'wmma\.rates\.int8': missing: gfx1103 runs int8 on WMMA",
+        ),
+        (
+            lambda d: d["tensile"].update(caps_from="gfx900"),
+            r"^arch_profiles/gfx1103\.yaml: field 'tensile\.caps_from': gfx900: Tensile's assembler",
+        ),
+        (
+            lambda d: d.update(isa=[12, 0, 1], arch="gfx1201"),
+            r"^arch_profiles/gfx1201\.yaml: field 'isa': \[12, 0, 1\] \(gfx1201\): "
+            r"oto\.tensile\.legality has no rules for this ISA",
+        ),
+    ],
+)
+def test_a_profile_its_isa_contradicts_fails_the_dry_run(tmp_path, monkeypatch, edit, message):
+    """A profile missing a field its ISA needs, or naming an ISA the legality rules do not know, fails the
+    plan (the dry-run) with one line naming the file and the field."""
+    import yaml
+    from workflow_helpers import REPO
+
+    data = yaml.safe_load((REPO / "arch_profiles" / "gfx1103.yaml").read_text())
+    edit(data)
+    (tmp_path / "arch_profiles").mkdir()
+    (tmp_path / "arch_profiles" / f"{data['arch']}.yaml").write_text(yaml.safe_dump(data))
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(PlanError, match=message) as err:
+        plan_run({**BASE, "arch": data["arch"]}, ["config/config.yaml"])
+    assert "\n" not in str(err.value)

@@ -89,6 +89,7 @@ def test_register_copies_gfx900_caps_once(fake_tensile):
 def test_probe_reports_missing_gfx90c(fake_tensile):
     info = tensile_runtime.probe({(9, 0, 12): (9, 0, 0), (9, 0, 2): (9, 0, 0)})
     assert info["version"] == "4.44.0" and info["native"] == {"gfx90c": False, "gfx902": False}
+    assert info["logic_names"] == {"gfx90c": None, "gfx902": None}  # registering names them after the ISA
 
 
 def test_registrations_come_from_the_profiles(fake_tensile):
@@ -100,6 +101,9 @@ def test_registrations_come_from_the_profiles(fake_tensile):
     assert registrations(profiles["gfx902"]) == {"gfx902": "gfx900"}
     assert registrations(profiles["gfx90c"]) == {"gfx90c": "gfx900"}
     assert registrations(profiles["gfx900"]) == {}
+    assert registrations(profiles["gfx1035"]) == {"gfx1035": "gfx1030"}
+    assert registrations(profiles["gfx1103"]) == {"gfx1103": "gfx1102"}
+    assert registrations(profiles["gfx1150"]) == {"gfx1150": "gfx1151"}
     assert "DONORS" not in (ROOT / "workflow" / "oto" / "tensile" / "runtime.py").read_text()
     donors, rest = tensile_runtime.registrations_of(
         ["--oto-register", "gfx902=gfx900", "--arch", "gfx902", "cfg.yaml", "out"]

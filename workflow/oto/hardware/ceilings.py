@@ -2,6 +2,13 @@
 
 Selection compares kernels against the roofline (``pct_ceiling``): no kernel beats the peak of its rate class
 or moves its compulsory bytes faster than the sustained memory bandwidth.
+
+Every ceiling comes as two figures (``ceilings.yaml``): the **theoretical** one, the chip's peak at its peak
+clock by its fastest instruction path (AMD's published peak: RDNA3's dual issue and WMMA included), and the
+**realistic** one, what the kernels oto tunes can reach: the instructions Tensile's kernels issue (one VALU
+instruction per clock, no VOPD dual issue; WMMA and dot products where the ISA has them) at the clock a long
+GEMM holds (``timing.sustained_clock_mhz``, else the peak clock), and the sustained memory bandwidth. The
+realistic figures explain a kernel's gap to the peak; they are not a bound a measurement is checked against.
 """
 
 from __future__ import annotations
@@ -40,7 +47,8 @@ EXAMPLE_FAMILIES = ("SB", "DB", "HB", "HHS_BH")
 PEAK_FIELDS = ("compute_units", "simds_per_cu", "lanes_per_simd", "clock_mhz", "rates.{rate_class}")
 ROOFLINE_FIELDS = (*PEAK_FIELDS, "memory.sustained_bandwidth_gbs")
 CEILING_FIELDS = (
-    "arch", "compute_units", "simds_per_cu", "lanes_per_simd", "clock_mhz", "rates",
+    "arch", "compute_units", "simds_per_cu", "lanes_per_simd", "clock_mhz", "rates", "dual_issue", "wmma",
+    "dot_instructions", "timing.sustained_clock_mhz", "memory.kind", "memory.shared_with_cpu",
     "memory.peak_bandwidth_gbs", "memory.sustained_bandwidth_gbs", "timing.launch_us",
 )  # fmt: skip
 EXAMPLE_SIZES = tuple(2**e for e in range(6, 14))  # 64 .. 8192
@@ -61,6 +69,63 @@ def theoretical_gflops(profile: Mapping, rate_class: str) -> float:
     if rate_class not in rates:
         raise ValueError(f"unknown rate class {rate_class!r}; the profile has {sorted(rates)}")
     return _lane_flops_per_clock(profile) * profile["clock_mhz"] / 1000.0 * rates[rate_class]
+
+
+def sustained_clock_mhz(profile: Mapping, rate_class: str) -> float:
+    """The clock a long GEMM of the rate class holds (``timing.sustained_clock_mhz``), else the peak clock."""
+    sustained = (profile.get("timing") or {}).get("sustained_clock_mhz") or {}
+    return float(sustained.get(rate_class, profile["clock_mhz"]))
+
+
+def realistic_rate(profile: Mapping, rate_class: str) -> float:
+    """The rate of the instructions Tensile's kernels issue: the peak rate without its dual-issue factor."""
+    return profile["rates"][rate_class] / (profile.get("dual_issue") or {}).get(rate_class, 1)
+
+
+def realistic_gflops(profile: Mapping, rate_class: str) -> float:
+    """What tuned kernels can reach in one rate class: :func:`realistic_rate` at the sustained clock."""
+    if rate_class not in profile["rates"]:
+        raise ValueError(f"unknown rate class {rate_class!r}; the profile has {sorted(profile['rates'])}")
+    clock_mhz = sustained_clock_mhz(profile, rate_class)  # the same arithmetic as theoretical_gflops
+    return _lane_flops_per_clock(profile) * clock_mhz / 1000.0 * realistic_rate(profile, rate_class)
+
+
+def _path(profile: Mapping, rate_class: str) -> str:
+    """The instruction path behind a rate class's peak, as the profile states it."""
+    wmma = (profile.get("wmma") or {}).get("rates") or {}
+    dots = set(profile.get("dot_instructions") or ())
+    if wmma.get(rate_class) == profile["rates"][rate_class]:
+        return "WMMA (v_wmma_*, wave32)"
+    if rate_class in (profile.get("dual_issue") or {}):
+        return "dual issue (VOPD / one-pass wave64)"
+    if (
+        rate_class == "fp16_hpa"
+        and {"v_dot2_f32_f16", "v_dot2c_f32_f16"} & dots
+        and profile["rates"][rate_class] > 1
+    ):
+        return "v_dot2_f32_f16"
+    if (
+        rate_class == "int8"
+        and {"v_dot4_i32_i8", "v_dot4_i32_iu8"} & dots
+        and profile["rates"][rate_class] > 1
+    ):
+        return "v_dot4_i32_i8"
+    return "VALU"
+
+
+def _realistic_why(profile: Mapping, rate_class: str) -> str:
+    factor = (profile.get("dual_issue") or {}).get(rate_class, 1)
+    clock = sustained_clock_mhz(profile, rate_class)
+    held = (profile.get("timing") or {}).get("sustained_clock_mhz") or {}
+    where = (
+        "timing.sustained_clock_mhz" if rate_class in held else "no sustained clock in the profile: the peak"
+    )
+    issue = (
+        f"the peak's dual issue (x{factor:g}) is out of reach: Tensile's kernels issue no VOPD pairs"
+        if factor != 1
+        else f"the peak's path ({_path(profile, rate_class)}) is one Tensile's kernels use"
+    )
+    return f"{issue}; at {clock:g} MHz ({where})"
 
 
 def family_peak_gflops(profile: Mapping, family: Family | str) -> float:
@@ -117,14 +182,28 @@ def ceilings_document(profile: Mapping, profile_source: str | Path | None = None
         path = Path(profile_source)
         source = {"path": str(path), "sha256": hashlib.sha256(path.read_bytes()).hexdigest()}
 
-    theoretical = {}
+    theoretical, realistic = {}, {}
     for workload, code in WORKLOADS.items():
         f = Family.parse(code)
+        unit = "GOPS" if f.rate_class.startswith("int") else "GFLOPS"
         theoretical[workload] = {
             "gflops": round(family_peak_gflops(profile, f), 3),
-            "unit": "GOPS" if f.rate_class.startswith("int") else "GFLOPS",
+            "unit": unit,
             "rate_class": f.rate_class,
             "formula": _formula(profile, f),
+            "path": _path(profile, f.rate_class),
+        }
+        realistic[workload] = {
+            "gflops": round(realistic_gflops(profile, f.rate_class), 3),
+            "unit": unit,
+            "rate_class": f.rate_class,
+            "formula": (
+                f"{profile['compute_units']} CU x {profile['simds_per_cu']} SIMD x "
+                f"{profile['lanes_per_simd']} lanes x 2 x "
+                f"{sustained_clock_mhz(profile, f.rate_class) / 1000:g} GHz x rate "
+                f"{realistic_rate(profile, f.rate_class):g}"
+            ),
+            "why": _realistic_why(profile, f.rate_class),
         }
 
     families = {}
@@ -134,6 +213,7 @@ def ceilings_document(profile: Mapping, profile_source: str | Path | None = None
             "rate_class": f.rate_class,
             "workload": f.workload,
             "theoretical_gflops": round(family_peak_gflops(profile, f), 3),
+            "realistic_gflops": round(realistic_gflops(profile, f.rate_class), 3),
         }
 
     memory = profile["memory"]
@@ -162,10 +242,21 @@ def ceilings_document(profile: Mapping, profile_source: str | Path | None = None
             for s, c in zip(sizes, ceiling, strict=True)
         ]
 
+    bandwidth = {
+        "theoretical_gbs": memory["peak_bandwidth_gbs"],
+        "realistic_gbs": memory["sustained_bandwidth_gbs"],
+        "why": (
+            f"theoretical: the {memory['kind']} interface's peak; realistic: what a streaming GPU kernel "
+            + ("sustains on memory it shares with the CPU" if memory["shared_with_cpu"] else "sustains")
+            + " (memory.sustained_bandwidth_gbs, the roofline's slope)"
+        ),
+    }
     return {
         "arch": profile["arch"],
         "profile": source,
         "theoretical": theoretical,
+        "realistic": realistic,
+        "bandwidth": bandwidth,
         "families": families,
         "roofline": roofline,
         "examples": examples,

@@ -100,7 +100,7 @@ def read_profile_figures(path: str | Path) -> dict:
     data = _read(path)
     if not isinstance(data, Mapping):
         validate_profile(data, str(path))  # raises, naming the file
-    return _with_defaults(copy.deepcopy(dict(data)), load_schema())
+    return _derived_defaults(_with_defaults(copy.deepcopy(dict(data)), load_schema()))
 
 
 def validate_profile(data: Any, source: str) -> dict:
@@ -119,8 +119,8 @@ def validate_profile(data: Any, source: str) -> dict:
         field, problem = problems[0]
         more = f" (and {len(problems) - 1} more)" if len(problems) > 1 else ""
         raise ProfileError(f"{source}: field '{field}': {problem}{more}")
-    profile = _with_defaults(copy.deepcopy(dict(data)), schema)
-    problems = _inconsistencies(profile)
+    profile = _derived_defaults(_with_defaults(copy.deepcopy(dict(data)), schema))
+    problems = _inconsistencies(profile) or _isa_inconsistencies(profile, data)
     if problems:
         field, problem = problems[0]
         raise ProfileError(f"{source}: field '{field}': {problem}")
@@ -210,7 +210,113 @@ def _inconsistencies(p: dict) -> list[tuple[str, str]]:
             found.append((f"{where}.bandwidth", problem))
     if p["apu"] and not mem["shared_with_cpu"]:
         found.append(("memory.shared_with_cpu", "must be true for an APU (apu: true)"))
+    if p["wavefront_size"] not in p["wavefront_sizes"]:
+        found.append(
+            ("wavefront_size", f"{p['wavefront_size']} is not one of wavefront_sizes {p['wavefront_sizes']}")
+        )
+    wgp = p["workgroup_processor"]
+    for block, keys in (
+        ("workgroup_processor", ("compute_units", "lds_bytes")),
+        ("wmma", ("instructions", "rates")),
+    ):
+        # both or neither: an empty block (the schema's default) says the GPU has none
+        found += [(f"{block}.{k}", "missing required field") for k in keys if p[block] and k not in p[block]]
+    if found:
+        return found
+    if wgp and p["compute_units"] % wgp["compute_units"]:
+        found.append(
+            (
+                "compute_units",
+                f"{p['compute_units']} is not a whole number of work-group processors of "
+                f"{wgp['compute_units']} CUs (workgroup_processor.compute_units)",
+            )
+        )
+    if wgp and wgp["lds_bytes"] < p["max_lds_per_workgroup"]:
+        found.append(("workgroup_processor.lds_bytes", f"{wgp['lds_bytes']} is below max_lds_per_workgroup"))
+    for rate_class, rate in p["wmma"].get("rates", {}).items():
+        if p["rates"][rate_class] < rate:
+            found.append(
+                (
+                    f"rates.{rate_class}",
+                    f"{p['rates'][rate_class]} is below wmma.rates.{rate_class} {rate}: the rate is the peak "
+                    "of the fastest path",
+                )
+            )
+    own = {"compute_units": p["compute_units"], "clock_mhz": p["clock_mhz"]}
+    own["peak_bandwidth_gbs"] = mem["peak_bandwidth_gbs"]
+    for name, bounds in (p.get("device_range") or {}).items():
+        if bounds["min"] > bounds["max"]:
+            found.append((f"device_range.{name}", f"min {bounds['min']} exceeds max {bounds['max']}"))
+        elif not bounds["min"] <= own[name] <= bounds["max"]:
+            found.append(
+                (
+                    f"device_range.{name}",
+                    f"[{bounds['min']}, {bounds['max']}] does not hold the profile's own {own[name]}",
+                )
+            )
     return found
+
+
+# The fields an ISA family needs, beyond the schema's (oto.tensile.isa names the families): RDNA groups its
+# CUs in work-group processors; RDNA3 has WMMA (its rates set the half, bf16 and int8 ceilings) and dual
+# issue.
+_WMMA_RATE_CLASSES = ("fp16_packed", "fp16_hpa", "bf16", "int8")
+
+
+def _isa_inconsistencies(p: dict, raw: Mapping) -> list[tuple[str, str]]:
+    """The profile against what Tensile and oto's legality rules know of its ISA (oto.tensile.isa): an ISA
+    the rules do not model, and a field the ISA needs that is missing, or one it cannot have."""
+    from oto.tensile.isa import UnknownIsa, isa_caps
+
+    name = isa_name(p["isa"])
+    caps_from = parse_arch(p["tensile"]["caps_from"])
+    try:
+        caps = isa_caps(tuple(p["isa"]), caps_from)
+    except UnknownIsa as exc:
+        return [(exc.field, str(exc))]
+    found = []
+    if p["has_mfma"] != caps.has_mfma:
+        found.append(("has_mfma", f"{p['has_mfma']}: Tensile's capabilities for {name} say {caps.has_mfma}"))
+    if sorted(p["wavefront_sizes"]) != sorted(caps.wavefront_sizes):
+        found.append(
+            (
+                "wavefront_sizes",
+                f"{p['wavefront_sizes']}: {name} runs {sorted(caps.wavefront_sizes)} "
+                f"(Tensile's ArchCaps HasWave32: {caps.has_wave32})",
+            )
+        )
+    if caps.has_wave32 and not p["workgroup_processor"]:
+        found.append(
+            ("workgroup_processor", f"missing: {name} (RDNA) groups its CUs in work-group processors")
+        )
+    if caps.has_wmma:
+        if not raw.get("wmma"):
+            found.append(
+                ("wmma", f"missing: {name} ({caps.family}) has WMMA; its instructions and rates are needed")
+            )
+        for rate_class in _WMMA_RATE_CLASSES:
+            if raw.get("wmma") and rate_class not in p["wmma"]["rates"]:
+                found.append(
+                    (
+                        f"wmma.rates.{rate_class}",
+                        f"missing: {name} runs {rate_class} on WMMA (v_wmma_*); its rate sets the "
+                        f"{rate_class} ceiling",
+                    )
+                )
+        if "fp32" not in p["dual_issue"]:
+            found.append(("dual_issue.fp32", f"missing: {name} ({caps.family}) dual-issues FP32"))
+    else:
+        if p["wmma"]:
+            found.append(("wmma", f"{name} has no WMMA (Tensile's capabilities: HasWMMA false)"))
+        if p["dual_issue"]:
+            found.append(("dual_issue", f"{name} has no dual issue (RDNA3 and later)"))
+    return found
+
+
+def _derived_defaults(profile: dict) -> dict:
+    """Defaults that depend on other fields: one wavefront size unless the profile lists the ISA's."""
+    profile.setdefault("wavefront_sizes", [profile["wavefront_size"]])
+    return profile
 
 
 def _with_defaults(instance: dict, schema: Mapping) -> dict:
@@ -218,8 +324,8 @@ def _with_defaults(instance: dict, schema: Mapping) -> dict:
     for name, sub in schema.get("properties", {}).items():
         if name not in instance and "default" in sub:
             instance[name] = copy.deepcopy(sub["default"])
-        elif isinstance(instance.get(name), dict) and sub.get("type") == "object":
-            _with_defaults(instance[name], sub)
+        if isinstance(instance.get(name), dict) and sub.get("type") == "object":
+            _with_defaults(instance[name], sub)  # a block filled in above gets its own defaults too
     return instance
 
 
@@ -280,11 +386,12 @@ def profile_view(profile: Mapping, fields: Iterable[str]) -> dict:
 
 
 def view_paths(view: Mapping, base: str = "") -> list[str]:
-    """The leaf paths of a view (inverse of :func:`profile_view` for its shape)."""
+    """The leaf paths of a view (inverse of :func:`profile_view` for its shape); an empty block (a profile
+    without WMMA: ``wmma: {}``) is a leaf of its own."""
     out = []
     for k, v in view.items():
         path = f"{base}{k}"
-        out += view_paths(v, f"{path}.") if isinstance(v, Mapping) else [path]
+        out += view_paths(v, f"{path}.") if isinstance(v, Mapping) and v else [path]
     return out
 
 

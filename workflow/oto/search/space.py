@@ -105,6 +105,9 @@ class Space:
     # Parameters that only make sense together (a tile shape and its workgroup): recombination moves them
     # as one.
     linked: tuple[tuple[str, ...], ...] = ()
+    # What a configuration implies beyond its parameters' values (RDNA3's WMMA kernels of Tensile's space
+    # store by VectorWidth: SourceSwap 1); config() applies it, so validity, ids and proposals see it.
+    complete: Callable[[dict[str, Any]], dict[str, Any]] | None = None
     _feat: list[np.ndarray] = field(init=False, repr=False)
     _model_feat: list[np.ndarray] = field(init=False, repr=False)
     _adjacent: list[list[list[int]]] = field(init=False, repr=False)
@@ -154,7 +157,7 @@ class Space:
         for p, i in zip(self.parameters, idx, strict=True):
             v = p.values[i]
             out[p.name] = list(v) if isinstance(v, tuple) else v
-        return out
+        return self.complete(out) if self.complete is not None else out
 
     def index(self, config: Mapping[str, Any]) -> Index | None:
         """Index tuple of a configuration, or None when a value is not in the space."""

@@ -1,13 +1,16 @@
-"""Is a candidate kernel a valid Tensile solution for a library on a non-MFMA gfx9 arch?
+"""Is a candidate kernel a valid Tensile solution for a library on the arch's ISA?
 
-The rules re-implement, for VALU (``MatrixInstruction: []``) GEMM kernels, the checks Tensile 4.44 makes while
-deriving a solution (ROCm/Tensile:Tensile/SolutionStructs.py ``Solution.parameterWrapper``,
+The rules re-implement the checks Tensile 4.44 makes while deriving a solution
+(ROCm/Tensile:Tensile/SolutionStructs.py ``Solution.parameterWrapper``,
 ``assignProblemIndependentDerivedParameters``, ``assignDerivedParameters``, ``setGlobalLoadVectorWidth``,
-``setGlobalLoadTileDimClassic``, ``setGlobalLoadTileDimFractional``, ``ldsPaddingAuto``,
-``getLdsNumElements[Aligned]``), plus the arch profile's limits and a lower bound of the VGPRs
-KernelWriterAssembly allocates. Rejection reasons use Tensile's own messages where it has one, so a verdict
-can be matched against a ``PrintSolutionRejectionReason`` log. Parameters the candidate does not set take
-the defaults of Tensile's ``defaultBenchmarkCommonParameters``.
+``setGlobalLoadTileDimClassic``, ``setGlobalLoadTileDimFractional``, ``checkAndAssignWaveSeparateGlobalRead``,
+``ldsPaddingAuto``, ``getLdsNumElements[Aligned]``) for the ISA families of :mod:`oto.tensile.isa`: gfx9
+without matrix instructions, RDNA2 (gfx10.3: wave32, dot-product layouts) and RDNA3/3.5 (gfx11: wave32 and
+the WMMA kernels, ``MatrixInstruction: [16, 16, 16, 1]``), with the capabilities Tensile's probe gives the
+ISA (its own, or its donor's where oto registers it). Added to them: the arch profile's limits and, for VALU
+kernels, a lower bound of the VGPRs KernelWriterAssembly allocates. Rejection reasons use Tensile's own
+messages where it has one, so a verdict can be matched against a ``PrintSolutionRejectionReason`` log.
+Parameters the candidate does not set take the defaults of Tensile's ``defaultBenchmarkCommonParameters``.
 """
 
 from __future__ import annotations
@@ -21,7 +24,8 @@ from typing import Any
 
 from oto.gemm import HPA_TYPES, Library
 from oto.tensile.defaults import subset
-from oto.tensile.params import CandidateError, canonical, extras
+from oto.tensile.isa import SOURCE_CAPS, IsaCaps, isa_caps
+from oto.tensile.params import CandidateError, canonical, extras, mi_geometry
 
 # Tensile 4.44 Common.py defaultBenchmarkCommonParameters, restricted to the parameters the rules below read
 # (lists as tuples: the table is read-only). A raw parameter dict may override any of these (e.g. a shipped
@@ -33,6 +37,7 @@ TENSILE_DEFAULTS: Mapping[str, Any] = MappingProxyType(
             "ThreadTile",
             "WorkGroup",
             "MatrixInstruction",
+            "WavefrontSize",
             "DepthU",
             "DepthULdsDivisor",
             "VectorWidth",
@@ -81,6 +86,10 @@ TENSILE_DEFAULTS: Mapping[str, Any] = MappingProxyType(
             "MacroTileShapeMax",
             "MaxOccupancy",
             "LocalDotLayout",
+            "SourceSwap",
+            "WaveSeparateGlobalReadA",
+            "WaveSeparateGlobalReadB",
+            "MIArchVgpr",
             "UseSgprForGRO",  # kept as given (the resolved value is _UseSgprForGRO), no rule reads it
             "StaggerUMapping",
         ),
@@ -94,31 +103,53 @@ _MAX_DEPTHU = 1024  # Common.py globalParameters["MaxDepthU"]
 _VGPRS_PER_CU = 65536  # KernelWriterAssembly.functionSuffix: vgprPerCU, occupancy error code 4
 
 
+_NO_ISA = (0, 0, 0)
+
+
 @dataclass(frozen=True)
 class Limits:
-    """The arch profile's limits that decide legality (defaults: gfx9)."""
+    """What of the arch profile decides legality: its limits and its ISA (defaults: gfx90c, an ISA Tensile
+    lacks that takes gfx900's assembler capabilities)."""
 
     lds_bytes: int = 65536
     max_workgroup_size: int = 1024
-    wavefront_size: int = 64
-    has_mfma: bool = False
     vgprs_max: int = 256
+    isa: tuple[int, int, int] = (9, 0, 12)
+    caps_from: tuple[int, int, int] = (9, 0, 0)
 
     # The arch-profile fields legality depends on (oto.run.profile_views).
     PROFILE_FIELDS = (
-        "max_lds_per_workgroup", "max_workgroup_size", "wavefront_size", "has_mfma", "vgprs_per_lane_max"
+        "max_lds_per_workgroup", "max_workgroup_size", "vgprs_per_lane_max", "isa", "tensile.caps_from"
     )  # fmt: skip
 
     @classmethod
     def from_profile(cls, profile: Mapping[str, Any]) -> Limits:
+        """The limits of a (validated) profile; its ``isa`` and ``tensile.caps_from`` name Tensile's ISAs
+        (absent: the defaults). Raises :class:`oto.tensile.isa.UnknownIsa` for an ISA the rules do not
+        model."""
         d = cls()
+        isa = tuple(int(x) for x in profile.get("isa", d.isa))
+        donor = (profile.get("tensile") or {}).get("caps_from")
+        caps_from = _isa_of(donor) if donor else (d.caps_from if "isa" not in profile else isa)
+        isa_caps(isa, caps_from)  # refuses an ISA the rules do not model, naming the field
         return cls(
             lds_bytes=int(profile.get("max_lds_per_workgroup", d.lds_bytes)),
             max_workgroup_size=int(profile.get("max_workgroup_size", d.max_workgroup_size)),
-            wavefront_size=int(profile.get("wavefront_size", d.wavefront_size)),
-            has_mfma=bool(profile.get("has_mfma", d.has_mfma)),
             vgprs_max=int(profile.get("vgprs_per_lane_max", d.vgprs_max)),
+            isa=isa,
+            caps_from=caps_from,
         )
+
+    @property
+    def caps(self) -> IsaCaps:
+        """Tensile's capabilities of an assembly kernel for this ISA."""
+        return isa_caps(self.isa, self.caps_from)
+
+
+def _isa_of(name: str) -> tuple[int, int, int]:
+    """``gfx1102`` -> (11, 0, 2), as Tensile's gfxArch reads it (the last two digits are hex)."""
+    digits = str(name).removeprefix("gfx")
+    return int(digits[:-2]), int(digits[-2], 16), int(digits[-1], 16)
 
 
 @dataclass(frozen=True)
@@ -139,6 +170,7 @@ class _Run:
         fam = library.family
         self.limits = limits
         self.bpe = fam.a.bytes  # DataType.numBytes()
+        self.regs = fam.a.registers  # DataType.numRegisters()
         self.dest_bytes = fam.dest.bytes
         self.compute_bytes = fam.compute.bytes
         self.a_char, self.compute_char, self.dest_char = fam.a.char, fam.compute.char, fam.dest.char
@@ -152,6 +184,9 @@ class _Run:
         self.s.update(params)
         self.reasons: list[str] = []
         self.derived: dict[str, int] = {}
+        # Tensile gives a HIP-source kernel ISA (0, 0, 0), whose capabilities are all false.
+        self.caps = limits.caps if self.asm else SOURCE_CAPS
+        self.mi = bool(self.s["MatrixInstruction"])
 
     def reject(self, msg: str) -> None:
         self.reasons.append(msg)
@@ -163,6 +198,10 @@ class _Run:
     @property
     def asm(self) -> bool:
         return self.s["KernelLanguage"] == "Assembly"
+
+    @property
+    def isa(self) -> tuple[int, int, int]:
+        return self.caps.isa if self.asm else _NO_ISA
 
 
 def check(library: Library, params: Mapping[str, Any], limits: Limits | None = None) -> Verdict:
@@ -190,7 +229,9 @@ def check_raw(library: Library, params: Mapping[str, Any], limits: Limits | None
 # 0 for Source kernels and for an asm operand read along the tile (TLU), else VectorWidth (0 again when the
 # pad would overflow LDS); 1LDSBuffer -1 becomes 0 or 1 by the LDS size; StaggerU is 0 on asm kernels
 # without buffer loads.
-RESOLVED_KNOBS = ("LdsPadA", "LdsPadB", "1LDSBuffer", "StaggerU")
+# A matrix-instruction kernel with ScheduleIterAlg 2 has its PrefetchLocalRead (1), InnerUnroll (DepthU / 16)
+# and 1LDSBuffer (1) set by Tensile.
+RESOLVED_KNOBS = ("LdsPadA", "LdsPadB", "1LDSBuffer", "StaggerU", "PrefetchLocalRead", "InnerUnroll")
 
 
 def resolve(library: Library, params: Mapping[str, Any], limits: Limits | None = None) -> dict[str, Any]:
@@ -206,7 +247,10 @@ def resolve(library: Library, params: Mapping[str, Any], limits: Limits | None =
     out = dict(cand)
     for key in RESOLVED_KNOBS:
         value = state.get(key, out[key])
-        out[key] = int(value) if isinstance(value, bool | int) else value
+        value = int(value) if isinstance(value, bool | int) else value
+        with contextlib.suppress(CandidateError):  # a resolved value outside oto's vocabulary stays as given
+            canonical({**out, key: value})
+            out[key] = value
     for key in extras(cand):
         without = {k: v for k, v in out.items() if k != key}
         if _final_state(library, without, limits) == state:
@@ -234,10 +278,11 @@ def _with_defaults(params: Mapping[str, Any]) -> dict[str, Any]:
 
 def _derive(run: _Run) -> None:
     _problem_type(run)
+    _matrix_instruction(run)
     _geometry(run)
     if run.reasons:  # assignDerivedParameters returns when the problem-independent part rejected
         return
-    _accumulation(run)
+    _kernel_kind(run)
     _vector_widths(run)
     _split_and_atomics(run)
     _depth_u(run)
@@ -256,36 +301,66 @@ def _problem_type(run: _Run) -> None:
         run.compute_char, run.compute_bytes = "S", 4
     elif triple not in _VALID_GEMM_TYPES:
         run.stop("This typed-GEMM (Ti, To, Tc) = ({}, {}, {}) is not supported yet.".format(*triple))
-    if run.s["MatrixInstruction"]:
-        if not run.limits.has_mfma:
-            run.stop("isa doesn't support matrix instruction")
-        run.stop("MatrixInstruction kernels are not modelled by oto.tensile.legality")
 
 
-def _accumulation(run: _Run) -> None:
-    # assignDerivedParameters (non-MI branch): a wider accumulator needs HPA.
-    if not run.hpa and run.compute_bytes > run.bpe:
-        run.reject(
-            "For non-MI Kernel, if sizeof(ComputeDataType) > sizeof(DataType), "
-            "Please add the following config:\n - HighPrecisionAccumulate: True"
+# Common.py validWMMA: the one WMMA shape Tensile 4.44 writes (v_wmma_*_16x16x16_*).
+_VALID_WMMA = ((16, 16, 16, 1),)
+
+
+def _matrix_instruction(run: _Run) -> None:
+    """Solution.parameterWrapper: a MatrixInstruction's block, wave group and wave tile."""
+    s = run.s
+    mi = s["MatrixInstruction"]
+    if not mi:
+        return
+    if len(mi) != 4 or len(s["WorkGroup"]) != 3 or len(s["ThreadTile"]) != 2:
+        run.stop(
+            f"MatrixInstruction {list(mi)}: only the 4-element form with ThreadTile and WorkGroup is "
+            "modelled by oto.tensile.legality"
         )
-    pgr = run.s["PrefetchGlobalRead"]
-    if pgr not in (0, 1, 2):  # Common.py validParameters
-        run.reject(f"PrefetchGlobalRead {pgr!r} is not one of validParameters [0, 1, 2]")
+    if run.caps.has_wmma and tuple(mi) not in _VALID_WMMA:
+        run.reject(f"MatrixInstruction {list(mi)} not valid for DataType {run.a_char}")
+    if s["ThreadTile"][1] % mi[0]:
+        run.reject(f"invalid ThreadTile1 {s['ThreadTile'][1]} for MatrixInstM {mi[0]}")
+    geometry = mi_geometry(s)
+    s.update(geometry)
+    block = geometry["MIBlock"]
+    s.update(MatrixInstM=block[0], MatrixInstN=block[1], MatrixInstK=block[2], MatrixInstB=block[3])
+    s.update(MatrixInstBM=block[4], MatrixInstBN=block[5])
+    s["MIInputPerThread"] = block[0] * block[2] * block[3] // s["WavefrontSize"]
+    if run.caps.has_wmma and not run.caps.has_mfma:
+        s["MIInputPerThread"] = block[2]
+    # getMIOutputInfo: WMMA writes one element per register; anything else takes MFMA's 4
+    s["MIOutputVectorWidth"] = 1 if run.caps.has_wmma and not run.caps.has_mfma else 4
+    run.derived.update(MIInputPerThread=s["MIInputPerThread"], MIWaveTile0=geometry["MIWaveTile"][0])
+    run.derived.update(MIWaveTile1=geometry["MIWaveTile"][1], MIWaveGroup0=geometry["MIWaveGroup"][0])
+    run.derived["MIWaveGroup1"] = geometry["MIWaveGroup"][1]
 
 
 def _geometry(run: _Run) -> None:
+    """assignProblemIndependentDerivedParameters: thread tile, subgroups, threads and macro tile."""
     s, lim = run.s, run.limits
-    # assignProblemIndependentDerivedParameters
-    if len(s["WorkGroup"]) != 3 or len(s["ThreadTile"]) != 2:
-        run.stop("EnableMatrixInstruction undetermined")
-    (tt0, tt1), (wg0, wg1, lsu) = s["ThreadTile"], s["WorkGroup"]
-    s.update(ThreadTile0=tt0, ThreadTile1=tt1, LocalSplitU=lsu)
-    nt = wg0 * wg1 * lsu
-    s.update(NumThreads=nt, MacroTile0=wg0 * tt0, MacroTile1=wg1 * tt1)
-    run.derived.update(NumThreads=nt, MacroTile0=wg0 * tt0, MacroTile1=wg1 * tt1, LocalSplitU=lsu)
-    if nt % lim.wavefront_size != 0:
-        run.reject(f"size of WorkGroup {nt} should be multiple of WavefrontSize {lim.wavefront_size}")
+    wave = s["WavefrontSize"]
+    if run.mi:
+        if s["MatrixInstM"] == 4:
+            run.stop("MatrixInstM 4 (MFMA 4x4 blocks) is not modelled by oto.tensile.legality")
+        tt0, tt1, sg0, sg1 = s["ThreadTile0"], s["ThreadTile1"], s["SubGroup0"], s["SubGroup1"]
+        lsu = s["WorkGroup"][2]
+    else:
+        if len(s["WorkGroup"]) != 3 or len(s["ThreadTile"]) != 2:
+            run.stop("EnableMatrixInstruction undetermined")
+        (tt0, tt1), (sg0, sg1, lsu) = s["ThreadTile"], s["WorkGroup"]
+    s.update(ThreadTile0=tt0, ThreadTile1=tt1, SubGroup0=sg0, SubGroup1=sg1, LocalSplitU=lsu)
+    nt = sg0 * sg1 * lsu
+    s.update(NumThreads=nt, MacroTile0=sg0 * tt0, MacroTile1=sg1 * tt1)
+    run.derived.update(NumThreads=nt, MacroTile0=sg0 * tt0, MacroTile1=sg1 * tt1, LocalSplitU=lsu)
+    if nt % wave != 0:
+        run.reject(f"size of WorkGroup {nt} should be multiple of WavefrontSize {wave}")
+    if run.mi:
+        if (sg0 * sg1) % wave != 0:
+            run.reject(f"SubGroup0 {sg0} * SubGroup1 {sg1}should be multiple of WavefrontSize {wave}")
+        if lsu > 4:
+            run.reject(f"LocalSplitU {lsu} should not be larger than 4 with MatrixInstruction")
     if nt > lim.max_workgroup_size:  # the arch profile's limit; Tensile's validWorkGroups stop at 1024
         run.reject(f"NumThreads {nt} > max workgroup size {lim.max_workgroup_size}")
     if not run.reasons:
@@ -300,12 +375,70 @@ def _geometry(run: _Run) -> None:
         run.reject("WorkGroupMappingType=Z only supports WorkGroupMapping=1, 2")
 
 
+def _kernel_kind(run: _Run) -> None:
+    """assignDerivedParameters up to the tensor mapping: ScheduleIterAlg 2, wave32, the matrix-instruction
+    or VALU rules, and the wave-separate global reads."""
+    s, caps = run.s, run.caps
+    if s["ScheduleIterAlg"] == 2:
+        if not run.mi:  # Tensile reads MatrixInstK, which a VALU kernel lacks, and raises
+            run.stop("SIA2 and SIA3 only support MatrixInstruction")
+        s.update(InnerUnroll=s["DepthU"] // s["MatrixInstK"], PrefetchLocalRead=1, **{"1LDSBuffer": 1})
+    wave = s["WavefrontSize"]
+    if wave == 32 and not caps.has_wave32:
+        run.reject(f"WavefrontSize=32 not supported for ISA {run.isa}")
+    if wave == 32 and not run.asm:
+        run.reject("WavefrontSize=32 not yet supported for source kernels.")
+    if run.mi:
+        if not (caps.has_mfma or caps.has_wmma):
+            run.stop(f"isa {run.isa} doesn't support matrix instruction")
+        if run.a_char not in ("S", "D", "B", "H", "C", "Z", "I8"):
+            run.stop(f"didn't support Matrix Instruction with type {run.a_char}")
+        if caps.has_wmma and not caps.has_mfma and wave == 64:
+            run.stop("WMMA only suppport on WGP mode, wave size = 32")
+        if caps.has_wmma and run.regs >= 1:
+            run.stop("WMMA only supports half, bf16 and i8 types")
+    else:
+        if not run.hpa and run.compute_bytes > run.bpe:  # a wider accumulator needs HPA
+            run.reject(
+                "For non-MI Kernel, if sizeof(ComputeDataType) > sizeof(DataType), "
+                "Please add the following config:\n - HighPrecisionAccumulate: True"
+            )
+        if s["ThreadTile0"] > 16 or s["ThreadTile1"] > 16:
+            run.reject("Invalid value for ThreadTile")
+        if s["ScheduleIterAlg"] in (2, 3):
+            run.reject("SIA2 and SIA3 only support MatrixInstruction")
+    pgr = s["PrefetchGlobalRead"]
+    if pgr not in (0, 1, 2):  # Common.py validParameters
+        run.reject(f"PrefetchGlobalRead {pgr!r} is not one of validParameters [0, 1, 2]")
+    # checkAndAssignWaveSeparateGlobalRead
+    waves = s["NumThreads"] // wave
+    for tc, mt in (("A", "MacroTile0"), ("B", "MacroTile1")):
+        if not s[f"WaveSeparateGlobalRead{tc}"]:
+            continue
+        if s["FractionalLoad"] != 0:
+            run.reject(
+                f"didn't support WaveSeparateGlobalRead with FractionalLoad({int(s['FractionalLoad'])}) != 0"
+            )
+        if s["LocalDotLayout"] > 1:
+            run.reject(
+                f"didn't support WaveSeparateGlobalRead when LocalDotLayout({s['LocalDotLayout']}) > 1"
+            )
+        if run.tlu[tc] and s["DepthU"] > 0 and s["DepthU"] % waves != 0:
+            run.reject(
+                f"didn't support WaveSeparateGlobalRead when DepthU is not multiple of wave {s['DepthU']} "
+                f"in TLU{tc}"
+            )
+        if not run.tlu[tc] and s[mt] % waves != 0:
+            run.reject(
+                "didn't support WaveSeparateGlobalRead when MacroTile is not multiple of wave "
+                f"{s[mt]} in TLU{tc}"
+            )
+
+
 def _vector_widths(run: _Run) -> None:
     s = run.s
-    if s["ThreadTile0"] > 16 or s["ThreadTile1"] > 16:
-        run.reject("Invalid value for ThreadTile")
-    if s["ScheduleIterAlg"] in (2, 3):
-        run.reject("SIA2 and SIA3 only support MatrixInstruction")
+    if not (run.asm and s["BufferLoad"]):
+        s["FractionalLoad"] = 0  # fractional loads rely on buffer-load clipping
     if run.asm and not s["BufferLoad"]:
         s["StaggerU"] = 0  # StaggerU needs BufferLoad in assembly; Tensile silently turns it off
     # Stagger stride shift: ceil(log2(StaggerUStride / (DepthU * bpe))) must not be negative.
@@ -325,22 +458,43 @@ def _vector_widths(run: _Run) -> None:
     run.derived["StaggerU"] = s["StaggerU"]
     if s["GlobalReadVectorWidth"] != -1:
         s["GlobalLoadVectorWidthA"] = s["GlobalLoadVectorWidthB"] = s["GlobalReadVectorWidth"]
-    # Default VW: one 16-byte vector, halved until it divides both thread-tile dimensions.
-    if s["VectorWidth"] < 1:
-        vw = 16 // run.bpe
-        while s["ThreadTile0"] % vw or s["ThreadTile1"] % vw:
-            vw //= 2
-        s["VectorWidth"] = vw
+    if run.mi:
+        # one register of elements (half 2, int8 4), else 1; a wave tile it does not divide falls back to 1
+        per_register = int(1 // run.regs) if run.regs < 1 else 1
+        if s["VectorWidth"] < 1:
+            s["VectorWidth"] = per_register
+        vw_b = per_register
+        if s["MIWaveTile"][0] % s["VectorWidth"]:
+            if not s["SourceSwap"]:
+                s["VectorWidth"] = 1
+            else:
+                run.stop(
+                    f"MIWaveTile0({s['MIWaveTile'][0]}) should be multiple of VectorWidth({s['VectorWidth']})"
+                )
+        if s["MIWaveTile"][1] % vw_b:
+            vw_b = 1
+    else:
+        # Default VW: one 16-byte vector, halved until it divides both thread-tile dimensions.
+        if s["VectorWidth"] < 1:
+            vw = 16 // run.bpe
+            while s["ThreadTile0"] % vw or s["ThreadTile1"] % vw:
+                vw //= 2
+            s["VectorWidth"] = vw
+        if s["ThreadTile0"] % s["VectorWidth"] or s["ThreadTile1"] % s["VectorWidth"]:
+            run.stop(
+                f"ThreadTile0 {s['ThreadTile0']} or ThreadTile1 {s['ThreadTile1']} "
+                f"not a multiple of VectorWidth {s['VectorWidth']}"
+            )
+        vw_b = s["VectorWidth"]
     vw = s["VectorWidth"]
+    s["VectorWidthB"] = vw_b
     run.derived["VectorWidth"] = vw
-    if s["ThreadTile0"] % vw or s["ThreadTile1"] % vw:
-        run.stop(
-            f"ThreadTile0 {s['ThreadTile0']} or ThreadTile1 {s['ThreadTile1']} "
-            f"not a multiple of VectorWidth {vw}"
-        )
-    if run.asm and run.a_char == "H" and vw < 2:
-        run.reject("VectorWidth must be >= 2 for half")  # packed half math in the unroll loop
-    if run.asm and run.a_char == "I8" and vw < 4:
+    if run.asm and run.a_char == "H":
+        if not run.mi and vw < 2:
+            run.reject("VectorWidth must be >= 2 for half")  # packed half math in the unroll loop
+        if run.caps.has_ecc_half and not run.hpa and s["AssertFree0ElementMultiple"] % 2 != 0:
+            run.reject("Archs with HasEccHalf require AF0EM%2==0 except for HPA kernels")
+    if run.asm and run.a_char == "I8" and not run.mi and vw < 4:
         run.reject("VectorWidth must be >= 4 for Int8 or 8bitFloat")
     for tc in "AB":
         key = f"GlobalLoadVectorWidth{tc}"
@@ -350,9 +504,20 @@ def _vector_widths(run: _Run) -> None:
         if s[key] * run.bpe > 16:
             run.stop(f"GlobalLoadVectorWidth{tc} * DataType.numBytes() > 16")
     if s["StoreVectorWidth"] == -1:
-        s["StoreVectorWidth"] = 4 if run.bpe <= 4 else 16 // run.bpe
+        s["StoreVectorWidth"] = vw if s["SourceSwap"] else (4 if run.bpe <= 4 else 16 // run.bpe)
+    svw = s["StoreVectorWidth"]
+    if run.mi:
+        if s["SourceSwap"]:
+            if vw % svw:
+                run.stop(f"MFMA SourceSwap mode doesn't support vw({vw}) with svw({svw})")
+        elif s["MIOutputVectorWidth"] % svw:
+            run.stop(
+                f"MFMA non-SourceSwap mode doesn't support miovw({s['MIOutputVectorWidth']}) with svw({svw})"
+            )
     if vw * run.bpe > 16:
         run.stop("VWA * DataType.numBytes() > 16")
+    if vw_b * run.bpe > 16:
+        run.stop("VWB * DataType.numBytes() > 16")
     mt0, mt1, nt = s["MacroTile0"], s["MacroTile1"], s["NumThreads"]
     if mt0 * mt1 < nt:
         run.stop(f"NumElementsPerWorkGroup {mt0 * mt1} < NumThreads {nt}; reduce LocalSplitU")
@@ -366,7 +531,7 @@ def _vector_widths(run: _Run) -> None:
             run.stop(f"LocalSplitU but NumThreads={nt} not divisible by MT0={mt0} for sideways store")
         if mt0 * mt1 % nt:
             run.stop(f"LocalSplitU but MT0*MT1={mt0 * mt1} elements doesn't divide into NumThreads={nt}")
-        if run.a_char == "I8":
+        if run.a_char == "I8" and not run.mi:
             run.stop("int8 doesn't support non-MFMA + LocalSplitU")
 
 
@@ -400,6 +565,7 @@ def _split_and_atomics(run: _Run) -> None:
             or run.dest_char == "I"
             or (run.asm and run.compute_char == "H")
             or ga is not None
+            or run.mi
         )
         if not supported:
             run.stop(
@@ -407,7 +573,16 @@ def _split_and_atomics(run: _Run) -> None:
                 "or EnableMatrixInstruction"
             )
         if s["GlobalSplitUAtomicAdd"]:
-            run.reject("GlobalSplitUAtomicAdd is not supported by this arch")  # no HasAtomicAdd on gfx9 VALU
+            if not run.caps.has_atomic_add:
+                run.reject("GlobalSplitUAtomicAdd is not supported by this arch")
+            if s["GlobalSplitUAlgorithm"] != "SingleBuffer":
+                run.reject("GlobalSplitUAtomicAdd only compatible with SingleBuffer aloghrithm")
+            if run.compute_char != "S":
+                run.reject("GlobalSplitUAtomicAdd only compatible with single precision ComputeDataType")
+            if not s["BufferStore"]:
+                run.reject("GlobalSplitUAtomicAdd only compatible with BufferStore")
+            if s["VectorAtomicWidth"] != 1:  # read before Tensile resolves -1
+                run.reject("GlobalSplitUAtomicAdd only compatible with VectorAtomicWidth=1")
         if run.initial_strides_cd:
             # Solution.initBetaOnlyKernelObjects adds a BetaOnly kernel for every GSU > 1 kernel, and
             # KernelWriterBetaOnly.kernelBodyBetaOnly asserts on UseInitialStridesCD: the run dies.
@@ -435,13 +610,15 @@ def _split_and_atomics(run: _Run) -> None:
             f"GlobalWriteVectorWidth({run.derived['GlobalWriteVectorWidth']}) not supported"
         )
     if run.a_char == "H" and run.asm:
-        if s["VectorWidth"] < 2:
+        if not run.mi and s["VectorWidth"] < 2:
             run.reject("Assembly half requires VectorWidth >= 2 for non-MFMA mode")
         if gsu > 1 and ga is None:
             if vaw < 2:
                 run.reject("Assembly GSU half requires VectorWidth >= 2 (for 32-bit CAS)")
             if s["AssertFree0ElementMultiple"] < 2:
                 run.reject("Assembly GSU half requires AF0EM>=2 (for atomics on edge tiles)")
+            if run.mi and run.caps.has_wmma:
+                run.stop("Half WMMA doesn't support single buffer GSU")
 
 
 def _load_shape(run: _Run, tc: str, depth_u: int) -> tuple[int, int]:
@@ -475,17 +652,20 @@ def _glvw_classic(run: _Run, tc: str, total: int, grvw: int, why: list[str]) -> 
     return ok
 
 
-def fractional_load(threads: int, par: int, perp: int, glvw: int) -> tuple[int, int, int] | None:
+def fractional_load(
+    threads: int, par: int, perp: int, glvw: int, min_glvw: int = 1
+) -> tuple[int, int, int] | None:
     """setGlobalLoadTileDimFractional for one tensor: (GlobalLoadVectorWidth, LSC, LSP) of a load tile of
-    ``par`` x ``perp`` elements whose rows may be partial (buffer loads clip the rest), or None."""
+    ``par`` x ``perp`` elements whose rows may be partial (buffer loads clip the rest), or None. ``min_glvw``
+    is 2 for half on an ISA with ECC-half rules."""
     grvw = glvw
-    while grvw >= 1:
+    while grvw >= min_glvw:
         per_inst = threads * grvw
         lsc, lsp = (per_inst, 1) if par >= per_inst else (par, min(perp, per_inst // par))
         if lsc % grvw == 0:  # a vector must not wrap into the next row
             best, valid = grvw, lsc * lsp
             narrower = grvw // 2
-            while narrower >= 1 and threads * narrower >= valid:  # prefer the narrowest covering the row
+            while narrower >= min_glvw and threads * narrower >= valid:  # the narrowest covering the row
                 if lsc % narrower == 0:
                     best = narrower
                 narrower //= 2
@@ -497,7 +677,8 @@ def fractional_load(threads: int, par: int, perp: int, glvw: int) -> tuple[int, 
 def _glvw_fractional(run: _Run, tc: str, depth_u: int, glvw: int) -> bool:
     s = run.s
     par, perp = _load_shape(run, tc, depth_u)
-    found = fractional_load(s["NumThreads"], par, perp, glvw)
+    min_glvw = 2 if run.a_char == "H" and run.caps.has_ecc_half else 1
+    found = fractional_load(s["NumThreads"], par, perp, glvw, min_glvw)
     if found is None:
         return False
     best, lsc, lsp = found
@@ -515,19 +696,28 @@ def _depth_u(run: _Run) -> None:
     if user == -1 and s["MacroTile0"] != s["MacroTile1"]:
         run.stop("DepthU=0 requires square MacroTile")
     div = s["DepthULdsDivisor"]
-    depth_u, max_depth_u = (2, _MAX_DEPTHU) if user < 0 else (user, user)
+    if user < 0:
+        depth_u, max_depth_u = 2, _MAX_DEPTHU
+        waves = s["NumThreads"] // s["WavefrontSize"]
+        for tc in "AB":  # wave-separate reads along the tile start at one row per wave
+            if run.tlu[tc] and s[f"WaveSeparateGlobalRead{tc}"]:
+                depth_u = max(depth_u, waves)
+    else:
+        depth_u, max_depth_u = user, user
     # The LDS depth used by the prefetch checks; Tensile resets it to 2 (not 2*DepthU/div) after a doubling.
     depth_lds = 2 if user < 0 else user // div
     if s["LocalReadVectorWidth"] == -1:
-        s["LocalReadVectorWidth"] = s["VectorWidth"]
-    if not (run.asm and s["BufferLoad"]):
-        s["FractionalLoad"] = 0  # fractional loads rely on buffer-load clipping
+        s["LocalReadVectorWidth"] = s["MIInputPerThread"] if run.mi else s["VectorWidth"]
     if s["FractionalLoad"] and depth_u & (depth_u - 1):
         run.reject("FractionalLoad requires DepthU = power of 2")
     orig = {tc: s[f"GlobalLoadVectorWidth{tc}"] for tc in "AB"}
     while True:
         why: list[str] = []
+        if s["InnerUnroll"] == 0:  # ScheduleIterAlg 2 with DepthU < 16: Tensile divides by zero
+            run.stop("InnerUnroll 0 (DepthU / MatrixInstK with ScheduleIterAlg 2): LoopIters undefined")
         loop_iters = depth_lds // s["LocalSplitU"] // s["InnerUnroll"]
+        if run.mi:
+            loop_iters //= s["MatrixInstK"]
         if loop_iters < 1:
             run.stop("LoopIters need to greater than 0")
         plr = s["PrefetchLocalRead"]
@@ -540,6 +730,9 @@ def _depth_u(run: _Run) -> None:
                     why.append(f"{tc}: no fractional GlobalLoadVectorWidth found")
             else:
                 _glvw_classic(run, tc, coal * perp, orig[tc], why)
+        ecc = not why and run.asm and run.a_char in ("H", "B") and run.caps.has_ecc_half
+        if ecc and (s["GlobalLoadVectorWidthA"] <= 1 or s["GlobalLoadVectorWidthB"] <= 1):
+            run.reject("HalfEcc requires GLVWA > 1")
         if not why and run.asm and run.a_char == "I8":
             for tc in "AB":
                 if s[f"GlobalLoadVectorWidth{tc}"] < 4:
@@ -589,6 +782,10 @@ def _load_tile_classic(run: _Run, tc: str, depth_u: int) -> None:
     """setGlobalLoadTileDimClassic: split NumLoads into coalesced x perpendicular loads."""
     s = run.s
     coal, perp = _load_shape(run, tc, depth_u)
+    waves = s["NumThreads"] // s["WavefrontSize"]
+    wave_separate = s[f"WaveSeparateGlobalRead{tc}"]
+    if wave_separate:  # each wave reads its own share of the perpendicular rows
+        perp = -(-perp // waves)
     glvw, nl, nlc_req = s[f"GlobalLoadVectorWidth{tc}"], s[f"NumLoads{tc}"], s[f"NumLoadsCoalesced{tc}"]
     vectors_coal = coal // glvw
 
@@ -618,6 +815,8 @@ def _load_tile_classic(run: _Run, tc: str, depth_u: int) -> None:
         s[f"LSC{tc}"], s[f"LSP{tc}"] = mt // nlc, -(-depth_u // nlp)
     else:
         s[f"LSC{tc}"], s[f"LSP{tc}"] = -(-depth_u // nlc), mt // nlp
+    if wave_separate:
+        s[f"LSP{tc}"] = -(-s[f"LSP{tc}"] // waves)
 
 
 def _strides(run: _Run) -> None:
@@ -640,11 +839,16 @@ def _strides(run: _Run) -> None:
 
 
 def _lds_elements(run: _Run, tc: str, aligned: bool) -> int:
-    """getLdsNumElements[Aligned]: the tile plus one pad per MacroTile-long row, aligned to 256 bytes."""
+    """getLdsNumElements[Aligned]: the tile plus one pad per padding interval (the block size per pad, else
+    one unroll-major row, else one MacroTile-long row), aligned to 256 bytes."""
     s = run.s
     mt = s["MacroTile0" if tc == "A" else "MacroTile1"]
     n = mt * s["_DepthULds"]
-    n += (n // mt) * s[f"LdsPad{tc}"]
+    if s[f"LdsBlockSizePerPad{tc}"]:
+        interval = s[f"LdsBlockSizePerPad{tc}"] // run.bpe
+    else:
+        interval = s["_DepthULds"] if s[f"UnrollMajorLDS{tc}"] else mt
+    n += (n // interval) * s[f"LdsPad{tc}"]
     if aligned:
         align = 256 // run.bpe
         n = -(-n // align) * align
@@ -652,36 +856,25 @@ def _lds_elements(run: _Run, tc: str, aligned: bool) -> int:
 
 
 def _lds(run: _Run) -> None:
-    s, lds_max = run.s, run.limits.lds_bytes
+    s, lds_max, caps = run.s, run.limits.lds_bytes, run.caps
+    for tc in "AB":
+        s[f"UnrollMajorLDS{tc}"] = bool((s["TransposeLDS"] and not run.tlu[tc]) or s[f"UnrollMajorLDS{tc}"])
     if not run.asm:
         for tc in "AB":
             s[f"LdsPad{tc}"] = max(s[f"LdsPad{tc}"], 0)
             s[f"LdsBlockSizePerPad{tc}"] = max(s[f"LdsBlockSizePerPad{tc}"], 0)
         if s["LdsPadA"] != s["LdsPadB"]:
             run.stop("Source KernelLanguage only supports LdsPadA == LdsPadB")
-    if s["LocalReadVectorWidth"] != s["VectorWidth"]:
-        run.reject("LocalReadVectorWidth must equal VectorWidth for non MI kernels")
-    # ldsPaddingAuto (VALU branch)
     lrvw = s["LocalReadVectorWidth"]
-    if lrvw * run.bpe // 4 > 4:
-        run.reject(f"LocalReadVectorWidth={lrvw} results in attemping to read LDS larger than b128, reject")
-    auto = {}
-    for tc in "AB":
-        if s[f"LdsBlockSizePerPad{tc}"] == -1:
-            s[f"LdsBlockSizePerPad{tc}"] = 0
-        auto[tc] = s[f"LdsPad{tc}"] == -1
-        if auto[tc]:  # pad reads along the tile dimension only when they are not already contiguous
-            s[f"LdsPad{tc}"] = 0 if run.tlu[tc] and not s[f"UnrollMajorLDS{tc}"] else s["VectorWidth"]
-        if s[f"UnrollMajorLDS{tc}"]:
-            run.reject("didn't support UnrollMajorLDS in VALU mode yet")
-        if s[f"LdsBlockSizePerPad{tc}"] != 0:
-            run.reject("didn't support LdsBlockSizePerPad in VALU mode yet")
-    for tc in "AB":  # drop an automatic pad that would overflow LDS
-        ab = _lds_elements(run, "A", True) + _lds_elements(run, "B", False)
-        if s["1LDSBuffer"] != 1:
-            ab *= 2
-        if auto[tc] and ab * run.bpe > lds_max:
-            s[f"LdsPad{tc}"] = 0
+    if run.mi:
+        per_thread = s["MIInputPerThread"]
+        if lrvw < per_thread:
+            run.reject(f"LocalReadVectorWidth < {per_thread}")
+        if lrvw > per_thread and not (s["UnrollMajorLDSA"] or s["UnrollMajorLDSB"]):
+            run.reject("LocalReadVectorWidth require Transpose LDS")
+    elif lrvw != s["VectorWidth"]:
+        run.reject("LocalReadVectorWidth must equal VectorWidth for non MI kernels")
+    _lds_padding(run)
     lds_b = _lds_elements(run, "B", False)
     aligned_a, aligned_b = _lds_elements(run, "A", True), _lds_elements(run, "B", True)
     if s["PrefetchGlobalRead"]:  # double buffer: second copy starts at the next power of two
@@ -715,8 +908,98 @@ def _lds(run: _Run) -> None:
         lds_bytes=lds * run.bpe,
         **{"1LDSBuffer": s["1LDSBuffer"]},
     )
+    if s["SourceSwap"] and not run.mi:
+        run.stop("SourceSwap only applies to MatrixInstruction kernels")
+    if run.mi and caps.has_wmma:
+        s["MIArchVgpr"] = True  # WMMA accumulates in architected VGPRs
+    if s["MIArchVgpr"]:
+        if not run.mi:
+            run.stop("MIArchVgpr only support for MatrixInstruction")
+        if not caps.has_wmma:  # no MFMA ISA is modelled, so no HasMFMA_vgpr either
+            run.stop("MIArchVgpr is not supported by this arch")
     if lds * run.bpe > lds_max:
         run.stop(f"Kernel Uses {lds * run.bpe} > {lds_max} bytes of LDS")
+
+
+def _lds_padding(run: _Run) -> None:
+    """ldsPaddingAuto: resolve LdsPad and LdsBlockSizePerPad -1, then drop an automatic pad that would
+    overflow LDS."""
+    s, nbytes = run.s, run.bpe
+    lrvw = s["LocalReadVectorWidth"]
+    read_regs = lrvw * nbytes // 4
+    if not run.caps.has_wmma and read_regs > 4:
+        # Tensile's message leaves its %u unformatted
+        run.reject("LocalReadVectorWidth=%u results in attemping to read LDS larger than b128, reject")
+    auto: dict[str, bool] = {}
+    for tc, mn in (("A", "M"), ("B", "N")):
+        vw = s["VectorWidth"] if tc == "A" else s["VectorWidthB"]
+        auto_block = s[f"LdsBlockSizePerPad{tc}"] == -1
+        if auto_block:
+            s[f"LdsBlockSizePerPad{tc}"] = 0
+        auto[tc] = s[f"LdsPad{tc}"] == -1
+        if auto[tc]:  # pad reads along the tile dimension only when they are not already contiguous
+            s[f"LdsPad{tc}"] = 0 if run.tlu[tc] and not s[f"UnrollMajorLDS{tc}"] else vw
+        if run.mi:
+            _mi_lds_padding(run, tc, mn, vw, auto_block, auto[tc], read_regs)
+        else:
+            if s[f"UnrollMajorLDS{tc}"]:
+                run.reject("didn't support UnrollMajorLDS in VALU mode yet")
+            if s[f"LdsBlockSizePerPad{tc}"] != 0:
+                run.reject("didn't support LdsBlockSizePerPad in VALU mode yet")
+        if s[f"LdsPad{tc}"] < 0:
+            run.stop(f"LdsPad{tc} {s[f'LdsPad{tc}']} < 0 (Tensile asserts)")
+        if s[f"LdsPad{tc}"] == 0:
+            s[f"LdsBlockSizePerPad{tc}"] = 0
+    for unroll_major in (False, True):  # the tile-major tensors give up their pad first
+        for tc in "AB":
+            ab = _lds_elements(run, "A", True) + _lds_elements(run, "B", False)
+            if s["1LDSBuffer"] != 1:
+                ab *= 2
+            if auto[tc] and ab * nbytes > run.limits.lds_bytes and s[f"UnrollMajorLDS{tc}"] == unroll_major:
+                s[f"LdsPad{tc}"] = 0
+                s[f"LdsBlockSizePerPad{tc}"] = 0
+
+
+def _mi_lds_padding(
+    run: _Run, tc: str, mn: str, vw: int, auto_block: bool, auto_pad: bool, read_regs: int
+) -> None:
+    """ldsPaddingAuto's matrix-instruction branch: pads and pad blocks against LDS bank conflicts."""
+    s, nbytes, banks = run.s, run.bpe, 32
+    depth = s["_DepthULds"]
+    stride = 0
+    if s[f"UnrollMajorLDS{tc}"]:
+        line, comment = depth, "DepthULds"
+        stride = line * vw
+    else:
+        line, comment = s["MacroTile0" if tc == "A" else "MacroTile1"], "MT0"
+        if s["MIInputPerThread"] > 1:  # still padded against bank conflicts
+            stride = line * s["LocalReadVectorWidth"]
+    if line <= 0 or line & (line - 1):  # a line that is not a power of two pads every line instead
+        stride = 0
+        s[f"LdsBlockSizePerPad{tc}"] = 0
+    if auto_block and stride > 0:
+        s[f"LdsBlockSizePerPad{tc}"] = max(1 << (stride * nbytes - 1).bit_length(), 128)
+    if s[f"LdsBlockSizePerPad{tc}"] and s[f"LdsBlockSizePerPad{tc}"] < line:
+        run.reject(f"reject: {comment} {line} x bpe > LdsBlockSizePerPad{tc} {s[f'LdsBlockSizePerPad{tc}']}")
+    if not auto_pad:
+        return
+    width = s[f"MatrixInst{mn}"] * s[f"MatrixInstB{mn}"]
+    if tc == "B" and s["MatrixInstBM"] > 1:
+        width = s["MatrixInstN"]
+    line_bytes = 128 // nbytes
+    if not s[f"UnrollMajorLDS{tc}"]:
+        extra = (width * vw) % line_bytes if width < banks and width * vw < line_bytes else 0
+        if extra:
+            s[f"LdsPad{tc}"] = (line_bytes + extra - stride % line_bytes) % line_bytes
+        return
+    pad = s["LocalReadVectorWidth"]
+    if width < banks and read_regs in (1, 4):  # the next M/N row must start on another bank
+        pad *= banks // width
+    pad = max(s[f"GlobalLoadVectorWidth{tc}"], pad)
+    if depth > 0 and depth & (depth - 1):  # keep the unroll part of a row a multiple of 128 bytes
+        extra = (-(-line_bytes // depth) * depth) % line_bytes
+        pad = min((extra + pad) % line_bytes, (extra - pad) % line_bytes)
+    s[f"LdsPad{tc}"] = pad
 
 
 def _loop_iters(run: _Run) -> None:
@@ -728,26 +1011,115 @@ def _loop_iters(run: _Run) -> None:
     if not run.asm and s["InnerUnroll"] != 1:
         run.reject("InnerUnroll only supported on assembly")
     unroll //= s["InnerUnroll"]
-    run.derived.update(LoopUnroll=unroll, LoopIters=unroll)
-    if unroll < 1:
+    _local_dot_layout(run)
+    loop_iters = unroll // s["MatrixInstK"] if run.mi else unroll
+    run.derived.update(LoopUnroll=unroll, LoopIters=loop_iters)
+    if loop_iters < 1:
         run.stop("LoopIters need to greater than 0")
     plr = s["PrefetchLocalRead"]
-    if plr >= 2 * unroll:
-        run.reject(f"Reject since PrefetchLocalRead {plr} >= 2x LoopIters {unroll}")
-    if plr % unroll > 1:
-        run.reject(f"PrefetchLocalRead: {plr}, LoopIters: {unroll} performance is low")
+    if plr >= 2 * loop_iters:
+        run.reject(f"Reject since PrefetchLocalRead {plr} >= 2x LoopIters {loop_iters}")
+    if plr % loop_iters > 1:
+        run.reject(f"PrefetchLocalRead: {plr}, LoopIters: {loop_iters} performance is low")
+    lrvw, per_thread = s["LocalReadVectorWidth"], s.get("MIInputPerThread", 0)
+    if run.mi and plr > 0:
+        # a wide local read covers several iterations: they must divide the loop and leave some to prefetch
+        multiple = lrvw // per_thread
+        if multiple == 0:
+            run.stop(f"LocalReadVectorWidth {lrvw} is less than MIInput")
+        if loop_iters % multiple:
+            run.reject(
+                f"LocalReadVectorWidth {lrvw} cannot be distributed evenly, LoopIters {loop_iters} should be "
+                f"divisible by WLR-Multiple {multiple}"
+            )
+        ahead = plr % loop_iters
+        if ahead != 0 and loop_iters - ahead * multiple <= 0:
+            run.reject(
+                f"with PrefetchLocalRead {plr} LoopIters {loop_iters} LocalReadVectorWidth {lrvw}, not "
+                f"enough LoopIters to prefetch {ahead}x{multiple} iterations, "
+            )
+        if plr > 1 and ahead == 0:
+            run.reject(f"not good performance with PrefetchLocalRead {plr} LoopIters {loop_iters}")
+    if s["TransposeLDS"] == 1:
+        if not run.mi:
+            run.reject("TransposeLds Supports only in MatrixInstruction=1")
+        if run.tlu["A"] and run.tlu["B"]:
+            run.reject("TransposeLds requires TLUA=0 or TLUB=0")
+    if run.mi and lrvw > per_thread:
+        iu = s["InnerUnroll"]
+        if not (plr >= loop_iters and iu == 1) and not iu >= lrvw // per_thread:
+            run.reject(
+                f"wider localRead only support (PrefetchLocalRead {plr} >= LoopIters {loop_iters}) or "
+                f"(InnerUnroll {iu} > LocalReadxN)"
+            )
+    if s["DepthULdsDivisor"] > 1:
+        _split_lds(run)
+
+
+def _local_dot_layout(run: _Run) -> None:
+    """LocalDotLayout > 1: the VALU dot-product kernels (v_dot2 for half HPA, v_dot4 for int8 HPA)."""
+    s = run.s
+    ldl = s["LocalDotLayout"]
+    if ldl <= 1 or not run.asm:
+        return
+    if run.mi:
+        run.reject("doesn't support LocalDotLayout > 1 in MFMA mode")
+        return
+    if run.a_char == "I8":
+        if ldl != 4 or not run.hpa:
+            run.stop("Only support Int8 HPA and LocalDotLayout 4")
+    elif run.a_char == "H":
+        if ldl > 2:
+            run.stop("doesn't support FP16 with LocalDotLayout > 2")
+        if ldl == 2 and not run.hpa:
+            run.stop("doesn't support non HPA FP16 with LocalDotLayout == 2")
+    else:
+        run.stop(f"doesn't support LocalDotLayout with type {run.a_char}")
+    if ldl != s["InnerUnroll"]:
+        run.stop("only support LocalDotLayout = InnerUnroll when LocalDotLayout > 1")
+    if s["LSPA"] % ldl or s["LSPB"] % ldl:
+        run.stop("LSPA/B should be multiple of LocalDotLayout")
+
+
+def _split_lds(run: _Run) -> None:
+    """DepthULdsDivisor > 1 (split LDS)."""
+    s = run.s
+    if s["PrefetchGlobalRead"] == 2:
+        run.reject("DepthULdsDivisor > 1 does not support PrefetchGlobalRead=2")
+    if s["ScheduleIterAlg"] != 3:
+        run.reject("DepthULdsDivisor > 1 does not support ScheduleIterAlg other than 3")
+    if run.tlu["A"] or run.tlu["B"] or not (s["UnrollMajorLDSA"] and s["UnrollMajorLDSB"]):
+        run.reject("DepthULdsDivisor > 1: Only works with TN problem layout and UnrollMajorLDS")
+    if s["PrefetchGlobalRead"] == 1 and s["PrefetchLocalRead"] == 0:
+        run.reject("PGR1 + PLR0 in SplitLDS requires double G2L buffer which is yet to be implemented")
+    for tc in "AB":
+        glvw = s[f"GlobalLoadVectorWidth{tc}"]
+        if run.regs * glvw < s["DepthULdsDivisor"]:
+            run.reject(
+                f"SplitLDS requires wider GlobalLoadVectorWidth{tc}; needs RegisterPerElem ({run.regs:f}) * "
+                f"GLVW{tc} ({glvw}) >= DepthULdsDivisor ({s['DepthULdsDivisor']})"
+            )
 
 
 def _partial_tile_loads(run: _Run) -> None:
     s = run.s
     buffer_load = run.asm and s["BufferLoad"]
+    no_partial = {}
     for tc, af in (("A", "AssertFree0ElementMultiple"), ("B", "AssertFree1ElementMultiple")):
-        glvw = s[f"GlobalLoadVectorWidth{tc}"]
         # A tile edge can split a vector along the free dim only when the free dim is the coalesced one.
-        no_partial = not run.tlu[tc] or s[af] % glvw == 0
-        # The shift-pointer edge handling needs vectors of VW or single elements.
-        if (not buffer_load or not no_partial) and glvw > 1 and glvw != s["VectorWidth"]:
-            run.reject(f"GlobalLoadVectorWidth{tc} {glvw} must be == VectorWidth {s['VectorWidth']} or == 1")
+        no_partial[tc] = not run.tlu[tc] or s[af] % s[f"GlobalLoadVectorWidth{tc}"] == 0
+    if run.mi:
+        glvw_b = s["GlobalLoadVectorWidthB"]
+        if not no_partial["B"] and s["MatrixInstN"] % glvw_b:
+            run.reject(f"MatrixInstN {s['MatrixInstN']} % GlobalLoadVectorWidthB {glvw_b} must be 0")
+    else:
+        for tc in "AB":
+            glvw = s[f"GlobalLoadVectorWidth{tc}"]
+            # The shift-pointer edge handling needs vectors of VW or single elements.
+            if (not buffer_load or not no_partial[tc]) and glvw > 1 and glvw != s["VectorWidth"]:
+                run.reject(
+                    f"GlobalLoadVectorWidth{tc} {glvw} must be == VectorWidth {s['VectorWidth']} or == 1"
+                )
     for tc in "CD":
         if s[f"AssertStride{tc}Equal"].get(0, -1) != 1 and s["VectorStore"] > 0:
             run.reject("UseInitialStridesCD requires not VectorStore since store locations not adjacent")
@@ -764,7 +1136,7 @@ def _store_batches(run: _Run) -> None:
     thread holds a single such vector cannot be written: overflowedResources 3. Checked against Tensile 4.44
     on HB/HHS_BH/HSS_BH asm kernels (bench/RESULTS.md, Tensile conformance)."""
     s = run.s
-    if not run.asm or run.a_char not in ("H", "B") or s.get("_GlobalAccumulation") is not None:
+    if not run.asm or run.mi or run.a_char not in ("H", "B") or s.get("_GlobalAccumulation") is not None:
         return
     vectors = run.derived["NumElementsPerThread"] // run.derived["GlobalWriteVectorWidth"]
     if vectors < 2:
@@ -776,9 +1148,10 @@ def _store_batches(run: _Run) -> None:
 
 def _vgpr_bound(run: _Run) -> None:
     """KernelWriterAssembly allocates at least accumulators + PLR+1 A/B fragments + global-read buffers;
-    more than the VGPR limit (error 1) or than one workgroup per CU can hold (error 4) fails generation."""
+    more than the VGPR limit (error 1) or than one workgroup per CU can hold (error 4) fails generation.
+    Measured on VALU kernels only: a matrix-instruction kernel is not bounded here."""
     s = run.s
-    if not run.asm:
+    if not run.asm or run.mi:
         return  # the HIP compiler spills instead of failing
     plr = min(s["PrefetchLocalRead"], run.derived["LoopIters"] - 1)
     blocks = (1 + plr) * s["InnerUnroll"]

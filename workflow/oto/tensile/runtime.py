@@ -1,4 +1,4 @@
-"""Run Tensile with a target ISA it may not know yet (gfx90c), without editing Tensile's files.
+"""Run Tensile with a target ISA it may not know yet (gfx90c, the RDNA APUs), without editing Tensile's files.
 
 This file runs under *Tensile's* Python (the interpreter whose ``import Tensile`` works, which need not have
 oto installed), so it uses the standard library only. oto invokes it as a script:
@@ -13,15 +13,18 @@ Tensile capabilities from another (``tensile.caps_from``); oto derives them from
 (:func:`oto.tensile.install.registrations`) and this file hard-codes none.
 
 The registration rule (research/tensile.md §5, §8): Tensile 4.44 has no gfx90c (ISA 9.0.12) or gfx902 in
-``SupportedISA``, ``architectureMap`` or its assembler-capability cache. Both are APU variants of the Vega
-ISA: clang gives them exactly gfx900's assembler capabilities (no MFMA, no dot, no fmac; MaxVmcnt 63) and
-Tensile's hard-coded ``GetArchCaps`` already returns gfx900's values for them. So, when the installed
-Tensile lacks a target ISA named by ``--arch``/``--architecture`` and a registration names its donor, we
-register it in-process before Tensile's entry point runs:
+``SupportedISA``, ``architectureMap`` or its assembler-capability cache, nor the RDNA APUs gfx1035 (10.3.5),
+gfx1103 (11.0.3) and gfx1150 (11.5.0). Each has a donor of its own family that Tensile knows, with the same
+assembler capabilities in Tensile's cache (gfx900 for the Vega APUs: no MFMA, no dot, no fmac, MaxVmcnt 63;
+gfx1030, gfx1102 and gfx1151 for the RDNA ones), and Tensile's hard-coded ``GetArchCaps`` derives the rest
+from the ISA number itself (wave32 on GFX10+). So, when the installed Tensile lacks a target ISA named by
+``--arch``/``--architecture`` and a registration names its donor, we register it in-process before
+Tensile's entry point runs:
 
 1. append it to ``SupportedISA`` in both ``globalParameters`` and ``defaultGlobalParameters`` (Tensile
    restores the defaults at start-up) and to ``validISA`` (the ``ISA`` parameter's legal values);
-2. add ``architectureMap[name] = name`` so logic files named ``gfx90c_*.yaml`` are selected;
+2. add ``architectureMap[name] = name`` so logic files named ``gfx90c_*.yaml`` are selected (an ISA Tensile
+   already names keeps its name: gfx1035's logic files are ``rembrandt_*.yaml``);
 3. wrap ``getCapabilitiesCache`` so its table has an entry for the ISA copied from the donor;
    without it, Tensile's derived-vs-cached caps comparison raises KeyError on ROCm >= 5.3.
 
@@ -143,7 +146,8 @@ def _register_targets(argv: list[str], donors: dict[tuple[int, int, int], tuple[
 
 
 def probe(donors: dict[tuple[int, int, int], tuple[int, int, int]] | None = None) -> dict:
-    """Tensile's version and whether it knows each ISA oto would register (``donors``) natively."""
+    """Tensile's version, whether it knows each ISA oto would register (``donors``) natively, and the name
+    its architectureMap gives the ISA's logic files (None: none, registering names them after the ISA)."""
     import Tensile
     from Tensile import Common
 
@@ -154,6 +158,7 @@ def probe(donors: dict[tuple[int, int, int], tuple[int, int, int]] | None = None
         "python": sys.executable,
         "supported_isa": supported,
         "native": {name_of(i): list(i) in supported for i in donors or {}},
+        "logic_names": {name_of(i): Common.architectureMap.get(name_of(i)) for i in donors or {}},
     }
 
 
