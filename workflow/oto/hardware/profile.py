@@ -387,11 +387,13 @@ def profile_view(profile: Mapping, fields: Iterable[str]) -> dict:
 
 def view_paths(view: Mapping, base: str = "") -> list[str]:
     """The leaf paths of a view (inverse of :func:`profile_view` for its shape); an empty block (a profile
-    without WMMA: ``wmma: {}``) is a leaf of its own."""
+    without WMMA: ``wmma: {}``) is a leaf of its own, and so is a block whose keys a dotted path cannot name
+    (a calibration record's ``chip:sustained_clock_mhz.fp32``)."""
     out = []
     for k, v in view.items():
         path = f"{base}{k}"
-        out += view_paths(v, f"{path}.") if isinstance(v, Mapping) and v else [path]
+        nested = isinstance(v, Mapping) and v and all("." not in str(key) for key in v)
+        out += view_paths(v, f"{path}.") if nested else [path]
     return out
 
 
