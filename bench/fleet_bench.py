@@ -16,8 +16,9 @@ Each scenario runs in a fresh process; its peak RSS is that process's ``ru_maxrs
 * ``honest``: merge the N bundles into an empty folder;
 * ``hostile``: ``--hostile-with`` of the honest bundles plus one of each hostile kind: the issue's two
   forgeries (a slow kernel named winner with score 1000; the real winners' scores x1000), a registry
-  record at 1e30 us, a truncated archive, the issue's 1 MB bomb of 16 x 60 MiB zero logs, a bundle with 4 x 60 MiB zero logs (accepted:
-  logs are streamed, never held), a bundle whose text carries instructions (quarantined, merged);
+  record at 1e30 us, a truncated archive, the issue's 1 MB bomb of 16 x 60 MiB zero logs, a bundle with
+  4 x 60 MiB zero logs (accepted: logs are streamed, never held), a bundle whose text carries
+  instructions (quarantined, merged);
 * ``remerge``: three merges in a row into the hostile merge's folder with nothing new (every kept bundle is
   opened again; the 240 MiB of logs once cost 1.17 GB per merge).
 

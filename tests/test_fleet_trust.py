@@ -10,6 +10,7 @@ import hashlib
 import io
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -314,7 +315,7 @@ def kill_mid_merge(out: Path, bundles: list[Path]) -> None:
     deadline = time.monotonic() + 120
     while not staging.exists() and proc.poll() is None and time.monotonic() < deadline:
         time.sleep(0.002)
-    time.sleep(0.2)  # well inside the merge: a few bundles opened, nothing moved into place
+    time.sleep(0.05)  # inside the merge: bundles being opened, nothing moved into place yet
     os.kill(proc.pid, signal.SIGKILL)
     proc.wait()
     assert proc.returncode == -signal.SIGKILL, "the merge ended before it could be killed"
@@ -364,8 +365,6 @@ def test_a_merge_killed_between_its_two_renames_is_finished_or_undone(tmp_path):
         assert (out / "gfx90c/fleet/merge.yaml").read_text() == expect, note
         assert not (out / ".gfx90c.previous").exists() and not (out / ".gfx90c.merging").exists()
         assert ("finished result is now in place" if complete else "previous result is back") in note
-        import shutil
-
         shutil.rmtree(out / "gfx90c")
 
 

@@ -170,7 +170,9 @@ def open_all(
     what is kept); the first accepted Tensile version pins the rest (unless given)."""
     outcome, seen = Outcome(spill=spill), {}
     budget = Budget(settings.limits.merge_bytes)
-    queue = [(p, s, known.get(s, {}).get("source") or str(p), None) for p, s in kept.good]
+    queue = [
+        (p, s, (known.get(s) or {}).get("source") or str(kept.committed / p.name), None) for p, s in kept.good
+    ]
     queue += [(None, None, str(Path(f).resolve()), Path(f)) for f in new]
     for path, sha, source, new_file in queue:
         name = new_file.name if new_file else str((known.get(sha) or {}).get("file") or path.name)
