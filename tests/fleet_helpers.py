@@ -3,9 +3,12 @@ captured command outputs (tests/data/fleet), read through oto.fleet.device.read_
 
 from __future__ import annotations
 
+import hashlib
+import io
 import os
 import subprocess
 import sys
+import tarfile
 from pathlib import Path
 
 from workflow_helpers import FAST_CONFIG, make_workdir
@@ -183,6 +186,69 @@ class FleetRuns:
 
 
 LIBRARY = "Cijk_Ailk_Bljk_DB"
+# Tuned variants of a shipped DB solution (legal, resolved as Tensile would build them): the synthetic
+# bundles' winner and rivals.
+VARIANTS = {"winner": {"DepthU": 16}, "slow": {"WorkGroupMapping": 1}, "other": {"StaggerU": 0}}
+
+
+def variant(library: str, name: str, solution: int = 0) -> tuple[str, dict]:
+    """(kernel id, parameters) of a tuned variant of the library's shipped solution ``solution``."""
+    from oto.deck.sources import SHIPPED_MANIFEST, read_manifest
+    from oto.gemm import Library
+    from oto.hardware.profile import load_profile
+    from oto.tensile import legality
+    from oto.tensile.params import candidate_id, canonical
+    from workflow_helpers import REPO
+
+    deck = read_manifest(SHIPPED_MANIFEST).libraries[library]
+    limits = legality.Limits.from_profile(load_profile(REPO / "arch_profiles" / "gfx90c.yaml"))
+    params = legality.resolve(
+        Library.parse(library), canonical({**deck.solutions[solution]["params"], **VARIANTS[name]}), limits
+    )
+    return candidate_id(params), dict(params)
+
+
+def race_samples(
+    sizes: list,
+    references: dict,
+    kernels: dict,
+    numbers: str,
+    reps: int = 5,
+    spread: float = 0.0,
+    family="DB",
+):
+    """A samples table (samples.csv layout) of a race at ``sizes``: per size its reference and each kernel of
+    ``kernels`` ({id: (score, gflops) or a per-size list of them, None: timed out}), ``reps`` launches each,
+    interleaved. Times follow from the GFLOPS (the reference's from the kernel's score); ``spread`` varies
+    them by a fixed pattern (no randomness)."""
+    import pandas as pd
+    from oto.gemm import Family, gemm_flops
+    from oto.measurement.scoring import MEASUREMENT_COLUMNS, SAMPLE_COLUMNS
+
+    pattern = [0.0, 1.0, -1.0, 0.5, -0.5, 0.25, -0.25, 0.75, -0.75]
+    rows, seq = [], 0
+    for i, size in enumerate(sizes):
+        flops = gemm_flops(Family.parse(family), *map(int, size[:4]))
+        ref_time = None
+        for spec in kernels.values():
+            spec = spec[i] if isinstance(spec, list) else spec
+            if spec is not None and ref_time is None:
+                ref_time = flops / (spec[1] * 1e3) * spec[0]
+        ref_time = ref_time or flops / 1e3
+        for rep in range(reps):
+            order = [(references[i], "reference", (1.0, None))]
+            order += [(k, "candidate", v[i] if isinstance(v, list) else v) for k, v in kernels.items()]
+            for j, (kid, role, spec) in enumerate(order):
+                wobble = 1 + spread * pattern[(rep + 3 * j) % len(pattern)]
+                if spec is None:
+                    t, status, reason = float("nan"), "timeout", "no completion within 5000000 us"
+                else:
+                    t, status, reason = ref_time / spec[0] * wobble, "ok", ""
+                m, n, b, k = map(int, size[:4])
+                rows.append((seq, kid, role, i, m, n, b, k, rep, t, status, reason, numbers,
+                             float("nan"), float("nan"), float("nan"), "", -1, "plan", "none"))  # fmt: skip
+                seq += 1
+    return pd.DataFrame(rows, columns=[*SAMPLE_COLUMNS, *MEASUREMENT_COLUMNS])
 
 
 def synthetic_bundle(
@@ -192,27 +258,37 @@ def synthetic_bundle(
     machine: Path | None = None,
     library: str = LIBRARY,
     shard: str = "1/1",
-    score: float = 1.2,
+    score: float | list = 1.2,
     gflops: float = 1.0,
     numbers: str = "simulated",
-    winner_solution: int = 0,
     created: float = 1.7e9,
+    rivals: dict[str, float | list] | None = None,
+    spread: float = 0.0,
+    rationale: str = "smaller macro tile for the small FP64 sizes of this deck",
+    winner: str = "winner",
 ) -> Path:
     """A small, valid bundle written by oto.fleet.bundle.write_bundle from result files made up here (no
-    workflow run): one library, its shipped solution ``winner_solution`` winning every deck size with
-    ``score`` and ``gflops``, registry records of two sizes (one benchmarked, one failed)."""
-    import json
+    workflow run), as a tester's oto would have made them from its samples: one library; a finalize race at
+    every deck size between each size's reference and a tuned kernel (``variant(library, winner)``) measured
+    at ``score`` x the reference and ``gflops``, plus ``rivals`` ({variant name: score, or a list per size});
+    its final.yaml scored from those samples as the finalize stage scores them (a kernel slower than the
+    reference loses to it); one tuning generation at two sizes (measured at the first, timed out at the
+    second) with its registry records."""
+    from collections import Counter
 
+    from oto.config import validate_config
     from oto.deck.sources import SHIPPED_MANIFEST, read_manifest
-    from oto.files import write_yaml
+    from oto.files import atomic_write_text, write_yaml
     from oto.fleet.bundle import BundleSpec, Scrubber, write_bundle
     from oto.fleet.device import device_profile, read_facts
     from oto.gemm import Library
     from oto.hardware.ceilings import ceilings_document
     from oto.hardware.profile import load_profile
+    from oto.measurement.scoring import score_library
+    from oto.measurement.selection import per_size_rows, summarise
     from oto.registry.job_files import write_job_file
-    from oto.registry.records import config_hash, protocol_of, run_id, size_key
-    from oto.tensile.params import candidate_id, canonical
+    from oto.registry.records import generation_records
+    from oto.tensile import legality
     from workflow_helpers import REPO
 
     arch_file = REPO / "arch_profiles" / "gfx90c.yaml"
@@ -220,24 +296,26 @@ def synthetic_bundle(
     machine = machine or make_root(tmp, name=f"{name}-machine")
     profile = device_profile(arch, read_facts(machine, runner(machine)), "arch_profiles/gfx90c.yaml")
     deck = read_manifest(SHIPPED_MANIFEST).libraries[library]
-    params = canonical(deck.solutions[winner_solution]["params"])
-    kid = candidate_id(params)
+    refs = deck.references(list(range(len(deck.sizes))), legality.Limits.from_profile(arch))
+    references = {i: r["id"] for i, r in refs.items()}
+    kid, params = variant(library, winner)
+    n = len(deck.sizes)
+    scores = score if isinstance(score, list) else [score] * n
+    kernels = {kid: [(s, gflops) for s in scores]}
+    params_of = {kid: params, **{r["id"]: r["params"] for r in refs.values()}}
+    for rival, rs in (rivals or {}).items():
+        rid, rparams = variant(library, rival)
+        params_of[rid] = rparams
+        rs = rs if isinstance(rs, list) else [rs] * n
+        kernels[rid] = [(x, gflops * x / s) for x, s in zip(rs, scores, strict=True)]
     lib = Library.parse(library)
-    results = tmp / name / "results" / "gfx90c"
     config = {"arch": "gfx90c", "families": [lib.family.code], "backend": "sim", "seed": 1, "shard": shard}
-    rows = [
-        {
-            "size_index": i,
-            "winner": kid,
-            "score": score,
-            "ci_low": score * 0.97,
-            "ci_high": score * 1.03,
-            "gflops": gflops,
-            "generation": 0,
-            "verdict": "win" if score > 1.02 else "tie",
-        }
-        for i in range(len(deck.sizes))
-    ]
+    scoring = validate_config({"arch": "gfx90c", "families": "all"})
+    results = tmp / name / "results" / "gfx90c"
+    final_df = race_samples(deck.sizes, references, kernels, numbers, spread=spread, family=lib.family.code)
+    atomic_write_text(results / library / "final_samples.csv", final_df.to_csv(index=False))
+    final_scores = score_library(final_df, lib, deck.sizes, profile, scoring).to_dict("records")
+    rows = per_size_rows(final_scores, deck.sizes, lib, profile, 0.02, 0)
     final = {
         "library": library,
         "family": lib.family.code,
@@ -248,44 +326,27 @@ def synthetic_bundle(
         "convergence": {"converged": False, "reason": "x"},
         "sizes": deck.sizes,
         "per_size": rows,
-        "kernels": {kid: params},
-        "summary": {"geomean_score": score, "wins": len(rows), "ties": 0, "losses": 0, "failures": {}},
+        "kernels": {r["winner"]: params_of[r["winner"]] for r in rows if r["winner"]},
+        "summary": summarise(rows, Counter()),
     }
     write_yaml(results / library / "final.yaml", final)
-    base = {
+    tuning = [deck.sizes[0], deck.sizes[1]]
+    gen_df = race_samples(
+        tuning, references, {kid: [(scores[0], gflops), None]}, numbers, family=lib.family.code
+    )
+    atomic_write_text(results / library / "gen0" / "samples.csv", gen_df.to_csv(index=False))
+    gen_scores = score_library(gen_df, lib, tuning, profile, scoring).to_dict("records")
+    cands = {
         "library": library,
-        "family": lib.family.code,
-        "pattern": lib.pattern,
-        "arch": "gfx90c",
         "generation": 0,
-        "proposer": "seed",
-        "protocol": protocol_of({"backend": "sim", "numbers": numbers}, config),
-        "config_hash": config_hash(config),
-        "backend": "sim",
-        "numbers": numbers,
-        "tool_versions": json.dumps({"oto": "0.1.0"}),
-        "run_id": run_id(config),
-        "recorded_at": created,
-        "params": json.dumps(params, sort_keys=True),
-        "kernel_id": kid,
-        "reason": "",
+        "sizes": tuning,
+        "kernels": [
+            {"id": kid, "params": params, "roles": ["candidate"], "proposer": "seed", "rationale": rationale}
+        ],
+        "rejected": [],
     }
-    records = [
-        {**base, "kind": "proposed", "status": "new", "size": ""},
-        {**base, "kind": "built", "status": "ok", "size": ""},
-        {
-            **base,
-            "kind": "benchmarked",
-            "status": "ok",
-            "size": size_key(deck.sizes[0]),
-            "score": score,
-            "ci_low": score * 0.97,
-            "ci_high": score * 1.03,
-            "time_us": 120.5,
-            "gflops": gflops,
-        },
-        {**base, "kind": "failed", "status": "timeout", "size": size_key(deck.sizes[1]), "reason": "killed"},
-    ]
+    build = {"provenance": final["provenance"], "kernels": [{"id": kid, "status": "ok"}]}
+    records = generation_records(cands, build, gen_scores, config, "gfx90c", now=created)
     write_job_file(results / library / "gen0" / "registry.jsonl", records)
     write_yaml(results / "ceilings.yaml", ceilings_document(profile))
     spec = BundleSpec(
@@ -316,4 +377,48 @@ def rebuild(path: Path, change, out: Path | None = None, manifest: bool = True) 
         members[MANIFEST] = manifest_text(Member(n, d) for n, d in members.items() if n != MANIFEST).encode()
     out = out or path.with_name("changed-" + path.name)
     out.write_bytes(archive_bytes([Member(n, d) for n, d in members.items()], 1.7e9))
+    return out
+
+
+class Zeros(io.RawIOBase):
+    """``n`` zero bytes, read as a stream (never held)."""
+
+    def __init__(self, n: int):
+        self.left = n
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, b) -> int:
+        n = min(len(b), self.left)
+        b[:n] = bytes(n)
+        self.left -= n
+        return n
+
+
+def with_zero_logs(good: Path, out: Path, count: int, size: int) -> Path:
+    """``good`` plus ``count`` logs of ``size`` zero bytes, listed in the manifest, written as a stream."""
+    from oto.fleet.bundle import MANIFEST
+
+    with tarfile.open(good, "r:gz") as src:
+        members = {m.name: src.extractfile(m).read() for m in src.getmembers()}
+    zero_sha = hashlib.sha256()
+    left = size
+    while left:
+        zero_sha.update(bytes(min(left, 1 << 20)))
+        left -= min(left, 1 << 20)
+    logs = {f"logs/zero{i}.log": zero_sha.hexdigest() for i in range(count)}
+    manifest = members[MANIFEST].decode() + "".join(f"{h}  {n}\n" for n, h in logs.items())
+    members[MANIFEST] = "".join(
+        sorted(manifest.splitlines(keepends=True), key=lambda x: x.split("  ")[1])
+    ).encode()
+    with tarfile.open(out, "w:gz", compresslevel=9) as tar:
+        for name, data in sorted(members.items()):
+            info = tarfile.TarInfo(name)
+            info.size = len(data)
+            tar.addfile(info, io.BytesIO(data))
+        for name in logs:
+            info = tarfile.TarInfo(name)
+            info.size = size
+            tar.addfile(info, Zeros(size))
     return out

@@ -110,7 +110,10 @@ def run(api, tmp_path):
 
     def go(seen=frozenset(), n=4, digest=None, **overrides) -> tuple[Any, list[dict[str, Any]], list[float]]:
         settings = AgentSettings(
-            base_url=api.url, timeout_s=overrides.pop("timeout_s", 5.0), backoff_s=0.01, **overrides
+            base_url=overrides.pop("base_url", api.url),
+            timeout_s=overrides.pop("timeout_s", 5.0),
+            backoff_s=0.01,
+            **overrides,
         )
         outcome = propose(
             tensile_space(LIBRARY, LIMITS),
@@ -460,6 +463,24 @@ def test_a_hung_endpoint_is_switched_off_for_the_run_after_n_failures_and_said_o
     assert time.monotonic() - t0 < 10
     state = json.loads((tmp_path / "agent" / "breaker.json").read_text())
     assert state[api.url]["open"] is True
+
+
+def test_the_breaker_names_the_endpoint_anthropic_base_url_set_not_the_default(
+    api, run, tmp_path, caplog, monkeypatch
+):
+    """No agent.base_url: the SDK calls ANTHROPIC_BASE_URL, and the breaker must say so (it named the default
+    endpoint, which was never called)."""
+    monkeypatch.setenv("ANTHROPIC_BASE_URL", api.url)
+    for _ in range(2):
+        api.push(200, message([tool_use({"proposals": []})]), delay=1.5)
+    with caplog.at_level("WARNING", logger="oto.agent.breaker"):
+        first, _, _ = run(base_url=None, timeout_s=0.3, max_retries=1, breaker_failures=2)
+        second, _, _ = run(base_url=None, timeout_s=0.3, max_retries=1, breaker_failures=2)
+    assert len(api.requests) == 2  # the calls went to the stand-in API: the SDK read the variable
+    (note,) = [r.message for r in caplog.records if "no more agent calls in this run" in r.message]
+    assert note.startswith(f"oto agent: {api.url} failed 2 times") and "api.anthropic.com" not in note
+    assert api.url in second.reason and "api.anthropic.com" not in second.reason
+    assert list(json.loads((tmp_path / "agent" / "breaker.json").read_text())) == [api.url]
 
 
 def test_a_good_reply_resets_the_breaker_and_a_new_run_closes_it(api, run, tmp_path):

@@ -33,6 +33,9 @@ def test_the_tester_command_runs_preflight_then_the_shard_then_bundles(fleet_run
     assert proc.returncode == 0, proc.stderr[-3000:]
     out = proc.stdout
     assert out.index("[ok  ] gpu") < out.index("Running:") < out.index("Bundle written:")
+    # the maintainer's intake ran on it before the tester sends it
+    check = "Merge check (the checks `oto merge` runs): this bundle would be accepted"
+    assert out.index("Bundle written:") < out.index(check)
     assert "shard=1/2" in out and "device_profile=results/gfx90c/tester/device/gfx90c.yaml" in out
     assert "1 of 1 libraries of shard 1/2 finished" in out
     assert fleet_runs.agent_requests >= 1  # the key was used (against the local stand-in API)
@@ -59,6 +62,8 @@ def test_the_bundle_holds_everything_with_a_manifest_of_sha256_sums(fleet_runs):
         "profile/gfx90c.yaml",
         f"registry/{lib}.jsonl",
         f"results/{lib}/final.yaml",
+        f"samples/{lib}/gen0.csv",
+        f"samples/{lib}/final.csv",
         "results/acceptance.md",
         "results/acceptance.html",
         "results/ceilings.yaml",
@@ -71,11 +76,15 @@ def test_the_bundle_holds_everything_with_a_manifest_of_sha256_sums(fleet_runs):
     assert set(listed) == set(m) - {"MANIFEST.sha256"}
     assert all(hashlib.sha256(m[n]).hexdigest() == s for n, s in listed.items())
     assert not any(name.startswith("results/Cijk_Ailk_Bjlk") for name in m)  # the other shard's library
+    # the raw measurements the merge recomputes the claims from, as the run wrote them
+    run = fleet_runs.work_a / "results/gfx90c" / lib
+    assert m[f"samples/{lib}/final.csv"] == (run / "final_samples.csv").read_bytes()
+    assert m[f"samples/{lib}/gen0.csv"] == (run / "gen0/samples.csv").read_bytes()
 
 
 def test_provenance_names_device_versions_and_hashes(fleet_runs):
     d = yaml.safe_load(members(fleet_runs.bundle_a)["bundle.yaml"])
-    assert d["schema"] == 1 and d["arch"] == "gfx90c" and d["shard"] == "1/2" and d["numbers"] == "simulated"
+    assert d["schema"] == 2 and d["arch"] == "gfx90c" and d["shard"] == "1/2" and d["numbers"] == "simulated"
     assert d["libraries"] == ["Cijk_Ailk_Bljk_DB"] and d["finished"] == ["Cijk_Ailk_Bljk_DB"]
     dev = d["device"]
     assert dev["compute_units"] == 8 and dev["clock_mhz"] == 1900 and dev["memory_kind"] == "ddr4-3200"

@@ -133,6 +133,34 @@ def test_normalise_refuses_a_samples_file_whose_reference_is_implausible(tmp_pat
     assert not out.exists()  # never scored, so never selected or shipped
 
 
+def test_scoring_bounds_times_by_the_backends_launch_timeout_not_an_hour():
+    """A reference at 1e8 us is above the simulated GPU's launch timeout (sim.timeout_us, 5e6 us) though
+    below the one-hour cap: scoring flags it in the run as the benchmark stage would have (it once changed
+    what shipped, 1.32x against 2.01x), whoever edited the samples after the benchmark."""
+    from oto.measurement.scoring import launch_timeout_us
+
+    assert launch_timeout_us(CONFIG, ["simulated"]) == 5e6
+    measured = validate_config({**CONFIG, "backend": "tensile", "tensile": {"timeout_s": 60}})
+    assert launch_timeout_us(measured, ["measured"]) == 60e6
+    assert launch_timeout_us(CONFIG, ["simulated", "measured"]) == min(5e6, 1800e6)
+    assert (
+        launch_timeout_us(CONFIG, ["replayed"]) == MAX_LAUNCH_US
+        and launch_timeout_us({}, []) == MAX_LAUNCH_US
+    )
+    df, _ = _samples(0.0)
+    ref0 = df.index[(df["role"] == "reference") & (df["size_index"] == 0)]
+    df.loc[ref0[:2], "time_us"] = 1e8
+    sizes = [s.as_list() for s in SIZES]
+    scores = score_library(df, LIBRARY, sizes, PROFILE, CONFIG)
+    ref = scores[(scores["kernel_id"] == "ref") & (scores["size_index"] == 0)].iloc[0]
+    assert ref["excluded"] == 2 and "longer than the backend's launch timeout (5e+06 us)" in ref["reason"]
+    df.loc[df["role"] == "reference", "time_us"] = 1e8  # every reference: the batch fails loudly
+    with pytest.raises(ImplausibleReference, match="the backend's launch timeout"):
+        score_library(df, LIBRARY, sizes, PROFILE, CONFIG)
+    looser = validate_config({**CONFIG, "sim": {"timeout_us": 1e9}})
+    assert score_library(df, LIBRARY, sizes, PROFILE, looser)["status"].eq("ok").all()
+
+
 def test_a_few_bad_reference_timings_are_excluded_not_fatal():
     df, _ = _samples(0.0)
     ref0 = df.index[(df["role"] == "reference") & (df["size_index"] == 0)]

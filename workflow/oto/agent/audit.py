@@ -12,7 +12,25 @@ from typing import Any
 
 REDACTED = "[REDACTED]"
 _SECRET_KEYS = re.compile(r"(api[-_]?key|authorization|auth[-_]?token|secret|password|cookie)", re.I)
-_KEY_SHAPES = re.compile(r"sk-ant-[A-Za-z0-9_\-]{8,}|Bearer\s+[A-Za-z0-9._\-]{8,}")
+# The common shapes of API keys and tokens, whatever variable held them: Anthropic keys, bearer tokens, GitHub
+# tokens (classic ghp_/gho_/ghu_/ghs_/ghr_, fine-grained github_pat_), AWS access key ids, Slack bot and user
+# tokens, and PEM private-key blocks.
+_SHAPES = {
+    "Anthropic API key": r"sk-ant-[A-Za-z0-9_\-]{8,}",
+    "bearer token": r"Bearer\s+[A-Za-z0-9._\-]{8,}",
+    "GitHub token": r"\bgh[pousr]_[A-Za-z0-9]{20,}|\bgithub_pat_[A-Za-z0-9_]{20,}",
+    "AWS access key id": r"\b(AKIA|ASIA)[0-9A-Z]{16}\b",
+    "Slack token": r"\bxox[bpoa]-[A-Za-z0-9-]{8,}",
+    "private key": r"-----BEGIN [A-Z0-9 ]*PRIVATE KEY( BLOCK)?-----.*?"
+    r"(-----END [A-Z0-9 ]*PRIVATE KEY( BLOCK)?-----|\Z)",
+}
+_KEY_SHAPES = re.compile("|".join(f"(?:{p})" for p in _SHAPES.values()), re.S)
+_EACH_SHAPE = {name: re.compile(p, re.S) for name, p in _SHAPES.items()}
+
+
+def secret_shapes(text: str) -> list[str]:
+    """The kinds of key or token shapes ``text`` still carries (a final check after redaction)."""
+    return [name for name, p in _EACH_SHAPE.items() if p.search(text)]
 
 
 class Redactor:

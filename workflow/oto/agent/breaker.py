@@ -15,8 +15,9 @@ from __future__ import annotations
 import contextlib
 import json
 import logging
+import os
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -25,6 +26,17 @@ from oto.files import locked_json
 log = logging.getLogger(__name__)
 
 FILE = "breaker.json"
+
+
+DEFAULT_ENDPOINT = "https://api.anthropic.com"
+
+
+def endpoint_of(base_url: str | None, environ: Mapping[str, str] | None = None) -> str:
+    """The endpoint calls really go to, as the SDK picks it: the configured ``agent.base_url``, else
+    ``ANTHROPIC_BASE_URL`` from the environment, else the SDK's default. A breaker (and its message) names
+    this one: naming the default while a gateway was failing sent people to check the wrong service."""
+    env = os.environ if environ is None else environ
+    return base_url or env.get("ANTHROPIC_BASE_URL") or DEFAULT_ENDPOINT
 
 
 def breaker_path(agent_dir: Path) -> Path:

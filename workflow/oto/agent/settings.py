@@ -68,8 +68,10 @@ class AgentSettings:
 
     @property
     def endpoint(self) -> str:
-        """The endpoint calls go to, as the circuit breaker names it."""
-        return self.base_url or "https://api.anthropic.com"
+        """The endpoint calls go to, as the circuit breaker names it (base_url, else ANTHROPIC_BASE_URL)."""
+        from oto.agent.breaker import endpoint_of
+
+        return endpoint_of(self.base_url)
 
     def price(self) -> tuple[float, float, float, float]:
         return PRICES.get(self.model, _WORST_PRICE)

@@ -10,6 +10,9 @@ Layout (paths inside the archive; no top folder, regular files only)::
     profile/<arch>.yaml    the device profile the run used (the arch profile refined for this device)
     registry/<library>.jsonl   every registry record of the library: proposals, rejections, builds,
                            measurements and failures, one job-file (oto.registry.job_files) per library
+    samples/<library>/gen<N>.csv, samples/<library>/final.csv
+                           every timed launch of each generation and of the finalize race (samples.csv):
+                           the raw measurements the merge recomputes every score and winner from
     results/ceilings.yaml, results/<library>/final.yaml, results/acceptance.md|html
     logs/...               the run's logs (rule logs, the agent's audit logs, Snakemake's log)
 
@@ -35,19 +38,20 @@ from pathlib import Path
 from typing import Any
 
 import oto
-from oto.agent.audit import Redactor
+from oto.agent.audit import Redactor, secret_shapes
 from oto.files import dump_yaml, read_yaml
 from oto.hardware.device_profile import profile_hash
 from oto.registry.job_files import job_file_text, read_job_file
 from oto.registry.records import config_hash
 from oto.tensile.logic_writer import MINIMUM_REQUIRED_VERSION
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2  # 2: the samples travel with the claims (a merge recomputes them)
 SUFFIX = ".oto.tar.gz"
 DESCRIPTOR = "bundle.yaml"
 MANIFEST = "MANIFEST.sha256"
-# Environment variables whose values never enter a bundle (beyond the API key's own name).
-_SECRET_NAMES = re.compile(r"(KEY|TOKEN|SECRET|PASSW|CREDENTIAL|COOKIE|AUTH)", re.I)
+# Environment variables whose values never enter a bundle (beyond the API key's own name): keys, tokens,
+# secrets, passwords and passphrases (DB_PASS, SMTP_PASSWORD, PASSPHRASE), credentials, cookies.
+_SECRET_NAMES = re.compile(r"(KEY|TOKEN|SECRET|(^|_)PASS|PASSW|CREDENTIAL|COOKIE|AUTH|PRIVATE)", re.I)
 _HOME_SHAPES = re.compile(r"(/home/|/Users/|/var/home/)[^/\s'\"<>:]+")
 
 
@@ -82,6 +86,7 @@ class Scrubber:
     def leaks(self, s: str) -> list[str]:
         """What a scrubbed text still carries (must be empty)."""
         found = [f"secret ending …{x[-4:]}" for x in self.secrets if x in s]
+        found += [f"a {shape}" for shape in secret_shapes(s)]
         if len(self.home) > 1 and self.home in s:
             found.append("the home folder")
         if _HOME_SHAPES.search(s):
@@ -139,6 +144,20 @@ def _registry_members(spec: BundleSpec) -> tuple[list[Member], dict[str, int], l
     return members, counts, problems, numbers - {""}, tensile - {""}
 
 
+def _samples_members(spec: BundleSpec) -> list[Member]:
+    """Every generation's samples.csv and, for a finished library, the finalize race's: the measurements the
+    merge recomputes scores and winners from (it takes no claim on its word)."""
+    out = []
+    for lib in spec.libraries:
+        for f in sorted((spec.results / lib).glob("gen*/samples.csv")):
+            if f.parent.name[3:].isdigit():
+                out.append(Member(f"samples/{lib}/{f.parent.name}.csv", f.read_bytes()))
+        final = spec.results / lib / "final_samples.csv"
+        if final.is_file() and (spec.results / lib / "final.yaml").is_file():
+            out.append(Member(f"samples/{lib}/final.csv", final.read_bytes()))
+    return out
+
+
 def gather(spec: BundleSpec, created: float | None = None) -> tuple[list[Member], dict[str, Any]]:
     """The members of the bundle (manifest and descriptor excluded) and its descriptor."""
     created = time.time() if created is None else created
@@ -154,6 +173,7 @@ def gather(spec: BundleSpec, created: float | None = None) -> tuple[list[Member]
     for name in ("ceilings.yaml", "acceptance.md", "acceptance.html"):
         if (spec.results / name).is_file():
             members.append(Member(f"results/{name}", (spec.results / name).read_bytes()))
+    members += _samples_members(spec)
     for lib in spec.libraries:
         final = spec.results / lib / "final.yaml"
         if final.is_file():

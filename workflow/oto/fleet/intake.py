@@ -1,97 +1,87 @@
 """Reading a bundle from another machine: everything checked before anything is trusted.
 
-:func:`open_bundle` reads the archive once, as a stream, into memory (never extracting onto the disk), and
-either returns an :class:`Accepted` bundle or raises :class:`Rejected` with one clear reason naming the member
-and field. A rejected bundle contributes nothing; the others are unaffected. Rejected are:
+:func:`open_bundle` reads the archive once as a stream (:mod:`oto.fleet.archive`: bounded memory, nothing
+extracted) and either returns an :class:`Accepted` bundle or raises :class:`Rejected` with one clear reason
+naming the member and field. A rejected bundle contributes nothing; the others are unaffected.
 
-* a truncated or corrupt archive, or one larger than ``Limits.archive_bytes``;
-* members that are not regular files (symlinks, hard links, devices, folders), names that escape the bundle
-  (absolute, ``..``, backslashes, characters outside ``[A-Za-z0-9._/-]``), duplicate names, more than
-  ``Limits.members`` members, a member or a total above its limit (decompression bombs: checked on the
-  header, before a byte is inflated, and again on the bytes read);
+**Structure and numbers reject** a bundle:
+
+* a truncated or corrupt archive, one larger than its limits (decompression bombs: checked on each header,
+  before a byte is inflated, and again on the bytes read), members that are not regular files, names that
+  escape the bundle (absolute, ``..``, backslashes, characters outside ``[A-Za-z0-9._/-]``), duplicate names;
 * a missing manifest, a member missing from it or absent from the archive, a sha256 mismatch;
 * an unknown schema version, another arch, logic format, Tensile version or kind of numbers than the merge;
 * a device profile that is invalid or claims more than the arch's devices have (``device_range``);
-* registry records or finals with numbers above the device's theoretical ceiling, negative, zero or NaN
-  times, scores or GFLOPS, kernel ids that are not the hash of their parameters, duplicate records,
-  libraries outside the bundle's shard, deck sizes that differ from the merge's deck;
-* text fields carrying markup (HTML/XML tags, entities, Markdown links, template syntax), instructions aimed
-  at a language model, or control characters. They are quoted (``repr``, cut short) in the reason, and every
-  report escapes the reason: shown as data, never interpreted.
+* registry records, finals or samples with numbers above the device's theoretical ceiling, negative, zero or
+  NaN times, scores or GFLOPS, times longer than the backend's launch timeout or inconsistent with their
+  GFLOPS, kernel ids that are not the hash of their parameters, duplicate records, libraries outside the
+  bundle's shard or the merge's deck, deck sizes that differ from the merge's deck;
+* claims its own measurements contradict (:mod:`oto.fleet.evidence`): a final winner its samples measured
+  slower than the best kernel they found, a score or GFLOPS outside the recomputed interval, a registry
+  record its generation's samples do not support. The reason names the size and the kernel.
 
-Opaque members (logs, the tester's acceptance report and ceilings, the config) are checksummed and kept but
-never parsed, rendered or shown.
+**Text is quarantined** (:mod:`oto.fleet.text`): a text value carrying markup, instructions aimed at a
+language model or control characters is neutralised and flagged (``Accepted.quarantine``); the bundle merges.
+
+Opaque members (logs, the tester's acceptance report and ceilings, the config) are checksummed and kept (in
+the archive) but never parsed, rendered or shown.
 """
 
 from __future__ import annotations
 
+import functools
 import json
 import math
 import re
-import tarfile
-import zlib
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from pathlib import Path, PurePosixPath
+from pathlib import Path
 from typing import Any
 
 import yaml
 
 from oto.deck.shards import Shard, ShardError
-from oto.fleet.bundle import DESCRIPTOR, MANIFEST, SCHEMA_VERSION, file_sha256
+from oto.fleet.archive import Archive, Limits, Rejected, check_manifest, read_archive
+from oto.fleet.bundle import DESCRIPTOR, SCHEMA_VERSION, file_sha256
+from oto.fleet.evidence import LibraryEvidence, Scoring, is_samples_member, library_evidence
+from oto.fleet.text import Quarantine, TextRejected, quote, text_problem
 from oto.gemm import FamilyCodeError, Library
 from oto.hardware.ceilings import family_peak_gflops
 from oto.hardware.device_profile import DeviceProfileError, check_device_profile
 from oto.hardware.profile import ProfileError, validate_profile
 from oto.registry.records import COLUMNS, KEY, KINDS
 from oto.tensile.logic_writer import MINIMUM_REQUIRED_VERSION
-from oto.tensile.params import CandidateError, candidate_id
+from oto.tensile.params import CandidateError, candidate_id, canonical
 
-_NAME = re.compile(r"^[A-Za-z0-9._-]+(/[A-Za-z0-9._-]+)*$")
+__all__ = ["Accepted", "Expect", "Limits", "Rejected", "open_bundle", "quote", "text_problem"]
+
+_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)  # libyaml's safe loader where built in
 _KERNEL = re.compile(r"^k[0-9a-f]{12}$")
 _DEVICE = re.compile(r"^d[0-9a-f]{12}$")
 _SIZE = re.compile(r"^\d+,\d+,\d+,\d+$")
-_MARKUP = re.compile(
-    r"</?[A-Za-z][A-Za-z0-9:-]*(\s[^<>]*)?/?>"  # an HTML/XML tag
-    r"|<!--|<!\[CDATA\[|&#?[A-Za-z0-9]+;"  # comments, CDATA, entities
-    r"|!?\[[^\]\n]*\]\([^)\n]*\)"  # a Markdown link or image
-    r"|\{\{|\{%|\$\{|javascript:|data:text/html|vbscript:",  # template syntax, script URLs
-    re.I,
+_PARSED = re.compile(
+    r"^(bundle\.yaml|MANIFEST\.sha256|preflight\.yaml|profile/[^/]+\.yaml|registry/[^/]+\.jsonl"
+    r"|results/Cijk_[^/]+/final\.yaml)$"
 )
-_INSTRUCTION = re.compile(
-    r"\b(ignore|disregard|forget|override|bypass)\b[^.\n]{0,60}\b(instructions?|prompts?|rules|guidelines"
-    r"|previous|above|earlier|system)\b"
-    r"|\b(system|assistant|human|developer)\s*(prompt)?\s*:"
-    r"|\byou\s+(are|must|should|will)\s+(now|instead)\b|\bnew\s+instructions?\b|\bact\s+as\s+(an?|the)\b"
-    r"|\bprompt\s+injection\b|\bjailbreak\b",
-    re.I,
-)
-_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f\u200b-\u200f\u202a-\u202e\u2066-\u2069]")
-TEXT_LIMIT = 2000  # characters of one text field
 CEILING_SLACK = 1e-6  # relative: rounding in the files, never measurement noise
-
-
-class Rejected(ValueError):
-    """A bundle that merges nothing; the message is the reason (data: escape it wherever it is shown)."""
-
-
-@dataclass(frozen=True)
-class Limits:
-    archive_bytes: int = 512 << 20
-    member_bytes: int = 64 << 20
-    total_bytes: int = 1 << 30
-    members: int = 20000
+# A registry record's free text (quarantined when it is not plain data); every other field is structure: an
+# enumeration, an id, a hash, a number, or the parameters the kernel id is the hash of.
+RECORD_TEXT = ("proposer", "status", "reason", "tool_versions", "source")
+RECORD_TOKENS = ("family", "pattern", "protocol", "config_hash", "backend", "run_id")
+_TOKEN = re.compile(r"^[A-Za-z0-9_.-]{0,64}$")
 
 
 @dataclass(frozen=True)
 class Expect:
-    """What every bundle of one merge must agree on."""
+    """What every bundle of one merge must agree on, and how the merge scores their samples."""
 
     arch: str
     arch_profile: Mapping[str, Any]
     numbers: str = "measured"  # simulated | replayed | measured
     tensile_version: str | None = None  # None: not pinned (the merge pins the first accepted one)
     deck_sizes: Mapping[str, list[list[int]]] | None = None  # library → the merge's deck sizes
+    config: Mapping[str, Any] | None = None  # a validated config: tie tolerance, bootstrap, launch timeouts
+    shipped: Callable[[str], Mapping[str, Mapping[str, Any]]] | None = None  # library → {kernel id: params}
 
 
 @dataclass
@@ -100,9 +90,11 @@ class Accepted:
     sha256: str
     descriptor: dict[str, Any]
     profile: dict[str, Any]  # the device profile
-    records: dict[str, list[dict[str, Any]]]  # library → registry records
-    finals: dict[str, dict[str, Any]]  # library → final.yaml
-    members: dict[str, bytes] = field(repr=False, default_factory=dict)
+    records: dict[str, list[dict[str, Any]]]  # library → registry records (text neutralised)
+    finals: dict[str, dict[str, Any]]  # library → final.yaml as claimed (checked against the evidence)
+    evidence: dict[str, LibraryEvidence] = field(default_factory=dict)  # library → what its samples say
+    quarantine: list[dict[str, str]] = field(default_factory=list)  # neutralised text fields
+    inflated: int = 0  # bytes of all members, inflated
 
     @property
     def device_id(self) -> str:
@@ -117,154 +109,98 @@ class Accepted:
         return str(self.descriptor["created_at"])
 
 
-def quote(text: Any, limit: int = 80) -> str:
-    """A value as it appears in a reason: repr'd (control characters escaped), cut short."""
-    s = repr(text)
-    return s if len(s) <= limit else s[: limit - 1] + "…"
+def parsed_member(name: str) -> bool:
+    """The members the merge reads (the others are only hashed)."""
+    return bool(_PARSED.match(name)) or is_samples_member(name)
 
 
-def text_problem(text: str) -> str | None:
-    """Why a text field from another machine cannot be taken as data, or None."""
-    if len(text) > TEXT_LIMIT:
-        return f"is {len(text)} characters long (at most {TEXT_LIMIT})"
-    for pattern, what in (
-        (_CONTROL, "control characters"),
-        (_MARKUP, "markup"),
-        (_INSTRUCTION, "instructions"),
-    ):
-        m = pattern.search(text)
-        if m:
-            return f"carries {what} ({quote(m.group(0), 40)})"
-    return None
-
-
-def scan_text(obj: Any, where: str) -> None:
-    """Every string (keys included) of a parsed document must be plain data."""
-    if isinstance(obj, str):
-        problem = text_problem(obj)
-        if problem:
-            raise Rejected(f"{where} {problem}: {quote(obj)}")
-    elif isinstance(obj, Mapping):
-        for k, v in obj.items():
-            scan_text(k, f"{where}: a key")
-            scan_text(v, f"{where}.{k}" if isinstance(k, str) and _NAME.match(k) else f"{where}[…]")
-    elif isinstance(obj, list | tuple):
-        for i, v in enumerate(obj):
-            scan_text(v, f"{where}[{i}]")
-
-
-# -- the archive ------------------------------------------------------------------------------------------
-
-
-def read_members(path: Path, limits: Limits = Limits()) -> dict[str, bytes]:
-    """Every member of a bundle archive, checked for type, name and size before its bytes are read."""
-    size = path.stat().st_size
-    if size > limits.archive_bytes:
-        raise Rejected(f"archive is {size} bytes, more than the {limits.archive_bytes} a bundle may have")
-    _check_stream(path, limits.total_bytes + limits.total_bytes // 8 + (1 << 20))  # + tar headers, padding
-    members: dict[str, bytes] = {}
-    total = 0
+def open_bundle(
+    path: Path, expect: Expect, limits: Limits | None = None, sha256: str | None = None
+) -> Accepted:
+    """The bundle at ``path``, checked in full; raises Rejected with the reason."""
+    path, limits = Path(path), limits or Limits()
+    archive = read_archive(path, limits, parsed_member)
     try:
-        with tarfile.open(path, mode="r|gz") as tar:
-            for info in tar:
-                name = info.name
-                if len(members) >= limits.members:
-                    raise Rejected(f"more than {limits.members} members")
-                if info.issym() or info.islnk():
-                    raise Rejected(
-                        f"member {quote(name)} is a {'symlink' if info.issym() else 'hard link'} "
-                        f"(to {quote(info.linkname)}): bundles hold regular files only"
-                    )
-                if not info.isreg():
-                    raise Rejected(
-                        f"member {quote(name)} is not a regular file: bundles hold regular files only"
-                    )
-                _check_name(name)
-                if name in members:
-                    raise Rejected(f"member {quote(name)} appears twice")
-                if info.size > limits.member_bytes:
-                    raise Rejected(
-                        f"member {quote(name)} would inflate to {info.size} bytes "
-                        f"(at most {limits.member_bytes} per member)"
-                    )
-                total += info.size
-                if total > limits.total_bytes:
-                    raise Rejected(f"members would inflate to more than {limits.total_bytes} bytes in total")
-                fh = tar.extractfile(info)
-                data = fh.read(limits.member_bytes + 1) if fh else b""
-                if len(data) != info.size:
-                    raise Rejected(f"member {quote(name)} is cut short ({len(data)} of {info.size} bytes)")
-                members[name] = data
-    except Rejected:
-        raise
-    except (tarfile.TarError, EOFError, zlib.error, OSError, UnicodeError) as exc:
-        raise Rejected(f"truncated or corrupt archive ({type(exc).__name__}: {exc})") from None
-    if not members:
-        raise Rejected("empty archive")
-    return members
+        return _open(archive, path, expect, sha256 or file_sha256(path))
+    except TextRejected as exc:
+        raise Rejected(str(exc)) from None
+    finally:
+        archive.close()
 
 
-def _check_stream(path: Path, limit: int) -> None:
-    """The whole gzip stream, inflated in bounded steps and thrown away: it must end with its end-of-stream
-    marker (a cut-short file must not read as a shorter archive) and inflate to at most ``limit`` bytes."""
-    inflate = zlib.decompressobj(wbits=31)  # gzip framing
-    total = 0
-    try:
-        with open(path, "rb") as fh:
-            while not inflate.eof and (chunk := fh.read(1 << 20)):
-                while chunk and not inflate.eof:
-                    total += len(inflate.decompress(chunk, 1 << 20))
-                    if total > limit:
-                        raise Rejected(f"archive inflates to more than {limit} bytes (a decompression bomb?)")
-                    chunk = inflate.unconsumed_tail
-            trailing = bool(inflate.unused_data) or bool(fh.read(1))
-    except zlib.error as exc:
-        raise Rejected(f"truncated or corrupt archive (not a gzip stream: {exc})") from None
-    if not inflate.eof:
-        raise Rejected("truncated or corrupt archive (the compressed stream ends early)")
-    if trailing:
-        raise Rejected("truncated or corrupt archive (data after the end of the compressed stream)")
+def _open(archive: Archive, path: Path, expect: Expect, sha256: str) -> Accepted:
+    check_manifest(archive)
+    quarantine = Quarantine()
+    desc = _descriptor(archive, expect, quarantine)
+    libraries = [str(x) for x in desc["libraries"]]
+    profile = _device_profile(archive, expect, quarantine)
+    if (desc.get("device") or {}).get("id") != profile["device"]["id"]:
+        raise Rejected(f"{DESCRIPTOR}: field 'device.id' is not the device profile's")
+    if "preflight.yaml" in archive:
+        quarantine.clean(_yaml(archive, "preflight.yaml"), "preflight.yaml")  # shown nowhere; looked at
+    records, finals = {}, {}
+    for lib in libraries:
+        if (name := f"registry/{lib}.jsonl") in archive:
+            records[lib] = _records(archive.read(name), name, lib, desc, profile, quarantine)
+        if (name := f"results/{lib}/final.yaml") in archive:
+            finals[lib] = _final(_yaml(archive, name), name, lib, desc, profile, expect, quarantine)
+    _check_strays(archive, libraries)
+    if not records and not finals:
+        raise Rejected("no registry records and no final results: nothing to merge")
+    scoring = Scoring(expect.config or _default_config(expect.arch), profile, str(desc["numbers"]))
+    evidence = {}
+    for lib in libraries:
+        if lib not in records and lib not in finals:
+            continue
+        sizes = (expect.deck_sizes or {}).get(lib) or (finals.get(lib) or {}).get("sizes") or []
+        params = _known_params(lib, records.get(lib, []), finals.get(lib), expect)
+        evidence[lib] = library_evidence(
+            archive, lib, sizes, finals.get(lib), records.get(lib, []), params, scoring
+        )
+    return Accepted(
+        path, sha256, desc, profile, records, finals, evidence, quarantine.flags, archive.inflated
+    )
 
 
-def _check_name(name: str) -> None:
-    if name.startswith("/") or re.match(r"^[A-Za-z]:", name):
-        raise Rejected(f"member {quote(name)} has an absolute path: it would escape the bundle")
-    parts = PurePosixPath(name).parts
-    if ".." in name.replace("\\", "/").split("/"):
-        raise Rejected(f"member {quote(name)} climbs out with '..': it would escape the bundle")
-    if "\\" in name or not _NAME.match(name) or any(p in (".", "") for p in parts) or len(name) > 255:
-        raise Rejected(f"member {quote(name)} has a name outside [A-Za-z0-9._/-]")
+def _default_config(arch: str) -> dict[str, Any]:
+    from oto.config import validate_config
+
+    return validate_config({"arch": arch, "families": "all"})
 
 
-def check_manifest(members: Mapping[str, bytes]) -> None:
-    import hashlib
+def _known_params(
+    library: str, records: list[dict[str, Any]], final: Mapping[str, Any] | None, expect: Expect
+) -> dict[str, dict[str, Any]]:
+    """Parameters of every kernel that can win: the final's (checked), the registry's (checked), the deck's
+    shipped kernels (the references)."""
+    out: dict[str, dict[str, Any]] = {}
+    for rec in records:
+        if rec.get("params") and rec["kind"] in ("proposed", "built", "benchmarked"):
+            out.setdefault(rec["kernel_id"], canonical(json.loads(rec["params"])))
+    if expect.shipped is not None:
+        out.update({k: dict(v) for k, v in expect.shipped(library).items()})
+    for kid, p in ((final or {}).get("kernels") or {}).items():
+        out[str(kid)] = canonical(p)
+    return out
 
-    if MANIFEST not in members:
-        raise Rejected(f"no {MANIFEST}")
-    listed: dict[str, str] = {}
-    for no, line in enumerate(members[MANIFEST].decode("utf-8", "replace").splitlines(), 1):
-        m = re.fullmatch(r"([0-9a-f]{64})  (\S+)", line)
-        if not m:
-            raise Rejected(f"{MANIFEST}:{no}: not a '<sha256>  <name>' line")
-        if m[2] in listed:
-            raise Rejected(f"{MANIFEST}:{no}: {quote(m[2])} listed twice")
-        listed[m[2]] = m[1]
-    present = set(members) - {MANIFEST}
-    if missing := sorted(set(listed) - present):
-        raise Rejected(f"{MANIFEST} lists {quote(missing[0])}, which is not in the archive")
-    if unlisted := sorted(present - set(listed)):
-        raise Rejected(f"member {quote(unlisted[0])} is not in {MANIFEST}")
-    for name, expected in sorted(listed.items()):
-        actual = hashlib.sha256(members[name]).hexdigest()
-        if actual != expected:
-            raise Rejected(
-                f"sha256 mismatch for {name}: {MANIFEST} says {expected[:12]}…, content is {actual[:12]}…"
+
+def _check_strays(archive: Archive, libraries: list[str]) -> None:
+    libs = set(libraries)
+    for n in archive.hashes:
+        parts = n.split("/")
+        if (
+            (n.startswith("registry/") and n.removeprefix("registry/").removesuffix(".jsonl") not in libs)
+            or (n.startswith("results/Cijk_") and parts[1] not in libs)
+            or (
+                n.startswith("samples/") and (len(parts) != 3 or parts[1] not in libs or not parsed_member(n))
             )
+        ):
+            raise Rejected(f"member {quote(n)} belongs to no library of {DESCRIPTOR}")
 
 
-def _yaml(members: Mapping[str, bytes], name: str) -> Any:
+def _yaml(archive: Archive, name: str) -> Any:
     try:
-        return yaml.safe_load(members[name].decode("utf-8"))
+        return yaml.load(archive.read(name).decode("utf-8"), Loader=_LOADER)
     except (yaml.YAMLError, UnicodeDecodeError) as exc:
         raise Rejected(f"{name}: not valid YAML ({type(exc).__name__})") from None
 
@@ -273,47 +209,32 @@ def _finite(x: Any) -> bool:
     return isinstance(x, int | float) and not isinstance(x, bool) and math.isfinite(x)
 
 
-# -- the bundle -------------------------------------------------------------------------------------------
+# -- what the bundle says about itself ----------------------------------------------------------------------
 
 
-def open_bundle(path: Path, expect: Expect, limits: Limits = Limits()) -> Accepted:
-    """The bundle at ``path``, checked in full; raises Rejected with the reason."""
-    path = Path(path)
-    members = read_members(path, limits)
-    check_manifest(members)
-    if DESCRIPTOR not in members:
+def _descriptor(archive: Archive, expect: Expect, quarantine: Quarantine) -> dict[str, Any]:
+    if DESCRIPTOR not in archive:
         raise Rejected(f"no {DESCRIPTOR}")
-    desc = _yaml(members, DESCRIPTOR)
+    desc = _yaml(archive, DESCRIPTOR)
     if not isinstance(desc, Mapping):
         raise Rejected(f"{DESCRIPTOR}: not a mapping")
     if desc.get("schema") != SCHEMA_VERSION or desc.get("kind") != "oto-bundle":
+        older = (
+            " (an older oto's bundle: run `oto tester bundle` again with this oto)"
+            if desc.get("schema") == 1
+            else ""
+        )
         raise Rejected(
             f"{DESCRIPTOR}: unknown schema version {quote(desc.get('schema'))} of kind "
-            f"{quote(desc.get('kind'))} (this oto reads oto-bundle schema {SCHEMA_VERSION})"
+            f"{quote(desc.get('kind'))} (this oto reads oto-bundle schema {SCHEMA_VERSION}){older}"
         )
-    scan_text(desc, DESCRIPTOR)
+    desc = quarantine.clean(desc, DESCRIPTOR)
     arch = desc.get("arch")
     if arch != expect.arch:
         raise Rejected(
             f"{DESCRIPTOR}: field 'arch': bundle is for {quote(arch)}, this merge is for {expect.arch}"
         )
-    prov = desc.get("provenance") or {}
-    if prov.get("logic_format") != MINIMUM_REQUIRED_VERSION:
-        raise Rejected(
-            f"{DESCRIPTOR}: field 'provenance.logic_format': {quote(prov.get('logic_format'))}, "
-            f"this merge writes Tensile logic format {MINIMUM_REQUIRED_VERSION}"
-        )
-    tensile = prov.get("tensile_version")
-    if tensile is not None and not isinstance(tensile, str):
-        raise Rejected(
-            f"{DESCRIPTOR}: field 'provenance.tensile_version': {quote(tensile)} mixes Tensile "
-            "versions in one bundle"
-        )
-    if expect.tensile_version is not None and tensile != expect.tensile_version:
-        raise Rejected(
-            f"{DESCRIPTOR}: field 'provenance.tensile_version': {quote(tensile)} does not match "
-            f"this merge's Tensile {expect.tensile_version}"
-        )
+    _check_provenance(desc.get("provenance") or {}, expect)
     if desc.get("numbers") != expect.numbers:
         raise Rejected(
             f"{DESCRIPTOR}: field 'numbers': {quote(desc.get('numbers'))}; this merge takes "
@@ -337,41 +258,33 @@ def open_bundle(path: Path, expect: Expect, limits: Limits = Limits()) -> Accept
             raise Rejected(f"{DESCRIPTOR}: field 'libraries': {lib} is not in shard {shard}")
         if expect.deck_sizes is not None and lib not in expect.deck_sizes:
             raise Rejected(f"{DESCRIPTOR}: field 'libraries': {lib} is not in this merge's deck")
-    profile = _device_profile(members, expect)
-    if (desc.get("device") or {}).get("id") != profile["device"]["id"]:
-        raise Rejected(f"{DESCRIPTOR}: field 'device.id' is not the device profile's")
-    for name in ("preflight.yaml",):
-        if name in members:
-            scan_text(_yaml(members, name), name)
-    records = {}
-    for lib in libraries:
-        name = f"registry/{lib}.jsonl"
-        if name in members:
-            records[lib] = _records(members[name], name, lib, desc, profile)
-    finals = {}
-    for lib in libraries:
-        name = f"results/{lib}/final.yaml"
-        if name in members:
-            finals[lib] = _final(_yaml(members, name), name, lib, desc, profile, expect)
-    strays = [
-        n
-        for n in members
-        if (n.startswith("registry/") and n.removeprefix("registry/").removesuffix(".jsonl") not in records)
-        or (n.startswith("results/Cijk_") and n.split("/")[1] not in finals)
-    ]
-    if strays:
-        raise Rejected(f"member {quote(strays[0])} belongs to no library of {DESCRIPTOR}")
-    if not records and not finals:
-        raise Rejected("no registry records and no final results: nothing to merge")
-    return Accepted(path, file_sha256(path), dict(desc), profile, records, finals, dict(members))
+    return dict(desc)
 
 
-def _device_profile(members: Mapping[str, bytes], expect: Expect) -> dict[str, Any]:
+def _check_provenance(prov: Mapping[str, Any], expect: Expect) -> None:
+    if prov.get("logic_format") != MINIMUM_REQUIRED_VERSION:
+        raise Rejected(
+            f"{DESCRIPTOR}: field 'provenance.logic_format': {quote(prov.get('logic_format'))}, "
+            f"this merge writes Tensile logic format {MINIMUM_REQUIRED_VERSION}"
+        )
+    tensile = prov.get("tensile_version")
+    if tensile is not None and not isinstance(tensile, str):
+        raise Rejected(
+            f"{DESCRIPTOR}: field 'provenance.tensile_version': {quote(tensile)} mixes Tensile versions "
+            "in one bundle"
+        )
+    if expect.tensile_version is not None and tensile != expect.tensile_version:
+        raise Rejected(
+            f"{DESCRIPTOR}: field 'provenance.tensile_version': {quote(tensile)} does not match "
+            f"this merge's Tensile {expect.tensile_version}"
+        )
+
+
+def _device_profile(archive: Archive, expect: Expect, quarantine: Quarantine) -> dict[str, Any]:
     name = f"profile/{expect.arch}.yaml"
-    if name not in members:
+    if name not in archive:
         raise Rejected(f"no device profile {name}")
-    data = _yaml(members, name)
-    scan_text(data, name)
+    data = quarantine.clean(_yaml(archive, name), name)
     try:
         profile = validate_profile(data, name)
         check_device_profile(expect.arch_profile, profile, name)
@@ -387,7 +300,9 @@ def _ceiling(profile: Mapping, library: str) -> float:
     return family_peak_gflops(profile, Library.parse(library).family) * (1 + CEILING_SLACK)
 
 
-def _records(data: bytes, name: str, library: str, desc: Mapping, profile: Mapping) -> list[dict[str, Any]]:
+def _records(
+    data: bytes, name: str, library: str, desc: Mapping, profile: Mapping, quarantine: Quarantine
+) -> list[dict[str, Any]]:
     ceiling = _ceiling(profile, library)
     out, seen, end = [], set(), None
     for no, line in enumerate(data.decode("utf-8", "replace").splitlines(), 1):
@@ -407,7 +322,7 @@ def _records(data: bytes, name: str, library: str, desc: Mapping, profile: Mappi
             continue
         if set(rec) - set(COLUMNS):
             raise Rejected(f"{where}: unknown field {quote(sorted(set(rec) - set(COLUMNS))[0])}")
-        scan_text(rec, where)
+        rec.update(quarantine.clean({k: rec[k] for k in RECORD_TEXT if k in rec}, where))
         _check_record(rec, where, library, desc, ceiling)
         key = tuple(rec.get(k) for k in KEY)
         if key in seen:
@@ -438,6 +353,17 @@ def _check_record(rec: Mapping, where: str, library: str, desc: Mapping, ceiling
         raise Rejected(
             f"{where}: field 'numbers': {quote(rec.get('numbers'))}, the bundle says {desc['numbers']}"
         )
+    if rec.get("recorded_at") is not None and not _finite(rec["recorded_at"]):
+        raise Rejected(f"{where}: field 'recorded_at': {quote(rec['recorded_at'])} is not a time")
+    for col in RECORD_TOKENS:
+        if rec.get(col) is not None and not (isinstance(rec[col], str) and _TOKEN.match(rec[col])):
+            raise Rejected(f"{where}: field '{col}': {quote(rec[col])} is not a name or a hash")
+    if (
+        not isinstance(rec.get("generation"), int)
+        or isinstance(rec.get("generation"), bool)
+        or rec["generation"] < 0
+    ):
+        raise Rejected(f"{where}: field 'generation': {quote(rec.get('generation'))} is not a generation")
     size = rec.get("size") or ""
     if kind in ("benchmarked", "failed") and not _SIZE.match(str(size)):
         raise Rejected(f"{where}: field 'size': {quote(size)} is not M,N,B,K")
@@ -458,32 +384,45 @@ def _check_record(rec: Mapping, where: str, library: str, desc: Mapping, ceiling
     lo, hi, score = rec.get("ci_low"), rec.get("ci_high"), rec.get("score")
     if _finite(lo) and _finite(hi) and _finite(score) and not lo * (1 - 1e-6) <= score <= hi * (1 + 1e-6):
         raise Rejected(f"{where}: field 'score': {score} lies outside its interval [{lo}, {hi}]")
-    if kind in ("benchmarked", "built") and rec.get("params"):
+    if kind in ("benchmarked", "built", "proposed") and rec.get("params"):
         _check_id(rec.get("params"), rec["kernel_id"], where)
 
 
 def _check_id(params: Any, kernel_id: str, where: str) -> None:
-    try:
-        p = json.loads(params) if isinstance(params, str) else params
-        ok = isinstance(p, Mapping) and candidate_id(p) == kernel_id
-    except (ValueError, TypeError, CandidateError):
-        ok = False
-    if not ok:
+    text = params if isinstance(params, str) else json.dumps(params, sort_keys=True, default=str)
+    if _id_of(text) != kernel_id:
         raise Rejected(f"{where}: kernel {kernel_id} is not the id of its parameters")
 
 
+@functools.lru_cache(maxsize=4096)
+def _id_of(params: str) -> str | None:
+    """The kernel id of parameters in JSON (a night's registry names each kernel several times)."""
+    try:
+        p = json.loads(params)
+        return candidate_id(p) if isinstance(p, Mapping) else None
+    except (ValueError, TypeError, CandidateError):
+        return None
+
+
 def _final(
-    doc: Any, name: str, library: str, desc: Mapping, profile: Mapping, expect: Expect
+    doc: Any,
+    name: str,
+    library: str,
+    desc: Mapping,
+    profile: Mapping,
+    expect: Expect,
+    quarantine: Quarantine,
 ) -> dict[str, Any]:
     if not isinstance(doc, Mapping) or doc.get("library") != library:
         raise Rejected(f"{name}: not the final result of {library}")
-    scan_text(doc, name)
+    kernels = doc.get("kernels")
+    doc = {**quarantine.clean({k: v for k, v in doc.items() if k != "kernels"}, name), "kernels": kernels}
     numbers = (doc.get("provenance") or {}).get("numbers")
     if numbers != desc["numbers"]:
         raise Rejected(
             f"{name}: field 'provenance.numbers': {quote(numbers)}, the bundle says {desc['numbers']}"
         )
-    sizes, rows, kernels = doc.get("sizes"), doc.get("per_size"), doc.get("kernels")
+    sizes, rows = doc.get("sizes"), doc.get("per_size")
     if not isinstance(sizes, list) or not isinstance(rows, list) or not isinstance(kernels, Mapping):
         raise Rejected(
             f"{name}: fields 'sizes', 'per_size' and 'kernels' must be a list, a list and a mapping"
@@ -494,9 +433,17 @@ def _final(
             f"{name}: field 'sizes': the {len(sizes)} sizes differ from this merge's deck of "
             f"{library} ({len(deck)} sizes): another oto version or deck?"
         )
+    if not _finite(doc.get("generations") or 0) or not 0 <= (doc.get("generations") or 0) < 10000:
+        raise Rejected(f"{name}: field 'generations': {quote(doc.get('generations'))} is not a count")
     for kid, params in kernels.items():
         _check_id(params, str(kid), f"{name}: kernels.{kid}")
-    ceiling = _ceiling(profile, library)
+    _check_final_rows(rows, sizes, kernels, name, _ceiling(profile, library), library)
+    return dict(doc)
+
+
+def _check_final_rows(
+    rows: list, sizes: list, kernels: Mapping, name: str, ceiling: float, library: str
+) -> None:
     seen = set()
     for i, r in enumerate(rows):
         where = f"{name}: per_size[{i}]"
@@ -520,4 +467,3 @@ def _final(
                 f"{where}: field 'gflops': {r['gflops']:.1f} is above the device's theoretical "
                 f"ceiling {ceiling:.1f} GFLOPS for {library}"
             )
-    return dict(doc)

@@ -1,41 +1,35 @@
 """``oto merge``: many testers' bundles → one ``results/<arch>/``.
 
-Every bundle is checked in full first (:mod:`oto.fleet.intake`); a rejected one merges nothing and is listed
-with its reason, the others go on. Accepted bundles are kept, by their sha256, under
-``results/<arch>/fleet/bundles/``, and every merge starts again from all of them, so a later bundle for the
-same shard *adds* evidence and nothing is ever silently replaced (a byte-identical copy counts once).
+Every bundle is checked in full first (:mod:`oto.fleet.intake`): structure and numbers reject it (it merges
+nothing and is listed with its reason, the others go on), text is quarantined, and every score, winner and
+speed-up is recomputed from its samples (:mod:`oto.fleet.evidence`); claims its own measurements contradict
+reject it. Accepted bundles are kept, by their sha256, under ``results/<arch>/fleet/bundles/``, and every
+merge starts again from all of them, so a later bundle for the same shard *adds* evidence and nothing is ever
+silently replaced (a byte-identical copy counts once).
 
-Combining devices of different speed: a score is a ratio to the reference kernel (the shipped solution)
-measured on the *same* device, so scores from an 8-CU and a 6-CU laptop are comparable while their GFLOPS
-are not. Per library and deck size, the candidates are the kernels that won a final measurement on some
-device; each candidate's score on a device is the geometric mean of every measurement of it at that size on
-that device (its final and its registry records), and its merged score the geometric mean over the devices
-that measured it. The best merged score wins the size; its interval spans every device's interval (a *win*
-holds on every device that measured it). GFLOPS and % of the ceiling are kept per device (the device's own
-roofline from its device profile); the logic file's exact row carries the median GFLOPS over devices.
+Devices combine by the statistics (:mod:`oto.fleet.combine`): scores are ratios to the reference measured on
+the same device; a kernel any device measured slower than the spoof or a shipped kernel never ships on
+another device's word; the report shows who measured what.
 
-Agreement: every (kernel, size) measured on two or more devices is a replicated measurement; the report
-gives, per library, how many there are, the median and 90th-percentile relative difference of their scores,
-the share whose intervals overlap, and the share of sizes where devices that finished the library picked the
-same winner.
+A merge is a transaction (:mod:`oto.fleet.transaction`): one at a time per folder (a lock), written into a
+staging folder moved into place at the end, so a killed merge leaves the previous result whole and the next
+merge cleans up by itself. Bundles are opened one at a time and streamed (bounded memory); their registry
+records go straight into the merged store; the new bundles of one merge share a budget of inflated bytes.
 """
 
 from __future__ import annotations
 
-import json
+import contextlib
+import functools
 import logging
-import math
 import shutil
 import sys
-from collections import Counter, defaultdict
-from collections.abc import Iterable, Mapping, Sequence
+from collections import Counter
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from itertools import combinations
 from pathlib import Path
 from typing import Any
-
-import numpy as np
 
 import oto
 from oto.deck.model import Deck, LibraryDeck, write_deck_yaml, write_library_yaml
@@ -43,32 +37,38 @@ from oto.deck.shards import Shard
 from oto.deck.sources import load_deck
 from oto.files import atomic_write_text, read_yaml, write_yaml
 from oto.fleet import split_passthrough
+from oto.fleet.archive import Budget, Limits, Rejected
 from oto.fleet.bundle import SUFFIX, file_sha256
 from oto.fleet.calibrate import CALIBRATED, calibrated_profiles
-from oto.fleet.intake import Accepted, Expect, Limits, Rejected, open_bundle
-from oto.gemm import Library
-from oto.hardware.ceilings import ceilings_document, family_peak_gflops, roofline_gflops
-from oto.measurement.selection import summarise, verdict
-from oto.registry.records import size_key
+from oto.fleet.combine import Contribution, merge_library, rounded
+from oto.fleet.intake import Accepted, Expect, open_bundle
+from oto.fleet.text import printable
+from oto.fleet.transaction import (
+    COMPLETE,
+    KeptBundles,
+    MergeError,
+    begin,
+    commit,
+    copy_verified,
+    merge_lock,
+    recover,
+)
+from oto.hardware.ceilings import ceilings_document, family_peak_gflops
 from oto.registry.store import Store
-from oto.reporting.figures import library_verdict
+from oto.tensile import legality
 from oto.tensile.logic_writer import write_library_logic
-from oto.tensile.params import canonical
 from oto.tensile.provenance import logic_record, record_path, write_record
 
+__all__ = ["MergeError", "MergeSettings", "bundle_files", "merge", "main"]
 log = logging.getLogger(__name__)
 STATE = "merge.yaml"
-
-
-class MergeError(RuntimeError):
-    pass
 
 
 @dataclass
 class MergeSettings:
     arch: str
     arch_profile: dict[str, Any]
-    config: dict[str, Any]  # validated: deck, package.label, benchmark.tie_tolerance, tensile
+    config: dict[str, Any]  # validated: deck, package.label, benchmark (tolerance, bootstrap), sim/tensile
     numbers: str = "measured"
     tensile_version: str | None = None
     limits: Limits = field(default_factory=Limits)
@@ -79,6 +79,9 @@ class Outcome:
     accepted: list[Accepted] = field(default_factory=list)
     rejected: list[dict[str, str]] = field(default_factory=list)
     duplicates: list[dict[str, str]] = field(default_factory=list)
+    sources: dict[str, str] = field(default_factory=dict)  # sha256 → where the bundle came from
+    records: dict[str, int] = field(default_factory=dict)  # sha256 → registry records merged
+    spill: Path = Path(".")  # a scratch folder for the accepted bundles' measurements (one file per library)
 
 
 def bundle_files(sources: Iterable[Path]) -> list[Path]:
@@ -91,7 +94,7 @@ def bundle_files(sources: Iterable[Path]) -> list[Path]:
         elif src.is_file():
             out.append(src)
         else:
-            raise MergeError(f"{src}: no such file or folder")
+            raise MergeError(f"{printable(src)}: no such file or folder")
     return out
 
 
@@ -108,254 +111,329 @@ def _guard(arch_dir: Path) -> None:
         )
 
 
+def shipped_kernels(deck: Deck, arch_profile: Mapping) -> Callable[[str], dict[str, dict]]:
+    """library → {kernel id: parameters} of its shipped kernels as Tensile resolves them (the references)."""
+    limits = legality.Limits.from_profile(arch_profile)
+
+    @functools.cache
+    def of(library: str) -> dict[str, dict]:
+        lib = deck.libraries[library]
+        refs = lib.references(list(range(len(lib.sizes))), limits)
+        return {r["id"]: r["params"] for r in refs.values() if r["id"]}
+
+    return of
+
+
+def expectation(settings: MergeSettings, deck: Deck, pinned: str | None) -> Expect:
+    sizes = {name: lib.sizes for name, lib in deck.libraries.items()}
+    shipped = shipped_kernels(deck, settings.arch_profile)
+    return Expect(
+        settings.arch, settings.arch_profile, settings.numbers, pinned, sizes, settings.config, shipped
+    )
+
+
+def _open_one(
+    path: Path, sha: str, settings: MergeSettings, expect: Expect, store: Store, outcome: Outcome, name: str
+) -> Accepted | None:
+    """Open one bundle; an accepted one's records go into the store at once, its measurements to the spill
+    folder (``outcome.spill``), and both leave memory."""
+    try:
+        b = open_bundle(path, expect, settings.limits, sha)
+    except Rejected as exc:
+        outcome.rejected.append({"file": printable(name), "sha256": sha, "reason": printable(exc)})
+        return None
+    rows = [
+        {**r, "run_id": f"{r.get('run_id')}@{b.device_id}", "source": f"bundle:{sha[:16]}/{lib}"}
+        for lib, recs in b.records.items()
+        for r in recs
+    ]
+    store.merge(rows)
+    outcome.records[sha] = len(rows)
+    b.records = {}  # in the store now
+    for lib, ev in b.evidence.items():  # one library of every bundle in memory at a time, not every bundle
+        ev.spill(outcome.spill / f"{sha[:16]}-{lib}.csv")
+    keep = ("provenance", "generations", "converged")
+    b.finals = {lib: {k: f.get(k) for k in keep} for lib, f in b.finals.items()}
+    b.path = Path(name)
+    outcome.accepted.append(b)
+    return b
+
+
 def open_all(
-    files: Sequence[Path], settings: MergeSettings, deck: Deck, pinned: str | None
+    kept: KeptBundles,
+    new: Sequence[Path],
+    settings: MergeSettings,
+    deck: Deck,
+    pinned: str | None,
+    store: Store,
+    known: Mapping[str, Mapping[str, Any]],
+    spill: Path,
 ) -> tuple[Outcome, str | None]:
-    """Open every bundle; the first accepted Tensile version pins the rest (unless given)."""
-    outcome = Outcome()
-    by_sha: dict[str, Path] = {}
-    deck_sizes = {name: lib.sizes for name, lib in deck.libraries.items()}
-    for f in files:
-        sha = file_sha256(f)
-        if sha in by_sha:
-            outcome.duplicates.append({"file": f.name, "same_as": by_sha[sha].name, "sha256": sha})
+    """Open the kept bundles, then the new ones (copied into staging first, verified: what is checked is
+    what is kept); the first accepted Tensile version pins the rest (unless given)."""
+    outcome, seen = Outcome(spill=spill), {}
+    budget = Budget(settings.limits.merge_bytes)
+    queue = [
+        (p, s, (known.get(s) or {}).get("source") or str(kept.committed / p.name), None) for p, s in kept.good
+    ]
+    queue += [(None, None, str(Path(f).resolve()), Path(f)) for f in new]
+    for path, sha, source, new_file in queue:
+        name = new_file.name if new_file else str((known.get(sha) or {}).get("file") or path.name)
+        sha = sha or file_sha256(new_file)
+        if sha in seen:
+            outcome.duplicates.append(
+                {"file": printable(name), "same_as": printable(seen[sha]), "sha256": sha}
+            )
             continue
-        expect = Expect(settings.arch, settings.arch_profile, settings.numbers, pinned, deck_sizes)
-        try:
-            b = open_bundle(f, expect, settings.limits)
-        except Rejected as exc:
-            outcome.rejected.append({"file": f.name, "sha256": sha, "reason": str(exc)})
+        if new_file is not None:
+            if budget.left <= 0:
+                why = (
+                    f"not opened: this merge's budget of {settings.limits.merge_bytes} inflated bytes across "
+                    "its new bundles is spent; merge it in another run"
+                )
+                outcome.rejected.append({"file": printable(name), "sha256": sha, "reason": why})
+                continue
+            path, copied = copy_verified(new_file, kept.staging)
+            if copied != sha:
+                path.unlink(missing_ok=True)
+                outcome.rejected.append(
+                    {"file": printable(name), "sha256": sha, "reason": "changed while it was being merged"}
+                )
+                continue
+        expect = expectation(settings, deck, pinned)
+        b = _open_one(path, sha, settings, expect, store, outcome, name)
+        if new_file is not None:
+            budget.charge(b.inflated if b else path.stat().st_size)
+        if b is None:
+            if new_file is not None:
+                path.unlink(missing_ok=True)
             continue
-        by_sha[sha] = f
-        if pinned is None and isinstance(b.descriptor["provenance"].get("tensile_version"), str):
-            pinned = b.descriptor["provenance"]["tensile_version"]
-        outcome.accepted.append(b)
+        seen[sha] = name
+        outcome.sources[sha] = source
+        tensile = b.descriptor["provenance"].get("tensile_version")
+        if pinned is None and isinstance(tensile, str):
+            pinned = tensile
     return outcome, pinned
 
 
-# -- combining one library ----------------------------------------------------------------------------------
+# -- the whole merge ---------------------------------------------------------------------------------------
 
 
-def _geo(values: Iterable[float]) -> float | None:
-    v = [x for x in values if x is not None and x > 0 and math.isfinite(x)]
-    return float(np.exp(np.mean(np.log(v)))) if v else None
+def merge(sources: Sequence[Path], out: Path, settings: MergeSettings, lock: bool = True) -> dict[str, Any]:
+    """Merge the bundles in ``sources`` (files or folders) with every bundle merged before into
+    ``out/<arch>/``, as a transaction. Returns the merge document (also ``fleet/merge.yaml``). ``lock``:
+    False when the caller holds the merge lock already."""
+    out = Path(out)
+    arch_dir = out / settings.arch
+    with merge_lock(out, settings.arch) if lock else contextlib.nullcontext():
+        recovered = recover(out, settings.arch)
+        if recovered:
+            log.warning("oto merge: %s", recovered)
+        _guard(arch_dir)
+        staging = begin(out, settings.arch)
+        try:
+            doc = _merge_into(staging, arch_dir, sources, settings, recovered)
+            commit(staging, arch_dir)
+        except BaseException:
+            shutil.rmtree(staging, ignore_errors=True)
+            raise
+    return doc
 
 
-def _round(x: float | None) -> float | None:
-    return None if x is None else round(float(x), 6)
-
-
-def _observations(bundles: Sequence[Accepted], library: str, deck: LibraryDeck):
-    """device → (kernel, size index) → measurements (finals and registry records); per device, the final
-    winner of each size; every kernel's parameters."""
-    index_of: dict[str, list[int]] = defaultdict(list)
-    for i, s in enumerate(deck.sizes):
-        index_of[size_key(s)].append(i)
-    obs: dict[str, dict[tuple[str, int], list[dict]]] = defaultdict(lambda: defaultdict(list))
-    params: dict[str, dict] = {}
-    final_winners: dict[str, dict[int, set[str]]] = defaultdict(lambda: defaultdict(set))
-    for b in bundles:
-        d = b.device_id
-        final = b.finals.get(library)
-        if final:
-            for kid, p in final["kernels"].items():
-                params[str(kid)] = canonical(p)
-            for r in final["per_size"]:
-                if r.get("winner"):
-                    final_winners[d][r["size_index"]].add(r["winner"])
-                    obs[d][(r["winner"], r["size_index"])].append(
-                        {k: r.get(k) for k in ("score", "ci_low", "ci_high", "gflops")} | {"source": "final"}
-                    )
-        for rec in b.records.get(library, []):
-            if rec["kind"] != "benchmarked":
-                continue
-            if rec.get("params"):
-                params.setdefault(rec["kernel_id"], canonical(json.loads(rec["params"])))
-            for i in index_of.get(rec["size"], []):
-                obs[d][(rec["kernel_id"], i)].append(
-                    {k: rec.get(k) for k in ("score", "ci_low", "ci_high", "gflops")} | {"source": "registry"}
-                )
-    return obs, params, final_winners
-
-
-def _per_device(measurements: list[dict]) -> dict[str, Any]:
-    """Repeated measurements of one kernel at one size on one device: geometric means of its final
-    measurements (the full race against the other finalists) where it has any, else of its registry ones."""
-    finals = [m for m in measurements if m["source"] == "final"]
-    measurements = finals or measurements
-    return {
-        "score": _geo(m["score"] for m in measurements),
-        "ci_low": _geo(m.get("ci_low") for m in measurements),
-        "ci_high": _geo(m.get("ci_high") for m in measurements),
-        "gflops": float(np.median([m["gflops"] for m in measurements if m.get("gflops")]))
-        if any(m.get("gflops") for m in measurements)
-        else None,
-        "measurements": len(measurements),
+def _merge_into(
+    staging: Path, arch_dir: Path, sources: Sequence[Path], settings: MergeSettings, recovered: str | None
+) -> dict[str, Any]:
+    state_path = arch_dir / COMPLETE
+    state = (read_yaml(state_path) or {}) if state_path.is_file() else {}
+    before = (state.get("bundles") or {}) if isinstance(state, Mapping) else {}
+    known = {
+        str(a["sha256"]): a
+        for a in before.get("accepted") or []
+        if isinstance(a, Mapping) and a.get("sha256")
     }
+    pinned = settings.tensile_version or state.get("tensile_version")
+    deck = load_deck(settings.config["deck"]["source"], settings.config["deck"]["path"])
+    kept = KeptBundles(arch_dir / "fleet" / "bundles", staging / "fleet" / "bundles")
+    kept.carry(list(known.values()), before.get("lost") or [])
+    committed = kept.committed.resolve()
+    new = [f for f in bundle_files(sources) if f.resolve().parent != committed]
+    store_path = staging / "registry" / "registry.sqlite"
+    store_path.parent.mkdir(parents=True)
+    store = Store(store_path, readonly=False)
+    spill = staging / ".spill"  # the accepted bundles' measurements, until the libraries are merged
+    spill.mkdir()
+    try:
+        outcome, pinned = open_all(kept, new, settings, deck, pinned, store, known, spill)
+        summary = store.summary()
+    finally:
+        store.close()
+    lost = [x for x in kept.lost if x.get("sha256") not in outcome.sources]
+    write_yaml(
+        staging / "registry" / "consolidated.yaml",
+        {"store": "registry/registry.sqlite", **summary, "bundles": len(outcome.accepted), "problems": []},
+    )
+    # a device's ceilings: its calibrated profile where `oto calibrate --bundles` wrote one (kept across merges)
+    calibrated = calibrated_profiles(arch_dir, settings.arch_profile)
+    if (arch_dir / CALIBRATED).is_dir():
+        shutil.copytree(arch_dir / CALIBRATED, staging / CALIBRATED)
+    libraries, package = _write_libraries(staging, outcome.accepted, deck, settings, calibrated)
+    shutil.rmtree(spill)
+    doc = _document(settings, deck, outcome, pinned, libraries, package)
+    doc["bundles"].update(restored=kept.restored, lost=lost)
+    doc["recovered"] = recovered
+    from oto.reporting.fleet import render_html, render_markdown
+
+    atomic_write_text(staging / "acceptance.md", render_markdown(doc))
+    atomic_write_text(staging / "acceptance.html", render_html(doc))
+    write_yaml(staging / COMPLETE, doc)  # last: a staging folder with it is a finished merge
+    return doc
 
 
-def agreement(obs: Mapping[str, Mapping[tuple[str, int], list[dict]]]) -> dict[str, Any]:
-    """How well replicated measurements (same kernel and size on two or more devices) agree."""
-    devices = sorted(obs)
-    diffs, overlaps = [], []
-    cells = 0
-    keys = set().union(*(set(obs[d]) for d in devices)) if devices else set()
-    for key in keys:
-        there = [_per_device(obs[d][key]) for d in devices if key in obs[d]]
-        if len(there) < 2:
+def _write_libraries(
+    arch_dir: Path,
+    accepted: Sequence[Accepted],
+    deck: Deck,
+    settings: MergeSettings,
+    calibrated: Mapping[str, Mapping[str, Any]],
+) -> tuple[dict[str, dict[str, Any]], dict[str, Any]]:
+    """Every library's merged final, deck slice and logic file; the package of them all. A device's ceilings
+    come from its ``calibrated`` profile where there is one, else from its bundle."""
+    profiles = {b.device_id: calibrated.get(b.device_id, b.profile) for b in accepted}
+    tol = float(settings.config["benchmark"]["tie_tolerance"])
+    libraries = sorted({lib for b in accepted for lib in b.evidence})
+    label = settings.config["package"]["label"]
+    prefix = "vega10" if label == "gfx900" else settings.arch_profile["tensile"]["logic_prefix"]
+    logic_dir = arch_dir / "logic"
+    merged: dict[str, dict[str, Any]] = {}
+    logic_paths: list[Path] = []
+    record_paths: list[Path] = []
+    provenance = {
+        "deck_source": dict(deck.source),
+        "deck_of": deck.arch_source,
+        "libraries_in_source": len(deck.libraries),
+        "stats_of_source": deck.stats(),
+    }
+    for lib in libraries:
+        contribs = [
+            Contribution(b.device_id, b.sha256[:16], b.evidence[lib], b.finals.get(lib))
+            for b in accepted
+            if lib in b.evidence
+        ]
+        final = merge_library(deck.libraries[lib], contribs, profiles, tol)
+        write_library_yaml(deck.libraries[lib], arch_dir / lib / "deck.yaml", provenance)
+        if final is None:
+            merged[lib] = _unfinished(contribs)
             continue
-        cells += 1
-        for a, b in combinations(there, 2):
-            if a["score"] and b["score"]:
-                diffs.append(abs(math.exp(abs(math.log(a["score"] / b["score"]))) - 1))
-            if None not in (a["ci_low"], a["ci_high"], b["ci_low"], b["ci_high"]):
-                overlaps.append(a["ci_low"] <= b["ci_high"] and b["ci_low"] <= a["ci_high"])
+        write_yaml(arch_dir / lib / "final.yaml", final)
+        path = logic_dir / f"{prefix}_{lib}.yaml"
+        write_library_logic(final, deck.libraries[lib], settings.arch_profile, label, path, source=lib)
+        logic_paths.append(path)
+        # where the merged numbers came from, beside the logic file, as the logic stage writes it
+        record_paths.append(write_record(logic_record(final, path, label), record_path(path)))
+        merged[lib] = _library_entry(final, deck.libraries[lib])
+    selected = Deck(dict(deck.source), deck.arch_source, {n: deck.libraries[n] for n in libraries})
+    if libraries:
+        write_deck_yaml(selected, arch_dir / "deck.yaml", provenance)
+    write_yaml(arch_dir / "ceilings.yaml", ceilings_document(settings.arch_profile))
+    return merged, _package(logic_paths, record_paths, settings, arch_dir)
+
+
+def _unfinished(contribs: Sequence[Contribution]) -> dict[str, Any]:
+    counts = Counter(c.device for c in contribs)
+    empty = {"sizes_with_winner": 0, "geomean_score": None, "median_gflops": None, "median_pct_ceiling": None}
     return {
-        "replicated": cells,
-        "pairs": len(diffs),
-        "median_difference": _round(float(np.median(diffs))) if diffs else None,
-        "p90_difference": _round(float(np.percentile(diffs, 90))) if diffs else None,
-        "intervals_overlap": _round(sum(overlaps) / len(overlaps)) if overlaps else None,
+        "finished": False,
+        "devices": {
+            d: {"finished": False, "bundles": n, **empty, "theoretical_gflops": None}
+            for d, n in sorted(counts.items())
+        },
     }
 
 
-def merge_library(
-    library: str,
-    deck: LibraryDeck,
-    bundles: Sequence[Accepted],
-    profiles: Mapping[str, Mapping],
-    tolerance: float,
-) -> dict[str, Any] | None:
-    """The merged final of one library (final.yaml format, per-device figures under ``devices``), or None
-    when no device finished it (its measurements are still merged into the registry)."""
-    obs, params, final_winners = _observations(bundles, library, deck)
-    if not any(final_winners.values()):
-        return None
-    lib = Library.parse(library)
-    sizes = np.asarray([s[:4] for s in deck.sizes], dtype=float).reshape(-1, 4)
-    roof = {
-        d: roofline_gflops(profiles[d], lib.family, sizes[:, 0], sizes[:, 1], sizes[:, 2], sizes[:, 3])
-        for d in obs
-    }
-    rows, winners = [], set()
-    for i in range(len(deck.sizes)):
-        best = None
-        # Candidates: each device's final winner at this size; scored on every device that measured them.
-        for k in sorted(set().union(*(w.get(i, set()) for w in final_winners.values()))):
-            per = {d: _per_device(obs[d][(k, i)]) for d in sorted(obs) if (k, i) in obs[d]}
-            per = {d: v for d, v in per.items() if v["score"]}
-            if not per:
-                continue
-            merged = _geo(v["score"] for v in per.values())
-            rank = (merged, len(per), k)
-            if best is None or rank[:2] > best[0][:2]:
-                best = (rank, k, per)
-        if best is None:
-            rows.append(
-                {
-                    "size_index": i,
-                    "winner": None,
-                    "score": None,
-                    "ci_low": None,
-                    "ci_high": None,
-                    "gflops": None,
-                    "ceiling_gflops": None,
-                    "pct_ceiling": None,
-                    "verdict": "loss",
-                    "devices": {},
-                }
-            )
-            continue
-        (score, _, _), k, per = best
-        lows = [v["ci_low"] for v in per.values() if v["ci_low"]]
-        highs = [v["ci_high"] for v in per.values() if v["ci_high"]]
-        lo, hi = (min(lows) if lows else score), (max(highs) if highs else score)
-        devices = {}
-        for d, v in per.items():
-            ceiling = float(roof[d][i])
-            devices[d] = {
-                "score": _round(v["score"]),
-                "ci_low": _round(v["ci_low"]),
-                "ci_high": _round(v["ci_high"]),
-                "gflops": _round(v["gflops"]),
-                "ceiling_gflops": _round(ceiling),
-                "pct_ceiling": _round(100 * v["gflops"] / ceiling) if v["gflops"] else None,
-                "measurements": v["measurements"],
-            }
-        gflops = [v["gflops"] for v in per.values() if v["gflops"]]
-        winners.add(k)
-        rows.append(
+def _library_entry(final: Mapping[str, Any], deck: LibraryDeck) -> dict[str, Any]:
+    """What the report shows of one merged library, who measured what at each size included."""
+    sizes = []
+    for r in final["per_size"]:
+        sizes.append(
             {
-                "size_index": i,
-                "winner": k,
-                "score": _round(score),
-                "ci_low": _round(lo),
-                "ci_high": _round(hi),
-                "gflops": _round(float(np.median(gflops))) if gflops else None,
-                # % of a ceiling is per device (under `devices`): devices have different ceilings.
-                "ceiling_gflops": None,
-                "pct_ceiling": None,
-                "verdict": verdict(score, lo, hi, tolerance),
-                "n_devices": len(per),
-                "devices": devices,
+                "size_index": r["size_index"],
+                "size": list(deck.sizes[r["size_index"]][:4]),
+                "winner": r["winner"],
+                "score": r["score"],
+                "verdict": r["verdict"],
+                "devices": {
+                    d: {k: v.get(k) for k in ("score", "ci_low", "ci_high", "source", "picked_it")}
+                    for d, v in sorted((r.get("devices") or {}).items())
+                },
+                "overruled": r.get("overruled") or [],
+                "kept_by_shipped_kernel": bool(r.get("kept_by_shipped_kernel")),
             }
         )
-    same = []
-    finished = [d for d in final_winners if final_winners[d]]
-    for i in range(len(deck.sizes)):
-        picks = [frozenset(final_winners[d][i]) for d in finished if final_winners[d].get(i)]
-        if len(picks) >= 2:
-            same.append(len(set(picks)) == 1)
-    summary = summarise(rows, Counter())
-    per_device = {}
-    for d in sorted(obs):
-        mine = [b.finals[library] for b in bundles if b.device_id == d and library in b.finals]
-        drows = [r for f in mine for r in f["per_size"] if r.get("winner")]
-        pct = [100 * r["gflops"] / float(roof[d][r["size_index"]]) for r in drows]
-        per_device[d] = {
-            "finished": bool(mine),
-            "bundles": sum(1 for b in bundles if b.device_id == d),
-            "sizes_with_winner": len({r["size_index"] for r in drows}),
-            "geomean_score": _round(_geo(r["score"] for r in drows)),
-            "median_gflops": _round(float(np.median([r["gflops"] for r in drows]))) if drows else None,
-            "median_pct_ceiling": _round(float(np.median(pct))) if pct else None,
-            "theoretical_gflops": _round(family_peak_gflops(profiles[d], lib.family)),
-        }
-    provs = [b.finals[library].get("provenance") or {} for b in bundles if library in b.finals]
     return {
-        "library": library,
-        "family": lib.family.code,
-        "pattern": lib.pattern,
-        "provenance": {
-            "numbers": provs[0].get("numbers"),
-            "backend": sorted({str(p.get("backend")) for p in provs}),
-            "merged_from": sorted({b.sha256[:16] for b in bundles}),
-            "devices": sorted(obs),
-        },
-        "generations": max(
-            int(b.finals[library].get("generations") or 0) for b in bundles if library in b.finals
-        ),
-        "converged": all(bool(b.finals[library].get("converged")) for b in bundles if library in b.finals),
-        "convergence": {"converged": None, "reason": f"merged from {len(obs)} device(s)", "history": []},
-        "tuning_summary": {},
-        "sizes": deck.sizes,
-        "per_size": rows,
-        "kernels": {k: params[k] for k in sorted(winners)},
-        "shipped_kernels": len({int(s[0]) for s in deck.shipped}),
-        "summary": summary,
-        "verdict": library_verdict(summary, tolerance),
-        "fleet": {
-            "devices": per_device,
-            "agreement": {
-                **agreement(obs),
-                "same_winner": _round(sum(same) / len(same)) if same else None,
-                "sizes_compared": len(same),
-            },
-        },
+        "finished": True,
+        "devices": final["fleet"]["devices"],
+        **final["fleet"]["agreement"],
+        "summary": final["summary"],
+        "verdict": final["verdict"],
+        "sizes": len(final["sizes"]),
+        "sizes_with_winner": sum(1 for r in final["per_size"] if r.get("winner")),
+        "overruled": sum(len(r.get("overruled") or []) for r in final["per_size"]),
+        "per_size": sizes,
     }
 
 
-# -- the whole merge ---------------------------------------------------------------------------------------
+def _document(
+    settings: MergeSettings,
+    deck: Deck,
+    outcome: Outcome,
+    pinned: str | None,
+    libraries: Mapping[str, Any],
+    package: Mapping[str, Any],
+) -> dict[str, Any]:
+    accepted = outcome.accepted
+    return {
+        "arch": settings.arch,
+        "merged_at": datetime.now(UTC).strftime("%Y-%m-%d %H:%M:%S UTC"),
+        "oto_version": oto.__version__,
+        "numbers": settings.numbers,
+        "backends": sorted(
+            {str((f.get("provenance") or {}).get("backend")) for b in accepted for f in b.finals.values()}
+        ),
+        "tensile_version": pinned,
+        "tie_tolerance": float(settings.config["benchmark"]["tie_tolerance"]),
+        "bundles": {
+            "accepted": [_bundle_entry(b, outcome) for b in accepted],
+            "duplicates": outcome.duplicates,
+            "rejected": outcome.rejected,
+        },
+        "quarantine": [
+            {"file": printable(b.path.name), "device": b.device_id, **flag}
+            for b in accepted
+            for flag in b.quarantine
+        ],
+        "devices": _device_rows(accepted),
+        "shards": _shard_coverage(accepted),
+        "deck_libraries": len(deck.libraries),
+        "libraries": dict(libraries),
+        "package": dict(package),
+    }
+
+
+def _bundle_entry(b: Accepted, outcome: Outcome) -> dict[str, Any]:
+    return {
+        "file": printable(b.path.name),
+        "sha256": b.sha256,
+        "kept_as": f"fleet/bundles/{b.sha256[:16]}{SUFFIX}",
+        "source": printable(outcome.sources.get(b.sha256, "")),
+        "device": b.device_id,
+        "shard": b.shard,
+        "created_at": b.created_at,
+        "libraries": sorted(b.evidence),
+        "finished": sorted(b.finals),
+        "records": outcome.records.get(b.sha256, 0),
+        "quarantined": len(b.quarantine),
+        "oto_version": b.descriptor["provenance"].get("oto_version"),
+    }
 
 
 def _device_rows(accepted: Sequence[Accepted]) -> dict[str, dict[str, Any]]:
@@ -371,7 +449,7 @@ def _device_rows(accepted: Sequence[Accepted]) -> dict[str, dict[str, Any]]:
                 "clock_mhz": b.profile["clock_mhz"],
                 "memory": b.profile["memory"]["kind"],
                 "peak_bandwidth_gbs": b.profile["memory"]["peak_bandwidth_gbs"],
-                "fp32_ceiling_gflops": _round(family_peak_gflops(b.profile, "SB")),
+                "fp32_ceiling_gflops": rounded(family_peak_gflops(b.profile, "SB")),
                 "kernel": d.get("kernel"),
                 "rocm": d.get("rocm"),
                 "tensile": b.descriptor["provenance"].get("tensile_version"),
@@ -385,177 +463,21 @@ def _device_rows(accepted: Sequence[Accepted]) -> dict[str, dict[str, Any]]:
     return out
 
 
-def _shard_coverage(accepted: Sequence[Accepted], libraries: Sequence[str]) -> dict[str, Any]:
+def _shard_coverage(accepted: Sequence[Accepted]) -> dict[str, Any]:
     """Per shard count used: which shards arrived, which are still missing, and who replicated which."""
     out = {}
     for n in sorted({Shard.parse(b.shard).count for b in accepted}):
-        got: dict[int, set[str]] = defaultdict(set)
+        got: dict[int, set[str]] = {}
         for b in accepted:
             s = Shard.parse(b.shard)
             if s.count == n:
-                got[s.index].add(b.device_id)
+                got.setdefault(s.index, set()).add(b.device_id)
         out[str(n)] = {
             "received": {str(i): sorted(got[i]) for i in sorted(got)},
             "missing": [i for i in range(1, n + 1) if i not in got],
             "replicated": [i for i in sorted(got) if len(got[i]) > 1],
         }
     return out
-
-
-def merge(
-    sources: Sequence[Path],
-    out: Path,
-    settings: MergeSettings,
-) -> dict[str, Any]:
-    """Merge the bundles in ``sources`` (files or folders) with every bundle merged before into
-    ``out/<arch>/``. Returns the merge document (also written to ``fleet/merge.yaml``)."""
-    arch_dir = Path(out) / settings.arch
-    _guard(arch_dir)
-    kept = arch_dir / "fleet" / "bundles"
-    state_path = arch_dir / "fleet" / STATE
-    state = read_yaml(state_path) if state_path.is_file() else {}
-    pinned = settings.tensile_version or (state or {}).get("tensile_version")
-    deck = load_deck(settings.config["deck"]["source"], settings.config["deck"]["path"])
-    files = bundle_files([kept]) if kept.is_dir() else []
-    files += [f for f in bundle_files(sources) if f.parent.resolve() != kept.resolve()]
-    outcome, pinned = open_all(files, settings, deck, pinned)
-    kept.mkdir(parents=True, exist_ok=True)
-    for b in outcome.accepted:
-        target = kept / f"{b.sha256[:16]}{SUFFIX}"
-        if not target.exists():
-            shutil.copyfile(b.path, target)
-    # a device's ceilings: its calibrated profile where `oto calibrate --bundles` wrote one, else its bundle's
-    calibrated = calibrated_profiles(arch_dir, settings.arch_profile)
-    profiles = {b.device_id: calibrated.get(b.device_id, b.profile) for b in outcome.accepted}
-    tol = float(settings.config["benchmark"]["tie_tolerance"])
-    libraries = sorted({lib for b in outcome.accepted for lib in (*b.records, *b.finals)})
-    label = settings.config["package"]["label"]
-    prefix = "vega10" if label == "gfx900" else settings.arch_profile["tensile"]["logic_prefix"]
-    logic_dir = arch_dir / "logic"
-    if logic_dir.is_dir():
-        shutil.rmtree(logic_dir)  # the merge's own output: every file is rewritten from all bundles
-    merged: dict[str, dict[str, Any]] = {}
-    logic_paths: list[Path] = []
-    record_paths: list[Path] = []
-    provenance = {
-        "deck_source": dict(deck.source),
-        "deck_of": deck.arch_source,
-        "libraries_in_source": len(deck.libraries),
-        "stats_of_source": deck.stats(),
-    }
-    for lib in libraries:
-        contributing = [b for b in outcome.accepted if lib in b.records or lib in b.finals]
-        final = merge_library(lib, deck.libraries[lib], contributing, profiles, tol)
-        write_library_yaml(deck.libraries[lib], arch_dir / lib / "deck.yaml", provenance)
-        if final is None:
-            counts = Counter(b.device_id for b in contributing)
-            merged[lib] = {
-                "finished": False,
-                "devices": {
-                    d: {
-                        "finished": False,
-                        "bundles": n,
-                        "sizes_with_winner": 0,
-                        "geomean_score": None,
-                        "median_gflops": None,
-                        "median_pct_ceiling": None,
-                        "theoretical_gflops": None,
-                    }
-                    for d, n in sorted(counts.items())
-                },
-            }
-            (arch_dir / lib / "final.yaml").unlink(missing_ok=True)
-            continue
-        write_yaml(arch_dir / lib / "final.yaml", final)
-        path = logic_dir / f"{prefix}_{lib}.yaml"
-        write_library_logic(final, deck.libraries[lib], settings.arch_profile, label, path, source=lib)
-        logic_paths.append(path)
-        # where the merged numbers came from, beside the logic file, as the logic stage writes it
-        record_paths.append(write_record(logic_record(final, path, label), record_path(path)))
-        merged[lib] = {
-            "finished": True,
-            "devices": final["fleet"]["devices"],
-            **final["fleet"]["agreement"],
-            "summary": final["summary"],
-            "verdict": final["verdict"],
-            "sizes": len(final["sizes"]),
-            "sizes_with_winner": sum(1 for r in final["per_size"] if r.get("winner")),
-        }
-    selected = Deck(dict(deck.source), deck.arch_source, {n: deck.libraries[n] for n in libraries})
-    if libraries:
-        write_deck_yaml(selected, arch_dir / "deck.yaml", provenance)
-    write_yaml(arch_dir / "ceilings.yaml", ceilings_document(settings.arch_profile))
-    _registry(outcome.accepted, arch_dir)
-    package = _package(logic_paths, record_paths, settings, arch_dir)
-    doc = {
-        "arch": settings.arch,
-        "merged_at": datetime.now(UTC).strftime("%Y-%m-%d %H:%M:%S UTC"),
-        "oto_version": oto.__version__,
-        "numbers": settings.numbers,
-        "backends": sorted(
-            {
-                str((f.get("provenance") or {}).get("backend"))
-                for b in outcome.accepted
-                for f in b.finals.values()
-            }
-        ),
-        "tensile_version": pinned,
-        "tie_tolerance": tol,
-        "bundles": {
-            "accepted": [
-                {
-                    "file": b.path.name,
-                    "sha256": b.sha256,
-                    "device": b.device_id,
-                    "shard": b.shard,
-                    "created_at": b.created_at,
-                    "libraries": sorted(b.records.keys() | b.finals.keys()),
-                    "finished": sorted(b.finals),
-                    "records": sum(len(r) for r in b.records.values()),
-                    "oto_version": b.descriptor["provenance"].get("oto_version"),
-                }
-                for b in outcome.accepted
-            ],
-            "duplicates": outcome.duplicates,
-            "rejected": outcome.rejected,
-        },
-        "devices": _device_rows(outcome.accepted),
-        "shards": _shard_coverage(outcome.accepted, libraries),
-        "deck_libraries": len(deck.libraries),
-        "libraries": merged,
-        "package": package,
-    }
-    write_yaml(state_path, doc)
-    from oto.reporting.fleet import render_html, render_markdown
-
-    atomic_write_text(arch_dir / "acceptance.md", render_markdown(doc))
-    atomic_write_text(arch_dir / "acceptance.html", render_html(doc))
-    return doc
-
-
-def _registry(accepted: Sequence[Accepted], arch_dir: Path) -> None:
-    """Every record of every accepted bundle in one store, rebuilt from the bundles each merge; ``run_id``
-    gains ``@<device>`` (two devices running the same config are two runs) and ``source`` names the bundle."""
-    path = arch_dir / "registry" / "registry.sqlite"
-    tmp = path.with_name(".registry.merging.sqlite")
-    tmp.unlink(missing_ok=True)
-    store = Store(tmp, readonly=False)
-    try:
-        for b in accepted:
-            rows = [
-                {**r, "run_id": f"{r.get('run_id')}@{b.device_id}", "source": f"bundle:{b.sha256[:16]}/{lib}"}
-                for lib, recs in b.records.items()
-                for r in recs
-            ]
-            store.merge(rows)
-        summary = store.summary()
-    finally:
-        store.close()
-    tmp.replace(path)
-    write_yaml(
-        arch_dir / "registry" / "consolidated.yaml",
-        {"store": "registry/registry.sqlite", **summary, "bundles": len(accepted), "problems": []},
-    )
 
 
 def _package(
@@ -582,22 +504,18 @@ def _package(
     return {**doc, "native_dat": "TensileLibrary.dat"}
 
 
-def main(argv: Sequence[str]) -> int:
-    """``oto merge SOURCE... [--arch A] [--out results] [--numbers K] [--tensile-version V] [-- ARGS]``"""
+# -- the command -------------------------------------------------------------------------------------------
+
+
+def _parser():
     import argparse
-    import re
 
-    from oto.config import ConfigError, load_config, validate_config
-    from oto.fleet.remote import FetchError, fetch, is_remote
-    from oto.hardware.profile import ProfileError, load_profile, profile_path
-
-    argv, extra = split_passthrough(argv)
     ap = argparse.ArgumentParser(
         prog="oto merge",
         description="Merge testers' bundles (folders, files, or storage URLs such as s3://bucket/prefix) "
-        "with "
-        "every bundle merged before into one results/<arch>/: libraries, logic files, TensileLibrary.dat and "
-        "the merged acceptance report. Rejected bundles are listed with their reason and merge nothing. "
+        "with every bundle merged before into one results/<arch>/: libraries, logic files, "
+        "TensileLibrary.dat "
+        "and the merged acceptance report. Rejected bundles are listed with their reason and merge nothing. "
         "Arguments after -- go to Snakemake's storage plugin (e.g. --storage-s3-endpoint-url URL).",
     )
     ap.add_argument("sources", nargs="+", help="bundle files, folders of bundles, or storage URLs")
@@ -605,7 +523,7 @@ def main(argv: Sequence[str]) -> int:
     ap.add_argument(
         "--configfile",
         default="config/config.yaml",
-        help="config for the deck, package.label and tie tolerance (default config/config.yaml)",
+        help="config for the deck, package.label, tie tolerance and scoring (default config/config.yaml)",
     )
     ap.add_argument("--out", default="results", help="results folder; writes <out>/<arch>/ (default results)")
     ap.add_argument(
@@ -619,42 +537,74 @@ def main(argv: Sequence[str]) -> int:
     )
     ap.add_argument(
         "--tensile-version",
-        help="the Tensile version bundles must have (default: the first "
-        "accepted bundle's, kept for later merges)",
+        help="the Tensile version bundles must have (default: the first accepted bundle's, kept for later "
+        "merges)",
     )
-    args = ap.parse_args(argv)
-    try:
-        if Path(args.configfile).is_file():
-            config = load_config(args.configfile)
+    return ap
+
+
+def _settings(args) -> MergeSettings:
+    from oto.config import load_config, validate_config
+    from oto.hardware.profile import load_profile, profile_path
+
+    if Path(args.configfile).is_file():
+        config = load_config(args.configfile)
+    else:
+        config = validate_config({"arch": args.arch or "gfx90c", "families": "all"})
+    if args.arch:
+        config["arch"] = args.arch
+    arch_profile = load_profile(profile_path(config["arch"], args.profiles))
+    return MergeSettings(config["arch"], arch_profile, config, args.numbers, args.tensile_version)
+
+
+def _fetch_all(raw: Sequence[str], out: Path, arch: str, extra: Sequence[str]) -> list[Path]:
+    """Local sources as they are; storage URLs fetched (outside the merged folder, which a merge replaces)."""
+    import re
+
+    from oto.fleet.remote import fetch, is_remote
+
+    sources = []
+    for src in raw:
+        if is_remote(src):
+            staging = out / f".{arch}.fetched" / re.sub(r"[^A-Za-z0-9._-]+", "_", src)
+            sources.append(fetch(src, staging, extra))
         else:
-            config = validate_config({"arch": args.arch or "gfx90c", "families": "all"})
-        if args.arch:
-            config["arch"] = args.arch
-        arch_profile = load_profile(profile_path(config["arch"], args.profiles))
+            sources.append(Path(src))
+    return sources
+
+
+def main(argv: Sequence[str]) -> int:
+    """``oto merge SOURCE... [--arch A] [--out results] [--numbers K] [--tensile-version V] [-- ARGS]``"""
+    from oto.config import ConfigError
+    from oto.fleet.remote import FetchError
+    from oto.hardware.profile import ProfileError
+
+    argv, extra = split_passthrough(argv)
+    args = _parser().parse_args(argv)
+    try:
+        settings = _settings(args)
     except (ConfigError, ProfileError) as exc:
         print(f"oto merge: {exc}", file=sys.stderr)
         return 2
-    settings = MergeSettings(config["arch"], arch_profile, config, args.numbers, args.tensile_version)
-    sources: list[Path] = []
-    for src in args.sources:
-        if is_remote(src):
-            staging = (
-                Path(args.out) / config["arch"] / "fleet" / "remote" / re.sub(r"[^A-Za-z0-9._-]+", "_", src)
-            )
-            try:
-                sources.append(fetch(src, staging, extra))
-            except FetchError as exc:
-                print(f"oto merge: {exc}", file=sys.stderr)
-                return 1
-        else:
-            sources.append(Path(src))
+    out = Path(args.out)
     try:
-        doc = merge(sources, Path(args.out), settings)
+        with merge_lock(out, settings.arch):
+            sources = _fetch_all(args.sources, out, settings.arch, extra)
+            doc = merge(sources, out, settings, lock=False)
+    except FetchError as exc:
+        print(f"oto merge: {exc}", file=sys.stderr)
+        return 1
     except MergeError as exc:
         print(f"oto merge: {exc}", file=sys.stderr)
         return 2
+    _say(doc, out / settings.arch)
+    return 0 if doc["bundles"]["accepted"] else 1
+
+
+def _say(doc: Mapping[str, Any], arch_dir: Path) -> None:
     b = doc["bundles"]
-    arch_dir = Path(args.out) / config["arch"]
+    if doc.get("recovered"):
+        print(f"note: {doc['recovered']}")
     finished = sum(1 for v in doc["libraries"].values() if v.get("finished"))
     print(
         f"merged {len(b['accepted'])} bundle(s) from {len(doc['devices'])} device(s) into {arch_dir}: "
@@ -663,5 +613,10 @@ def main(argv: Sequence[str]) -> int:
     )
     for x in b["rejected"]:
         print(f"  rejected {x['file']!r}: {x['reason']!r}")
+    for x in b.get("restored") or []:
+        print(f"  kept bundle {x.get('file')!r} restored from {x['from']!r} ({x['why']})")
+    for x in b.get("lost") or []:
+        print(f"  LOST EVIDENCE: bundle {x.get('file')!r} ({x.get('sha256', '')[:16]}): {x['why']}")
+    if doc.get("quarantine"):
+        print(f"  {len(doc['quarantine'])} text field(s) quarantined (neutralised, merged; see the report)")
     print(f"report: {arch_dir / 'acceptance.md'} (and .html); library: {arch_dir / 'TensileLibrary.dat'}")
-    return 0 if b["accepted"] else 1

@@ -3,8 +3,9 @@ oto.run.plan; nothing in the domain imports this module).
 
 ``oto tester``, one command for a tester: ``check`` runs the preflight; ``run`` runs the preflight, writes
 the device profile, runs the workflow on this device's shard with ``snakemake`` and packs the bundle;
-``bundle`` packs (again) the bundle of the last run, after a resumed or interrupted night. ``oto shards N``
-prints what each of N shards holds.
+``bundle`` packs (again) the bundle of the last run, after a resumed or interrupted night. Both run the
+maintainer's intake on the bundle they wrote (:func:`merge_check`) and say what the merge would reject or
+quarantine before the tester sends it. ``oto shards N`` prints what each of N shards holds.
 
 The tester's own files live under ``results/<arch>/tester/``: ``device/<arch>.yaml`` (the device profile,
 rewritten only when a fact changed, so a resumed run redoes nothing), ``preflight.yaml`` and ``run.yaml``
@@ -141,6 +142,36 @@ def _write_if_changed(path: Path, text: str) -> None:
     atomic_write_text(path, text)
 
 
+def merge_check(path: Path, config: dict[str, Any], arch: str, numbers: str) -> str | None:
+    """Run the maintainer's intake (:func:`oto.fleet.intake.open_bundle`, the checks ``oto merge`` runs) on
+    the bundle just written and say what it finds: None when the merge would accept it, else the reason it
+    would be rejected. Quarantined text fields are listed (they merge, neutralised)."""
+    from oto.deck.sources import load_deck
+    from oto.fleet.intake import Expect, Rejected, open_bundle
+    from oto.fleet.merge import shipped_kernels
+
+    arch_profile = load_profile(profile_path(arch))
+    deck = load_deck(config["deck"]["source"], config["deck"]["path"])
+    sizes = {name: lib.sizes for name, lib in deck.libraries.items()}
+    expect = Expect(arch, arch_profile, numbers, None, sizes, config, shipped_kernels(deck, arch_profile))
+    try:
+        accepted = open_bundle(path, expect)
+    except Rejected as exc:
+        print(
+            f"\nMerge check: the maintainer's merge would REJECT this bundle: {exc}\n"
+            "  Nothing of it would be merged. Fix what it names (or report it as an oto bug) before "
+            "sending it.",
+            file=sys.stderr,
+        )
+        return str(exc)
+    print("\nMerge check (the checks `oto merge` runs): this bundle would be accepted", end="")
+    flags = accepted.quarantine
+    print(f"; {len(flags)} text field(s) would be quarantined (merged, neutralised):" if flags else ".")
+    for f in flags[:10]:
+        print(f"  {f['field']}: {f['problem']}")
+    return None
+
+
 def _bundle(run_settings: dict[str, Any], bundles: Path, preflight: list[dict] | None) -> tuple[Path, dict]:
     from oto.run.plan import PlanError, plan_run
 
@@ -175,10 +206,12 @@ def _bundle(run_settings: dict[str, Any], bundles: Path, preflight: list[dict] |
         preflight=preflight,
         extra_logs=extra,
     )
-    return write_bundle(spec, bundles, Scrubber(os.environ, Path.cwd()))
+    path, descriptor = write_bundle(spec, bundles, Scrubber(os.environ, Path.cwd()))
+    return path, {**descriptor, "config": plan.config}
 
 
-def _say_bundle(path: Path, descriptor: dict[str, Any]) -> None:
+def _say_bundle(path: Path, descriptor: dict[str, Any]) -> bool:
+    """Say what was written and what the merge would make of it; False when it would reject it."""
     done, total = len(descriptor["finished"]), len(descriptor["libraries"])
     print(f"\nBundle written: {path}")
     print(f"  size {path.stat().st_size} bytes, sha256 {file_sha256(path)}")
@@ -188,6 +221,7 @@ def _say_bundle(path: Path, descriptor: dict[str, Any]) -> None:
     )
     print("  Send this file to the maintainer (e-mail, shared folder, or the upload link they gave you).")
     print(f"  Your own tuned library for this machine: results/{descriptor['arch']}/TensileLibrary.dat")
+    return merge_check(path, descriptor["config"], descriptor["arch"], str(descriptor["numbers"])) is None
 
 
 def main(argv: Sequence[str]) -> int:
@@ -244,8 +278,7 @@ def main(argv: Sequence[str]) -> int:
         except BundleError as exc:
             print(f"oto tester: {exc}", file=sys.stderr)
             return 1
-        _say_bundle(path, descriptor)
-        return 0
+        return 0 if _say_bundle(path, descriptor) else 1
     if args.shard is None:
         previous = read_yaml(settings_path) if settings_path.is_file() else {}
         args.shard = ((previous or {}).get("overrides") or {}).get("shard", "1/1")
@@ -299,8 +332,8 @@ def main(argv: Sequence[str]) -> int:
     except BundleError as exc:
         print(f"oto tester: {exc}", file=sys.stderr)
         return 1
-    _say_bundle(path, descriptor)
-    return rc
+    accepted = _say_bundle(path, descriptor)
+    return rc or (0 if accepted else 1)
 
 
 def shards_main(argv: list[str]) -> int:

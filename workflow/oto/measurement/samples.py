@@ -5,6 +5,7 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import IO
 
 import numpy as np
 import pandas as pd
@@ -13,11 +14,13 @@ from oto.backends.base import CLOCK_TELEMETRY, LAUNCH_ORDERS, SAMPLE_CLASSES
 from oto.measurement.scoring import SAMPLE_COLUMNS, measurement_facts
 
 
-def read_samples(path: Path) -> pd.DataFrame:
+def read_samples(path: Path | IO[bytes], name: str | None = None) -> pd.DataFrame:
     """samples.csv, checked. An unparsable time becomes NaN (flagged and excluded later, with a reason);
-    an unknown status or a non-integer seq/size_index is an error naming the file, field and row."""
+    an unknown status or a non-integer seq/size_index is an error naming the file (``name``: how to name an
+    open stream, e.g. a bundle's member), field and row."""
     text = {c: str for c in ("kernel_id", "role", "status", "reason", *TEXT_COLUMNS)}
     df = pd.read_csv(path, dtype=text)
+    path = name or path
     missing = [c for c in SAMPLE_COLUMNS if c not in df.columns]
     if missing:
         raise ValueError(f"{path}: missing column(s) {', '.join(missing)}")

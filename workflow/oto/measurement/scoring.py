@@ -39,7 +39,7 @@ drop true contenders.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -92,11 +92,35 @@ _T95 = (12.706, 4.303, 3.182, 2.776, 2.571, 2.447, 2.365, 2.306, 2.262, 2.228, 2
 
 
 # No launch of a tuning run takes an hour: a slower time is a unit mix-up or a broken timer, whatever the
-# backend (the benchmark stage also flags anything above the backend's own launch timeout).
+# backend. The bound scoring applies is the backend's own launch timeout where the config sets one
+# (:func:`launch_timeout_us`); this one caps it.
 MAX_LAUNCH_US = 3600e6
+# Where each kind of numbers' backend takes its launch timeout from in the config, and the factor to µs: the
+# simulated GPU reports a slower launch as a hang (sim.timeout_us), Tensile's client is killed after
+# tensile.timeout_s (one invocation: no launch of it takes longer). A recording (replayed) has no timeout.
+LAUNCH_TIMEOUT_SETTINGS = {"simulated": ("sim", "timeout_us", 1.0), "measured": ("tensile", "timeout_s", 1e6)}
 # A reference whose timings at a size are more than this share implausible fails its batch: every score at
 # that size is a ratio to it.
 MAX_BAD_REFERENCE_SHARE = 0.5
+
+
+def launch_timeout_us(config: Mapping, numbers: Iterable[str]) -> float:
+    """The longest a launch can take under ``config`` for samples of these kinds of numbers (the strictest
+    when they are mixed), at most :data:`MAX_LAUNCH_US`. The benchmark stage flags a launch past its
+    backend's timeout as it measures; scoring checks again whatever samples it is handed (a samples file
+    edited after the run, a bundle from another machine), in the run and in the merge alike."""
+    from oto.config import config_block
+
+    bound = MAX_LAUNCH_US
+    for kind in set(numbers):
+        if kind not in LAUNCH_TIMEOUT_SETTINGS:
+            continue
+        block, key, to_us = LAUNCH_TIMEOUT_SETTINGS[kind]
+        value = (config.get(block) or {}).get(key)
+        value = config_block(config, block)[key] if value is None else value
+        if isinstance(value, int | float) and not isinstance(value, bool) and value > 0:
+            bound = min(bound, float(value) * to_us)
+    return bound
 
 
 class ImplausibleReference(ValueError):
@@ -121,9 +145,8 @@ def flag_bad_timings(
     ]
     slow = ok & ~bad_value & (t > max_time_us)
     s.loc[slow, "status"] = "bad_timing"
-    s.loc[slow, "reason"] = [
-        f"{x:.3g} us is longer than any launch can take ({max_time_us:.3g} us)" for x in t[slow]
-    ]
+    bound = "any launch can take" if max_time_us >= MAX_LAUNCH_US else "the backend's launch timeout"
+    s.loc[slow, "reason"] = [f"{x:.3g} us is longer than {bound} ({max_time_us:.3g} us)" for x in t[slow]]
     return s
 
 
@@ -506,11 +529,14 @@ def score_library(
     only: set[int] | None = None,
     bootstrap: int | None = None,
 ) -> pd.DataFrame:
-    """Flag bad timings, then score (``only``: just those size indices; ``bootstrap`` overrides the
-    configured resample count; see :func:`score_samples`)."""
+    """Flag bad timings (faster than the family's peak on this profile, slower than the backend's launch
+    timeout), then score (``only``: just those size indices; ``bootstrap`` overrides the configured resample
+    count; see :func:`score_samples`)."""
     flops = {i: gemm_flops(library.family, *map(int, s[:4])) for i, s in enumerate(sizes)}
     peak = family_peak_gflops(profile, library.family)
-    flagged = flag_bad_timings(samples, samples["size_index"].map(flops).to_numpy(float), peak)
+    kinds = samples["source"].dropna().astype(str).unique() if "source" in samples else ()
+    timeout = launch_timeout_us(config, kinds)
+    flagged = flag_bad_timings(samples, samples["size_index"].map(flops).to_numpy(float), peak, timeout)
     check_reference(flagged, library.name, sizes)
     reps = int(bootstrap or config["benchmark"]["bootstrap"])
     return score_samples(

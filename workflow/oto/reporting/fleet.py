@@ -2,8 +2,10 @@
 the merge document (``fleet/merge.yaml``).
 
 Text that came from other machines or from the maintainer's folder (file names, device names, rejection
-reasons that quote a bundle) is data: escaped in Markdown (HTML characters as entities, Markdown
-punctuation backslashed, one line) and by Jinja's autoescape in HTML. Nothing from a bundle is interpreted.
+reasons that quote a bundle, quarantined fields) is data: control characters spelled as escapes (a raw ESC
+never reaches a page or a terminal that shows it), then escaped in Markdown (HTML characters as entities,
+Markdown punctuation backslashed, one line) and by Jinja's autoescape in HTML. Nothing from a bundle is
+interpreted.
 """
 
 from __future__ import annotations
@@ -20,12 +22,25 @@ NUMBERS_TEXT = {
     "measured": "**measured** on the testers' GPUs",
 }
 _MD_SPECIAL = re.compile(r"([\\`*_{}\[\]()#+!|~>-])")
+_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f\u200b-\u200f\u202a-\u202e\u2066-\u2069\ufeff]")
+
+
+def inert(value: Any) -> Any:
+    """``value`` (nested) with every control, zero-width or bidirectional character in its strings spelled
+    as an escape (``\\x1b``)."""
+    if isinstance(value, str):
+        return _CONTROL.sub(lambda m: m.group(0).encode("unicode_escape").decode("ascii"), value)
+    if isinstance(value, Mapping):
+        return {inert(k): inert(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [inert(v) for v in value]
+    return value
 
 
 def md(value: Any) -> str:
-    """Any value as inert Markdown text: one line, HTML characters as entities, Markdown punctuation
-    escaped."""
-    s = " ".join(str(value).split())
+    """Any value as inert Markdown text: control characters escaped, one line, HTML characters as entities,
+    Markdown punctuation escaped."""
+    s = " ".join(inert(str(value)).split())
     s = s.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
     return _MD_SPECIAL.sub(r"\\\1", s)
 
@@ -62,6 +77,7 @@ def _rows(doc: Mapping[str, Any]) -> list[dict[str, Any]]:
                 "ties": summary.get("ties"),
                 "losses": summary.get("losses"),
                 "verdict": lib.get("verdict") or "not finished on any device",
+                "overruled": lib.get("overruled"),
                 **agree,
             }
         )
@@ -78,28 +94,35 @@ def _wtl(r: Mapping[str, Any]) -> str:
     return f"{r['wins']}/{r['ties']}/{r['losses']}" if r["finished"] else "—"
 
 
-def render_markdown(doc: Mapping[str, Any]) -> str:
+def _provenance(doc: Mapping[str, Any]) -> list[str]:
     b = doc["bundles"]
-    rows = _rows(doc)
-    finished = sum(1 for r in rows if r["finished"])
     out = [f"# oto merged acceptance report — {md(doc['arch'])}", "", "## Provenance", ""]
-    out += [
+    if doc.get("recovered"):
+        out.append(f"- Before this merge: {md(doc['recovered'])}.")
+    return out + [
         f"- Numbers are {NUMBERS_TEXT.get(doc['numbers'], md(doc['numbers']))}.",
         f"- {len(b['accepted'])} bundle(s) accepted from {len(doc['devices'])} device(s); "
         f"{len(b['duplicates'])} duplicate(s) counted once; {len(b['rejected'])} rejected (below, with "
-        "reasons).",
+        f"reasons); {len(doc.get('quarantine') or [])} text field(s) quarantined; "
+        f"{len(b.get('lost') or [])} kept bundle(s) lost.",
         f"- Backend(s): {md(', '.join(doc.get('backends') or []) or '—')}; Tensile version: "
         f"{md(doc['tensile_version'] or 'none (no Tensile measurement)')}; merged by oto "
         f"{md(doc['oto_version'])} at {md(doc['merged_at'])}.",
+        "- Every score, winner and speed-up is recomputed from each bundle's own samples (its finalize races "
+        "and tuning generations), as the tuning run computes them; a bundle whose claims its samples "
+        "contradict is rejected.",
         "- Scores are ratios to the reference kernel (the shipped gfx900 solution) measured on the same "
         "device, so devices of different speed combine: per size, the kernel with the best geometric-mean "
-        "score over the devices that measured it wins, and its interval spans every device's interval. "
-        "GFLOPS and % of the ceiling are per device (each device's roofline from its device profile). "
-        f"Tie tolerance ±{doc['tie_tolerance']:.0%}.",
-        "",
-        "## Devices",
+        "score over the devices that measured it wins, and its interval spans every device's interval. A "
+        "kernel that any device measured slower than the spoof or a shipped kernel (or saw fail) is "
+        "overruled and never ships on another device's word. GFLOPS and % of the ceiling are per device "
+        f"(each device's roofline from its device profile). Tie tolerance ±{doc['tie_tolerance']:.0%}.",
         "",
     ]
+
+
+def _devices(doc: Mapping[str, Any]) -> list[str]:
+    out = ["## Devices", ""]
     out += table(
         [
             "device",
@@ -114,7 +137,7 @@ def render_markdown(doc: Mapping[str, Any]) -> str:
             "Tensile",
             "bundles",
             "shards",
-        ],
+        ],  # fmt: skip
         [
             [
                 md(d),
@@ -141,7 +164,12 @@ def render_markdown(doc: Mapping[str, Any]) -> str:
         out.append(f"- {n} shards: received {md(got)}; missing {md(missing)}; replicated: {md(replicated)}.")
     if not doc["shards"]:
         out.append("- no bundle accepted yet")
-    out += ["", f"## Per library ({finished} finished of {doc['deck_libraries']} in the deck)", ""]
+    return out
+
+
+def _libraries(doc: Mapping[str, Any], rows: list[dict[str, Any]]) -> list[str]:
+    finished = sum(1 for r in rows if r["finished"])
+    out = ["", f"## Per library ({finished} finished of {doc['deck_libraries']} in the deck)", ""]
     out += table(
         [
             "library",
@@ -153,8 +181,9 @@ def render_markdown(doc: Mapping[str, Any]) -> str:
             "median / p90 score difference",
             "intervals overlap",
             "same winner",
+            "overruled",
             "verdict",
-        ],
+        ],  # fmt: skip
         [
             [
                 md(r["library"]),
@@ -166,6 +195,7 @@ def render_markdown(doc: Mapping[str, Any]) -> str:
                 f"{pct(r['median_difference'])} / {pct(r['p90_difference'])}",
                 pct(r["intervals_overlap"]),
                 pct(r["same_winner"]) + (f" of {r['sizes_compared']}" if r["sizes_compared"] else ""),
+                r["overruled"] or 0,
                 md(r["verdict"]),
             ]
             for r in rows
@@ -183,7 +213,7 @@ def render_markdown(doc: Mapping[str, Any]) -> str:
             "median GFLOPS",
             "median % of roofline",
             "theoretical GFLOPS",
-        ],
+        ],  # fmt: skip
         [
             [
                 md(r["library"]),
@@ -200,9 +230,63 @@ def render_markdown(doc: Mapping[str, Any]) -> str:
             for d, v in sorted(r["per_device"].items())
         ],
     )
-    out += ["", "## Bundles", ""]
+    return out
+
+
+def measured_by(size: Mapping[str, Any]) -> str:
+    """Who measured a size's winner: each device's score and interval, from its final race or its tuning,
+    and whether its own race picked it."""
+    cells = []
+    for d, v in sorted((size.get("devices") or {}).items()):
+        ci = f" [{fmt(v.get('ci_low'), '.3f')}, {fmt(v.get('ci_high'), '.3f')}]" if v.get("ci_low") else ""
+        picked = ", picked it" if v.get("picked_it") else ""
+        cells.append(f"{d}: {fmt(v.get('score'), '.3f', '×')}{ci} ({v.get('source')}{picked})")
+    return "; ".join(cells) or "—"
+
+
+def overruled_text(size: Mapping[str, Any]) -> str:
+    cells = [
+        f"{o['kernel']} on {o['device']}: {fmt(o.get('score'), '.3f', '×')} — {o['why']}"
+        for o in size.get("overruled") or []
+    ]
+    if size.get("kept_by_shipped_kernel"):
+        cells.append("every candidate overruled: the shipped kernel keeps the size")
+    return "; ".join(cells) or "—"
+
+
+def _who_measured_what(doc: Mapping[str, Any]) -> list[str]:
+    out = ["", "## Who measured what", ""]
+    out.append(
+        "Per size: the merged winner, each device's recomputed score of it (its interval; from its finalize "
+        "race or its tuning; whether its own race picked it), and the candidates overruled."
+    )
+    for name, lib in sorted(doc["libraries"].items()):
+        if not lib.get("finished"):
+            continue
+        out += ["", f"### {md(name)}", ""]
+        out += table(
+            ["size", "M, N, B, K", "winner", "merged score", "verdict", "measured by", "overruled"],
+            [
+                [
+                    s["size_index"],
+                    md(", ".join(str(x) for x in s["size"])),
+                    md(s["winner"] or "—"),
+                    fmt(s["score"], ".3f", "×"),
+                    md(s["verdict"]),
+                    md(measured_by(s)),
+                    md(overruled_text(s)),
+                ]
+                for s in lib.get("per_size") or []
+            ],
+        )
+    return out
+
+
+def _bundles(doc: Mapping[str, Any]) -> list[str]:
+    b = doc["bundles"]
+    out = ["", "## Bundles", ""]
     out += table(
-        ["file", "device", "shard", "created", "libraries", "finished", "records"],
+        ["file", "device", "shard", "created", "libraries", "finished", "records", "quarantined text"],
         [
             [
                 md(a["file"]),
@@ -212,14 +296,37 @@ def render_markdown(doc: Mapping[str, Any]) -> str:
                 len(a["libraries"]),
                 len(a["finished"]),
                 a["records"],
-            ]
+                a.get("quarantined", 0),
+            ]  # fmt: skip
             for a in b["accepted"]
         ],
     )
+    out += ["", "### Quarantined text (neutralised and merged; shown here as data)", ""]
+    out += [
+        f"- {md(q['file'])}, {md(q['field'])}: {md(q['problem'])}: {md(q['text'])}"
+        for q in doc.get("quarantine") or []
+    ] or ["- none"]
     out += ["", "### Duplicates (counted once)", ""]
     out += [f"- {md(x['file'])}: the same bytes as {md(x['same_as'])}" for x in b["duplicates"]] or ["- none"]
     out += ["", "### Rejected (nothing merged from these)", ""]
     out += [f"- {md(x['file'])}: {md(x['reason'])}" for x in b["rejected"]] or ["- none"]
+    out += ["", "### Kept bundles restored from their source", ""]
+    out += [
+        f"- {md(x.get('file'))}: {md(x['why'])}; copied again from {md(x['from'])}"
+        for x in b.get("restored") or []
+    ] or ["- none"]
+    out += ["", "### Lost evidence (kept bundles damaged or missing, their source gone)", ""]
+    out += [
+        f"- {md(x.get('file'))} ({md(str(x.get('sha256'))[:16])}): {md(x['why'])}"
+        for x in b.get("lost") or []
+    ] or ["- none"]
+    return out
+
+
+def render_markdown(doc: Mapping[str, Any]) -> str:
+    doc = inert(doc)
+    rows = _rows(doc)
+    out = _provenance(doc) + _devices(doc) + _libraries(doc, rows) + _who_measured_what(doc) + _bundles(doc)
     pkg = doc.get("package") or {}
     what = md(pkg.get("native_dat") or pkg.get("why") or "—")
     if pkg.get("solutions") is not None:
@@ -230,8 +337,18 @@ def render_markdown(doc: Mapping[str, Any]) -> str:
 
 
 def render_html(doc: Mapping[str, Any]) -> str:
+    doc = inert(doc)
     return (
         environment()
         .get_template("merge.html.j2")
-        .render(d=doc, css=css(), refresh_seconds=None, rows=_rows(doc), numbers_text=NUMBERS_TEXT, pct=pct)
+        .render(
+            d=doc,
+            css=css(),
+            refresh_seconds=None,
+            rows=_rows(doc),
+            numbers_text=NUMBERS_TEXT,
+            pct=pct,
+            measured_by=measured_by,
+            overruled_text=overruled_text,
+        )
     )

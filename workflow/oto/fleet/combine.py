@@ -1,0 +1,339 @@
+"""One library from many devices: recomputed measurements in, one final out, decided by the statistics.
+
+Scores are ratios to the reference kernel (the shipped solution) measured on the *same* device, so scores of
+an 8-CU and a 6-CU laptop combine while their GFLOPS do not. Every number here is recomputed from a bundle's
+samples (:mod:`oto.fleet.evidence`); no claim is taken on its word.
+
+Per deck size:
+
+* **Candidates** are the kernels some device's finalize race picked (recomputed), the size's shipped kernel
+  among them when it won somewhere.
+* **A device's view of a candidate** is the geometric mean of its final-race measurements there (of its
+  tuning measurements when the race did not include it), with its interval; a failed launch (validation,
+  crash, hang) there disqualifies it on that device, as in the run.
+* **Overruled**: a candidate that any device measured *slower than the spoof* (the run's loss verdict: score
+  ≤ 1 − tolerance with its interval below 1) or slower than a shipped kernel measured on that same device
+  (interval below the shipped kernel's, score below it by the tolerance), or that failed there, never ships,
+  however fast another device says it is. One device's word does not outvote another device's measurement.
+* **The winner** is the remaining candidate with the best geometric mean over the devices that measured it
+  (more devices first on a tie); its interval spans every device's interval. When every candidate is
+  overruled, the size's shipped kernel keeps it (score 1 by definition).
+
+Agreement: a (kernel, size) measured on two or more devices is a replicated measurement; per library the
+merge gives their number, the median and 90th-percentile relative difference of their scores, the share
+whose intervals overlap, and the share of sizes where the devices that finished the library picked the same
+winner.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import Counter, defaultdict
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from itertools import combinations
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from oto.deck.model import LibraryDeck
+from oto.gemm import Library
+from oto.hardware.ceilings import family_peak_gflops, roofline_gflops
+from oto.measurement.selection import summarise, verdict
+from oto.reporting.figures import library_verdict
+
+FAILED = frozenset({"validation_failed", "crash", "timeout"})  # a launch that disqualifies its kernel there
+
+
+@dataclass(frozen=True)
+class Contribution:
+    """One bundle's evidence of one library: which device, which bundle, what its samples say."""
+
+    device: str
+    bundle: str  # sha256[:16]
+    evidence: Any  # oto.fleet.evidence.LibraryEvidence
+    claimed: Mapping[str, Any] | None  # its final.yaml (provenance, generations), or None: not finished
+
+
+def geo(values: Iterable[float | None]) -> float | None:
+    v = [x for x in values if x is not None and x > 0 and math.isfinite(x)]
+    return float(np.exp(np.mean(np.log(v)))) if v else None
+
+
+def rounded(x: float | None) -> float | None:
+    return None if x is None else round(float(x), 6)
+
+
+def _views(contribs: Sequence[Contribution]) -> dict[str, dict[tuple[str, int], dict[str, Any]]]:
+    """device → (kernel, size) → its view there: repeated measurements of one kernel at one size on one
+    device reduced to one, from the final race's measurements when there are any (the full race against the
+    other finalists), else the tuning generations': geometric means of the ok scores and interval bounds,
+    the median GFLOPS, and the first failure class seen (which disqualifies the kernel there)."""
+    frames = []
+    for c in contribs:
+        f = c.evidence.frame()
+        frames.append(f.assign(device=c.device))
+    if not frames:
+        return {}
+    df = pd.concat(frames, ignore_index=True)
+    key = ["device", "kernel", "size_index"]
+    final = df["source"].eq("final")
+    df = df[final | ~final.groupby([df[k] for k in key]).transform("any")]
+    ok = (df["status"].eq("ok") & (df["score"] > 0)).to_numpy()
+    bounds = ["score", "ci_low", "ci_high"]
+    values = df[bounds].to_numpy(float)
+    usable = (values > 0) & np.isfinite(values) & ok[:, None]
+    logs = pd.DataFrame(np.log(np.where(usable, values, np.nan)), columns=bounds)
+    gflops = df["gflops"].where(ok).to_numpy(float)
+    table = df[key].reset_index(drop=True).assign(gflops=gflops, ok=ok, source=df["source"].to_numpy())
+    table = pd.concat([table, logs], axis=1)
+    g = table.groupby(key, sort=False)
+    agg = g.agg(
+        score=("score", "mean"),
+        ci_low=("ci_low", "mean"),
+        ci_high=("ci_high", "mean"),
+        gflops=("gflops", "median"),
+        measurements=("ok", "sum"),
+        source=("source", "first"),
+    )
+    failed = df[df["status"].isin(FAILED)].groupby(key)["status"].min()
+    out: dict[str, dict[tuple[str, int], dict[str, Any]]] = defaultdict(dict)
+    for (d, k, i), r in agg.iterrows():
+        out[d][(k, int(i))] = {
+            "score": _exp(r["score"]),
+            "ci_low": _exp(r["ci_low"]),
+            "ci_high": _exp(r["ci_high"]),
+            "gflops": None if pd.isna(r["gflops"]) else float(r["gflops"]),
+            "measurements": int(r["measurements"]),
+            "source": "final race" if r["source"] == "final" else "tuning",
+            "failed": failed.get((d, k, i)),
+        }
+    return out
+
+
+def _exp(log_mean: float) -> float | None:
+    return None if pd.isna(log_mean) else float(np.exp(log_mean))
+
+
+def _final_winners(contribs: Sequence[Contribution]) -> dict[str, dict[int, set[str]]]:
+    """device → size → the kernels its finalize races picked (recomputed)."""
+    out: dict[str, dict[int, set[str]]] = defaultdict(lambda: defaultdict(set))
+    for c in contribs:
+        for r in c.evidence.final or []:
+            if r.get("winner"):
+                out[c.device][int(r["size_index"])].add(r["winner"])
+    return out
+
+
+def overruled_by(
+    kernel: str, i: int, per: Mapping[str, dict], obs: Mapping, shipped: set[str], tolerance: float
+) -> dict[str, Any] | None:
+    """Why ``kernel`` may not ship at size ``i`` (the first device that measured it slower than the spoof or
+    a shipped kernel, or saw it fail), or None."""
+    for d, v in sorted(per.items()):
+        where = {"kernel": kernel, "device": d, "score": rounded(v["score"]), "ci_low": rounded(v["ci_low"]),
+                 "ci_high": rounded(v["ci_high"]), "source": v["source"]}  # fmt: skip
+        if v["failed"]:
+            return {**where, "why": f"failed there ({v['failed']})"}
+        if v["score"] is None or kernel in shipped:
+            continue
+        if verdict(v["score"], v["ci_low"] or v["score"], v["ci_high"] or v["score"], tolerance) == "loss":
+            return {**where, "why": "measured slower than the spoof (the shipped kernel) there"}
+        for s in sorted(shipped):
+            ref = obs[d].get((s, i))
+            slower = ref and ref["score"] and v["score"] <= ref["score"] * (1 - tolerance)
+            if slower and (v["ci_high"] or v["score"]) < (ref["ci_low"] or ref["score"]):
+                return {
+                    **where,
+                    "why": f"measured slower than shipped kernel {s} ({ref['score']:.3g}x) there",
+                }
+    return None
+
+
+def _decide(i: int, candidates: Iterable[str], obs: Mapping, shipped: set[str], tolerance: float):
+    """(winner, per-device views, overruled candidates) at size ``i``."""
+    best, overruled = None, []
+    for k in sorted(candidates):
+        per = {d: obs[d][(k, i)] for d in sorted(obs) if (k, i) in obs[d]}
+        if not any(v["score"] for v in per.values()):
+            continue
+        why = overruled_by(k, i, per, obs, shipped, tolerance)
+        if why:
+            overruled.append(why)
+            continue
+        per = {d: v for d, v in per.items() if v["score"]}
+        rank = (geo(v["score"] for v in per.values()), len(per))
+        if best is None or rank > best[0]:
+            best = (rank, k, per)
+    return (best[1], best[2]) if best else (None, {}), overruled
+
+
+def _row(i: int, k: str | None, per: Mapping[str, dict], roof: Mapping, picked: Mapping, tolerance: float):
+    if k is None:
+        return {"size_index": i, "winner": None, "score": None, "ci_low": None, "ci_high": None,
+                "gflops": None, "ceiling_gflops": None, "pct_ceiling": None, "verdict": "loss",
+                "devices": {}}  # fmt: skip
+    score = geo(v["score"] for v in per.values())
+    lows = [v["ci_low"] for v in per.values() if v["ci_low"]]
+    highs = [v["ci_high"] for v in per.values() if v["ci_high"]]
+    lo, hi = (min(lows) if lows else score), (max(highs) if highs else score)
+    devices = {}
+    for d, v in per.items():
+        ceiling = float(roof[d][i])
+        devices[d] = {
+            "score": rounded(v["score"]),
+            "ci_low": rounded(v["ci_low"]),
+            "ci_high": rounded(v["ci_high"]),
+            "gflops": rounded(v["gflops"]),
+            "ceiling_gflops": rounded(ceiling),
+            "pct_ceiling": rounded(100 * v["gflops"] / ceiling) if v["gflops"] else None,
+            "measurements": v["measurements"],
+            "source": v["source"],
+            "picked_it": k in picked.get(d, {}).get(i, set()),  # its own finalize race picked this kernel
+        }
+    gflops = [v["gflops"] for v in per.values() if v["gflops"]]
+    return {
+        "size_index": i,
+        "winner": k,
+        "score": rounded(score),
+        "ci_low": rounded(lo),
+        "ci_high": rounded(hi),
+        "gflops": rounded(float(np.median(gflops))) if gflops else None,
+        # % of a ceiling is per device (under `devices`): devices have different ceilings.
+        "ceiling_gflops": None,
+        "pct_ceiling": None,
+        "verdict": verdict(score, lo, hi, tolerance),
+        "n_devices": len(per),
+        "devices": devices,
+    }
+
+
+def merged_rows(
+    deck: LibraryDeck, contribs: Sequence[Contribution], profiles: Mapping[str, Mapping], tolerance: float
+) -> tuple[list[dict], dict[str, dict], dict[str, dict[int, set[str]]], dict]:
+    """(rows, kernel params, each device's recomputed final winners, device observations)."""
+    obs, winners = _views(contribs), _final_winners(contribs)
+    lib = Library.parse(deck.name)
+    sizes = np.asarray([s[:4] for s in deck.sizes], dtype=float).reshape(-1, 4)
+    roof = {d: roofline_gflops(profiles[d], lib.family, *sizes.T) for d in obs}
+    references = {i: k for c in contribs for i, k in c.evidence.references.items()}
+    shipped = set(references.values())
+    params = {k: p for c in contribs for k, p in c.evidence.params.items()}
+    rows = []
+    for i in range(len(deck.sizes)):
+        candidates = set().union(*(w.get(i, set()) for w in winners.values()))
+        (k, per), overruled = _decide(i, candidates, obs, shipped, tolerance)
+        fallback = k is None and bool(overruled) and references.get(i) in params
+        if fallback:  # every candidate overruled: the shipped kernel keeps the size
+            k = references[i]
+            per = {d: obs[d][(k, i)] for d in sorted(obs) if (k, i) in obs[d] and obs[d][(k, i)]["score"]}
+            k = k if per else None
+        row = _row(i, k, per, roof, winners, tolerance)
+        if overruled:
+            row["overruled"] = overruled
+        if fallback and k:
+            row["kept_by_shipped_kernel"] = True
+        rows.append(row)
+    return rows, params, winners, obs
+
+
+def agreement(obs: Mapping[str, Mapping[tuple[str, int], dict]]) -> dict[str, Any]:
+    """How well replicated measurements (same kernel and size on two or more devices) agree."""
+    devices = sorted(obs)
+    diffs, overlaps = [], []
+    cells = 0
+    keys = set().union(*(set(obs[d]) for d in devices)) if devices else set()
+    for key in keys:
+        there = [obs[d][key] for d in devices if key in obs[d] and obs[d][key]["score"]]
+        if len(there) < 2:
+            continue
+        cells += 1
+        for a, b in combinations(there, 2):
+            diffs.append(abs(math.exp(abs(math.log(a["score"] / b["score"]))) - 1))
+            if None not in (a["ci_low"], a["ci_high"], b["ci_low"], b["ci_high"]):
+                overlaps.append(a["ci_low"] <= b["ci_high"] and b["ci_low"] <= a["ci_high"])
+    return {
+        "replicated": cells,
+        "pairs": len(diffs),
+        "median_difference": rounded(float(np.median(diffs))) if diffs else None,
+        "p90_difference": rounded(float(np.percentile(diffs, 90))) if diffs else None,
+        "intervals_overlap": rounded(sum(overlaps) / len(overlaps)) if overlaps else None,
+    }
+
+
+def _same_winner(winners: Mapping[str, Mapping[int, set[str]]], n: int) -> dict[str, Any]:
+    same = []
+    finished = [d for d in winners if winners[d]]
+    for i in range(n):
+        picks = [frozenset(winners[d][i]) for d in finished if winners[d].get(i)]
+        if len(picks) >= 2:
+            same.append(len(set(picks)) == 1)
+    return {"same_winner": rounded(sum(same) / len(same)) if same else None, "sizes_compared": len(same)}
+
+
+def per_device(
+    deck: LibraryDeck,
+    contribs: Sequence[Contribution],
+    profiles: Mapping[str, Mapping],
+    devices: Iterable[str],
+) -> dict[str, dict[str, Any]]:
+    """Each device's own (recomputed) view of the library: what its finalize races found there."""
+    lib = Library.parse(deck.name)
+    sizes = np.asarray([s[:4] for s in deck.sizes], dtype=float).reshape(-1, 4)
+    out = {}
+    for d in sorted(devices):
+        mine = [c for c in contribs if c.device == d]
+        rows = [r for c in mine for r in (c.evidence.final or []) if r.get("winner")]
+        roof = roofline_gflops(profiles[d], lib.family, *sizes.T)
+        pct = [100 * r["gflops"] / float(roof[r["size_index"]]) for r in rows if r.get("gflops")]
+        out[d] = {
+            "finished": any(c.evidence.final for c in mine),
+            "bundles": len(mine),
+            "sizes_with_winner": len({r["size_index"] for r in rows}),
+            "geomean_score": rounded(geo(r["score"] for r in rows)),
+            "median_gflops": rounded(float(np.median([r["gflops"] for r in rows]))) if rows else None,
+            "median_pct_ceiling": rounded(float(np.median(pct))) if pct else None,
+            "theoretical_gflops": rounded(family_peak_gflops(profiles[d], lib.family)),
+        }
+    return out
+
+
+def merge_library(
+    deck: LibraryDeck, contribs: Sequence[Contribution], profiles: Mapping[str, Mapping], tolerance: float
+) -> dict[str, Any] | None:
+    """The merged final of one library (final.yaml format; per-device figures under ``devices``, overruled
+    candidates under ``overruled``), or None when no device finished it."""
+    finished = [c for c in contribs if c.evidence.final]
+    if not finished:
+        return None
+    lib = Library.parse(deck.name)
+    rows, params, winners, obs = merged_rows(deck, contribs, profiles, tolerance)
+    summary = summarise(rows, Counter())
+    provs = [(c.claimed or {}).get("provenance") or {} for c in finished]
+    return {
+        "library": deck.name,
+        "family": lib.family.code,
+        "pattern": lib.pattern,
+        "provenance": {
+            "numbers": provs[0].get("numbers"),
+            "backend": sorted({str(p.get("backend")) for p in provs}),
+            "merged_from": sorted({c.bundle for c in contribs}),
+            "devices": sorted(obs),
+            "recomputed_from": "each bundle's samples (finalize races and tuning generations)",
+        },
+        "generations": max(int((c.claimed or {}).get("generations") or 0) for c in finished),
+        "converged": all(bool((c.claimed or {}).get("converged")) for c in finished),
+        "convergence": {"converged": None, "reason": f"merged from {len(obs)} device(s)", "history": []},
+        "tuning_summary": {},
+        "sizes": deck.sizes,
+        "per_size": rows,
+        "kernels": {k: params[k] for k in sorted({r["winner"] for r in rows if r["winner"]})},
+        "shipped_kernels": len({int(s[0]) for s in deck.shipped}),
+        "summary": summary,
+        "verdict": library_verdict(summary, tolerance),
+        "fleet": {
+            "devices": per_device(deck, contribs, profiles, obs),
+            "agreement": {**agreement(obs), **_same_winner(winners, len(deck.sizes))},
+        },
+    }
