@@ -1,4 +1,11 @@
-"""Measurement backends behind one interface (see :mod:`oto.backends.base`), and which one a run gets.
+"""Measurement backends behind one interface (see :mod:`oto.backends.base`), registered by name, and which
+one a run gets.
+
+A backend is a plug-in: a class following :class:`oto.backends.base.Backend`, registered in :data:`BACKENDS`
+under the name config ``backend`` gives (the config schema's enum is tested against the registry), with its
+options in a config block of its own whose defaults live in the schema (``sim:``, ``replay:``,
+``tensile:``). The registry names each class by its module, imported on first use: a job imports only the
+backend it runs. ``tests/test_backend_contract.py`` runs every registered backend through one contract.
 
 ``backend: auto`` picks ``tensile`` only where a GPU matching the profile's arch is visible *and* Tensile is
 found; otherwise ``sim``. The GPU is checked first, so a machine without one never pays for probing Tensile;
@@ -8,6 +15,7 @@ there, and asking rocm_agent_enumerator and rocminfo costs each workflow job tha
 
 from __future__ import annotations
 
+import importlib
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -17,7 +25,14 @@ from oto.config import config_with_defaults
 from oto.hardware.detect import detect_gpu
 from oto.tensile.install import tensile_command
 
-BACKENDS = ("sim", "tensile", "replay")
+# name -> "module:class", imported when a run asks for it
+BACKENDS: dict[str, str] = {
+    "sim": "oto.backends.sim:SimBackend",
+    "tensile": "oto.backends.tensile:TensileBackend",
+    "replay": "oto.backends.replay:ReplayBackend",
+}
+AUTO = "auto"  # config backend: auto resolves to one of AUTO_CHOICES (auto_backend says which and why)
+AUTO_CHOICES = ("sim", "tensile")
 KFD_DEVICE = Path("/dev/kfd")  # the amdgpu kernel driver's compute device, which every ROCm program opens
 
 
@@ -36,16 +51,22 @@ def auto_backend(profile: Mapping[str, Any], tensile_cfg: Mapping[str, Any]) -> 
     return "tensile", f"GPU {gpu['physical']} and Tensile found"
 
 
+def backend_type(name: str) -> type[Backend]:
+    """The class registered as ``name`` (imported now, not before)."""
+    try:
+        module, cls = BACKENDS[name].split(":")
+    except KeyError:
+        raise ValueError(
+            f"config field 'backend': unknown backend {name!r} (known: {AUTO}, {', '.join(BACKENDS)})"
+        ) from None
+    return getattr(importlib.import_module(module), cls)
+
+
 def profile_fields(backend: str) -> tuple[str, ...]:
     """The arch-profile fields the configured backend's builds and measurements depend on (``auto``: any of
     the backends it may pick)."""
-    from oto.backends.replay import ReplayBackend
-    from oto.backends.sim import SimBackend
-    from oto.backends.tensile import TensileBackend
-
-    classes = {"sim": SimBackend, "tensile": TensileBackend, "replay": ReplayBackend}
-    chosen = [SimBackend, TensileBackend] if backend == "auto" else [classes[backend]]
-    return tuple(dict.fromkeys(f for cls in chosen for f in cls.PROFILE_FIELDS))
+    chosen = AUTO_CHOICES if backend == AUTO else (backend,)
+    return tuple(dict.fromkeys(f for name in chosen for f in backend_type(name).PROFILE_FIELDS))
 
 
 def provenance_fields(backend: str) -> tuple[str, ...]:
@@ -66,21 +87,9 @@ def backend_class(config: Mapping[str, Any], profile: Mapping[str, Any]) -> type
     """The class of the backend ``config`` gets (``auto`` resolved), for what it declares (its costs)."""
     config = config_with_defaults(config)
     name = config["backend"]
-    if name == "auto":
+    if name == AUTO:
         name = auto_backend(profile, config["tensile"])[0]
-    if name == "tensile":
-        from oto.backends.tensile import TensileBackend
-
-        return TensileBackend
-    if name == "replay":
-        from oto.backends.replay import ReplayBackend
-
-        return ReplayBackend
-    if name == "sim":
-        from oto.backends.sim import SimBackend
-
-        return SimBackend
-    raise ValueError(f"config field 'backend': unknown backend {name!r} (known: auto, {', '.join(BACKENDS)})")
+    return backend_type(name)
 
 
 def resolve(config: Mapping[str, Any], profile: Mapping[str, Any], stream: str) -> Backend:
