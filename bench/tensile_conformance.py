@@ -53,7 +53,8 @@ from oto.gemm import Library  # noqa: E402
 from oto.stages import logic as logic_stage  # noqa: E402
 from oto.tensile.create_library import build_library, tcl_command  # noqa: E402
 from oto.tensile.install import RUNTIME_SCRIPT, register_args, tensile_python_from_path  # noqa: E402
-from oto.tensile.logic_writer import logic_file_name, logic_label  # noqa: E402
+from oto.tensile.labels import logic_label  # noqa: E402
+from oto.tensile.logic_writer import logic_file_name  # noqa: E402
 from oto.tensile.native_library import build_master_library  # noqa: E402
 from oto.tensile.outputs import generation_errors, match_solutions, read_solutions  # noqa: E402
 from workflow_helpers import make_workdir  # noqa: E402  (the tests' scratch-copy helper)

@@ -109,6 +109,59 @@ def test_gfx900_uses_vega10_names_of_the_shipped_deck():
     assert p["apu"] is False and p["memory"]["kind"] == "hbm2"
 
 
+def test_the_stock_library_says_what_owners_run_and_labels_follow_it():
+    """gfx90c and gfx902 owners run gfx900's library (vega10, 9.0.0); gfx900 and gfx906 their own. The labels
+    of the tuned library come from one function (oto.tensile.labels)."""
+    from oto.tensile.labels import logic_label
+
+    stock = {
+        a: load_profile(PROFILES / f"{a}.yaml")["stock_library"]
+        for a in ("gfx90c", "gfx902", "gfx900", "gfx906")
+    }
+    assert (
+        stock["gfx90c"]
+        == stock["gfx902"]
+        == stock["gfx900"]
+        == {
+            "arch": "gfx900",
+            "logic_prefix": "vega10",
+            "hsa_override_gfx_version": "9.0.0",
+        }
+    )
+    assert stock["gfx906"] == {
+        "arch": "gfx906",
+        "logic_prefix": "vega20",
+        "hsa_override_gfx_version": "9.0.6",
+    }
+    apu, mi50 = load_profile(PROFILES / "gfx90c.yaml"), load_profile(PROFILES / "gfx906.yaml")
+    devices = list(apu["tensile"]["device_names"])
+    assert list(logic_label(apu, "native")) == ["gfx90c", "gfx90c", devices]
+    assert (
+        list(logic_label(apu, "spoof")) == list(logic_label(apu, "gfx900")) == ["vega10", "gfx900", devices]
+    )
+    assert tuple(logic_label(mi50, "spoof"))[:2] == ("vega20", "gfx906")
+    with pytest.raises(ValueError, match=r"field 'package.label': gfx900 .* gfx906's .* use label spoof"):
+        logic_label(mi50, "gfx900")
+    with pytest.raises(ValueError, match="unknown label 'gfx1030'"):
+        logic_label(apu, "gfx1030")
+
+
+def test_a_stock_library_that_contradicts_itself_names_the_field():
+    data = gfx90c_data()
+    data["stock_library"] = {**data["stock_library"], "hsa_override_gfx_version": "9.0.12"}
+    with pytest.raises(
+        ProfileError, match=r"field 'stock_library.hsa_override_gfx_version': '9.0.12' is not gfx900"
+    ):
+        validate_profile(data, "inline")
+    data = gfx90c_data()
+    data["stock_library"] = {"arch": "gfx90c", "logic_prefix": "vega10", "hsa_override_gfx_version": "9.0.12"}
+    with pytest.raises(ProfileError, match=r"field 'stock_library.logic_prefix': 'vega10'.* 'gfx90c'"):
+        validate_profile(data, "inline")
+    del data["stock_library"]
+    with pytest.raises(ProfileError, match="field 'stock_library': missing required field"):
+        validate_profile(data, "inline")
+
+
 def test_defaults_fill_optional_fields(tmp_path):
     data = gfx90c_data()
     for name in ("lds_alloc_granule_bytes", "vgpr_alloc_granule", "sgprs_per_simd", "max_workgroup_size"):
@@ -330,8 +383,8 @@ def test_every_stage_runs_on_its_view(tmp_path):
     from oto.measurement.selection import per_size_rows
     from oto.run.profile_views import stage_view
     from oto.tensile.benchmark_config import render_benchmark_yaml
+    from oto.tensile.labels import logic_label
     from oto.tensile.legality import Limits
-    from oto.tensile.logic_writer import logic_label
 
     p = load_profile(PROFILES / "gfx90c.yaml")
     lib = "Cijk_Ailk_Bljk_DB"
@@ -350,7 +403,7 @@ def test_every_stage_runs_on_its_view(tmp_path):
         backend = resolve(config, view(stage), "x")
         backend.build(Problem.of(deck, view(stage)), [], tmp_path)
     per_size_rows([], [[64, 64, 1, 64]], deck_library(lib), view("select"), 0.02, 0)
-    logic_label(view("logic"), "gfx90c")
+    logic_label(view("logic"), "native")
     logic_label(view("package"), "gfx900")
 
 

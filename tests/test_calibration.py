@@ -328,6 +328,7 @@ def _valid_profile_base() -> dict:
         "apu": True,
         "vgpr_budget_per_simd": 256,
         "tensile": {"logic_prefix": "gfx90c", "device_names": ["X"]},
+        "stock_library": {"arch": "gfx900", "logic_prefix": "vega10", "hsa_override_gfx_version": "9.0.0"},
     }
     base["memory"] = {**base["memory"], "kind": "ddr4"}
     return base

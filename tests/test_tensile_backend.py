@@ -281,9 +281,13 @@ def test_tensile_create_library_failure_names_the_log(tmp_path):
     logic = tmp_path / "gfx90c_Cijk_Ailk_Bjlk_SB.yaml"
     logic.write_text("- {MinimumRequiredVersion: 4.44.0}\n- gfx90c\n")
     with pytest.raises(PackagingError, match=r"rc 1.*tensile_create_library\.log.*KeyError"):
-        build_library([logic], "gfx90c", tmp_path / "library", {"command": [sys.executable, str(FAKE)]})
+        build_library(
+            [logic], "gfx90c", tmp_path / "library", {"command": [sys.executable, str(FAKE)]}, "gfx90c"
+        )
     with pytest.raises(PackagingError, match="does not start with 'vega10'"):
-        build_library([logic], "gfx900", tmp_path / "library", {"command": [sys.executable, str(FAKE)]})
+        build_library(
+            [logic], "gfx900", tmp_path / "library", {"command": [sys.executable, str(FAKE)]}, "vega10"
+        )
 
 
 # ---- the measure path: Tensile's real order, sweeps, telemetry, bad input ----

@@ -27,6 +27,7 @@ from oto.gemm import PATTERNS, Library
 from oto.tensile import legality
 from oto.tensile.create_library import build_library
 from oto.tensile.install import RUNTIME_SCRIPT, register_args, tensile_python_from_path
+from oto.tensile.labels import logic_label
 from oto.tensile.logic_writer import logic_file_name, problem_type, solution_entry, write_logic_file
 from oto.tensile.native_library import build_master_library
 from oto.tensile.outputs import match_solutions, read_solutions
@@ -239,12 +240,12 @@ def test_backend_build_with_real_tensile(tensile_python, asm_cache, profile, tmp
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("label", ["gfx90c", "gfx900"])
-def test_logic_files_build_with_tensile_create_library(tensile_python, label, profile, tmp_path):
+@pytest.mark.parametrize("package_label", ["native", "spoof"])
+def test_logic_files_build_with_tensile_create_library(tensile_python, package_label, profile, tmp_path):
     lib, ks = sgemm_nt()
     pt = problem_type(lib.name)
     sols = [solution_entry(pt, k.params, i) for i, k in enumerate(ks[:2])]
-    schedule = "vega10" if label == "gfx900" else "gfx90c"
+    schedule, label, _ = logic_label(profile, package_label)  # gfx90c, or its stock library's vega10/gfx900
     logic = write_logic_file(
         tmp_path / logic_file_name(schedule, lib.name),
         problem_type=pt,
@@ -256,7 +257,7 @@ def test_logic_files_build_with_tensile_create_library(tensile_python, label, pr
     )
     out = tmp_path / "library"
     manifest = build_library(
-        [logic], label, out, {"python": tensile_python}, jobs=2, register=register_args(profile)
+        [logic], label, out, {"python": tensile_python}, schedule, jobs=2, register=register_args(profile)
     )
     files = set(manifest["files"])
     assert f"TensileLibrary_lazy_{label}.dat" in files
@@ -466,7 +467,13 @@ def test_tensile_create_library_reads_past_the_provenance_header(tensile_python,
         )
         out = tmp_path / name / "library"
         build_library(
-            [logic], "gfx90c", out, {"python": tensile_python}, jobs=2, register=register_args(profile)
+            [logic],
+            "gfx90c",
+            out,
+            {"python": tensile_python},
+            "gfx90c",
+            jobs=2,
+            register=register_args(profile),
         )
         built[name] = {p.name: p.read_bytes() for p in sorted(out.glob("*.dat"))}
     assert built["marked"] and built["marked"] == built["bare"]

@@ -254,6 +254,35 @@ def _inconsistencies(p: dict) -> list[tuple[str, str]]:
                     f"[{bounds['min']}, {bounds['max']}] does not hold the profile's own {own[name]}",
                 )
             )
+    found += _stock_library_problems(p)
+    return found
+
+
+def hsa_override_version(arch: str) -> str:
+    """The HSA_OVERRIDE_GFX_VERSION under which HIP reports ``arch``: gfx900 → 9.0.0, gfx90c → 9.0.12."""
+    return ".".join(str(v) for v in parse_arch(arch))
+
+
+def _stock_library_problems(p: dict) -> list[tuple[str, str]]:
+    stock = p["stock_library"]
+    found = []
+    version = hsa_override_version(stock["arch"])
+    if stock["hsa_override_gfx_version"] != version:
+        found.append(
+            (
+                "stock_library.hsa_override_gfx_version",
+                f"{stock['hsa_override_gfx_version']!r} is not {stock['arch']}'s version {version!r} "
+                "(HIP reads major.minor.stepping, the stepping in decimal)",
+            )
+        )
+    if stock["arch"] == p["arch"] and stock["logic_prefix"] != p["tensile"]["logic_prefix"]:
+        found.append(
+            (
+                "stock_library.logic_prefix",
+                f"{stock['logic_prefix']!r}: the stock library is {p['arch']}'s own, whose prefix is "
+                f"tensile.logic_prefix {p['tensile']['logic_prefix']!r}",
+            )
+        )
     return found
 
 

@@ -11,8 +11,9 @@ from pathlib import Path
 from oto.deck.model import read_library_yaml
 from oto.files import read_yaml
 from oto.stages import Stage
+from oto.tensile.labels import LABEL_FIELDS
 from oto.tensile.legality import Limits
-from oto.tensile.logic_writer import LABEL_FIELDS, write_library_logic
+from oto.tensile.logic_writer import write_library_logic
 from oto.tensile.provenance import logic_record, write_record
 
 STAGE = Stage(

@@ -15,8 +15,8 @@ from typing import Any
 
 from oto.stages import Stage
 from oto.tensile.install import REGISTRATION_FIELDS
+from oto.tensile.labels import LABEL_FIELDS
 from oto.tensile.legality import Limits
-from oto.tensile.logic_writer import LABEL_FIELDS
 from oto.tensile.packaging import package_library
 
 STAGE = Stage(

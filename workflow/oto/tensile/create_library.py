@@ -8,9 +8,10 @@ outputs go flat into ``results/<arch>/library/``:
 - ``TensileLibrary_Type_<...>_<label>.dat``: one child per problem type (solutions, Matching table);
 - ``TensileLibrary_<...>_<label>.co`` (assembly kernels) and ``.hsaco`` (HIP-source and helper kernels).
 
-The label is the architecture the files claim: ``gfx90c`` (native: needs a rocBLAS/Tensile host that knows
-gfx90c) or ``gfx900`` (drop-in for stock rocBLAS, run with HSA_OVERRIDE_GFX_VERSION=9.0.0); the logic stage
-already named and labelled the logic files accordingly.
+The label is the architecture the files claim (:mod:`oto.tensile.labels`): the tuned arch (native, e.g.
+``gfx90c``: needs a rocBLAS/Tensile host that knows it) or its stock library's (``gfx900`` for gfx90c: a
+drop-in for stock rocBLAS, run with HSA_OVERRIDE_GFX_VERSION=9.0.0); the logic stage already named and
+labelled the logic files accordingly.
 """
 
 from __future__ import annotations
@@ -81,12 +82,16 @@ def build_library(
     arch_label: str,
     library_dir: Path,
     tensile_cfg: Mapping[str, Any],
+    prefix: str,
     jobs: int = 0,
     timeout_s: float = 6 * 3600,
-    prefix: str | None = None,
     register: Sequence[str] = (),
 ) -> dict[str, Any]:
     """Run TensileCreateLibrary on ``logic_paths``; return the manifest (files, command, seconds).
+
+    ``arch_label`` and ``prefix`` are the label's architecture and logic-file prefix
+    (:func:`oto.tensile.labels.logic_label`): TensileCreateLibrary picks the files of an architecture by the
+    prefix its architectureMap names (gfx900 → vega10; gfx90c is registered under its own name).
 
     Raises PackagingError naming the log when Tensile fails; a missing Tensile returns ``{}``."""
     library_dir = Path(library_dir)
@@ -95,7 +100,6 @@ def build_library(
         shutil.rmtree(work)
     logic_dir, out_dir = work / "logic", work / "out"
     logic_dir.mkdir(parents=True)
-    prefix = prefix or _prefix_for(arch_label)
     for p in logic_paths:
         p = Path(p)
         if not p.name.startswith(prefix):
@@ -144,9 +148,3 @@ def _absolute(arg: str) -> str:
     made absolute, so the command still finds it from another working folder; any other argument as is."""
     relative = os.sep in arg and not os.path.isabs(arg) and Path(arg).exists()
     return str(Path(arg).resolve()) if relative else arg
-
-
-def _prefix_for(arch_label: str) -> str:
-    # TensileCreateLibrary picks logic files by architectureMap name: gfx900 → vega10; gfx90c is registered
-    # with its own name by tensile_runtime.py.
-    return "vega10" if arch_label == "gfx900" else arch_label

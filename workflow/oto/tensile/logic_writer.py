@@ -20,6 +20,7 @@ from oto.files import atomic_write_text
 from oto.gemm import Library
 from oto.tensile import legality
 from oto.tensile import solution_fields as sf
+from oto.tensile.labels import logic_label
 from oto.tensile.params import CandidateError, canonical, macro_tile
 from oto.tensile.provenance import logic_header
 
@@ -255,17 +256,6 @@ def write_logic_file(path: str | Path, notes: Sequence[str] = (), **fields: Any)
     text += yaml.dump(data, Dumper=yaml.CSafeDumper, default_flow_style=None)
     atomic_write_text(path, text)  # an interrupted job never leaves half a logic file for package to read
     return path
-
-
-LABEL_FIELDS = ("arch", "tensile.logic_prefix", "tensile.device_names")  # what logic_label reads
-
-
-def logic_label(profile: Mapping, label: str) -> tuple[str, str, list[str]]:
-    """(schedule, architecture, device names) for the chosen label: the tuned arch itself, or gfx900 for a
-    drop-in library that stock rocBLAS loads under HSA_OVERRIDE_GFX_VERSION=9.0.0."""
-    if label == "gfx900":
-        return "vega10", "gfx900", list(profile["tensile"]["device_names"])
-    return profile["tensile"]["logic_prefix"], profile["arch"], list(profile["tensile"]["device_names"])
 
 
 def write_library_logic(

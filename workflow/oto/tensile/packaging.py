@@ -21,8 +21,8 @@ from oto.files import atomic_write_text
 from oto.tensile import legality
 from oto.tensile.create_library import build_library
 from oto.tensile.install import register_args, tensile_command
+from oto.tensile.labels import logic_label
 from oto.tensile.logic_reader import check_logic_files
-from oto.tensile.logic_writer import logic_label
 from oto.tensile.native_library import build_master_library, write_library
 from oto.tensile.provenance import (
     DAT_KEY,
