@@ -10,7 +10,7 @@ rule deck:
         "../workflow/envs/oto.yaml"
     params:
         results=f"results/{ARCH}",
-        kind=PLAN.deck_kind,
+        deck=PLAN.deck,
         libraries=LIBRARIES,
     script:
         "../scripts/deck.py"

@@ -5,13 +5,11 @@ from pathlib import Path
 import _oto  # noqa: F401  (puts the oto package on sys.path)
 from oto.reporting.dashboard import refresh
 from oto.run.context import stage
-from oto.run.plan import deck_source
 from oto.stages import deck
 
 with stage(snakemake) as ctx:
     deck.run(
-        snakemake.params.kind,
-        deck_source(snakemake.params.kind, snakemake.input),
+        snakemake.params.deck,
         snakemake.params.libraries,
         snakemake.output.deck,
         list(snakemake.output.slices),

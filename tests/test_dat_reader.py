@@ -23,7 +23,7 @@ def _only(deck):
 @pytest.mark.parametrize("mode", ["gfx900-lazy-msgpack", "gfx900-merged-yaml"])
 @pytest.mark.parametrize("case", sorted(CASES))
 def test_dat_deck_matches_logic_deck(golden_dir, vega10_dir, mode, case):
-    dat = deck_from_rocblas_dir(golden_dir / "tcl" / mode / case)
+    dat = deck_from_rocblas_dir(golden_dir / "tcl" / mode / case, "gfx900")
     logic = deck_from_logic_files([read_logic_file(vega10_dir / CASES[case])])
     assert list(dat.libraries) == list(logic.libraries)
     d, g = _only(dat), _only(logic)
@@ -53,7 +53,7 @@ def test_dat_deck_matches_logic_deck(golden_dir, vega10_dir, mode, case):
 
 
 def test_problem_type_recovered(golden_dir, vega10_dir):
-    dl = read_rocblas_dir(golden_dir / "tcl" / "gfx900-lazy-msgpack" / "HHS_BH_NT")[0]
+    dl = read_rocblas_dir(golden_dir / "tcl" / "gfx900-lazy-msgpack" / "HHS_BH_NT", "gfx900")[0]
     lf = read_logic_file(vega10_dir / CASES["HHS_BH_NT"])
     assert dl.library_name == lf.library_name == "Cijk_Ailk_Bjlk_HHS_BH"
     for key, value in dl.problem_type.items():
@@ -65,11 +65,11 @@ def test_problem_type_recovered(golden_dir, vega10_dir):
 def test_gfx90c_library_is_skipped_unless_asked(golden_dir, tmp_path):
     folder = golden_dir / "tcl" / "gfx90c-lazy-msgpack" / "DB_NN"
     with pytest.raises(DatFileError, match="TensileLibrary_gfx900.dat or TensileLibrary.dat"):
-        read_rocblas_dir(folder)
+        read_rocblas_dir(folder, "gfx900")
     # Under the merged name the file is found, but its only hardware row is gfx90c.
     shutil.copy(folder / "TensileLibrary_lazy_gfx90c.dat", tmp_path / "TensileLibrary.dat")
     with pytest.raises(DatFileError, match="TensileLibrary.dat: no library for gfx900$"):
-        read_rocblas_dir(tmp_path)
+        read_rocblas_dir(tmp_path, "gfx900")
     (lib,) = read_rocblas_dir(folder, arch="gfx90c")
     assert lib.architecture == "gfx90c" and lib.library_name == "Cijk_Ailk_Bljk_DB"
     assert lib.solutions[0]["index"] == 607125504  # int('90c', 16) << 18
@@ -83,8 +83,8 @@ def test_fallback_rows_read_only_when_asked(golden_dir, tmp_path):
     parent["library"]["rows"][0]["predicate"] = {"type": "TruePred"}
     (tmp_path / "TensileLibrary_lazy_gfx900.dat").write_bytes(msgpack.packb(parent))
     with pytest.raises(DatFileError, match="no library for gfx900$"):
-        read_rocblas_dir(tmp_path)
-    (lib,) = read_rocblas_dir(tmp_path, fallback=True)
+        read_rocblas_dir(tmp_path, "gfx900")
+    (lib,) = read_rocblas_dir(tmp_path, "gfx900", fallback=True)
     assert lib.architecture == "fallback" and len(lib.rows) == 8
 
 
@@ -109,7 +109,7 @@ def test_not_msgpack(tmp_path):
     bad = tmp_path / "TensileLibrary_lazy_gfx900.dat"
     bad.write_bytes(b"\xc1 this is not msgpack")
     with pytest.raises(DatFileError, match="TensileLibrary_lazy_gfx900.dat: not a msgpack file"):
-        read_rocblas_dir(tmp_path)
+        read_rocblas_dir(tmp_path, "gfx900")
 
 
 def test_truncated_dat(golden_dir, tmp_path):
@@ -120,26 +120,26 @@ def test_truncated_dat(golden_dir, tmp_path):
     with pytest.raises(
         DatFileError, match=r"TensileLibrary_Type_HH_Contraction_l_Alik_Bljk_Cijk_Dijk_gfx900\.dat: not a"
     ):
-        read_rocblas_dir(tmp_path)
+        read_rocblas_dir(tmp_path, "gfx900")
 
 
 def test_wrong_shape(tmp_path):
     bad = tmp_path / "TensileLibrary.dat"
     bad.write_bytes(msgpack.packb([1, 2, 3]))
     with pytest.raises(DatFileError, match="TensileLibrary.dat: not a Tensile solution library"):
-        read_rocblas_dir(tmp_path)
+        read_rocblas_dir(tmp_path, "gfx900")
     bad.write_bytes(msgpack.packb({"solutions": [], "library": {"type": "Problem", "rows": []}}))
     with pytest.raises(DatFileError, match="TensileLibrary.dat: top library is 'Problem', expected Hardware"):
-        read_rocblas_dir(tmp_path)
+        read_rocblas_dir(tmp_path, "gfx900")
 
 
 def test_missing_child(golden_dir, tmp_path):
     src = golden_dir / "tcl" / "gfx900-lazy-msgpack" / "DB_NN" / "TensileLibrary_lazy_gfx900.dat"
     shutil.copy(src, tmp_path / src.name)
     with pytest.raises(DatFileError, match=r"placeholder names TensileLibrary_Type_DD_.*gfx900, but"):
-        read_rocblas_dir(tmp_path)
+        read_rocblas_dir(tmp_path, "gfx900")
 
 
 def test_empty_folder(tmp_path):
     with pytest.raises(DatFileError, match="no TensileLibrary_lazy_gfx900.dat"):
-        read_rocblas_dir(tmp_path)
+        read_rocblas_dir(tmp_path, "gfx900")

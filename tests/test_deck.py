@@ -119,7 +119,7 @@ def test_load_deck_sources(manifest_deck, vega10_dir, tmp_path):
     small = load_deck("logic", tmp_path)
     assert list(small.libraries) == ["Cijk_Ailk_Bljk_DB", "Cijk_Alik_Bjlk_DB"]
     assert small.libraries["Cijk_Ailk_Bljk_DB"] == manifest_deck.libraries["Cijk_Ailk_Bljk_DB"]
-    with pytest.raises(DeckError, match="'logic' needs a path"):
+    with pytest.raises(DeckError, match="config field 'deck.path': required when deck.source is 'logic'"):
         load_deck("logic")
     with pytest.raises(DeckError, match="unknown deck source 'tarball'"):
         load_deck("tarball", tmp_path)

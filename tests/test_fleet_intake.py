@@ -84,6 +84,27 @@ def test_the_good_bundle_is_accepted(good):
     assert b.device_id.startswith("d") and len(b.records[LIBRARY]) == 4 and LIBRARY in b.finals
 
 
+def test_a_bundle_of_an_older_oto_reads_with_todays_names(good):
+    """Written before profiles named their stock library and before shipped_gflops was arch-neutral: the
+    device profile takes the arch's stock library (no device refines it), the final's rows today's names."""
+
+    def older(m: dict[str, bytes]) -> None:
+        edit_yaml("profile/gfx90c.yaml", lambda d: d.pop("stock_library"))(m)
+
+        def final(d):
+            d.pop("shipped_gflops_arch", None)
+            for r in d["per_size"]:
+                r["shipped_gflops_gfx900"] = r.pop("shipped_gflops", 1.0)
+
+        edit_yaml(f"results/{LIBRARY}/final.yaml", final)(m)
+
+    b = open_bundle(rebuild(good, older), EXPECT)
+    assert b.profile["stock_library"] == ARCH["stock_library"]
+    rows = b.finals[LIBRARY]["per_size"]
+    assert all("shipped_gflops" in r and "shipped_gflops_gfx900" not in r for r in rows)
+    assert b.finals[LIBRARY]["shipped_gflops_arch"] == "gfx900"
+
+
 # -- the archive -------------------------------------------------------------------------------------------
 
 

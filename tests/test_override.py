@@ -42,7 +42,7 @@ def installed(golden_dir):
 
 @pytest.fixture(scope="module")
 def deck(installed):
-    return deck_from_rocblas_dir(installed)
+    return deck_from_rocblas_dir(installed, "gfx900")
 
 
 class Stub:

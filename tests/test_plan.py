@@ -187,3 +187,38 @@ def test_a_profile_its_isa_contradicts_fails_the_dry_run(tmp_path, monkeypatch, 
     with pytest.raises(PlanError, match=message) as err:
         plan_run({**BASE, "arch": data["arch"]}, ["config/config.yaml"])
     assert "\n" not in str(err.value)
+
+
+def test_the_deck_rule_gets_its_source_floor_and_the_stock_librarys_arch(tmp_path):
+    from test_deck_sources import MANIFEST, NN, write_logic
+
+    plan = plan_run(BASE)
+    manifest = "workflow/oto/deck/data/deck_vega10.json.gz"
+    assert plan.deck == {
+        "source": "manifest",
+        "path": manifest,
+        "arch": "gfx900",
+        "floor": {"source": "deck", "path": None},
+    }
+    floor = tmp_path / "navi21"
+    write_logic(floor, MANIFEST.libraries[NN], prefix="navi21", arch="gfx1030")
+    plan = plan_run({**BASE, "patterns": ["NN"], "deck": {"floor": {"source": "logic", "path": str(floor)}}})
+    assert plan.deck["floor"] == {"source": "logic", "path": str(floor)}
+    assert plan.deck_inputs == [manifest, str(floor / f"navi21_{NN}.yaml")]
+    with pytest.raises(
+        PlanError, match=rf"config field 'deck.floor': {floor} has no library Cijk_Ailk_Bjlk_DB"
+    ):
+        plan_run({**BASE, "deck": {"floor": {"source": "logic", "path": str(floor)}}})
+    plan = plan_run({**BASE, "deck": {"floor": {"source": "none"}}})
+    assert plan.deck_inputs == [manifest] and plan.deck["floor"]["source"] == "none"
+
+
+def test_the_rocblas_deck_and_the_spoof_label_follow_the_profiles_stock_library(golden_dir):
+    rocblas = {"source": "rocblas", "path": str(golden_dir / "tcl" / "gfx900-lazy-msgpack" / "DB_NN")}
+    assert plan_run({**BASE, "deck": rocblas}).libraries == ["Cijk_Ailk_Bljk_DB"]  # gfx90c runs gfx900's
+    with pytest.raises(PlanError, match="no TensileLibrary_lazy_gfx906.dat"):  # gfx906 runs its own
+        plan_run({**BASE, "arch": "gfx906", "deck": rocblas})
+    assert plan_run({**BASE, "package": {"label": "spoof"}}).logic_prefix == "vega10"
+    assert plan_run({**BASE, "arch": "gfx906", "package": {"label": "spoof"}}).logic_prefix == "vega20"
+    with pytest.raises(PlanError, match=r"field 'package.label': gfx900 .* gfx906's"):
+        plan_run({**BASE, "arch": "gfx906", "package": {"label": "gfx900"}}, ["c.yaml"])

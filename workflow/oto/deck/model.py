@@ -1,9 +1,12 @@
-"""The coverage deck: which libraries rocBLAS ships for the reference GPU, at which sizes, with which kernels.
+"""The coverage deck: which libraries to tune, at which sizes with what weight, and what each size's floor is.
 
-Every library keeps its shipped solutions as canonical oto parameters, its unique sizes ([M, N, B, K], or 8
-long with LDD, LDC, LDA, LDB when the file has them) and, parallel to the sizes, the shipped ``[solution
-position, gflops]``: what the tuned kernels must beat. :mod:`oto.deck.sources` reads decks; the workflow
-keeps them as ``deck.yaml`` files (below).
+Every library keeps its unique sizes ([M, N, B, K], or 8 long with LDD, LDC, LDA, LDB when the file has
+them), a weight per size (how much the size counts; 1 for every size of today's sources) and, where its
+source ships Tensile kernels, its shipped solutions as canonical oto parameters and, parallel to the sizes,
+the shipped ``[solution position, gflops]`` (null where nothing is shipped at a size): what the tuned kernels
+must beat. The reference kernel of a size comes from the library's floor (:mod:`oto.deck.floors`): by default
+the shipped solution, else another source's shipped library or a baseline kernel. :mod:`oto.deck.sources`
+reads decks; the workflow keeps them as ``deck.yaml`` files (below).
 """
 
 from __future__ import annotations
@@ -14,12 +17,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from oto.deck.floors import Floor, FloorError, floor_from_dict, own_floor
 from oto.files import read_yaml, write_yaml
-from oto.gemm import PATTERNS, Library
+from oto.gemm import PATTERNS
 from oto.tensile import legality
 from oto.tensile.logic_reader import size_problem
-from oto.tensile.params import CandidateError, candidate_id, canonical
+from oto.tensile.params import CandidateError, canonical
 
+# What a library's figures are (the manifest stores these); deck.yaml adds its weights and, when the floor is
+# not the library's own shipped kernels, the floor.
 _LIBRARY_FIELDS = ("name", "family", "pattern", "problem_type", "logic", "solutions", "sizes", "shipped")
 
 
@@ -42,6 +48,30 @@ def check_sizes(sizes: list, where: str) -> None:
             raise DeckError(f"{where}: sizes[{i}] {list(s)}: {why}")
 
 
+# final.yaml's per-size field for the GFLOPS the source recorded for its shipped solution (the arch they were
+# measured on is stated once, in shipped_gflops_arch); files written before it was arch-neutral name it after
+# the arch of the only deck there was.
+SHIPPED_GFLOPS = "shipped_gflops"
+OLD_SHIPPED_GFLOPS = {"shipped_gflops_gfx900": "gfx900"}
+
+
+def current_final(doc: Mapping[str, Any]) -> dict[str, Any]:
+    """A final.yaml document with today's field names: rows of older files get ``shipped_gflops`` and the
+    document ``shipped_gflops_arch`` from the name their figure had (``shipped_gflops_gfx900``)."""
+    out = dict(doc)
+    rows = []
+    for row in doc.get("per_size") or []:
+        old = next((k for k in OLD_SHIPPED_GFLOPS if isinstance(row, Mapping) and k in row), None)
+        if old is None:
+            rows.append(row)
+            continue
+        rows.append({(SHIPPED_GFLOPS if k == old else k): v for k, v in row.items()})
+        out.setdefault("shipped_gflops_arch", OLD_SHIPPED_GFLOPS[old])
+    if "per_size" in doc:
+        out["per_size"] = rows
+    return out
+
+
 @dataclass
 class LibraryDeck:
     name: str
@@ -51,12 +81,28 @@ class LibraryDeck:
     # minimum_required_version, key_length, schedule, architecture, device_names, index_order, distance,
     # perf_metric, exact_rows (rows before dedup) and defaulted_params (knobs the source did not record)
     logic: dict
-    solutions: list[dict]  # {index, name, params}
+    solutions: list[dict]  # {index, name, params}; empty for a source that ships no Tensile kernels
     sizes: list[list[int]]
-    shipped: list[list]  # [solution position, gflops], parallel to sizes
+    shipped: list[list | None]  # [solution position, gflops] or None, parallel to sizes
+    weights: list[float] | None = None  # parallel to sizes; None: every size weighs 1
+    # the floor as deck.yaml carries it (oto.deck.floors); None: the library's own shipped kernels
+    floor: dict | None = None
+    # the floor object of ``floor``, rebuilt when ``floor`` is replaced (emit asks once per reference kernel)
+    _floor_cache: tuple | None = field(default=None, init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        if self.weights is None:
+            self.weights = [1.0] * len(self.sizes)
+
+    def figures(self) -> dict[str, Any]:
+        """What the library is, without weights and floor (the manifest's entry)."""
+        return {k: getattr(self, k) for k in _LIBRARY_FIELDS}
 
     def to_dict(self) -> dict[str, Any]:
-        return {k: getattr(self, k) for k in _LIBRARY_FIELDS}
+        out = {**self.figures(), "weights": self.weights}
+        if self.floor is not None:
+            out["floor"] = self.floor
+        return out
 
     @classmethod
     def from_dict(cls, data: Any, where: str) -> LibraryDeck:
@@ -65,15 +111,22 @@ class LibraryDeck:
         missing = [k for k in _LIBRARY_FIELDS if k not in data]
         if missing:
             raise DeckError(f"{where}: library {data.get('name', '?')} lacks {', '.join(missing)}")
-        lib = cls(**{k: data[k] for k in _LIBRARY_FIELDS})
-        for key in ("solutions", "sizes", "shipped"):
+        # weights and floor are absent from the manifest and from deck.yaml files written before them
+        lib = cls(
+            **{k: data[k] for k in _LIBRARY_FIELDS}, weights=data.get("weights"), floor=data.get("floor")
+        )
+        for key in ("solutions", "sizes", "shipped", "weights"):
             if not isinstance(getattr(lib, key), list):
                 raise DeckError(f"{where}: {lib.name}: field '{key}' is not a list")
-        if len(lib.sizes) != len(lib.shipped):
-            raise DeckError(
-                f"{where}: {lib.name}: {len(lib.sizes)} sizes but {len(lib.shipped)} shipped entries"
-            )
+        for key in ("shipped", "weights"):
+            if len(lib.sizes) != len(getattr(lib, key)):
+                raise DeckError(
+                    f"{where}: {lib.name}: {len(lib.sizes)} sizes but {len(getattr(lib, key))} {key} entries"
+                )
         check_sizes(lib.sizes, f"{where}: {lib.name}")
+        for i, w in enumerate(lib.weights):
+            if isinstance(w, bool) or not isinstance(w, int | float) or not math.isfinite(w) or w <= 0:
+                raise DeckError(f"{where}: {lib.name}: weights[{i}] = {w!r} is not a positive finite number")
         for pos, sol in enumerate(lib.solutions):
             try:  # JSON manifests store AssertStride*Equal's integer keys as strings
                 sol["params"] = canonical(sol["params"])
@@ -81,6 +134,8 @@ class LibraryDeck:
                 raise DeckError(f"{where}: {lib.name}: solutions[{pos}] params: {exc}") from None
         n = len(lib.solutions)
         for i, entry in enumerate(lib.shipped):
+            if entry is None:
+                continue  # nothing shipped at this size
             if not (
                 isinstance(entry, list)
                 and len(entry) == 2
@@ -95,58 +150,47 @@ class LibraryDeck:
                 raise DeckError(
                     f"{where}: {lib.name}: shipped[{i}]: GFLOPS {gflops!r} is not a finite number"
                 )
+        try:
+            floor_from_dict(lib.floor, f"{where}: {lib.name}")
+        except FloorError as exc:
+            raise DeckError(str(exc)) from None
         return lib
 
     def reference_params(self, size_index: int) -> dict[str, Any]:
         """The shipped solution the spoof runs at this deck size (the spoof floor, the reference kernel)."""
         return dict(self.solutions[int(self.shipped[size_index][0])]["params"])
 
+    def reference_floor(self) -> Floor:
+        """Where this library's reference kernels come from (oto.deck.floors)."""
+        if self._floor_cache is None or self._floor_cache[0] is not self.floor:
+            self._floor_cache = (self.floor, floor_from_dict(self.floor, self.name) or own_floor(self))
+        return self._floor_cache[1]
+
     def references(
         self, indices: list[int], limits: legality.Limits | None = None
     ) -> dict[int, dict[str, Any]]:
-        """The spoof-floor kernel of each deck size in ``indices``, as Tensile resolves it.
+        """The floor's kernel of each deck size in ``indices``, as Tensile resolves it.
 
-        ``{size_index: {id, params, position}}``, plus ``substitute`` when the shipped solution cannot be
+        ``{size_index: {id, params, position}}``, plus ``substitute`` when the floor's solution cannot be
         built (no form of it is legal for Tensile 4.44: see oto.deck.sources.reference_params): then the
-        size is handed to the legal shipped solution of the nearest deck size (Euclidean in M, N, K, as
-        Tensile's Matching table picks), and ``substitute`` says which and why."""
-        library = Library.parse(self.name)
-        verdicts: dict[int, legality.Verdict] = {}
-        resolved: dict[int, dict[str, Any]] = {}
+        size is handed to the legal shipped solution of the nearest size (Euclidean in M, N, K, as Tensile's
+        Matching table picks), and ``substitute`` says which and why; ``baseline`` when the floor is the
+        baseline kernel. See :mod:`oto.deck.floors`."""
+        return self.reference_floor().references(self, indices, limits)
 
-        def verdict(pos: int) -> legality.Verdict:
-            if pos not in verdicts:
-                verdicts[pos] = legality.check(library, self.solutions[pos]["params"], limits)
-            return verdicts[pos]
+    def shipped_gflops(self, size_index: int) -> float | None:
+        """The GFLOPS the source recorded for its shipped solution at this size (None: nothing shipped)."""
+        entry = self.shipped[size_index]
+        return None if entry is None else float(entry[1])
 
-        out = {}
-        for i in indices:
-            shipped = int(self.shipped[i][0])
-            pos, note = shipped, None
-            if not verdict(shipped).valid:
-                m, n, _, k = self.sizes[i][:4]
-                order = sorted(
-                    range(len(self.sizes)),
-                    key=lambda j: ((self.sizes[j][0] - m) ** 2 + (self.sizes[j][1] - n) ** 2
-                                   + (self.sizes[j][3] - k) ** 2, j),
-                )  # fmt: skip
-                legal = (int(self.shipped[j][0]) for j in order if verdict(int(self.shipped[j][0])).valid)
-                pos = next(legal, None)
-                note = {
-                    "shipped": self.solutions[shipped]["name"] or f"solution {shipped}",
-                    "reason": "; ".join(verdict(shipped).reasons),
-                    "used": None if pos is None else (self.solutions[pos]["name"] or f"solution {pos}"),
-                }
-                if pos is None:
-                    out[i] = {"id": None, "params": None, "position": None, "substitute": note}
-                    continue
-            if pos not in resolved:
-                resolved[pos] = legality.resolve(library, self.solutions[pos]["params"], limits)
-            params = resolved[pos]
-            out[i] = {"id": candidate_id(params), "params": dict(params), "position": pos}
-            if note:
-                out[i]["substitute"] = note
-        return out
+    def shipped_arch(self) -> str | None:
+        """The arch the shipped GFLOPS were measured on (the source's logic architecture)."""
+        if not self.solutions:
+            return None
+        arch = self.logic.get("architecture")
+        return (
+            str(arch["Architecture"]) if isinstance(arch, Mapping) else (None if arch is None else str(arch))
+        )
 
     def stats(self) -> dict[str, int]:
         return {

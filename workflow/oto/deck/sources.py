@@ -1,6 +1,18 @@
-"""Where a deck comes from: the manifest shipped with oto (``data/deck_vega10.json.gz``, the figures of
-rocBLAS's 46 gfx900 logic files), a folder of Tensile logic files, or an installed rocBLAS library folder;
-and ``oto deck-manifest``, which derives the manifest from logic files, byte for byte reproducibly."""
+"""Where a deck comes from: deck sources as plug-ins, one small protocol (:class:`DeckSource`), one registry
+(:data:`DECK_SOURCES`, config ``deck.source``; the schema's enum is tested against it).
+
+A source answers two questions. At plan time, cheaply (a dry-run must stay fast): which libraries it holds and
+which files the deck rule reads (:meth:`DeckSource.plan`), and whether the selected libraries' sizes are sane
+(:meth:`DeckSource.check`: a zero or negative size fails the dry-run naming file and row). At deck time:
+which libraries and sizes, with what weight (:meth:`DeckSource.load`). Separately and optionally, a source
+whose libraries ship Tensile kernels (``ships_kernels``) can be a library's floor: the reference kernel of a
+size (:mod:`oto.deck.floors`; config ``deck.floor``).
+
+Registered: ``manifest`` (the figures of rocBLAS's 46 gfx900 logic files, ``data/deck_vega10.json.gz``,
+shipped with oto), ``logic`` (a folder of Tensile logic files) and ``rocblas`` (an installed rocBLAS library
+folder, read for the arch profile's stock library: ``stock_library.arch``). ``oto deck-manifest`` derives the
+manifest from logic files, byte for byte reproducibly.
+"""
 
 from __future__ import annotations
 
@@ -10,14 +22,24 @@ import hashlib
 import json
 import os
 import tempfile
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any, ClassVar, Protocol
 
+from oto.deck.floors import NONE, OWN, BaselineFloor, FloorError, foreign_floor
 from oto.deck.model import Deck, DeckError, LibraryDeck, check_sizes
 from oto.gemm import FamilyCodeError, Library
 from oto.tensile import legality
-from oto.tensile.dat_reader import DatLibrary, master_file, read_rocblas_dir
-from oto.tensile.logic_reader import LogicFile, LogicFileError, read_logic_dir, solution_knobs
+from oto.tensile.dat_reader import DatFileError, DatLibrary, master_file, read_rocblas_dir
+from oto.tensile.logic_reader import (
+    LogicFile,
+    LogicFileError,
+    read_exact_rows,
+    read_logic_dir,
+    read_logic_file,
+    solution_knobs,
+)
 from oto.tensile.params import EXTRA_PARAMS, CandidateError, canonical
 
 SHIPPED_MANIFEST = Path(__file__).resolve().parent / "data" / "deck_vega10.json.gz"
@@ -45,6 +67,11 @@ def _unique_sizes(rows: Iterable[tuple[tuple[int, ...], int, float]]) -> tuple[l
         sizes.append(list(key))
         shipped.append([position, gflops])
     return sizes, shipped
+
+
+def uniform_weights(sizes: Sequence) -> list[float]:
+    """Every size of a shipped library weighs the same: 1 (a workload source would weigh by call count)."""
+    return [1.0] * len(sizes)
 
 
 def _names(name: str, where: str) -> Library:
@@ -105,8 +132,9 @@ def library_from_logic(lf: LogicFile) -> LibraryDeck:
         "defaulted_params": sorted(defaulted),
     }
     return LibraryDeck(
-        lib.name, lib.family.code, lib.pattern, lf.problem_type, logic, solutions, sizes, shipped
-    )
+        lib.name, lib.family.code, lib.pattern, lf.problem_type, logic, solutions, sizes, shipped,
+        weights=uniform_weights(sizes),
+    )  # fmt: skip
 
 
 def _arch_name(arch: str | Mapping) -> str:
@@ -162,12 +190,14 @@ def library_from_dat(dl: DatLibrary) -> LibraryDeck:
         "defaulted_params": sorted(defaulted),
     }
     return LibraryDeck(
-        lib.name, lib.family.code, lib.pattern, dl.problem_type, logic, solutions, sizes, shipped
-    )
+        lib.name, lib.family.code, lib.pattern, dl.problem_type, logic, solutions, sizes, shipped,
+        weights=uniform_weights(sizes),
+    )  # fmt: skip
 
 
-def deck_from_rocblas_dir(path: str | Path, arch: str = "gfx900", *, fallback: bool = False) -> Deck:
-    """The deck of an installed rocBLAS library folder; ``fallback`` adds the HIP fallback (TruePred) rows."""
+def deck_from_rocblas_dir(path: str | Path, arch: str, *, fallback: bool = False) -> Deck:
+    """The deck of ``arch``'s libraries in an installed rocBLAS library folder; ``fallback`` adds the HIP
+    fallback (TruePred) rows."""
     path = Path(path)
     found = read_rocblas_dir(path, arch, fallback=fallback)
     files = {master_file(path, arch)} | {dl.path for dl in found}
@@ -188,7 +218,7 @@ def manifest_bytes(deck: Deck) -> bytes:
         "format": MANIFEST_FORMAT,
         "source": src,
         "arch_source": deck.arch_source,
-        "libraries": {n: lib.to_dict() for n, lib in deck.libraries.items()},
+        "libraries": {n: lib.figures() for n, lib in deck.libraries.items()},
     }
     text = json.dumps(doc, sort_keys=True, separators=(",", ":"), allow_nan=False)
     return gzip.compress(text.encode(), compresslevel=9, mtime=0)
@@ -232,17 +262,313 @@ def read_manifest(path: str | Path) -> Deck:
     return Deck(source, str(doc.get("arch_source")), libs)
 
 
-def load_deck(kind: str, path: str | Path | None = None) -> Deck:
-    """A deck from config ``deck: {source, path}``; the manifest defaults to the one shipped with oto."""
-    if kind == "manifest":
-        return read_manifest(SHIPPED_MANIFEST if path is None else path)
-    if path is None:
-        raise DeckError(f"deck source {kind!r} needs a path")
-    if kind == "logic":
-        return deck_from_logic_files(read_logic_dir(path))
-    if kind == "rocblas":
-        return deck_from_rocblas_dir(path)
-    raise DeckError(f"unknown deck source {kind!r} (manifest, logic or rocblas)")
+# ---- deck sources: one protocol, one registry -------------------------------------------------------------
+
+
+class DeckConfigError(DeckError):
+    """A deck source or floor the config names wrongly (unknown, no path, a path that is not there); the
+    message names the config field."""
+
+
+@dataclass(frozen=True)
+class SourcePlan:
+    """What a source answers at plan time: the file or folder it reads, its libraries and the files reading
+    each takes (``shared``: files every library needs, or that the source reads whatever is selected)."""
+
+    path: str
+    files: dict[str, tuple[str, ...]]
+    shared: tuple[str, ...] = field(default=())
+
+    @property
+    def libraries(self) -> list[str]:
+        return sorted(self.files)
+
+    def files_for(self, libraries: Iterable[str] | None = None) -> list[str]:
+        """The files the deck rule reads for ``libraries`` (None: the whole source)."""
+        chosen = self.files if libraries is None else libraries
+        return sorted({*self.shared, *(f for lib in chosen for f in self.files[lib])})
+
+
+class DeckSource(Protocol):
+    """A deck source, built from config ``deck.path`` (or ``deck.floor.path``) and the arch whose stock
+    library the profile's owners run (``stock_library.arch``: the library a rocBLAS folder is read for)."""
+
+    name: ClassVar[str]  # config deck.source
+    doc: ClassVar[str]
+    path: Path | None  # what it reads
+    needs_path: ClassVar[bool]  # config deck.path is required
+    ships_kernels: ClassVar[bool]  # its libraries carry shipped Tensile kernels: it can be a floor
+
+    def __init__(self, path: str | Path | None, arch: str | None, field: str = "deck") -> None: ...
+
+    def plan(self) -> SourcePlan:
+        """Cheaply: the libraries and the files the deck rule reads (no full parse of what is not needed)."""
+        ...
+
+    def check(self, libraries: Sequence[str]) -> None:
+        """The selected libraries' sizes are sane: a zero or negative size raises, naming file and row."""
+        ...
+
+    def load(self, libraries: Sequence[str] | None = None) -> Deck:
+        """The libraries (None: every one) with their sizes and weights, and their shipped kernels if any."""
+        ...
+
+
+class _Source:
+    """What the registered sources share: the path (checked when the source needs one), the arch, the config
+    field errors name."""
+
+    name: ClassVar[str]
+    needs_path: ClassVar[bool] = True
+
+    def __init__(self, path: str | Path | None, arch: str | None, field: str = "deck"):
+        if self.needs_path and not path:
+            raise DeckConfigError(
+                f"config field '{field}.path': required when {field}.source is {self.name!r}"
+            )
+        self.path = Path(path) if path else None
+        self.arch, self.field = arch, field
+
+    def _folder(self) -> Path:
+        assert self.path is not None
+        if not self.path.is_dir():
+            raise DeckConfigError(f"config field '{self.field}.path': {self.path} is not a folder")
+        return self.path
+
+    def _none_found(self) -> DeckConfigError:
+        return DeckConfigError(f"config field '{self.field}.path': no Tensile library found in {self.path}")
+
+
+def _selected(deck: Deck, libraries: Sequence[str] | None, where: str) -> Deck:
+    if libraries is None:
+        return deck
+    missing = sorted(set(libraries) - set(deck.libraries))
+    if missing:
+        raise DeckError(f"{where}: no library {', '.join(missing)}")
+    return Deck(deck.source, deck.arch_source, {n: deck.libraries[n] for n in libraries})
+
+
+class ManifestSource(_Source):
+    name = "manifest"
+    doc = "the figures of rocBLAS's 46 gfx900 logic files, shipped with oto (deck.path: another manifest)"
+    needs_path = False
+    ships_kernels = True
+
+    def __init__(self, path: str | Path | None, arch: str | None, field: str = "deck"):
+        super().__init__(path or SHIPPED_MANIFEST, arch, field)
+
+    def plan(self) -> SourcePlan:
+        if not self.path.is_file():
+            raise DeckConfigError(f"config field '{self.field}.path': manifest {self.path} not found")
+        names = read_manifest(self.path).libraries  # read in full anyway: every size is checked here
+        return SourcePlan(str(self.path), {n: (str(self.path),) for n in names})
+
+    def check(self, libraries: Sequence[str]) -> None:
+        """Nothing more: reading the manifest checked every size."""
+
+    def load(self, libraries: Sequence[str] | None = None) -> Deck:
+        return _selected(read_manifest(self.path), libraries, str(self.path))
+
+
+def _logic_library(path: Path) -> str | None:
+    """The library a logic file holds, from its name (``<prefix>_Cijk_...yaml``); None for other files."""
+    cut = path.stem.find("_Cijk_")
+    if cut < 0:
+        return None
+    try:
+        return Library.parse(path.stem[cut + 1 :]).name
+    except FamilyCodeError as exc:
+        raise DeckError(f"{path}: file name does not name a Tensile problem type ({exc})") from None
+
+
+class LogicSource(_Source):
+    name = "logic"
+    doc = "a folder of Tensile logic files (rocBLAS's library/src/blas3/Tensile/Logic/asm_full/<arch>)"
+    ships_kernels = True
+
+    def plan(self) -> SourcePlan:
+        folder = self._folder()
+        files: dict[str, list[str]] = {}
+        others = []
+        for f in sorted(folder.glob("*.yaml")):  # what deck_from_logic_files reads
+            name = _logic_library(f)
+            (files.setdefault(name, []) if name else others).append(str(f))
+        if not files:
+            raise self._none_found()
+        return SourcePlan(str(folder), {n: tuple(fs) for n, fs in files.items()}, tuple(others))
+
+    def check(self, libraries: Sequence[str]) -> None:
+        files = self.plan().files
+        for name in libraries:
+            for f in files[name]:
+                read_exact_rows(f)  # raises naming file and row, without parsing the solutions
+
+    def load(self, libraries: Sequence[str] | None = None) -> Deck:
+        if libraries is None:
+            return deck_from_logic_files(read_logic_dir(self._folder()))
+        files = self.plan().files
+        missing = sorted(set(libraries) - set(files))
+        if missing:
+            raise DeckError(f"{self.path}: no logic file of {', '.join(missing)}")
+        return deck_from_logic_files([read_logic_file(f) for n in libraries for f in files[n]])
+
+
+class RocblasSource(_Source):
+    name = "rocblas"
+    doc = "an installed rocBLAS library folder (/opt/rocm/lib/rocblas/library), for the stock library's arch"
+    ships_kernels = True
+
+    def _arch(self) -> str:
+        if not self.arch:
+            raise DeckConfigError(
+                f"config field '{self.field}.source': rocblas needs the arch whose library to read "
+                "(the arch profile's stock_library.arch)"
+            )
+        return self.arch
+
+    def plan(self) -> SourcePlan:
+        folder, arch = self._folder(), self._arch()
+        try:
+            found = read_rocblas_dir(folder, arch)
+            master = master_file(folder, arch)
+        except DatFileError as exc:
+            raise DeckError(str(exc)) from None
+        for dl in found:
+            library_from_dat(dl)  # parsed in full anyway: every size is checked here
+        if not found:
+            raise self._none_found()
+        files = {dl.library_name: (str(dl.path),) for dl in found}
+        return SourcePlan(str(folder), files, (str(master),))
+
+    def check(self, libraries: Sequence[str]) -> None:
+        """Nothing more: planning read every size."""
+
+    def load(self, libraries: Sequence[str] | None = None) -> Deck:
+        try:
+            deck = deck_from_rocblas_dir(self._folder(), self._arch())
+        except DatFileError as exc:
+            raise DeckError(str(exc)) from None
+        return _selected(deck, libraries, str(self.path))
+
+
+# name -> source (config deck.source and deck.floor.source; the schema's enums are tested against it)
+DECK_SOURCES: dict[str, type] = {s.name: s for s in (ManifestSource, LogicSource, RocblasSource)}
+
+
+def make_source(name: str, path: str | Path | None, arch: str | None, field: str = "deck") -> DeckSource:
+    """The source registered as ``name``, reading ``path`` (for a rocBLAS folder: ``arch``'s library)."""
+    try:
+        cls = DECK_SOURCES[name]
+    except KeyError:
+        raise DeckConfigError(
+            f"config field '{field}.source': unknown deck source {name!r} (known: {', '.join(DECK_SOURCES)})"
+        ) from None
+    return cls(path, arch, field)
+
+
+def load_deck(kind: str, path: str | Path | None = None, arch: str | None = None) -> Deck:
+    """The whole deck of source ``kind`` (config ``deck: {source, path}``; the manifest defaults to the one
+    shipped with oto; ``arch``: the library a rocBLAS folder is read for)."""
+    return make_source(kind, path, arch).load()
+
+
+# ---- the run's deck: its source and its floor -----------------------------------------------------------
+
+
+def deck_settings(deck_config: Mapping[str, Any], profile: Mapping[str, Any]) -> dict[str, Any]:
+    """What the deck rule needs from config ``deck`` (validated: defaults filled in) and the profile: the
+    source and path, the floor's, and the arch a rocBLAS folder is read for (the profile's stock library)."""
+    floor = deck_config["floor"]
+    return {
+        "source": deck_config["source"],
+        "path": deck_config["path"],
+        "arch": profile["stock_library"]["arch"],
+        "floor": {"source": floor["source"], "path": floor["path"]},
+    }
+
+
+def run_source(settings: Mapping[str, Any]) -> DeckSource:
+    """The deck's source, from the plan's deck settings (:func:`deck_settings`)."""
+    return make_source(settings["source"], settings["path"], settings["arch"])
+
+
+def floor_source(settings: Mapping[str, Any]) -> DeckSource | None:
+    """The source the floor comes from (None: the deck's own kernels, or none)."""
+    floor = settings["floor"]
+    if floor["source"] in (OWN, NONE):
+        return None
+    return make_source(floor["source"], floor["path"], settings["arch"], "deck.floor")
+
+
+def plan_floor(settings: Mapping[str, Any], libraries: Sequence[str]) -> tuple[str | None, list[str]]:
+    """At plan time: the floor source's path (None without one) and the files the deck rule reads for the
+    selected libraries' floors; raises when the floor cannot serve them, naming the field and libraries."""
+    floor = settings["floor"]["source"]
+    if floor == OWN:
+        if not DECK_SOURCES[settings["source"]].ships_kernels:
+            raise DeckConfigError(
+                f"config field 'deck.floor.source': deck source {settings['source']!r} ships no Tensile "
+                "kernel to be its own floor; name another source (with its path) or none"
+            )
+        return None, []
+    source = floor_source(settings)
+    if source is None:
+        return None, []
+    if not source.ships_kernels:
+        raise DeckConfigError(f"config field 'deck.floor.source': {floor!r} ships no Tensile kernel")
+    plan = source.plan()
+    missing = sorted(set(libraries) - set(plan.libraries))
+    if missing:
+        raise DeckConfigError(
+            f"config field 'deck.floor': {plan.path} has no library {', '.join(missing)} (it has "
+            f"{len(plan.libraries)}); select families it ships, or take the floor from elsewhere"
+        )
+    source.check(libraries)
+    return plan.path, plan.files_for(libraries)
+
+
+def attach_floor(deck: Deck, settings: Mapping[str, Any]) -> dict[str, Any] | None:
+    """Give every library of ``deck`` its floor (config ``deck.floor``); returns what the floor is for the
+    deck's provenance (None: the deck's own shipped kernels)."""
+    floor = settings["floor"]["source"]
+    if floor == OWN:
+        bare = [n for n, lib in deck.libraries.items() if not lib.solutions]
+        if bare:
+            raise DeckError(
+                f"{', '.join(bare)}: no shipped Tensile kernel to be the floor; set deck.floor (another "
+                "source with its path, or none)"
+            )
+        return None
+    if floor == NONE:
+        baseline = BaselineFloor()
+        for lib in deck.libraries.values():
+            lib.floor = baseline.to_dict()
+        return baseline.describe()
+    source = floor_source(settings)
+    shipped = source.load(list(deck.libraries))
+    where = {
+        "source": floor,
+        "path": str(settings["floor"]["path"] or source.path),
+        "arch": shipped.arch_source,
+        "sha256": shipped.source.get("sha256"),
+    }
+    try:
+        for name, lib in deck.libraries.items():
+            lib.floor = foreign_floor(shipped.libraries[name], {**where, "library": name}).to_dict()
+    except FloorError as exc:
+        raise DeckError(str(exc)) from None
+    return {k: v for k, v in where.items() if k != "sha256"}
+
+
+def load_run_deck(
+    settings: Mapping[str, Any], libraries: Sequence[str] | None = None
+) -> tuple[Deck, Deck, dict[str, Any] | None]:
+    """The source's whole deck, the selected libraries (None: every one) with their floors attached, and
+    what the floor is (None: the deck's own shipped kernels)."""
+    full = run_source(settings).load()
+    selected = _selected(full, sorted(libraries) if libraries is not None else None, str(settings["path"]))
+    selected = Deck(full.source, full.arch_source, dict(selected.libraries))
+    return full, selected, attach_floor(selected, settings)
 
 
 def manifest_main(argv: list[str] | None = None) -> int:

@@ -329,7 +329,7 @@ def merge_library(
         "sizes": deck.sizes,
         "per_size": rows,
         "kernels": {k: params[k] for k in sorted({r["winner"] for r in rows if r["winner"]})},
-        "shipped_kernels": len({int(s[0]) for s in deck.shipped}),
+        "shipped_kernels": len({int(s[0]) for s in deck.shipped if s is not None}),
         "summary": summary,
         "verdict": library_verdict(summary, tolerance),
         "fleet": {

@@ -40,6 +40,7 @@ from typing import Any
 
 import yaml
 
+from oto.deck.model import current_final
 from oto.deck.shards import Shard, ShardError
 from oto.fleet.archive import Archive, Limits, Rejected, check_manifest, read_archive
 from oto.fleet.bundle import DESCRIPTOR, SCHEMA_VERSION, file_sha256
@@ -285,6 +286,9 @@ def _device_profile(archive: Archive, expect: Expect, quarantine: Quarantine) ->
     if name not in archive:
         raise Rejected(f"no device profile {name}")
     data = quarantine.clean(_yaml(archive, name), name)
+    if isinstance(data, Mapping) and "stock_library" not in data:
+        # written before profiles named their stock library: a fact of the arch, which no device refines
+        data = {**data, "stock_library": expect.arch_profile.get("stock_library")}
     try:
         profile = validate_profile(data, name)
         check_device_profile(expect.arch_profile, profile, name)
@@ -438,7 +442,7 @@ def _final(
     for kid, params in kernels.items():
         _check_id(params, str(kid), f"{name}: kernels.{kid}")
     _check_final_rows(rows, sizes, kernels, name, _ceiling(profile, library), library)
-    return dict(doc)
+    return current_final(doc)  # a bundle of an older oto reads with today's field names
 
 
 def _check_final_rows(

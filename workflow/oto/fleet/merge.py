@@ -32,9 +32,9 @@ from pathlib import Path
 from typing import Any
 
 import oto
-from oto.deck.model import Deck, LibraryDeck, write_deck_yaml, write_library_yaml
+from oto.deck.model import Deck, DeckError, LibraryDeck, write_deck_yaml, write_library_yaml
 from oto.deck.shards import Shard
-from oto.deck.sources import load_deck
+from oto.deck.sources import attach_floor, deck_settings, run_source
 from oto.files import atomic_write_text, read_yaml, write_yaml
 from oto.fleet import split_passthrough
 from oto.fleet.archive import Budget, Limits, Rejected
@@ -56,6 +56,7 @@ from oto.fleet.transaction import (
 from oto.hardware.ceilings import ceilings_document, family_peak_gflops
 from oto.registry.store import Store
 from oto.tensile import legality
+from oto.tensile.labels import logic_label
 from oto.tensile.logic_writer import write_library_logic
 from oto.tensile.provenance import logic_record, record_path, write_record
 
@@ -252,7 +253,9 @@ def _merge_into(
         if isinstance(a, Mapping) and a.get("sha256")
     }
     pinned = settings.tensile_version or state.get("tensile_version")
-    deck = load_deck(settings.config["deck"]["source"], settings.config["deck"]["path"])
+    deck_setup = deck_settings(settings.config["deck"], settings.arch_profile)
+    deck = run_source(deck_setup).load()
+    floor = attach_floor(deck, deck_setup)  # each merged library races the floor the config names
     kept = KeptBundles(arch_dir / "fleet" / "bundles", staging / "fleet" / "bundles")
     kept.carry(list(known.values()), before.get("lost") or [])
     committed = kept.committed.resolve()
@@ -276,11 +279,12 @@ def _merge_into(
     calibrated = calibrated_profiles(arch_dir, settings.arch_profile)
     if (arch_dir / CALIBRATED).is_dir():
         shutil.copytree(arch_dir / CALIBRATED, staging / CALIBRATED)
-    libraries, package = _write_libraries(staging, outcome.accepted, deck, settings, calibrated)
+    libraries, package = _write_libraries(staging, outcome.accepted, deck, settings, calibrated, floor)
     shutil.rmtree(spill)
     doc = _document(settings, deck, outcome, pinned, libraries, package)
     doc["bundles"].update(restored=kept.restored, lost=lost)
     doc["recovered"] = recovered
+    doc["floor"] = floor  # None: the deck's own shipped kernels
     from oto.reporting.fleet import render_html, render_markdown
 
     atomic_write_text(staging / "acceptance.md", render_markdown(doc))
@@ -295,6 +299,7 @@ def _write_libraries(
     deck: Deck,
     settings: MergeSettings,
     calibrated: Mapping[str, Mapping[str, Any]],
+    floor: Mapping[str, Any] | None,
 ) -> tuple[dict[str, dict[str, Any]], dict[str, Any]]:
     """Every library's merged final, deck slice and logic file; the package of them all. A device's ceilings
     come from its ``calibrated`` profile where there is one, else from its bundle."""
@@ -302,7 +307,7 @@ def _write_libraries(
     tol = float(settings.config["benchmark"]["tie_tolerance"])
     libraries = sorted({lib for b in accepted for lib in b.evidence})
     label = settings.config["package"]["label"]
-    prefix = "vega10" if label == "gfx900" else settings.arch_profile["tensile"]["logic_prefix"]
+    prefix = logic_label(settings.arch_profile, label).prefix
     logic_dir = arch_dir / "logic"
     merged: dict[str, dict[str, Any]] = {}
     logic_paths: list[Path] = []
@@ -313,6 +318,8 @@ def _write_libraries(
         "libraries_in_source": len(deck.libraries),
         "stats_of_source": deck.stats(),
     }
+    if floor is not None:
+        provenance["floor"] = floor
     for lib in libraries:
         contribs = [
             Contribution(b.device_id, b.sha256[:16], b.evidence[lib], b.finals.get(lib))
@@ -414,6 +421,7 @@ def _document(
         "devices": _device_rows(accepted),
         "shards": _shard_coverage(accepted),
         "deck_libraries": len(deck.libraries),
+        "deck_of": deck.arch_source,
         "libraries": dict(libraries),
         "package": dict(package),
     }
@@ -594,7 +602,7 @@ def main(argv: Sequence[str]) -> int:
     except FetchError as exc:
         print(f"oto merge: {exc}", file=sys.stderr)
         return 1
-    except MergeError as exc:
+    except (MergeError, DeckError) as exc:  # a deck or floor the config names wrongly
         print(f"oto merge: {exc}", file=sys.stderr)
         return 2
     _say(doc, out / settings.arch)

@@ -343,7 +343,10 @@ def shards_main(argv: list[str]) -> int:
     import yaml
 
     from oto.config import validate_config
-    from oto.run.plan import PlanError, deck_library_names, select_libraries
+    from oto.deck.model import DeckError
+    from oto.deck.sources import deck_settings, run_source
+    from oto.hardware.profile import ProfileError
+    from oto.run.plan import PlanError, select_libraries
 
     ap = argparse.ArgumentParser(
         prog="oto shards",
@@ -360,15 +363,15 @@ def shards_main(argv: list[str]) -> int:
     try:
         with open(args.configfile) as fh:
             cfg = validate_config(yaml.safe_load(fh) or {}, args.configfile)
-        names, _, _ = deck_library_names(cfg["deck"]["source"], cfg["deck"]["path"])
-        selected = select_libraries(names, cfg["families"], cfg["patterns"], args.configfile)
+        source = run_source(deck_settings(cfg["deck"], load_profile(profile_path(cfg["arch"]))))
+        selected = select_libraries(
+            source.plan().libraries, cfg["families"], cfg["patterns"], args.configfile
+        )
         libs = sorted(x for v in selected.values() for x in v)
-    except (OSError, ValueError, PlanError) as exc:
+    except (OSError, ValueError, PlanError, DeckError, ProfileError) as exc:
         print(f"oto shards: {exc}")
         return 2
-    from oto.deck.sources import load_deck
-
-    deck = load_deck(cfg["deck"]["source"], cfg["deck"]["path"])
+    deck = source.load(libs)
     for i in range(1, args.count + 1):
         mine = Shard(i, args.count).select(libs)
         sizes = sum(len(deck.libraries[x].sizes) for x in mine)

@@ -1,7 +1,7 @@
 """The finals of a library (rule finalize): its tuned finalists raced on every deck size against each size's
-shipped solution (the spoof floor), and the final document (final.yaml) the logic file and the acceptance
-report use, so that every size of the deck gets a measured winner, not an extrapolation from the tuning
-sizes."""
+floor (by default its shipped solution, the spoof floor: oto.deck.floors), and the final document
+(final.yaml) the logic file and the acceptance report use, so that every size of the deck gets a measured
+winner, not an extrapolation from the tuning sizes."""
 
 from __future__ import annotations
 
@@ -93,13 +93,13 @@ def final_document(
     )
     for r in rows:
         r["shipped"] = final.reference[r["size_index"]]
-        r["shipped_gflops_gfx900"] = float(deck.shipped[r["size_index"]][1])
+        r["shipped_gflops"] = deck.shipped_gflops(r["size_index"])  # named shipped_gflops_gfx900 before
         r["race"] = stops.get(r["size_index"]) or "no_valid"
     failures = Counter({k: v for k, v in selection["summary"]["failures"].items()})
     failures.update(b.status for b in final.built.values() if b.status != "ok")
     failures.update(measurement_failures(scores))
     winners = sorted({r["winner"] for r in rows if r["winner"]})
-    return {
+    doc = {
         "library": deck.name,
         "family": library.family.code,
         "pattern": library.pattern,
@@ -116,6 +116,10 @@ def final_document(
         "per_size": rows,
         "kernels": {k: dict(final.kernels[k].params) for k in winners},
         "shipped_kernels": len({r for r in final.reference.values() if r is not None}),
+        "shipped_gflops_arch": deck.shipped_arch(),  # where the per-size shipped_gflops were measured
         "reference_substitutes": final.substitutes,
         "summary": summarise(rows, failures),
     }
+    if deck.floor is not None:  # absent: the deck's own shipped kernels
+        doc["floor"] = deck.reference_floor().describe()
+    return doc

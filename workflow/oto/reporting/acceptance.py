@@ -67,11 +67,10 @@ def render_markdown(data: Mapping, deck_source: Mapping) -> str:
     out += [
         f"- Backend: `{', '.join(data['backends']) or '?'}`; seed {data['seed']}; deck: "
         f"{deck_source.get('kind', '?')} of the shipped {cov['deck_of']} library.",
-        "- Scores are drift-normalised ratios to the spoof floor (the shipped gfx900 solution for each "
-        f"size, run as under HSA_OVERRIDE_GFX_VERSION=9.0.0); tie tolerance ±{tol:.0%}: a size is a win "
-        f"when its score is ≥ {1 + tol:.2f} with the 95% interval above 1, a loss when ≤ {1 - tol:.2f} with "
-        "the interval below 1, else a tie. Scores are taken in each batch's median thermal/DVFS state (a "
-        "memory-bound kernel's ratio to the reference depends on it); GFLOPS and % of the ceiling at the "
+        f"- Scores are drift-normalised ratios to {cov['reference']}; tie tolerance ±{tol:.0%}: a size is a "
+        f"win when its score is ≥ {1 + tol:.2f} with the 95% interval above 1, a loss when ≤ {1 - tol:.2f} "
+        "with the interval below 1, else a tie. Scores are taken in each batch's median thermal/DVFS state "
+        "(a memory-bound kernel's ratio to the reference depends on it); GFLOPS and % of the ceiling at the "
         "peak state: the nominal clock where samples carry clock readings, else the fastest state seen.",
         "",
         *headline_markdown(fin["overall"], fin["families"], data.get("launch_us")),

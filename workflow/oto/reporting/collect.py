@@ -300,7 +300,8 @@ def _figures_input(doc: Mapping, per_size: list[dict[str, Any]]) -> dict:
 
 
 def _coverage(deck: Mapping, libs: list[dict]) -> dict[str, Any]:
-    """The tuned deck against the shipped gfx900 footprint: libraries, sizes and kernels."""
+    """The tuned deck against the shipped footprint it came from: libraries, sizes and kernels, and what
+    every size raced against (its floor)."""
     prov = deck.get("provenance") or {}
     source = prov.get("stats_of_source") or {}
     finals = [lib["final"] for lib in libs if lib["final"]]
@@ -309,6 +310,8 @@ def _coverage(deck: Mapping, libs: list[dict]) -> dict[str, Any]:
     }
     return {
         "deck_of": prov.get("deck_of", "gfx900"),
+        "floor": prov.get("floor"),  # absent: the deck's own shipped kernels
+        "reference": figures.reference_phrase(prov.get("deck_of", "gfx900"), prov.get("floor")),
         "deck_kind": (prov.get("deck_source") or {}).get("kind"),
         "libraries_in_source": prov.get("libraries_in_source"),
         "sizes_in_source": source.get("unique_sizes"),

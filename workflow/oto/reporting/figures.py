@@ -23,6 +23,7 @@ from typing import Any
 
 import numpy as np
 
+from oto.hardware.profile import hsa_override_version
 from oto.measurement.scoring import finite
 
 SLOWEST_SHOWN = 10
@@ -252,4 +253,19 @@ def roofline_text(launch_us: float | None) -> str:
         "Roofline: the family's peak or the sustained memory bandwidth times the size's arithmetic "
         "intensity, whichever is lower (this run's ceilings.yaml gives no launch overhead: small sizes look "
         "further from it than they are)."
+    )
+
+
+def reference_phrase(deck_of: str, floor: Mapping[str, Any] | None) -> str:
+    """What every score is a ratio to, in words (the reports and the dashboard say it the same way)."""
+    if not floor:
+        return (
+            f"the spoof floor (the shipped {deck_of} solution for each size, run as under "
+            f"HSA_OVERRIDE_GFX_VERSION={hsa_override_version(deck_of)})"
+        )
+    if floor.get("source") == "none":
+        return f"the floor: {floor.get('label')} (one conservative legal kernel per problem type)"
+    return (
+        f"the floor of the shipped {floor.get('arch')} library ({floor.get('source')} {floor.get('path')}): "
+        "at each size the solution its Matching table picks, the nearest shipped size"
     )

@@ -15,6 +15,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from oto.reporting.dashboard import css, environment, fmt
+from oto.reporting.figures import reference_phrase
 
 NUMBERS_TEXT = {
     "simulated": "**simulated** on oto's model of the GPU (docs/simulator.md) — no hardware was measured",
@@ -94,6 +95,13 @@ def _wtl(r: Mapping[str, Any]) -> str:
     return f"{r['wins']}/{r['ties']}/{r['losses']}" if r["finished"] else "—"
 
 
+def _reference(doc: Mapping[str, Any]) -> str:
+    """What the merged scores are ratios to (merge.yaml files before floors: the shipped gfx900 solution)."""
+    if doc.get("floor"):
+        return reference_phrase(doc.get("deck_of") or "gfx900", doc["floor"])
+    return f"the shipped {doc.get('deck_of') or 'gfx900'} solution"
+
+
 def _provenance(doc: Mapping[str, Any]) -> list[str]:
     b = doc["bundles"]
     out = [f"# oto merged acceptance report — {md(doc['arch'])}", "", "## Provenance", ""]
@@ -111,7 +119,7 @@ def _provenance(doc: Mapping[str, Any]) -> list[str]:
         "- Every score, winner and speed-up is recomputed from each bundle's own samples (its finalize races "
         "and tuning generations), as the tuning run computes them; a bundle whose claims its samples "
         "contradict is rejected.",
-        "- Scores are ratios to the reference kernel (the shipped gfx900 solution) measured on the same "
+        f"- Scores are ratios to the reference kernel ({_reference(doc)}) measured on the same "
         "device, so devices of different speed combine: per size, the kernel with the best geometric-mean "
         "score over the devices that measured it wins, and its interval spans every device's interval. A "
         "kernel that any device measured slower than the spoof or a shipped kernel (or saw fail) is "

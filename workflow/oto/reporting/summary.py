@@ -34,11 +34,19 @@ def _data(results: Path) -> dict[str, Any] | None:
     return None
 
 
-def _figures(o: Mapping[str, Any]) -> str:
+def _reference(doc: Mapping[str, Any]) -> str:
+    """What the run's scores are ratios to, in a few words (the deck's arch, or the floor it names)."""
+    cov = doc.get("coverage") or {}
+    if cov.get("floor"):
+        return "the floor" if cov["floor"].get("source") != "none" else "the baseline floor"
+    return f"the {cov.get('deck_of') or 'gfx900'} spoof"
+
+
+def _figures(o: Mapping[str, Any], reference: str) -> str:
     """geomean, W/T/L and median % of roofline of one headline row (overall or a family's)."""
     g, pct, lat = o.get("geomean_score"), o.get("median_pct_roofline"), o.get("latency_bound")
     parts = [
-        f"geomean {g:.2f}× the gfx900 spoof" if isinstance(g, int | float) else None,
+        f"geomean {g:.2f}× {reference}" if isinstance(g, int | float) else None,
         f"{o.get('wins', 0)} wins / {o.get('ties', 0)} ties / {o.get('losses', 0)} losses",
         f"median {pct:.1f}% of the roofline" if isinstance(pct, int | float) else None,
     ]
@@ -55,10 +63,11 @@ def _headlines(doc: Mapping[str, Any]) -> list[tuple[str, str]]:
         return []
     scope = "deck sizes (final)" if finished else "tuning sizes (latest generation)"
     libs = len(table.get("libraries") or [])
-    out = [("headline", f"{libs} libraries, {o['sizes']} {scope}, {_figures(o)}")]
+    reference = _reference(doc)
+    out = [("headline", f"{libs} libraries, {o['sizes']} {scope}, {_figures(o, reference)}")]
     families = table.get("families") or []
     if len(families) > 1:  # one family's many sizes can hide another's figures
-        out += [(f["family"], f"{f['sizes']} sizes, {_figures(f)}") for f in families]
+        out += [(f["family"], f"{f['sizes']} sizes, {_figures(f, reference)}") for f in families]
     return out
 
 

@@ -197,10 +197,9 @@ def run_jobs(libraries: int, generations: int) -> dict[str, int]:
 
 def plan_estimate(plan, profile: Mapping[str, Any]) -> RunEstimate:
     """:func:`estimate_run` for a :class:`~oto.run.plan.Plan` (its config, libraries and deck source)."""
-    from oto.deck.sources import load_deck
-    from oto.run.plan import deck_source
+    from oto.deck.sources import run_source
 
-    deck = load_deck(plan.deck_kind, Path(deck_source(plan.deck_kind, plan.deck_inputs)))
+    deck = run_source(plan.deck).load(plan.libraries)
     return estimate_run(plan.config, plan.libraries, deck, profile)
 
 

@@ -14,12 +14,13 @@ from typing import Any
 from oto.config import ConfigError, validate_config
 from oto.deck.model import DeckError
 from oto.deck.shards import Shard, ShardError
-from oto.deck.sources import SHIPPED_MANIFEST, deck_from_rocblas_dir, read_manifest
-from oto.gemm import FamilyCodeError, Library
+from oto.deck.sources import DeckConfigError, deck_settings, plan_floor, run_source
+from oto.gemm import Library
 from oto.hardware.device_profile import DeviceProfileError, check_device_profile
 from oto.hardware.profile import ProfileError, load_profile, profile_path
 from oto.search.strategies import StrategyError, make_strategy
-from oto.tensile.logic_reader import LogicFileError, read_exact_rows
+from oto.tensile.labels import logic_label
+from oto.tensile.logic_reader import LogicFileError
 
 
 class PlanError(ValueError):
@@ -33,8 +34,9 @@ class Plan:
     max_generations: int
     libraries: list[str]
     families: dict[str, list[str]]  # family code → its selected libraries
-    deck_kind: str
-    # The files the deck rule reads, relative to the project when inside it (a moved project stays the same)
+    # What the deck rule passes to the deck stage (oto.deck.sources.deck_settings), its paths relative to the
+    # project when inside it, and the files it reads (a moved project stays the same)
+    deck: dict[str, Any]
     deck_inputs: list[str]
     logic_prefix: str  # file-name prefix of logic files, like the shipped `vega10_`
     profile: dict[str, Any]  # the validated profile every rule reads, defaults filled in
@@ -93,62 +95,6 @@ def project_path(path: str | Path, root: Path | None = None) -> str:
         return str(p)
 
 
-def _logic_library_names(folder: Path) -> list[str]:
-    names = []
-    for f in sorted(folder.glob("*.yaml")):
-        stem = f.stem
-        cut = stem.find("_Cijk_")
-        if cut < 0:
-            continue
-        try:
-            names.append(Library.parse(stem[cut + 1 :]).name)
-        except FamilyCodeError as exc:
-            raise PlanError(f"{f}: file name does not name a Tensile problem type ({exc})") from None
-    return names
-
-
-def deck_library_names(kind: str, path: str | None) -> tuple[list[str], str, list[str]]:
-    """Library names in the deck source, cheaply (no full parse of logic files), the path the deck rule
-    reads and the files it reads. Sizes of the manifest and of a rocBLAS folder are checked here (both are
-    parsed anyway); a logic folder's by :func:`check_logic_sizes` for the selected libraries."""
-    if kind == "manifest":
-        manifest = Path(path) if path else SHIPPED_MANIFEST
-        if not manifest.is_file():
-            raise PlanError(f"config field 'deck.path': manifest {manifest} not found")
-        return sorted(read_manifest(manifest).libraries), str(manifest), [str(manifest)]
-    if not path:
-        raise PlanError(f"config field 'deck.path': required when deck.source is {kind!r}")
-    folder = Path(path)
-    if not folder.is_dir():
-        raise PlanError(f"config field 'deck.path': {folder} is not a folder")
-    if kind == "logic":
-        names = _logic_library_names(folder)
-        files = [str(f) for f in sorted(folder.glob("*.yaml"))]  # what deck_from_logic_files reads
-    else:
-        deck = deck_from_rocblas_dir(folder)
-        names = sorted(deck.libraries)
-        files = [str(folder / name) for name in sorted(deck.source["inputs"])]
-    if not names:
-        raise PlanError(f"config field 'deck.path': no Tensile library found in {folder}")
-    return sorted(set(names)), str(folder), files
-
-
-def deck_source(kind: str, inputs: Sequence[str]) -> str:
-    """The file or folder the deck stage reads, from the files the deck rule declares (the manifest, or the
-    files of one folder)."""
-    return str(inputs[0]) if kind == "manifest" else str(Path(inputs[0]).parent)
-
-
-def check_logic_sizes(folder: Path, libraries: Sequence[str]) -> None:
-    """Zero, negative or out-of-range sizes in the exact rows of the selected libraries' logic files fail the
-    dry-run, naming file and row, instead of the run's finalize after a night of tuning."""
-    wanted = set(libraries)
-    for f in sorted(Path(folder).glob("*.yaml")):
-        cut = f.stem.find("_Cijk_")
-        if cut >= 0 and f.stem[cut + 1 :] in wanted:
-            read_exact_rows(f)
-
-
 def select_libraries(
     names: Sequence[str], families: str | Sequence[str], patterns: Sequence[str], source: str
 ) -> dict[str, list[str]]:
@@ -187,18 +133,29 @@ def plan_run(
         profile = load_profile(profile_file)
     except ProfileError as exc:
         raise PlanError(str(exc)) from None
+    settings = deck_settings(cfg["deck"], profile)
     try:
-        names, source_path, deck_inputs = deck_library_names(cfg["deck"]["source"], cfg["deck"]["path"])
+        deck_source = run_source(settings)
+        deck_plan = deck_source.plan()
+    except DeckConfigError as exc:
+        raise PlanError(str(exc)) from None
     except (DeckError, LogicFileError) as exc:
         raise PlanError(f"{source}: field 'deck': {exc}") from None
+    names = deck_plan.libraries
     families = select_libraries(names, cfg["families"], cfg["patterns"], source)
     shard, families = shard_families(families, cfg["shard"], source)
     libraries = sorted(lib for libs in families.values() for lib in libs)
-    if cfg["deck"]["source"] == "logic":
-        try:
-            check_logic_sizes(Path(source_path), libraries)
-        except (DeckError, LogicFileError) as exc:
-            raise PlanError(f"{source}: field 'deck': {exc}") from None
+    try:  # a zero or negative size fails the dry-run, naming file and row, not finalize after a night
+        deck_source.check(libraries)
+        floor_path, floor_inputs = plan_floor(settings, libraries)
+    except DeckConfigError as exc:
+        raise PlanError(str(exc)) from None
+    except (DeckError, LogicFileError) as exc:
+        raise PlanError(f"{source}: field 'deck': {exc}") from None
+    settings["path"] = project_path(deck_plan.path)
+    if floor_path is not None:
+        settings["floor"]["path"] = project_path(floor_path)
+    deck_inputs = list(dict.fromkeys([*deck_plan.files_for(), *floor_inputs]))
     device_file = device_profile_path(cfg, profile, profile_file, source)
     if device_file != profile_file:
         profile, profile_file = load_profile(device_file), device_file
@@ -206,14 +163,17 @@ def plan_run(
         make_strategy(cfg["search"]["strategy"], int(cfg["seed"]), cfg["search"]["options"])
     except StrategyError as exc:
         raise PlanError(f"{source}: {exc}") from None
-    prefix = "vega10" if cfg["package"]["label"] == "gfx900" else profile["tensile"]["logic_prefix"]
+    try:
+        prefix = logic_label(profile, cfg["package"]["label"]).prefix
+    except ValueError as exc:
+        raise PlanError(f"{source}: {exc}") from None
     return Plan(
         config=cfg,
         arch=arch,
         max_generations=int(cfg["max_generations"]),
         libraries=libraries,
         families=families,
-        deck_kind=cfg["deck"]["source"],
+        deck=settings,
         deck_inputs=[project_path(f) for f in deck_inputs],
         logic_prefix=prefix,
         profile=profile,

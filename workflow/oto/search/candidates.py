@@ -88,8 +88,8 @@ def candidates_document(
 ) -> dict[str, Any]:
     """candidates.yaml of one generation: the kernels to build (the legal, new ``proposals`` and the
     reference of each tuning size, the deck sizes at ``indices``), the rejected proposals, and the sizes
-    whose shipped kernel Tensile cannot build (handed to a nearby size's, or left without a reference). A
-    frozen generation (converged) has no kernels."""
+    whose shipped kernel Tensile cannot build (handed to a nearby size's, or left without a reference). The
+    references are the deck's floor (oto.deck.floors). A frozen generation (converged) has no kernels."""
     kernels, rejected = (
         ([], [])
         if frozen
@@ -116,8 +116,8 @@ def candidates_document(
                     "id": kid,
                     "params": ref["params"],
                     "roles": ["reference"],
-                    "proposer": "shipped",
-                    "rationale": "spoof floor: shipped gfx900 solution for this size",
+                    "proposer": "baseline" if ref.get("baseline") else "shipped",
+                    "rationale": deck.reference_floor().note(deck),
                 }
                 kernels.append(by_id[kid])
     return {

@@ -301,7 +301,7 @@ def _library_for(
     return out[name]
 
 
-def master_file(folder: str | Path, arch: str = "gfx900") -> Path:
+def master_file(folder: str | Path, arch: str) -> Path:
     """The file rocBLAS would load for ``arch`` (tensile_host.cpp: lazy, then per-arch, then merged)."""
     folder = Path(folder)
     if (folder / arch).is_dir():
@@ -315,7 +315,7 @@ def master_file(folder: str | Path, arch: str = "gfx900") -> Path:
     )
 
 
-def read_rocblas_dir(folder: str | Path, arch: str = "gfx900", fallback: bool = False) -> list[DatLibrary]:
+def read_rocblas_dir(folder: str | Path, arch: str, fallback: bool = False) -> list[DatLibrary]:
     """Every Matching-table library of ``arch`` (and of the HIP fallback rows when ``fallback``), by name."""
     path = master_file(folder, arch)
     master = read_dat_file(path)
