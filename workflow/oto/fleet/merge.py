@@ -275,7 +275,7 @@ def _merge_into(
         staging / "registry" / "consolidated.yaml",
         {"store": "registry/registry.sqlite", **summary, "bundles": len(outcome.accepted), "problems": []},
     )
-    # a device's ceilings: its calibrated profile where `oto calibrate --bundles` wrote one (kept across merges)
+    # a device's ceilings: its calibrated profile where `oto calibrate --bundles` wrote one (kept on merging)
     calibrated = calibrated_profiles(arch_dir, settings.arch_profile)
     if (arch_dir / CALIBRATED).is_dir():
         shutil.copytree(arch_dir / CALIBRATED, staging / CALIBRATED)
