@@ -222,3 +222,15 @@ def test_the_rocblas_deck_and_the_spoof_label_follow_the_profiles_stock_library(
     assert plan_run({**BASE, "arch": "gfx906", "package": {"label": "spoof"}}).logic_prefix == "vega20"
     with pytest.raises(PlanError, match=r"field 'package.label': gfx900 .* gfx906's"):
         plan_run({**BASE, "arch": "gfx906", "package": {"label": "gfx900"}}, ["c.yaml"])
+
+
+def test_a_warm_start_that_names_no_registry_fails_the_dry_run(tmp_path):
+    """registry.warm_start names another GPU's results folder; one without a registry store is a typo that
+    would warm-start nothing, so the plan fails naming the config file and field."""
+    donor = tmp_path / "results" / "gfx90c"
+    (donor / "registry").mkdir(parents=True)
+    cfg = {**BASE, "arch": "gfx902", "registry": {"warm_start": [str(donor)]}}
+    with pytest.raises(PlanError, match=r"c.yaml: field 'registry.warm_start\[0\]': .*gfx90c holds no registry"):
+        plan_run(cfg, ["c.yaml"])
+    (donor / "registry" / "registry.sqlite").write_bytes(b"")
+    assert plan_run(cfg, ["c.yaml"]).arch == "gfx902"

@@ -26,7 +26,9 @@ def params(tt0: int) -> dict:
     return canonical({"ThreadTile": [tt0, 4], "WorkGroup": [16, 16, 1], "DepthU": 16, "VectorWidth": 2})
 
 
-def generation(gen: int, kernels: list[dict], library: str = LIB, prov: dict = SIM) -> list[dict]:
+def generation(
+    gen: int, kernels: list[dict], library: str = LIB, prov: dict = SIM, arch: str = "gfx90c"
+) -> list[dict]:
     cands = {
         "library": library,
         "generation": gen,
@@ -55,12 +57,14 @@ def generation(gen: int, kernels: list[dict], library: str = LIB, prov: dict = S
         for j, k in enumerate(cands["kernels"])
         for i in range(len(SIZES))
     ]
-    return generation_records(cands, build, scores, CONFIG, "gfx90c", now=1000.0 + gen)
+    return generation_records(cands, build, scores, CONFIG, arch, now=1000.0 + gen)
 
 
-def write_gen(root: Path, gen: int, kernels: list[dict], library: str = LIB, prov: dict = SIM) -> Path:
-    path = root / "gfx90c" / library / f"gen{gen}" / "registry.jsonl"
-    write_job_file(path, generation(gen, kernels, library, prov))
+def write_gen(
+    root: Path, gen: int, kernels: list[dict], library: str = LIB, prov: dict = SIM, arch: str = "gfx90c"
+) -> Path:
+    path = root / arch / library / f"gen{gen}" / "registry.jsonl"
+    write_job_file(path, generation(gen, kernels, library, prov, arch))
     return path
 
 
@@ -333,3 +337,41 @@ def test_provenance_never_mixes_simulated_with_measured(tmp_path):
     ]
     back = knowledge(tmp_path / "gfx90c", "gfx90c", LIB, CONFIG, SIZES, SIM)
     assert candidate_id(params(8)) not in back.measured | {k["id"] for k in back.own}
+
+
+def test_warm_start_from_another_gpus_registry(tmp_path):
+    """registry.warm_start: a first gfx902 run (no store of its own) learns gfx90c's kernels of the same
+    library first, then its family's, as priors labelled with the GPU they were measured on; never as its own
+    measurements, never 'already measured', never top-ups; of its own kind of numbers only."""
+    from oto.registry.transfer import WarmStartError, check_warm_start
+    from oto.search.evidence import prior_label, topups
+
+    donor = tmp_path / "results" / "gfx90c"
+    own = write_gen(tmp_path / "results", 0, [params(2), params(4)])
+    other = write_gen(tmp_path / "results", 0, [params(8)], library="Cijk_Alik_Bljk_DB")
+    consolidate([own, other], store_path(donor))
+    here = tmp_path / "results" / "gfx902"
+    cold = knowledge(here, "gfx902", LIB, CONFIG, SIZES, SIM)
+    assert cold is None  # no store and no warm start: nothing known, as before
+    warm_cfg = {**CONFIG, "registry": {"warm_start": [str(donor)]}}
+    know = knowledge(here, "gfx902", LIB, warm_cfg, SIZES, SIM)
+    assert know.own == [] and know.family == [] and know.measured == set() and topups(know, 0) == []
+    assert [k["library"] for k in know.priors] == [LIB, LIB, "Cijk_Alik_Bljk_DB"]  # the library's own first
+    assert [k["id"] for k in know.priors[:2]] == [candidate_id(params(4)), candidate_id(params(2))]
+    assert {k["from_arch"] for k in know.priors} == {"gfx90c"}
+    assert prior_label(know.priors[0]) == "simulated prior from gfx90c's registry (another GPU)"
+    assert "simulated on gfx90c" in know.summary()
+    # a run of another kind of numbers takes nothing from the donor's simulated records
+    assert knowledge(here, "gfx902", LIB, warm_cfg, SIZES, MEASURED) is None
+    # and a run with its own store keeps its own knowledge apart from the donor's priors
+    mine = write_gen(tmp_path / "mine", 0, [params(16)], arch="gfx902")
+    consolidate([mine], store_path(here))
+    know = knowledge(here, "gfx902", LIB, warm_cfg, SIZES, SIM)
+    assert [k["id"] for k in know.own] == [candidate_id(params(16))]
+    assert [k["from_arch"] for k in know.priors] == ["gfx90c"] * 3
+    # a typo or this run's own folder fails the dry-run, naming the field
+    check_warm_start([str(donor)], here)
+    with pytest.raises(WarmStartError, match=r"field 'registry.warm_start\[1\]'.*holds no registry store"):
+        check_warm_start([str(donor), str(tmp_path / "results" / "gfx09c")], here)
+    with pytest.raises(WarmStartError, match="this run's own results folder"):
+        check_warm_start([str(here)], here)

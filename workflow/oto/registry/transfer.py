@@ -40,12 +40,17 @@ class Knowledge:
 
     def summary(self) -> str:
         """One line for a job's log: what it knows, and of which numbers."""
-        others = ", ".join(sorted({p["numbers"] for p in self.priors})) or "none"
+        others = ", ".join(sorted({_prior_kind(p) for p in self.priors})) or "none"
         return (
             f"registry knowledge ({self.numbers} numbers only): {len(self.own)} kernel(s) of this library, "
             f"{len(self.family)} of its family, {len(self.measured)} measured here before under this "
             f"protocol; {len(self.priors)} labelled prior(s) of other numbers ({others})"
         )
+
+
+def _prior_kind(prior: Mapping[str, Any]) -> str:
+    where = prior.get("from_arch")
+    return f"{prior['numbers']} on {where}" if where else prior["numbers"]
 
 
 # Sizes whose (M, N, batch, K) differ by about 1.4x in each dimension still inform each other.
@@ -142,30 +147,84 @@ def knowledge(
     first time (:func:`oto.registry.store.outside`)."""
     from oto.gemm import Library
 
-    db = Store.open_optional(store_path(arch_dir))
-    if db is None:
-        return None
-    chain = RunChain.on_disk(arch_dir, run_id(config)) if as_job else None
+    registry = config_block(config, "registry")
+    warm = registry["warm_start"]
     numbers = str(provenance.get("numbers") or "")
+    fam = Library.parse(library).family.code
+    db = Store.open_optional(store_path(arch_dir))
+    if db is None:  # a first run: only other GPUs' registries (registry.warm_start) know anything
+        priors = warm_start_priors(warm, library, fam, numbers, sizes)
+        return Knowledge(set(), set(), [], [], numbers, priors) if priors else None
+    chain = RunChain.on_disk(arch_dir, run_id(config)) if as_job else None
     try:
         want = {size_key(s) for s in sizes}
         protocol = protocol_of(provenance, config)
         measured = {k for k, got in db.measured(arch, library, protocol, chain).items() if want <= got}
-        fam = Library.parse(library).family.code
         kernels = _scored(db, arch, fam, numbers, sizes, chain)
         own = [k for lib, k in kernels if lib == library]
         family = [k for lib, k in kernels if lib != library]
         priors: list[dict[str, Any]] = []
-        if config_block(config, "registry")["simulated_priors"] and numbers != "simulated":
+        if registry["simulated_priors"] and numbers != "simulated":
             chip = calibrated_chip(config)  # a calibrated device: priors simulated on its own chip only
             extra = (" AND json_extract(tool_versions, '$.chip_version') = ?", (chip,)) if chip else ("", ())
             priors = [
                 {**k, "numbers": "simulated", "library": lib, **({"chip_version": chip} if chip else {})}
                 for lib, k in _scored(db, arch, fam, "simulated", sizes, chain, extra)
             ]
+        priors += warm_start_priors(warm, library, fam, numbers, sizes)
         return Knowledge(measured, db.rejected(arch, library), own, family, numbers, priors)
     except sqlite3.DatabaseError as exc:
         log.warning("ignoring the registry store %s: %s", db.path, exc)
         return None
     finally:
         db.close()
+
+
+class WarmStartError(ValueError):
+    """A ``registry.warm_start`` entry that names no usable registry (the message names the field)."""
+
+
+def check_warm_start(folders: Sequence[str], arch_dir: Path, source: str = "config") -> None:
+    """Fail the dry-run on a ``registry.warm_start`` entry that is this run's own folder or holds no registry
+    store (a typo would otherwise warm-start nothing, silently)."""
+    for i, folder in enumerate(folders):
+        field = f"{source}: field 'registry.warm_start[{i}]'"
+        path = Path(folder)
+        if path.resolve() == Path(arch_dir).resolve():
+            raise WarmStartError(f"{field}: {folder} is this run's own results folder")
+        if not store_path(path).is_file():
+            raise WarmStartError(
+                f"{field}: {folder} holds no registry store ({store_path(path)}); name the results folder of "
+                "a finished run of another GPU, e.g. results/gfx90c"
+            )
+
+
+def warm_start_priors(
+    folders: Sequence[str], library: str, family: str, numbers: str, sizes: Sequence
+) -> list[dict[str, Any]]:
+    """What other GPUs' registries (``registry.warm_start``: their results folders, each named after its arch)
+    measured in ``library``'s family, scored at this run's tuning ``sizes``, as labelled priors: this
+    library's kernels first, then its family's, best first. Only records of this run's kind of ``numbers``;
+    the search re-checks every prior against this GPU's legality (a prior outside the space is dropped)."""
+    same: list[dict[str, Any]] = []
+    related: list[dict[str, Any]] = []
+    for folder in folders:
+        path = Path(folder)
+        db = Store.open_optional(store_path(path))
+        if db is None:
+            log.warning("registry.warm_start: %s holds no registry store: nothing transferred", folder)
+            continue
+        try:
+            for lib, k in _scored(db, path.name, family, numbers, sizes):
+                prior = {**k, "numbers": numbers, "library": lib, "from_arch": path.name}
+                (same if lib == library else related).append(prior)
+        except sqlite3.DatabaseError as exc:
+            log.warning("registry.warm_start: ignoring the registry store of %s: %s", folder, exc)
+        finally:
+            db.close()
+    best_first = [*sorted(same, key=_best), *sorted(related, key=_best)]
+    return best_first
+
+
+def _best(kernel: Mapping[str, Any]) -> tuple[float, str]:
+    return (-(kernel["score"] or 0.0), str(kernel["id"]))

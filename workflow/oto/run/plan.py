@@ -18,6 +18,7 @@ from oto.deck.sources import DeckConfigError, deck_settings, plan_floor, run_sou
 from oto.gemm import Library
 from oto.hardware.device_profile import DeviceProfileError, check_device_profile
 from oto.hardware.profile import ProfileError, load_profile, profile_path
+from oto.registry.transfer import WarmStartError, check_warm_start
 from oto.search.strategies import StrategyError, make_strategy
 from oto.tensile.labels import logic_label
 from oto.tensile.logic_reader import LogicFileError
@@ -132,6 +133,10 @@ def plan_run(
             raise PlanError(f"{source}: field 'arch': no arch profile {profile_file}")
         profile = load_profile(profile_file)
     except ProfileError as exc:
+        raise PlanError(str(exc)) from None
+    try:  # another GPU's registry to start from: a typo would warm-start nothing, silently
+        check_warm_start(cfg["registry"]["warm_start"], Path("results") / arch, source)
+    except WarmStartError as exc:
         raise PlanError(str(exc)) from None
     settings = deck_settings(cfg["deck"], profile)
     try:

@@ -50,12 +50,10 @@ def evidence_for(
         obs.sort(key=lambda o: -(o.score or 0.0))
         seen |= know.measured | know.rejected
         prior = [Observation(k["id"], k["params"], k["score"]) for k in know.family[:PRIOR_KEPT]]
-        # Opt-in priors of another kind of numbers: labelled, weaker evidence, never observations or seen.
-        label = "{numbers} prior from the registry"
-        prior += [
-            Observation(k["id"], k["params"], k["score"], source=label.format(numbers=k["numbers"]))
-            for k in know.priors[:PRIOR_KEPT]
-        ]
+        # Opt-in priors (another kind of numbers, another GPU): labelled, weaker evidence, never observations
+        # or seen.
+        kept = know.priors[:PRIOR_KEPT]
+        prior += [Observation(k["id"], k["params"], k["score"], source=prior_label(k)) for k in kept]
     return Evidence(
         space=tensile_space(library, legality.Limits.from_profile(profile)),
         generation=generation,
@@ -64,6 +62,14 @@ def evidence_for(
         seen=frozenset(seen),
         prior=prior,
     )
+
+
+def prior_label(kernel: Mapping[str, Any]) -> str:
+    """What a prior is, as the proposals and the report say it: another kind of numbers from this registry,
+    or another GPU's registry (``registry.warm_start``)."""
+    if kernel.get("from_arch"):
+        return f"{kernel['numbers']} prior from {kernel['from_arch']}'s registry (another GPU)"
+    return f"{kernel['numbers']} prior from the registry"
 
 
 def topups(know: Knowledge | None, generation: int, count: int = TOPUPS) -> list[dict[str, Any]]:
