@@ -1,6 +1,7 @@
 # The proposal step. gen0 is seeded from the shipped solutions; later generations read the previous
 # selection. With agent.provider anthropic and ANTHROPIC_API_KEY set, Claude proposes part of each generation
-# (oto.agent) and the symbolic strategy fills the rest; the same proposals.yaml contract either way.
+# (oto.agent) and the configured strategy (search.strategy) fills the rest; the same proposals.yaml
+# contract either way.
 from oto.agent.settings import agent_status, no_key_message
 
 AGENT_ON = agent_status(config)[0]  # provider anthropic and a key (without one the run says so once)

@@ -1,4 +1,4 @@
-"""Rule mutate: evidence → next generation's proposals (agent when enabled, symbolic strategy)."""
+"""Rule mutate: evidence → next generation's proposals (the agent when enabled, then search.strategy)."""
 
 from pathlib import Path
 

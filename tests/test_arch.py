@@ -146,6 +146,35 @@ def test_the_stock_library_says_what_owners_run_and_labels_follow_it():
         logic_label(apu, "gfx1030")
 
 
+def test_the_rdna_apus_spoof_the_rdna_dgpu_library_of_their_generation():
+    """Stock rocBLAS ships no library for the RDNA APUs: gfx1035 owners run gfx1030's (navi21, 10.3.0),
+    gfx1103 and gfx1150 owners gfx1100's (navi31, 11.0.0); spoof labels follow, gfx900 is refused."""
+    from oto.tensile.labels import logic_label
+
+    expected = {
+        "gfx1035": ("gfx1030", "navi21", "10.3.0"),
+        "gfx1103": ("gfx1100", "navi31", "11.0.0"),
+        "gfx1150": ("gfx1100", "navi31", "11.0.0"),
+    }
+    for arch, (stock_arch, prefix, version) in expected.items():
+        p = load_profile(PROFILES / f"{arch}.yaml")
+        assert p["stock_library"] == {
+            "arch": stock_arch,
+            "logic_prefix": prefix,
+            "hsa_override_gfx_version": version,
+        }
+        assert tuple(logic_label(p, "spoof"))[:2] == (prefix, stock_arch)
+        assert tuple(logic_label(p, "native"))[:2] == (p["tensile"]["logic_prefix"], arch)
+        with pytest.raises(ValueError, match=rf"field 'package.label': gfx900 .* {stock_arch}'s"):
+            logic_label(p, "gfx900")
+    data = rdna_data("gfx1035")
+    data["stock_library"] = {**data["stock_library"], "hsa_override_gfx_version": "10.3.5"}
+    with pytest.raises(
+        ProfileError, match=r"field 'stock_library.hsa_override_gfx_version': '10.3.5' is not gfx1030"
+    ):
+        validate_profile(data, "inline")
+
+
 def test_a_stock_library_that_contradicts_itself_names_the_field():
     data = gfx90c_data()
     data["stock_library"] = {**data["stock_library"], "hsa_override_gfx_version": "9.0.12"}

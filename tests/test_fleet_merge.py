@@ -241,3 +241,21 @@ def test_merged_deliverables_say_where_their_numbers_came_from(tmp_path, two_dev
     assert manifest["provenance"]["libraries"][LIBRARY]["logic_file"] == f"gfx90c_{LIBRARY}.yaml"
     assert "simulated, not measured on the GPU" in manifest["tensile_create_library"]["why"]
     assert doc["package"]["native_dat"] == "TensileLibrary.dat" and doc["package"]["solutions"] > 0
+
+
+def test_without_a_config_file_the_merge_needs_the_arch(tmp_path):
+    """No config file: the arch comes from --arch (the rest from the schema's defaults), never from a
+    default written in the code."""
+    from oto.config import ConfigError
+    from oto.fleet.merge import _parser, _settings
+
+    given = ["inbox", "--configfile", str(tmp_path / "none.yaml"), "--profiles", str(REPO / "arch_profiles")]
+    with pytest.raises(ConfigError, match=r"none.yaml: no such config file; .* --arch"):
+        _settings(_parser().parse_args(given))
+    settings = _settings(_parser().parse_args([*given, "--arch", "gfx1035"]))
+    assert settings.arch == settings.arch_profile["arch"] == "gfx1035"
+    assert settings.config["package"] == {
+        "label": "native",
+        "create_library": "auto",
+        "allow_simulated": False,
+    }

@@ -8,7 +8,7 @@ import pytest
 from fleet_helpers import FAKE_KEY, make_root, oto, runner
 from oto.fleet.device import device_profile, read_facts
 from oto.fleet.intake import text_problem
-from oto.fleet.preflight import blocking, checks, format_checks, power_facts, session_facts
+from oto.fleet.preflight import RunChoices, blocking, checks, format_checks, power_facts, session_facts
 from oto.hardware.profile import load_profile
 from workflow_helpers import REPO
 
@@ -49,7 +49,7 @@ def run_checks(root, environ=TTY, report=NO_GPU_REPORT, config=None, simulate=Fa
         session=session_facts(environ, run, tty="/dev/tty3"),
         power=power_facts(root, run),
         environ=environ,
-        config=config or {"search": {"strategy": "surrogate"}},
+        choices=RunChoices.from_config(config or {}),
         simulate=simulate,
     )
     for c in found:  # the tester's own bundle carries these texts: they must pass the merge's text check
@@ -183,3 +183,14 @@ def test_oto_tester_check_prints_the_preflight_and_exits_by_it(tmp_path):
     assert not (work / "results").exists()  # a check writes nothing
     bad = oto(work, "tester", "check", "--shard", "3/2", "--root", str(root))
     assert bad.returncode == 2 and "--shard" in bad.stderr and "between 1 and n" in bad.stderr
+
+
+def test_the_tester_names_a_config_without_an_arch(tmp_path):
+    import argparse
+
+    from oto.fleet.tester import _config
+
+    config = tmp_path / "tester.yaml"
+    config.write_text("families: all\n")
+    with pytest.raises(SystemExit, match=r"tester.yaml: field 'arch': missing"):
+        _config(argparse.Namespace(configfile=str(config)))

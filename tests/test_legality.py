@@ -247,6 +247,21 @@ def test_limits_and_errors():
     )
     assert lim == Limits(lds_bytes=32768, vgprs_max=128)
     assert Limits.from_profile({}) == Limits()
+
+
+def test_the_limits_without_a_profile_are_gfx90cs_own():
+    """``Limits()`` (legality where no profile is given: tests, tools) is gfx90c's; the figures live in its
+    profile, and its fields' defaults in the profile schema: this keeps the copy from drifting."""
+    import json
+
+    from oto.hardware.profile import load_profile
+
+    root = Path(__file__).resolve().parents[1]
+    assert Limits() == Limits.from_profile(load_profile(root / "arch_profiles" / "gfx90c.yaml"))
+    schema = json.loads((root / "workflow" / "oto" / "schemas" / "arch_profile.schema.json").read_text())
+    assert Limits().max_workgroup_size == schema["properties"]["max_workgroup_size"]["default"]
+    caps_from = schema["properties"]["tensile"]["properties"]["caps_from"]["default"]
+    assert "gfx" + "".join(map(str, Limits().caps_from)) == caps_from
     v = check(SGEMM_NT, {"Bogus": 1})
     assert not v.valid and "unknown Tensile parameter" in v.reasons[0]
     with pytest.raises(CandidateError):

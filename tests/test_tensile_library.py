@@ -187,7 +187,7 @@ def test_the_packaged_dat_carries_its_provenance_where_tensile_never_looks(vega1
     rest is byte for byte the library without it, and oto's own .dat reader reads both alike."""
     from oto.hardware.profile import load_profile
     from oto.tensile.dat_reader import dat_provenance, read_rocblas_dir
-    from oto.tensile.packaging import package_library
+    from oto.tensile.packaging import PackageSettings, package_library
     from oto.tensile.provenance import DAT_KEY, record_path, write_record
 
     profile = load_profile(Path(__file__).resolve().parents[1] / "arch_profiles" / "gfx90c.yaml")
@@ -202,8 +202,9 @@ def test_the_packaged_dat_carries_its_provenance_where_tensile_never_looks(vega1
     )
     out = tmp_path / "marked" / "TensileLibrary.dat"
     out.parent.mkdir()
-    package_library([logic], profile, "native", out, manifest=out.parent / "library" / "manifest.yaml",
-                    create_library="never", provenance_paths=[record])  # fmt: skip
+    never = PackageSettings.from_config({"package": {"create_library": "never"}})
+    package_library([logic], profile, out, never, manifest=out.parent / "library" / "manifest.yaml",
+                    provenance_paths=[record])  # fmt: skip
     doc = _undat(out)
     assert list(doc) == ["solutions", "library", DAT_KEY]
     block = dat_provenance(out)

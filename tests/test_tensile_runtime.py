@@ -16,9 +16,13 @@ from oto.hardware import detect, memory
 from oto.measurement import benchmarking
 from oto.tensile import runtime as tensile_runtime
 from oto.tensile.benchmark_config import APU_GLOBAL_PARAMETERS
+from oto.tensile.packaging import PackageSettings
 from oto.tensile.params import candidate_id, canonical
 
 ROOT = Path(__file__).resolve().parents[1]
+NATIVE = PackageSettings.from_config({})  # the schema's defaults: native, create_library auto, measured only
+ALWAYS = PackageSettings.from_config({"package": {"create_library": "always"}})
+ALLOW_SIMULATED = PackageSettings.from_config({"package": {"allow_simulated": True}})
 
 FAKE_COMMON = """
 globalParameters = {"SupportedISA": [(8, 0, 3), (9, 0, 0)]}
@@ -292,8 +296,8 @@ def test_package_without_tensile_says_why(vega10_dir, tmp_path, profile, monkeyp
     package.run(
         [logic],
         profile,
-        "native",
         tmp_path / "TensileLibrary.dat",
+        NATIVE,
         manifest=manifest,
         provenance_paths=[record],
     )
@@ -304,8 +308,7 @@ def test_package_without_tensile_says_why(vega10_dir, tmp_path, profile, monkeyp
     assert (tmp_path / "TensileLibrary.dat").stat().st_size > 0
     with pytest.raises(RuntimeError, match="create_library"):
         package.run(
-            [logic], profile, "native", tmp_path / "T.dat", manifest=manifest, create_library="always",
-            provenance_paths=[record],
+            [logic], profile, tmp_path / "T.dat", ALWAYS, manifest=manifest, provenance_paths=[record],
         )  # fmt: skip
 
 
@@ -331,7 +334,7 @@ def test_package_builds_no_code_objects_from_simulated_winners(
     manifest = tmp_path / "library" / "manifest.yaml"
     args = dict(manifest=manifest, tensile_cfg=tcl, provenance_paths=[record])
     with caplog.at_level(logging.INFO, logger="oto.tensile.packaging"):
-        package.run([logic], profile, "native", tmp_path / "TensileLibrary.dat", **args)
+        package.run([logic], profile, tmp_path / "TensileLibrary.dat", NATIVE, **args)
     # Tensile is there to build them: the gate is a warning on the terminal
     assert [r.levelno for r in caplog.records if "not run" in r.message] == [logging.WARNING]
     doc = yaml.safe_load(manifest.read_text())
@@ -342,14 +345,14 @@ def test_package_builds_no_code_objects_from_simulated_winners(
     assert "package.allow_simulated" in doc["tensile_create_library"]["why"]
     assert (tmp_path / "TensileLibrary.dat").stat().st_size > 0  # oto's own .dat is still written
     with pytest.raises(PackagingRefused, match="'always' but winners are simulated"):
-        package.run([logic], profile, "native", tmp_path / "T.dat", create_library="always", **args)
+        package.run([logic], profile, tmp_path / "T.dat", ALWAYS, **args)
     with pytest.raises(PackagingError, match="rc 7"):  # opted in: TensileCreateLibrary really runs
-        package.run([logic], profile, "native", tmp_path / "T.dat", allow_simulated=True, **args)
+        package.run([logic], profile, tmp_path / "T.dat", ALLOW_SIMULATED, **args)
     # No Tensile at all (the simulator's demo): the same reason, recorded, but no warning at the run's end
     monkeypatch.delenv("OTO_TENSILE_PYTHON", raising=False)
     monkeypatch.setenv("PATH", str(tmp_path / "no-tensile-here"))
     caplog.clear()
     with caplog.at_level(logging.INFO, logger="oto.tensile.packaging"):
-        package.run([logic], profile, "native", tmp_path / "T.dat", **{**args, "tensile_cfg": {}})
+        package.run([logic], profile, tmp_path / "T.dat", NATIVE, **{**args, "tensile_cfg": {}})
     assert [r.levelno for r in caplog.records if "not run" in r.message] == [logging.INFO]
     assert "winners are simulated" in yaml.safe_load(manifest.read_text())["tensile_create_library"]["why"]

@@ -52,6 +52,11 @@ def config_defaults(block: str) -> dict[str, Any]:
     return data
 
 
+def config_default(field: str) -> Any:
+    """The schema's default of one top-level field (``shard``, ``backend``…)."""
+    return copy.deepcopy(config_schema()["properties"][field]["default"])
+
+
 def config_with_defaults(config: Mapping[str, Any]) -> dict[str, Any]:
     """A copy of a (possibly partial, unvalidated) config with every schema default filled in."""
     data = copy.deepcopy(dict(config))

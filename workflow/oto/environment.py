@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from oto.backends import auto_backend
+from oto.config import config_block
 from oto.hardware.detect import detect_gpu, hip_version
 from oto.hardware.telemetry import TelemetrySettings, find_source
 from oto.tensile.install import tensile_info
@@ -63,8 +64,10 @@ def format_report(rep: Mapping[str, Any]) -> str:
         ),
         f"ROCm/HIP       {rep['hip_version'] or 'not found'}",
     ]
-    if t.get("found"):
-        arch = rep.get("arch", "gfx90c")
+    if t.get("found") and "arch" not in rep:  # no config naming an arch: nothing to say about one
+        lines.append(f"Tensile        {t['version']} ({t['python']})")
+    elif t.get("found"):
+        arch = rep["arch"]
         native = t.get("native", {}).get(arch, True)
         lines.append(
             f"Tensile        {t['version']} ({t['python']}); {arch}: "
@@ -113,9 +116,9 @@ def main(argv: list[str]) -> int:
     if Path(args.config).exists():
         config = yaml.safe_load(Path(args.config).read_text()) or {}
     profile = None
-    prof_path = Path(args.profiles) / f"{config.get('arch', 'gfx90c')}.yaml"
-    if prof_path.exists():
+    prof_path = Path(args.profiles) / f"{config['arch']}.yaml" if config.get("arch") else None
+    if prof_path is not None and prof_path.exists():
         profile = yaml.safe_load(prof_path.read_text())
-    rep = report(profile, config.get("tensile") or {})
+    rep = report(profile, config_block(config, "tensile"))
     print(json.dumps(rep, indent=1) if args.json else format_report(rep))
     return 0

@@ -275,7 +275,8 @@ def _merge_into(
         staging / "registry" / "consolidated.yaml",
         {"store": "registry/registry.sqlite", **summary, "bundles": len(outcome.accepted), "problems": []},
     )
-    # a device's ceilings: its calibrated profile where `oto calibrate --bundles` wrote one (kept on merging)
+    # a device's ceilings: its calibrated profile where `oto calibrate --bundles` wrote one (kept across
+    # merges)
     calibrated = calibrated_profiles(arch_dir, settings.arch_profile)
     if (arch_dir / CALIBRATED).is_dir():
         shutil.copytree(arch_dir / CALIBRATED, staging / CALIBRATED)
@@ -493,21 +494,18 @@ def _package(
 ) -> dict[str, Any]:
     """TensileLibrary.dat and the code objects from the merged logic files, as the workflow's package stage
     makes them: checked, labelled, gated on measured winners, the ISA registered from the profile."""
-    from oto.tensile.packaging import package_library
+    from oto.tensile.packaging import PackageSettings, package_library
 
     if not logic_paths:
         return {"native_dat": None, "why": "no library was finished on any device"}
-    package = settings.config["package"]
     doc = package_library(
         logic_paths,
         settings.arch_profile,
-        package["label"],
         arch_dir / "TensileLibrary.dat",
+        PackageSettings.from_config(settings.config),
         manifest=arch_dir / "library" / "manifest.yaml",
         tensile_cfg=settings.config["tensile"],
-        create_library=package["create_library"],
         provenance_paths=record_paths,
-        allow_simulated=bool(package["allow_simulated"]),
     )
     return {**doc, "native_dat": "TensileLibrary.dat"}
 
@@ -552,13 +550,17 @@ def _parser():
 
 
 def _settings(args) -> MergeSettings:
-    from oto.config import load_config, validate_config
+    from oto.config import ConfigError, load_config, validate_config
     from oto.hardware.profile import load_profile, profile_path
 
     if Path(args.configfile).is_file():
         config = load_config(args.configfile)
+    elif args.arch:  # no config: the schema's defaults for the arch named
+        config = validate_config({"arch": args.arch, "families": "all"})
     else:
-        config = validate_config({"arch": args.arch or "gfx90c", "families": "all"})
+        raise ConfigError(
+            f"{args.configfile}: no such config file; name one with --configfile, or the arch with --arch"
+        )
     if args.arch:
         config["arch"] = args.arch
     arch_profile = load_profile(profile_path(config["arch"], args.profiles))

@@ -16,6 +16,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
+from oto.config import config_with_defaults
 from oto.fleet.device import DeviceFacts, Runner, run_command
 from oto.hardware.ceilings import theoretical_gflops
 from oto.hardware.detect import override_arch
@@ -31,6 +32,26 @@ class Check:
     status: str  # ok | note | warn | stop
     found: str  # what the check saw, one line
     advice: str = ""  # what to do about it, in plain words ("" when nothing)
+
+
+@dataclass(frozen=True)
+class RunChoices:
+    """What of the run's config the preflight reads, read once (defaults and docs: the config schema)."""
+
+    backend: str  # config backend: auto, or the one the config forces
+    strategy: str  # search.strategy
+    agent_provider: str  # agent.provider: anthropic | none
+    tensile_isa: str | None  # tensile.isa: the ISA kernels are assembled for (None: the arch)
+
+    @classmethod
+    def from_config(cls, config: Mapping[str, Any]) -> RunChoices:
+        full = config_with_defaults(config)
+        return cls(
+            backend=str(full["backend"]),
+            strategy=str(full["search"]["strategy"]),
+            agent_provider=str(full["agent"]["provider"]),
+            tensile_isa=full["tensile"]["isa"],
+        )
 
 
 # -- session and power -------------------------------------------------------------------------------------
@@ -105,7 +126,7 @@ def checks(
     session: Mapping[str, Any],
     power: Mapping[str, Any],
     environ: Mapping[str, str],
-    config: Mapping[str, Any],
+    choices: RunChoices,
     simulate: bool = False,
 ) -> list[Check]:
     """Every preflight check, in the order a tester reads them."""
@@ -113,8 +134,8 @@ def checks(
     gpu = env_report["gpu"]
     physical = facts.arch or gpu.get("physical")
     backend, why = env_report.get("auto_backend", "sim"), env_report.get("auto_backend_reason", "")
-    if config.get("backend", "auto") != "auto":
-        backend, why = config["backend"], "set in the config (backend)"
+    if choices.backend != "auto":
+        backend, why = choices.backend, "set in the config (backend)"
     if simulate:
         backend, why = "sim", "you asked for a simulated run (--simulate)"
     if not physical:
@@ -149,7 +170,7 @@ def checks(
                 f"{facts.clock_mhz or '?'} MHz",
             )
         )
-    out.append(_override_check(arch, physical, environ, config, backend))
+    out.append(_override_check(arch, physical, environ, choices, backend))
     hip = env_report.get("hip_version")
     out.append(
         Check("rocm", "ok", f"ROCm/HIP {hip}")
@@ -193,11 +214,8 @@ def checks(
     out.extend(_power_checks(power))
     out.append(_memory_check(facts, arch_profile))
     out.append(_device_check(arch_profile, device))
-    strategy = (config.get("search") or {}).get("strategy", "surrogate")
-    if (
-        environ.get("ANTHROPIC_API_KEY")
-        and (config.get("agent") or {}).get("provider", "anthropic") != "none"
-    ):
+    strategy = choices.strategy
+    if environ.get("ANTHROPIC_API_KEY") and choices.agent_provider != "none":
         out.append(
             Check(
                 "api_key",
@@ -219,7 +237,7 @@ def checks(
 
 
 def _override_check(
-    arch: str, physical: str | None, environ: Mapping[str, str], config: Mapping, backend: str
+    arch: str, physical: str | None, environ: Mapping[str, str], choices: RunChoices, backend: str
 ) -> Check:
     value = environ.get("HSA_OVERRIDE_GFX_VERSION")
     if not value:
@@ -236,7 +254,7 @@ def _override_check(
             f"HSA_OVERRIDE_GFX_VERSION={value} is not a version like 9.0.0",
             "unset it (unset HSA_OVERRIDE_GFX_VERSION) or correct it",
         )
-    isa = (config.get("tensile") or {}).get("isa") or arch
+    isa = choices.tensile_isa or arch
     if effective != isa and backend == "tensile":
         return Check(
             "hsa_override",

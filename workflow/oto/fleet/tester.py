@@ -24,6 +24,7 @@ from typing import Any
 
 import yaml
 
+from oto.config import config_default
 from oto.deck.shards import Shard, ShardError
 from oto.files import atomic_write_text, dump_yaml, read_yaml
 from oto.fleet import split_passthrough
@@ -32,6 +33,7 @@ from oto.fleet.calibrate import calibrated_path, carry_calibration
 from oto.fleet.device import DeviceFacts, device_profile, read_facts, run_command
 from oto.fleet.preflight import (
     Check,
+    RunChoices,
     as_records,
     blocking,
     checks,
@@ -80,6 +82,8 @@ def _config(args: argparse.Namespace) -> tuple[dict[str, Any], Path]:
     data = yaml.safe_load(path.read_text()) or {}
     if not isinstance(data, dict):
         raise SystemExit(f"oto tester: {path}: field '<top level>': expected a mapping")
+    if not isinstance(data.get("arch"), str):
+        raise SystemExit(f"oto tester: {path}: field 'arch': missing (the GPU to tune, as arch: gfx90c)")
     return data, path
 
 
@@ -123,7 +127,7 @@ def _preflight(
         session=session_facts(environ, run, tty=None if args.root else current_tty()),
         power=power_facts(root, run),
         environ=environ,
-        config=cfg,
+        choices=RunChoices.from_config(cfg),
         simulate=args.simulate,
     )
     if problem is not None:
@@ -261,7 +265,7 @@ def main(argv: Sequence[str]) -> int:
     )
     args = ap.parse_args(argv)
     config, cfg_path = _config(args)
-    arch = str(config.get("arch", "gfx90c"))
+    arch = config["arch"]
     tdir = _tester_dir(arch)
     settings_path = tdir / "run.yaml"
     if args.action == "bundle":
@@ -281,7 +285,7 @@ def main(argv: Sequence[str]) -> int:
         return 0 if _say_bundle(path, descriptor) else 1
     if args.shard is None:
         previous = read_yaml(settings_path) if settings_path.is_file() else {}
-        args.shard = ((previous or {}).get("overrides") or {}).get("shard", "1/1")
+        args.shard = ((previous or {}).get("overrides") or {}).get("shard") or config_default("shard")
     try:
         Shard.parse(args.shard)
     except ShardError as exc:

@@ -17,7 +17,7 @@ from oto.stages import Stage
 from oto.tensile.install import REGISTRATION_FIELDS
 from oto.tensile.labels import LABEL_FIELDS
 from oto.tensile.legality import Limits
-from oto.tensile.packaging import package_library
+from oto.tensile.packaging import PackageSettings, package_library
 
 STAGE = Stage(
     name="package",
@@ -28,8 +28,10 @@ STAGE = Stage(
 )
 
 
-def run(logic_paths: Sequence[Path], profile: Mapping, label: str, out: Path, **options: Any) -> Path:
+def run(
+    logic_paths: Sequence[Path], profile: Mapping, out: Path, settings: PackageSettings, **options: Any
+) -> Path:
     """The library and, given ``manifest=``, the manifest and code objects; options as
     :func:`oto.tensile.packaging.package_library` takes them."""
-    package_library(logic_paths, profile, label, out, **options)
+    package_library(logic_paths, profile, out, settings, **options)
     return Path(out)

@@ -108,8 +108,9 @@ _NO_ISA = (0, 0, 0)
 
 @dataclass(frozen=True)
 class Limits:
-    """What of the arch profile decides legality: its limits and its ISA (defaults: gfx90c, an ISA Tensile
-    lacks that takes gfx900's assembler capabilities)."""
+    """What of the arch profile decides legality: its limits and its ISA. Without a profile: gfx90c's, an ISA
+    Tensile lacks that takes gfx900's assembler capabilities (the figures are arch_profiles/gfx90c.yaml's and
+    the profile schema's defaults; tests/test_legality.py keeps this copy equal to them)."""
 
     lds_bytes: int = 65536
     max_workgroup_size: int = 1024

@@ -12,11 +12,13 @@ from __future__ import annotations
 import logging
 import os
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import yaml
 
+from oto.config import config_block
 from oto.files import atomic_write_text
 from oto.tensile import legality
 from oto.tensile.create_library import build_library
@@ -36,19 +38,33 @@ from oto.tensile.provenance import (
 log = logging.getLogger(__name__)
 
 
+@dataclass(frozen=True)
+class PackageSettings:
+    """Config block ``package`` (its defaults and docs: the config schema), read once."""
+
+    label: str  # native | spoof | gfx900 (oto.tensile.labels)
+    create_library: str  # auto | always | never
+    allow_simulated: bool  # code objects from winners that were not measured
+
+    @classmethod
+    def from_config(cls, config: Mapping[str, Any]) -> PackageSettings:
+        package = config_block(config, "package")
+        return cls(str(package["label"]), str(package["create_library"]), bool(package["allow_simulated"]))
+
+
 def package_library(
     logic_paths: Sequence[Path],
     profile: Mapping,
-    label: str,
     out: Path,
+    settings: PackageSettings,
     manifest: Path | None = None,
     tensile_cfg: Mapping | None = None,
-    create_library: str = "auto",
     provenance_paths: Sequence[Path] = (),
-    allow_simulated: bool = False,
 ) -> dict[str, Any]:
-    """Write ``out`` (and ``manifest`` with the code objects beside it, if given); return the manifest's
-    document (without a manifest: the library's facts only)."""
+    """Write ``out`` (and ``manifest`` with the code objects beside it, if given), labelled and gated as
+    config block ``package`` says (``settings``); return the manifest's document (without a manifest: the
+    library's facts only)."""
+    label, create_library = settings.label, settings.create_library
     prefix, arch, _ = logic_label(profile, label)
     logic_paths = [Path(p) for p in logic_paths]
     # nothing Tensile would not build is packaged: a bad file stops here, named, before anything is written
@@ -76,7 +92,7 @@ def package_library(
     if manifest is None:
         return doc
     doc["provenance"] = deliverable_provenance(records)
-    allowed, gate = code_object_gate(doc["provenance"]["numbers"], allow_simulated)
+    allowed, gate = code_object_gate(doc["provenance"]["numbers"], settings.allow_simulated)
     built = {}
     if create_library != "never" and not allowed:
         if create_library == "always":
