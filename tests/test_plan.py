@@ -222,3 +222,20 @@ def test_the_rocblas_deck_and_the_spoof_label_follow_the_profiles_stock_library(
     assert plan_run({**BASE, "arch": "gfx906", "package": {"label": "spoof"}}).logic_prefix == "vega20"
     with pytest.raises(PlanError, match=r"field 'package.label': gfx900 .* gfx906's"):
         plan_run({**BASE, "arch": "gfx906", "package": {"label": "gfx900"}}, ["c.yaml"])
+
+
+def test_a_misspelt_key_is_named_and_blamed_where_it_was_given():
+    """A --config typo (familes=all) was blamed on config/config.yaml, as an unexpected property of the top
+    level; it names the key, where it came from and the field that was meant."""
+    typo = "field 'familes': not a config field (did you mean 'families'?)"
+    with pytest.raises(PlanError) as err:
+        plan_run({**BASE, "familes": "all"}, ["config/config.yaml"], command_line={"familes": "all"})
+    assert str(err.value) == f"--config familes=…: {typo}"
+    with pytest.raises(PlanError) as err:  # the same typo in the file
+        plan_run({**BASE, "familes": "all"}, ["config/config.yaml"], command_line={"families": ["DB"]})
+    assert str(err.value) == f"config/config.yaml: {typo}"
+    nested = {**BASE, "benchmark": {"tuning_size": 8}}
+    with pytest.raises(PlanError, match=r"^--config benchmark=…: field 'benchmark.tuning_size': not a "):
+        plan_run(nested, ["config/config.yaml"], command_line={"benchmark": {"tuning_size": 8}})
+    with pytest.raises(PlanError, match=r"\(did you mean 'benchmark.tuning_sizes'\?\)$"):
+        plan_run(nested, ["config/config.yaml"])
