@@ -10,6 +10,11 @@ job (Snakemake's record of each job, beyond the backend's own estimate) in probe
 ``oto.run.estimate.JOB_PROBE_RATIO`` holds (``--fit``: fit it from these runs, the mean of their ratios).
 
     python bench/estimate_bench.py [--scenarios idle,loaded] [--repeat N] [--fit] [--log DIR]
+    python bench/estimate_bench.py --probe-check N
+
+``--probe-check N``: no demo; N times, idle then under the bench's load, the probe next to a heavier
+job-like process (pandas, numpy, yaml and oto's stage context imported): whether the probe scales as a job
+does when the cores get busy.
 
 Runs get a private TMPDIR (the simulated GPU's lock is then not shared with other oto runs on the machine).
 """
@@ -63,6 +68,33 @@ def job_sequence(metadata: Path) -> list[tuple[str, float, float]]:
     return sorted(((rule, s, e) for (rule, _), (s, e) in jobs.items()), key=lambda j: j[2])
 
 
+JOB_LIKE = "import sys; sys.path.insert(0, {workflow!r}); import numpy, pandas, yaml; import oto.run.context"
+
+
+def probe_check(repeat: int) -> None:
+    from oto.run.probe import measure
+
+    def job() -> float:
+        t0 = time.perf_counter()
+        code = JOB_LIKE.format(workflow=str(REPO / "workflow"))
+        subprocess.run([sys.executable, "-c", code], check=True)
+        return time.perf_counter() - t0
+
+    print(f"{'scenario':9s} {'load':>5s} {'probe s':>8s} {'job-like s':>11s} {'ratio':>6s}")
+    for _ in range(repeat):
+        for scenario in ("idle", "loaded"):
+            busy = busy_cores(os.cpu_count() or 1) if scenario == "loaded" else []
+            try:
+                time.sleep(1.0)
+                probe = measure().seconds
+                job_s = statistics.median(job() for _ in range(3))
+            finally:
+                for p in busy:
+                    p.kill()
+                    p.wait()
+            print(f"{scenario:9s} {os.getloadavg()[0]:5.1f} {probe:8.3f} {job_s:11.3f} {job_s / probe:6.2f}")
+
+
 def run_demo(root: Path, env: dict, log: Path | None = None) -> dict:
     work = scratch_copy(REPO, root)
     load = os.getloadavg()[0]
@@ -114,7 +146,11 @@ def main() -> None:
     ap.add_argument("--repeat", type=int, default=1, help="runs per scenario")
     ap.add_argument("--fit", action="store_true", help="print the JOB_PROBE_RATIO these runs imply")
     ap.add_argument("--log", type=Path, help="keep each run's terminal output in this folder")
+    ap.add_argument("--probe-check", type=int, default=0, metavar="N", help="no demo: probe vs a job")
     args = ap.parse_args()
+    if args.probe_check:
+        probe_check(args.probe_check)
+        return
     from oto.run.estimate import JOB_PROBE_RATIO
 
     path = os.pathsep.join([str(REPO / "workflow"), os.environ.get("PYTHONPATH", "")])
