@@ -41,7 +41,9 @@ include: "rules/registry.smk"
 
 onstart:
     start_run()
-    record_run_estimate(PLAN)  # the backend's seconds per GPU job, for the progress line's time left
+    # for the progress line's first estimate: the backend's seconds per GPU job, this machine's probe, and
+    # what the run resumes
+    record_run_estimate(PLAN, jobs_already_done())
 
 
 rule all:

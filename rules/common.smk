@@ -7,10 +7,12 @@ from pathlib import Path
 
 # The oto package of this checkout is on sys.path: the Snakefile puts it there before reading the config.
 from oto.agent.breaker import reset as reset_agent_breaker
+from oto.run import dry_run
 from oto.run.estimate import record_run_estimate
 from oto.run.lock import RunLockError, acquire_run_lock
 from oto.run.plan import PlanError, plan_run
 from oto.run.profile_views import change_note, record_profile, stage_view
+from oto.stages import stages
 from snakemake.exceptions import WorkflowError
 
 try:
@@ -37,6 +39,18 @@ wildcard_constraints:
     gen=r"\d+",
     family=r"[A-Za-z0-9_]+",
     prefix=r"[a-z0-9]+",
+
+
+def jobs_already_done():
+    """(jobs of the requested targets already done in this folder, jobs of the targets): the stage jobs of the
+    DAG that need no run, for the first line of a resumed run (asked once the DAG is built)."""
+    names = {s.name for s in stages()}
+    jobs = [job for job in workflow.dag.jobs if job.rule.name in names]
+    return sum(1 for job in jobs if not workflow.dag.needrun(job)), len(jobs)
+
+
+# oto's logger prints a dry-run's plan from these (in memory, nothing is written).
+dry_run.remember(PLAN, jobs_already_done)
 
 
 def start_run():

@@ -65,7 +65,7 @@ def test_a_dry_run_of_a_shard_plans_only_its_library(tmp_path):
     work = make_workdir(tmp_path, FAST_CONFIG)
     mine = Shard(1, 2).select(["Cijk_Ailk_Bljk_DB", "Cijk_Ailk_Bjlk_DB"])
     other = Shard(2, 2).select(["Cijk_Ailk_Bljk_DB", "Cijk_Ailk_Bjlk_DB"])
-    proc = snakemake(work, "-n", "--config", "shard=1/2")
+    proc = snakemake(work, "-n", "--logger-oto-full", "--config", "shard=1/2")  # Snakemake's listing
     assert proc.returncode == 0, proc.stderr
     assert all(f"results/gfx90c/{lib}/final.yaml" in proc.stdout for lib in mine)
     assert not any(f"results/gfx90c/{lib}/" in proc.stdout for lib in other)

@@ -230,7 +230,26 @@ def test_a_warm_start_that_names_no_registry_fails_the_dry_run(tmp_path):
     donor = tmp_path / "results" / "gfx90c"
     (donor / "registry").mkdir(parents=True)
     cfg = {**BASE, "arch": "gfx902", "registry": {"warm_start": [str(donor)]}}
-    with pytest.raises(PlanError, match=r"c.yaml: field 'registry.warm_start\[0\]': .*gfx90c holds no registry"):
+    with pytest.raises(
+        PlanError, match=r"c.yaml: field 'registry.warm_start\[0\]': .*gfx90c holds no registry"
+    ):
         plan_run(cfg, ["c.yaml"])
     (donor / "registry" / "registry.sqlite").write_bytes(b"")
     assert plan_run(cfg, ["c.yaml"]).arch == "gfx902"
+
+
+def test_a_misspelt_key_is_named_and_blamed_where_it_was_given():
+    """A --config typo (familes=all) was blamed on config/config.yaml, as an unexpected property of the top
+    level; it names the key, where it came from and the field that was meant."""
+    typo = "field 'familes': not a config field (did you mean 'families'?)"
+    with pytest.raises(PlanError) as err:
+        plan_run({**BASE, "familes": "all"}, ["config/config.yaml"], command_line={"familes": "all"})
+    assert str(err.value) == f"--config familes=…: {typo}"
+    with pytest.raises(PlanError) as err:  # the same typo in the file
+        plan_run({**BASE, "familes": "all"}, ["config/config.yaml"], command_line={"families": ["DB"]})
+    assert str(err.value) == f"config/config.yaml: {typo}"
+    nested = {**BASE, "benchmark": {"tuning_size": 8}}
+    with pytest.raises(PlanError, match=r"^--config benchmark=…: field 'benchmark.tuning_size': not a "):
+        plan_run(nested, ["config/config.yaml"], command_line={"benchmark": {"tuning_size": 8}})
+    with pytest.raises(PlanError, match=r"\(did you mean 'benchmark.tuning_sizes'\?\)$"):
+        plan_run(nested, ["config/config.yaml"])

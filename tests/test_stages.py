@@ -49,7 +49,7 @@ def workflow(tmp_path_factory):
     work = make_workdir(tmp_path_factory.mktemp("stages"), FAST_CONFIG)
     listed = snakemake(work, "--list-rules")
     assert listed.returncode == 0, listed.stderr[-3000:]
-    proc = snakemake(work, "-n", *TARGETS)
+    proc = snakemake(work, "-n", "--logger-oto-full", *TARGETS)  # Snakemake's own listing
     assert proc.returncode == 0, proc.stderr[-3000:]
     return set(listed.stdout.split()) - {"all"}, _jobs(proc.stdout)
 

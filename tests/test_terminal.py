@@ -4,56 +4,155 @@ summary; Snakemake's job blocks and shell commands go to the log (oto's logger p
 from __future__ import annotations
 
 import json
+import logging
 import re
+import time
 from pathlib import Path
 
 import pytest
 from dashboard_helpers import CONFIG, make_results
 from oto.reporting.dashboard import write_dashboard
 from oto.reporting.summary import library_note, results_folders, run_summary
-from oto.run.estimate import JOB_SECONDS
-from oto.run.progress import PRIOR_JOBS, RunProgress, job_key, job_label
-from workflow_helpers import FAST_CONFIG, make_workdir, snakemake
+from oto.run.estimate import JOB_PROBE_RATIO, LEARNING_JOB_SECONDS, fmt_duration, job_overhead
+from oto.run.probe import Probe, job_probe, machine_key, read_cached
+from oto.run.progress import PRIOR_JOBS, RULE_PRIOR_JOBS, RunProgress, job_key, job_label
+from snakemake_interface_logger_plugins.common import LogEvent
+from workflow_helpers import FAST_CONFIG, make_workdir, plan_counts, snakemake
 
 LINE = re.compile(r"^\s*(\d+)/(\d+)  (\w+)\s")
 
 
 def test_time_left_uses_recorded_durations_and_the_backends_estimate():
-    est = {"gpu_seconds": {"benchmark": {"L/gen0": 10.0, "L/gen1": 30.0, "M/gen0": 20.0}}}
-    p = RunProgress(planned={"mutate": 3, "benchmark": 3}, recorded={"mutate": [2.0, 4.0]}, estimate=est)
-    # Before any job: mutate from the earlier runs' record (3 s), benchmarks from the backend (60 s) plus
+    est = {"gpu_seconds": {"benchmark": {"L/gen0": 10.0, "L/gen1": 30.0, "M/gen0": 20.0, "M/gen1": 20.0}}}
+    p = RunProgress(planned={"mutate": 4, "benchmark": 4}, recorded={"mutate": [2.0, 4.0]}, estimate=est)
+    # Before any job: mutate from the earlier runs' record (3 s), benchmarks from the backend (80 s) plus
     # an overhead of the mean recorded job (3 s each).
-    assert p.remaining_work() == pytest.approx(3 * 3.0 + 60.0 + 3 * 3.0)
-    p.finish("mutate", "L/gen0", 1.0)
-    p.finish("benchmark", "L/gen0", 12.0)  # 2 s beyond its estimate: that is the benchmark overhead
-    assert p.expected("mutate") == 1.0 and p.expected("benchmark") == pytest.approx(2.0)
-    # Left: 2 mutate × 1 s + 2 benchmarks × (2 s + the mean of the unfinished estimates, 25 s).
-    assert p.remaining_work() == pytest.approx(2 * 1.0 + 2 * (2.0 + 25.0))
-    # Wall time so far twice the summed job time (a slow scheduler): the time left doubles too.
-    assert p.time_left(elapsed=26.0) == pytest.approx(2 * p.remaining_work())
-    line = p.line("benchmark", "L gen0", 12.0, 26.0)
-    assert LINE.match(line).groups() == ("2", "6", "benchmark") and "left" in line
+    assert p.remaining_work() == pytest.approx(4 * 3.0 + 80.0 + 4 * 3.0)
+    for key in ("L/gen0", "L/gen1"):
+        p.finish("mutate", key, 1.0)
+    p.finish("benchmark", "L/gen0", 19.0)  # a rule's first job is its slowest (cold caches): not counted
+    p.finish("benchmark", "L/gen1", 32.0)  # 2 s beyond its estimate: that is the benchmark overhead
+    # The mean job: this run's counted two (1 s, 2 s beyond the backend) drawn towards the recorded 3 s.
+    mean = (1.0 + 2.0 + PRIOR_JOBS * 3.0) / (2 + PRIOR_JOBS)
+    assert p.mean_job() == pytest.approx(mean)
+    # A rule's jobs move its estimate by a part of their deviation: towards its record (mutate), else
+    # towards the mean job (benchmark: a recorded benchmark holds the GPU's work too).
+    assert p.expected("mutate") == pytest.approx((1.0 + RULE_PRIOR_JOBS * 3.0) / (1 + RULE_PRIOR_JOBS))
+    assert p.expected("benchmark") == pytest.approx((2.0 + RULE_PRIOR_JOBS * mean) / (1 + RULE_PRIOR_JOBS))
+    # Left: 2 mutate + 2 benchmarks × (their overhead + the mean of the unfinished estimates, 20 s).
+    left = 2 * p.expected("mutate") + 2 * (p.expected("benchmark") + 20.0)
+    assert p.remaining_work() == pytest.approx(left)
+    # Wall time twice the summed job time (a slow scheduler): the pace, drawn towards 1 with the weight of
+    # PRIOR_JOBS mean jobs, rises above 1 and the time left with it.
+    weight = PRIOR_JOBS * p.mean_job()
+    assert p.time_left(elapsed=106.0) == pytest.approx(left * (106.0 + weight) / (53.0 + weight))
+    line = p.line("benchmark", "L gen1", 32.0, 106.0)
+    assert LINE.match(line).groups() == ("4", "8", "benchmark") and "left" in line
 
 
-def test_in_a_new_folder_one_slow_first_job_does_not_set_the_length_of_every_job():
+def test_the_first_estimate_comes_from_this_machines_probe():
+    """No timing here: the probe's figure is given. A new folder's first line is the planned jobs at the
+    probe's figure × JOB_PROBE_RATIO each, plus the backend's own seconds for the GPU jobs."""
+    est = {"backend": "sim", "numbers": "simulated", "gpu_seconds": {"benchmark": {"L/gen0": 4.0}}}
+    probe = Probe(seconds=0.4, runs=[0.41, 0.39, 0.4], measured_at=0.0)
+    p = RunProgress(
+        planned={"mutate": 100, "benchmark": 1},
+        estimate=est,
+        job_seconds=probe.seconds * JOB_PROBE_RATIO,
+        job_seconds_note=probe.describe(),
+    )
+    expected = 101 * 0.4 * JOB_PROBE_RATIO + 4.0
+    assert p.time_left(0.0) == pytest.approx(expected)
+    opening = p.opening()
+    assert f"about {fmt_duration(expected)}" in opening and "0.40 s, measured just now" in opening
+    assert "backend sim (simulated numbers)" in opening and "learning" not in opening
+    # Twice the probe (a machine twice as slow, or as busy): twice the jobs' time, the backend's the same.
+    slow = RunProgress(planned=p.planned, estimate=est, job_seconds=0.8 * JOB_PROBE_RATIO)
+    assert slow.time_left(0.0) == pytest.approx(2 * (expected - 4.0) + 4.0)
+    # oto plan takes the same figure where this folder has recorded no jobs.
+    assert job_overhead({}, probe)[0] == pytest.approx(0.4 * JOB_PROBE_RATIO)
+    assert job_overhead({"mutate": [2.0] * 10}, probe)[0] == 2.0
+
+
+def test_without_a_probe_or_a_record_the_first_line_says_it_is_learning_and_gives_a_range():
     p = RunProgress(planned={"deck": 1, "mutate": 100})
-    assert p.remaining_work() == pytest.approx(101 * JOB_SECONDS)
-    assert "none recorded in this folder yet" in p.opening()
-    p.finish("deck", "", 4.0)  # the deck: a slow first job, 8x the default
-    # 100 mutate jobs at (4 s + PRIOR_JOBS x the default) / (1 + PRIOR_JOBS), not at 4 s each.
-    expected = (4.0 + PRIOR_JOBS * JOB_SECONDS) / (1 + PRIOR_JOBS)
-    assert p.remaining_work() == pytest.approx(100 * expected)
-    assert p.remaining_work() < 100 * 4.0 / 3
-    # The same holds for a benchmark's overhead beyond the backend's estimate before any benchmark finished.
-    assert RunProgress(planned={"benchmark": 1}, done=p.done).expected("benchmark") == pytest.approx(expected)
-    for i in range(40):  # as the run goes on, its own jobs outweigh the default
-        p.finish("mutate", f"L/gen{i}", 1.0)
-    assert p.expected("mutate") == 1.0
-    # A folder with earlier runs draws towards their mean job instead, and says so.
-    q = RunProgress(planned={"deck": 1, "emit": 10}, recorded={"mutate": [2.0, 2.0]})
-    q.finish("deck", "", 11.0)
-    assert q.expected("emit") == pytest.approx((11.0 + PRIOR_JOBS * 2.0) / (1 + PRIOR_JOBS))
-    assert "recorded in this folder" in q.opening() and "none recorded" not in q.opening()
+    low, high = (101 * s for s in LEARNING_JOB_SECONDS)
+    assert p.learning
+    assert p.opening().endswith(
+        f"learning this machine's pace from the first jobs: between {fmt_duration(low)} and "
+        f"{fmt_duration(high)}"
+    )
+    assert not RunProgress(planned=p.planned, recorded={"mutate": [1.0]}).learning
+
+
+def test_the_probe_is_cached_for_this_machine_python_and_oto(tmp_path, monkeypatch):
+    path = tmp_path / ".snakemake" / "oto" / "probe.json"
+    calls = []
+
+    def fake() -> Probe:
+        calls.append(1)
+        return Probe(seconds=0.25, runs=[0.25], measured_at=time.time())
+
+    first = job_probe(path, measure_probe=fake)
+    assert first.seconds == 0.25 and not first.cached and len(calls) == 1
+    again = job_probe(path, measure_probe=fake)  # young enough: read, not measured
+    assert again.cached and again.seconds == 0.25 and len(calls) == 1 and "ago" in again.describe()
+    assert job_probe(path, max_age_s=0, measure_probe=fake).cached is False and len(calls) == 2  # a run
+    doc = json.loads(path.read_text())
+    assert doc["key"] == machine_key()
+    doc["key"]["python"] = "2.7.18"  # another Python (or machine, or oto version): measured again
+    path.write_text(json.dumps(doc))
+    assert read_cached(path) is None
+    doc["key"], doc["measured_at"] = machine_key(), time.time() - 7200  # too old
+    path.write_text(json.dumps(doc))
+    assert read_cached(path) is None and read_cached(path, max_age_s=10_000) is not None
+
+    def broken() -> Probe:
+        raise OSError("no python")
+
+    assert job_probe(tmp_path / "other.json", measure_probe=broken) is None
+
+
+def test_the_probe_runs_within_its_budget():
+    from oto.run.probe import measure
+
+    slow = measure(run=lambda: 0.5, runs=3, budget_s=0.6)  # a busy machine: two runs, not three
+    assert slow.runs == [0.5, 0.5] and slow.seconds == 0.5
+    swamped = iter([2.0, 1.0, 9.0])
+    assert measure(run=lambda: next(swamped), runs=3, budget_s=0.6).runs == [2.0, 1.0]  # at least two
+    fast = measure(run=lambda: 0.1, runs=3, budget_s=0.6)
+    assert fast.runs == [0.1, 0.1, 0.1]
+
+
+def test_slow_early_jobs_move_the_time_left_by_a_part_of_their_deviation():
+    """The early time-left lines swung ±40%: the first select, which draws the live dashboard, took 6 s and
+    every select after it was then expected to take 6 s (31 × 4 s more at once)."""
+    planned = {"deck": 1, "mutate": 32, "select": 32, "benchmark": 32}
+    p = RunProgress(planned=planned, job_seconds=2.0)
+    p.finish("deck", "", 5.0)  # a one-off, and the first of its rule: not counted
+    p.finish("select", "L/gen0", 6.0)  # the first select: not counted either
+    assert p.expected("select") == p.expected("mutate") == pytest.approx(2.0)
+    before = p.time_left(elapsed=11.0)
+    p.finish("select", "L/gen1", 6.0)  # a second slow one counts, drawn towards the mean job
+    assert p.expected("select") < 2.5
+    jump = p.time_left(elapsed=17.0) - (before - 2.0)  # less the select it expected (2 s)
+    assert 0 < jump < 30 * (6.0 - 2.0) / 5  # a fifth of the jump it made before
+    for i in range(2, 32):  # as the run goes on, its own jobs outweigh the prior
+        p.finish("select", f"L/gen{i}", 6.0)
+    assert p.expected("select") > 4.5
+
+
+def test_a_resumed_run_says_what_it_resumes():
+    planned = {"mutate": 24, "emit": 24, "compile": 24, "benchmark": 24, "normalise": 24, "select": 24}
+    planned.update(finalize=8, logic=1)
+    p = RunProgress(planned=planned, recorded={"mutate": [1.0] * 8}, resumed=(61, 214))
+    assert p.total == 153
+    assert p.opening().startswith(
+        "oto: resuming: 61 of 214 jobs already done in this folder; 153 left (mutate 24, emit 24,"
+    )
+    assert "by the job durations recorded in this folder" in p.opening()
+    fresh = RunProgress(planned=planned, resumed=(0, 153), job_seconds=1.0)
+    assert fresh.opening().startswith("oto: 153 jobs to run (") and "resuming" not in fresh.opening()
 
 
 def test_job_keys_and_labels_name_what_a_job_works_on():
@@ -184,3 +283,137 @@ def test_a_run_prints_one_line_per_job_and_a_summary(tmp_path, monkeypatch):
     # the summary speaks of what this run built: the ceilings, not the library of the run before
     closing = (again.stdout + again.stderr).split("oto: 1 jobs finished")[-1]
     assert "built      results/gfx90c/ceilings.yaml" in closing and "headline" not in closing
+
+
+# ---- the logger: dry-runs and the workflow's own errors, driven with Snakemake's records -----------------
+
+
+def _handler(dryrun: bool = False, full: bool = False, quiet=None):
+    import io
+    from types import SimpleNamespace
+
+    import snakemake_logger_plugin_oto as plugin
+
+    common = SimpleNamespace(
+        printshellcmds=False,
+        nocolor=True,
+        quiet=quiet,
+        debug_dag=False,
+        verbose=False,
+        show_failed_logs=False,
+        stdout=True,
+        dryrun=dryrun,
+    )
+    handler = plugin.LogHandler(common, plugin.LogHandlerSettings(full=full))
+    out = io.StringIO()
+    handler.stream = out
+    handler.inner.setStream(out)
+    return handler, out
+
+
+def _record(msg: str, event=None, level: int = logging.INFO, **extra) -> logging.LogRecord:
+    record = logging.LogRecord("snakemake", level, __file__, 1, msg, None, None)
+    record.event = event
+    record.__dict__.update(extra)
+    return record
+
+
+def _job_info(jobid: int, rule: str, **wildcards) -> logging.LogRecord:
+    return _record(
+        f" Rule: {rule}, Jobid: {jobid}",
+        LogEvent.JOB_INFO,
+        jobid=jobid,
+        rule_name=rule,
+        wildcards={"arch": "gfx90c", **wildcards},
+        output=[],
+    )
+
+
+def test_a_dry_run_prints_otos_short_plan(monkeypatch, tmp_path):
+    import oto.run.probe
+    from oto.run import dry_run
+
+    monkeypatch.chdir(tmp_path)  # no job durations recorded here
+    monkeypatch.setattr(oto.run.probe, "job_probe", lambda **kw: Probe(0.5, [0.5], time.time()))
+    monkeypatch.setattr(dry_run, "_REMEMBERED", {})
+    dry_run.remember(None, lambda: (3, 16))  # no plan: no backend seconds; 3 of the target's jobs done
+    handler, out = _handler(dryrun=True)
+    handler.emit(_record("Building DAG of jobs..."))
+    handler.emit(_record("Job stats:\n...", LogEvent.RUN_INFO, stats={"mutate": 4, "total": 13}))
+    jobs = [("all", {})] + [("ceilings", {})]
+    for lib in ("Cijk_Ailk_Bljk_DB", "Cijk_Ailk_Bjlk_DB"):
+        jobs += [(r, {"library": lib, "gen": str(g)}) for g in (0, 1) for r in ("mutate", "select")]
+        jobs += [("finalize", {"library": lib})]
+    jobs += [("mutate", {"library": "Cijk_Ailk_Bljk_SB", "gen": "1"})]  # a library resumed at gen1
+    for i, (rule, wc) in enumerate(jobs):
+        handler.emit(_job_info(i, rule, **wc))
+    handler.emit(_record("This was a dry-run (flag -n). The order of jobs does not reflect the order..."))
+    handler.close()
+    lines = out.getvalue().splitlines()
+    assert lines[0] == (
+        "oto: dry-run, nothing was run: 12 jobs to run (3 of the target's 16 jobs already done in this "
+        "folder); Snakemake's own listing: add --logger-oto-full"
+    )
+    assert plan_counts(out.getvalue()) == {"ceilings": 1, "mutate": 5, "select": 4, "finalize": 2}
+    assert "  DB        NN NT         2 × 5   gen0-gen1, finalize" in lines
+    assert "  SB        NN                1   gen1" in lines
+    assert lines[-1] == f"  time           about {fmt_duration(12 * 0.5 * JOB_PROBE_RATIO)} (" + (
+        f"a job's start-up here takes 0.50 s, measured just now; a mean job is ~{JOB_PROBE_RATIO:g}× that)"
+    )
+    assert "Building DAG" not in out.getvalue() and "This was a dry-run" not in out.getvalue()
+    # Snakemake's own listing on request, or when asked for its quiet output
+    assert _handler(dryrun=True, full=True)[0].passthrough
+    assert _handler(dryrun=True, quiet=["all"])[0].passthrough
+    assert not _handler(dryrun=True, quiet=["rules"])[0].passthrough
+    assert not _handler(full=True)[0].passthrough  # a run: oto's lines, Snakemake's output beside them
+
+
+# Snakemake 9's text of a WorkflowError raised in an input function (rules/common.smk) and at parse time.
+INPUT_FUNCTION_TEXT = """InputFunctionException in rule family in file "/w/rules/package.smk", line 22:
+Error:
+  WorkflowError:
+    family 'SB' is not selected in this run (families: DB, ZB_GB); add it with --config 'families=[DB,SB]'
+Wildcards:
+  arch=gfx90c
+  family=SB
+Traceback:
+  File "/w/rules/common.smk", line 117, in family_inputs (rule family, line 44, /w/rules/package.smk)"""
+PARSE_TEXT = """WorkflowError in file "/w/rules/common.smk", line 19:
+--config familes=…: field 'familes': not a config field (did you mean 'families'?)
+  File "/w/rules/common.smk", line 19, in <module>"""
+BUG_TEXT = """KeyError in file "/w/rules/common.smk", line 30:
+'library'
+  File "/w/rules/common.smk", line 30, in <module>"""
+
+
+@pytest.mark.parametrize(
+    ("text", "exception", "line"),
+    [
+        (
+            INPUT_FUNCTION_TEXT,
+            "InputFunctionException",
+            "oto: error: family 'SB' is not selected in this run (families: DB, ZB_GB); add it with "
+            "--config 'families=[DB,SB]'",
+        ),
+        (
+            PARSE_TEXT,
+            "WorkflowError",
+            "oto: error: --config familes=…: field 'familes': not a config field (did you mean 'families'?)",
+        ),
+    ],
+)
+def test_an_error_the_workflow_raises_is_one_line(text, exception, line):
+    for dryrun in (True, False):
+        handler, out = _handler(dryrun=dryrun)
+        handler.emit(_record(text, LogEvent.ERROR, logging.ERROR, exception=exception))
+        handler.close()
+        assert out.getvalue() == line + "\n"
+    handler, out = _handler(full=True)  # Snakemake's full text on request
+    handler.emit(_record(text, LogEvent.ERROR, logging.ERROR, exception=exception))
+    assert "Traceback" in out.getvalue() or 'File "' in out.getvalue()
+
+
+def test_an_error_of_the_code_keeps_snakemakes_traceback():
+    handler, out = _handler(dryrun=True)
+    handler.emit(_record(BUG_TEXT, LogEvent.ERROR, logging.ERROR, exception="KeyError"))
+    assert out.getvalue().strip() == BUG_TEXT

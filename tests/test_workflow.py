@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import copy
 import os
+import re
 import shutil
 import signal
 import subprocess
@@ -18,7 +19,7 @@ import yaml
 from oto.registry.records import TOPUP
 from oto.run.lock import LOCK_FILE, acquire_run_lock
 from oto.tensile.params import candidate_id, canonical
-from workflow_helpers import FAST_CONFIG, job_counts, make_workdir, snakemake
+from workflow_helpers import FAST_CONFIG, job_counts, make_workdir, plan_counts, snakemake
 
 pytestmark = pytest.mark.slow
 TARGET = "results/gfx90c/TensileLibrary.dat"
@@ -39,17 +40,35 @@ def finished_run(tmp_path_factory):
     return work
 
 
-def test_dry_run_plans_every_stage_per_generation(tmp_path):
+def test_dry_run_prints_otos_short_plan_unless_asked_for_snakemakes(tmp_path):
     work = make_workdir(tmp_path, FAST_CONFIG)
-    proc = snakemake(work, TARGET, "-n", "--quiet", "rules")
+    proc = snakemake(work, TARGET, "-n")
     assert proc.returncode == 0, proc.stderr[-3000:]
-    counts = job_counts(proc.stdout)
+    out = proc.stdout + proc.stderr
     libs, gens = 2, FAST_CONFIG["max_generations"]  # DB × {NN, NT}
+    counts = plan_counts(out)
     for rule in ("mutate", "emit", "compile", "benchmark", "normalise", "select"):
         assert counts[rule] == libs * gens, (rule, counts)
     for rule in ("finalize", "logic"):
         assert counts[rule] == libs
     assert counts["ceilings"] == counts["deck"] == counts["report"] == counts["package"] == 1
+    assert "  DB        NN NT        2 × 14   gen0-gen1, finalize, logic" in out.splitlines()
+    assert re.search(r"^  time +about \d", out, re.M) and len(out.splitlines()) < 40
+    assert "rule mutate:" not in out and "reason:" not in out and "Job stats" not in out
+    # Snakemake's own listing, on request
+    full = snakemake(work, TARGET, "-n", "--logger-oto-full")
+    assert full.returncode == 0 and "reason:" in full.stdout
+    assert job_counts(full.stdout) == {**counts, "total": sum(counts.values())}
+
+
+def test_a_dry_run_of_the_whole_deck_is_short(tmp_path):
+    """Snakemake's listing of families=all is 11,119 lines; oto's plan groups the libraries by family."""
+    work = make_workdir(tmp_path, FAST_CONFIG)
+    proc = snakemake(work, "-n", "--config", "families=all", "patterns=[NN,NT,TN,TT]")
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    out = proc.stdout + proc.stderr
+    assert len(out.splitlines()) < 45, out
+    assert plan_counts(out)["finalize"] == 46 and "  SB        NN NT TN TT" in out
 
 
 def test_lint_is_clean():
@@ -161,15 +180,31 @@ def test_family_target_builds_only_that_family(tmp_path):
     assert sorted(v["pattern"] for v in fam["libraries"].values()) == ["NN", "NT", "TN", "TT"]
 
 
-def test_a_target_of_an_unselected_family_says_how_to_add_it(tmp_path):
+def test_a_target_of_an_unselected_family_says_how_to_add_it_in_one_line(tmp_path):
     work = make_workdir(tmp_path, FAST_CONFIG)
     for target in ("results/gfx90c/family/SB.yaml", "results/gfx90c/Cijk_Ailk_Bljk_SB/final.yaml"):
         proc = snakemake(work, "-n", target)
         assert proc.returncode != 0
-        assert "--config 'families=[DB,SB]'" in proc.stdout + proc.stderr, target
+        out = proc.stdout + proc.stderr
+        said = [line for line in out.splitlines() if "SB" in line]
+        assert len(said) == 1 and said[0].startswith("oto: error: "), out
+        assert "--config 'families=[DB,SB]'" in said[0], target
+        assert "InputFunctionException" not in out and "Traceback" not in out and 'File "' not in out
     # The fix as printed works.
     proc = snakemake(work, "-n", "results/gfx90c/family/SB.yaml", "--config", "families=[DB,SB]")
     assert proc.returncode == 0, proc.stderr[-3000:]
+
+
+def test_a_command_line_typo_is_blamed_on_the_command_line(tmp_path):
+    work = make_workdir(tmp_path, FAST_CONFIG)
+    proc = snakemake(work, "-n", "--config", "familes=all")
+    assert proc.returncode != 0
+    out = proc.stdout + proc.stderr
+    said = [line for line in out.splitlines() if "familes" in line]
+    assert said == [
+        "oto: error: --config familes=…: field 'familes': not a config field (did you mean 'families'?)"
+    ]
+    assert "config/config.yaml" not in said[0] and 'File "' not in out
 
 
 def test_library_target_builds_only_that_library(tmp_path):
@@ -216,6 +251,11 @@ def test_sigkill_mid_benchmark_then_same_command_resumes(tmp_path):
 
     again = snakemake(work, "--cores", "1", TARGET, timeout=600)
     assert again.returncode == 0, again.stderr[-4000:]
+    resumed = r"^oto: resuming: (\d+) of (\d+) jobs already done in this folder; (\d+) left"
+    opening = re.search(resumed, again.stdout + again.stderr, re.M)
+    assert opening, again.stdout[:2000]
+    done, total, left = map(int, opening.groups())
+    assert done >= len(before) * 4 and done + left == total  # mutate, emit, compile, benchmark per benchmark
     after = _benchmarks_done(work)
     for path, mtime in before.items():
         assert after[path] == mtime, f"completed benchmark {path} was redone"

@@ -87,7 +87,7 @@ def test_a_figure_change_says_which_stages_it_invalidates_and_redoes_only_those(
     work = copy_of(finished, tmp_path)
     before = measurements(work)
     edit_profile(work, "peak_bandwidth_gbs: 51.2", "peak_bandwidth_gbs: 68.3")  # LPDDR4x: a ceiling, no more
-    dry = snakemake(work, "-n")
+    dry = snakemake(work, "-n", "--logger-oto-full")  # Snakemake's own listing: its job stats
     assert dry.returncode == 0
     note = dry.stderr[dry.stderr.index("oto: arch_profiles/gfx90c.yaml changed") :]
     assert "memory.peak_bandwidth_gbs 51.2 -> 68.3" in note
@@ -109,7 +109,7 @@ def test_a_figure_change_says_which_stages_it_invalidates_and_redoes_only_those(
 
     # up: the profile's sustained clocks (1800) may not exceed its peak clock
     edit_profile(work, "clock_mhz: 1800 ", "clock_mhz: 1900 ")
-    dry = snakemake(work, "-n")
+    dry = snakemake(work, "-n", "--logger-oto-full")  # and its reasons
     note = dry.stderr[dry.stderr.index("oto: arch_profiles/gfx90c.yaml changed") :]
     assert "clock_mhz 1800 -> 1900" in note
     assert "invalidates the results of: ceilings, compile, benchmark, normalise, select, finalize" in note

@@ -65,3 +65,18 @@ def job_counts(stdout: str) -> dict[str, int]:
                 counts[parts[0]] = int(parts[1])
             break
     return counts
+
+
+def plan_counts(text: str) -> dict[str, int]:
+    """Parse the jobs per stage of oto's dry-run plan (oto.run.dry_run.plan_lines)."""
+    counts: dict[str, int] = {}
+    lines = text.splitlines()
+    for i, line in enumerate(lines):
+        if line.split() == ["stage", "jobs"]:
+            for row in lines[i + 1 :]:
+                parts = row.split()
+                if len(parts) != 2 or not parts[1].isdigit():
+                    break
+                counts[parts[0]] = int(parts[1])
+            break
+    return counts

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copy
+import difflib
 import functools
 import json
 from collections.abc import Mapping, Sequence
@@ -85,6 +86,18 @@ def validate_config(
     if errors:
         e = errors[0]
         path = list(e.absolute_path)
+        if e.validator == "additionalProperties" and isinstance(e.instance, Mapping):
+            # A misspelt key: name it, not the mapping that holds it (a --config typo is not the file's)
+            known = list(e.schema.get("properties", {}))
+            unknown = [k for k in e.instance if k not in known]
+            given = [k for k in unknown if _given_at(command_line or {}, [*path, k])]
+            key = (given or unknown or ["?"])[0]
+            path = [*path, key]
+            close = difflib.get_close_matches(str(key), known, n=1)
+            hint = f" (did you mean '{_field([*path[:-1], close[0]])}'?)" if close else ""
+            if given:
+                source = f"--config {path[0]}=…"
+            raise ConfigError(f"{source}: field '{_field(path)}': not a config field{hint}")
         if path and _given_at(command_line or {}, path):
             source = f"--config {path[0]}=…"
             if len(path) > 1 and e.validator == "type" and isinstance(e.instance, str):

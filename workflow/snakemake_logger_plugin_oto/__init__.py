@@ -4,11 +4,18 @@ profiles/default/config.yaml selects).
 Snakemake finds logger plugins among the installed top-level modules named ``snakemake_logger_plugin_*``;
 this one is installed with oto (``pip install -e .`` puts the workflow/ folder on the path). During a run
 the terminal shows one line per finished job with done/total and the estimated time left
-(:mod:`oto.run.progress`), warnings and errors in full, and at the end what this run built, where, the
-headline figures and whether the numbers may be installed (:mod:`oto.reporting.summary`). Everything else
-Snakemake says (each job's rule, input, output, reason) goes to the run's log,
-``.snakemake/log/<date>.snakemake.log``, as before; ``--logger-oto-full`` shows it on the terminal too.
-Dry-runs, ``--verbose`` and ``--debug-dag`` are passed through unchanged.
+(:mod:`oto.run.progress`; the first line says what the run resumes and how long it should take), warnings and
+errors in full, and at the end what this run built, where, the headline figures and whether the numbers may
+be installed (:mod:`oto.reporting.summary`). Everything else Snakemake says (each job's rule, input, output,
+reason) goes to the run's log, ``.snakemake/log/<date>.snakemake.log``, as before; ``--logger-oto-full``
+shows it on the terminal too.
+
+A dry-run (``-n``) prints oto's short plan (:mod:`oto.run.dry_run`: jobs per stage and per library, the
+time estimate) instead of Snakemake's listing of every job; ``--logger-oto-full`` prints Snakemake's.
+An error the workflow raises on purpose (a ``WorkflowError`` of the Snakefile or ``rules/*.smk``: a bad
+config, a target outside the selection) is printed as its message alone, one line, without Snakemake's
+wrapping and traceback (``--logger-oto-full`` shows them). ``--verbose`` and ``--debug-dag`` are passed
+through unchanged, as is a dry-run with ``--quiet all``.
 
 This module is imported whenever snakemake starts (plugin discovery), so it imports nothing heavy itself.
 """
@@ -16,6 +23,7 @@ This module is imported whenever snakemake starts (plugin discovery), so it impo
 # No `from __future__ import annotations`: the settings' field types must be real types (argparse reads them).
 import logging
 import os
+import re
 import sys
 import time
 from dataclasses import dataclass, field
@@ -41,7 +49,15 @@ NOISE = (
     "Complete log",
     "Elapsed time",
     "Job stats",
+    "Config file config/config.yaml is extended by additional config",
 )
+# How Snakemake prints a WorkflowError raised by the workflow's own files: at parse time (or in onstart) under
+# a header naming file and line, over a traceback of 'File' lines; raised in an input function, inside an
+# InputFunctionException, between "Error:" and the job's wildcards.
+PARSE_ERROR = re.compile(
+    r'^WorkflowError in file "[^"]*(?:\.smk|Snakefile)", line \d+:\n(.*?)(?=\n  File "|\Z)', re.S
+)
+INPUT_FUNCTION_ERROR = re.compile(r"^Error:\n  WorkflowError:\n(.*?)\nWildcards:", re.S | re.M)
 ALWAYS = (LogEvent.JOB_ERROR, LogEvent.GROUP_ERROR, LogEvent.ERROR)
 QUIET_EVENTS = (
     LogEvent.JOB_INFO,
@@ -91,14 +107,18 @@ class LogHandler(LogHandlerBase):
             filter=DefaultFilter(s.quiet, s.debug_dag, s.verbose, s.dryrun, s.printshellcmds),
         )
         self.stream = self.inner.stream
-        self.passthrough = bool(s.dryrun or s.verbose or s.debug_dag)
         self.full = bool(getattr(self.settings, "full", False))
+        self.dryrun = bool(s.dryrun)
+        quiet_all = any(str(getattr(q, "name", q)).lower() == "all" for q in (s.quiet or ()))
+        self.passthrough = bool(s.verbose or s.debug_dag or (self.dryrun and (self.full or quiet_all)))
         self.progress = None  # oto.run.progress.RunProgress once the run's job stats are known
+        self.opened = False  # the run's first line is printed at its first job, after the onstart hook
         self.jobs: dict[int, _Job] = {}
+        self.planned_jobs: list[tuple[str, dict[str, Any]]] = []  # a dry-run's jobs
         self.outputs: list[str] = []
         self.failed: list[str] = []
-        self.started = time.monotonic()
-        self.estimate_read = False
+        self.errors = 0
+        self.started = time.time()
         self.closed = False
 
     # -- LogHandlerBase
@@ -137,28 +157,37 @@ class LogHandler(LogHandlerBase):
             self._run_info(record)
         elif event == LogEvent.JOB_INFO:
             self._job_info(record)
-        elif event == LogEvent.JOB_FINISHED:
+        elif event == LogEvent.JOB_FINISHED and not self.dryrun:
             self._job_finished(record)
         elif event == LogEvent.JOB_ERROR:
             job = self.jobs.pop(int(getattr(record, "jobid", -1)), None)
             self.failed.append(str(getattr(record, "rule_name", "?")))
             if job is not None:
                 self.outputs.extend(job.outputs)  # the folder the failed job worked in
+        if event in ALWAYS:
+            self.errors += 1
+            if not self.full and event == LogEvent.ERROR and (message := workflow_error(record)) is not None:
+                self._write(f"oto: error: {message}")
+                return
         if self.full or event in ALWAYS or record.levelno >= logging.WARNING:
             self.inner.handle(record)
             return
         if event in QUIET_EVENTS:
             return
         message = record.getMessage() if record.msg is not None else ""
-        if message.startswith(NOISE) or (self.progress is not None and event is None):
+        started = self.progress is not None or self.planned_jobs
+        if message.startswith(NOISE) or (started and event is None):
             return  # start-up chatter, or Snakemake's own lines during the run: the log has them
         self.inner.handle(record)
 
     def close(self) -> None:
-        if not self.closed and self.progress is not None and not self.passthrough:
+        if not self.closed and not self.passthrough:
             self.closed = True
             try:
-                self._summary()
+                if self.dryrun and self.planned_jobs and not self.errors:
+                    self._dry_run_plan()
+                elif self.progress is not None and not self.dryrun:
+                    self._summary()
             except Exception as exc:  # noqa: BLE001
                 self._write(f"oto: no summary ({type(exc).__name__}: {exc})")
         super().close()
@@ -172,21 +201,36 @@ class LogHandler(LogHandlerBase):
         from oto.run.estimate import recorded_durations
         from oto.run.progress import RunProgress
 
+        if self.dryrun or self.progress is not None:
+            return  # a dry-run's plan is printed at its end; a run logs its job stats once
         stats = dict(getattr(record, "stats", {}) or {})
         stats.pop("total", None)
         self.progress = RunProgress(
             planned={k: int(v) for k, v in stats.items()}, recorded=recorded_durations()
         )
-        self.started = time.monotonic()
+        self.started = record.created
+
+    def _job_info(self, record: logging.LogRecord) -> None:
+        rule, wildcards = str(record.rule_name), dict(record.wildcards or {})
+        if self.dryrun:
+            self.planned_jobs.append((rule, wildcards))
+            return
+        if self.progress is not None and not self.opened:
+            self._open()
+        self.jobs[int(record.jobid)] = _Job(rule, wildcards, list(record.output or []), record.created)
+
+    def _open(self) -> None:
+        """The run's first line, at its first job: the onstart hook has written the estimate by then (the
+        backend's seconds per GPU job, this machine's probe, what the run resumes)."""
+        from oto.run.estimate import ESTIMATE_FILE, read_estimate
+
+        self.opened = True
+        estimate = read_estimate(ESTIMATE_FILE, pid=os.getpid())
+        _set_prior(self.progress, estimate, fresh=True)
         self._write(self.progress.opening())
         log = _log_file()
         if log:
             self._write(f"oto: Snakemake's full output goes to {log}")
-
-    def _job_info(self, record: logging.LogRecord) -> None:
-        self.jobs[int(record.jobid)] = _Job(
-            str(record.rule_name), dict(record.wildcards or {}), list(record.output or []), time.monotonic()
-        )
 
     def _job_finished(self, record: logging.LogRecord) -> None:
         from oto.run.progress import job_key, job_label
@@ -194,27 +238,34 @@ class LogHandler(LogHandlerBase):
         job = self.jobs.pop(int(record.job_id), None)
         if job is None or self.progress is None:
             return
-        if not self.estimate_read:
-            self._read_estimate()
-        now = time.monotonic()
+        now = record.created
         self.outputs.extend(job.outputs)
         self.progress.finish(job.rule, job_key(job.rule, job.wildcards), now - job.started)
         self._write(
             self.progress.line(job.rule, job_label(job.wildcards), now - job.started, now - self.started)
         )
 
-    def _read_estimate(self) -> None:
-        from oto.run.estimate import ESTIMATE_FILE, read_estimate
+    def _dry_run_plan(self) -> None:
+        from collections import Counter
 
-        # Written by the Snakefile's onstart, after the job stats are logged: read at the first finished job.
-        self.progress.estimate = read_estimate(ESTIMATE_FILE)
-        self.estimate_read = True
+        from oto.run.dry_run import plan_lines, remembered, stage_jobs
+        from oto.run.estimate import plan_document, recorded_durations
+        from oto.run.progress import RunProgress
+
+        plan, jobs_done = remembered()
+        planned = Counter(rule for rule, _ in stage_jobs(self.planned_jobs))
+        progress = RunProgress(planned=dict(planned), recorded=recorded_durations())
+        estimate = {"gpu_seconds": {}} if plan is None else plan_document(plan)
+        _set_prior(progress, estimate, fresh=False)
+        resumed = jobs_done() if jobs_done is not None else None
+        for line in plan_lines(self.planned_jobs, progress.how_long(), resumed):
+            self._write(line)
 
     def _summary(self) -> None:
         from oto.reporting.summary import results_folders, run_summary
         from oto.run.estimate import fmt_duration
 
-        elapsed = fmt_duration(time.monotonic() - self.started)
+        elapsed = fmt_duration(time.time() - self.started)
         for folder in results_folders(self.outputs) or [None]:
             # the outputs tell the summary what this run built: the library, or a narrower target
             lines = run_summary(
@@ -222,6 +273,41 @@ class LogHandler(LogHandlerBase):
             )
             for line in lines:
                 self._write(line)
+
+
+def _set_prior(progress, estimate: dict[str, Any] | None, fresh: bool) -> None:
+    """The run's estimate (GPU seconds, what it resumes) and this machine's probe on ``progress``. A run's
+    onstart measured the probe just now (``estimate['probe']``); a dry-run, or a run without the hook, asks
+    oto.run.probe (cached up to an hour for a dry-run)."""
+    from oto.run.estimate import JOB_PROBE_RATIO
+    from oto.run.probe import Probe, job_probe
+
+    progress.estimate = estimate
+    figure = (estimate or {}).get("probe")
+    probe = Probe(float(figure["seconds"]), list(figure["runs"]), time.time()) if figure else None
+    if probe is None and progress.learning:  # durations recorded in this folder come first
+        probe = job_probe(max_age_s=0 if fresh else 3600)
+    if probe is not None:
+        progress.job_seconds = probe.seconds * JOB_PROBE_RATIO
+        progress.job_seconds_note = f"{probe.describe()}; a mean job is ~{JOB_PROBE_RATIO:g}× that"
+    resumed = (estimate or {}).get("resumed")
+    if resumed:
+        progress.resumed = (int(resumed[0]), int(resumed[1]))
+
+
+def workflow_error(record: logging.LogRecord) -> str | None:
+    """The message alone of a WorkflowError the workflow raised on purpose, else None (printed in full)."""
+    text = record.getMessage() if record.msg is not None else ""
+    exception = getattr(record, "exception", None)
+    found = None
+    if exception == "WorkflowError":
+        found = PARSE_ERROR.match(text)
+    elif exception == "InputFunctionException":
+        found = INPUT_FUNCTION_ERROR.search(text)
+    if found is None:
+        return None
+    lines = [line.strip() for line in found.group(1).splitlines() if line.strip()]
+    return " ".join(lines) or None
 
 
 def _log_file() -> str | None:

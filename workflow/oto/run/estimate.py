@@ -39,9 +39,14 @@ REFERENCE_SHARE = 0.46  # reference launches per candidate launch (the bracketin
 RACE_ROUNDS = 5  # measure calls per race (the probe included)
 SIZES_PER_FINALIST = 8  # finalize: about one finalist per 8 tuning sizes (at least 2)
 ESTIMATE_FILE = ".snakemake/oto/estimate.json"  # written when a run starts, read by the progress line
-# Mean wall seconds of a job that is not a benchmark, where this folder has no recorded durations yet:
-# bench/workflow_bench.py's demo on the 2-core development machine (bench/RESULTS.md, after issue #18).
-JOB_SECONDS = 0.5
+# A mean job of the demo (its seconds beyond the backend's own estimate) in units of this machine's probe
+# (oto.run.probe: a job's start-up, timed when the run starts): the expected job where this folder has no
+# recorded durations yet. bench/estimate_bench.py's four fitting runs (idle and loaded, 2026-12-03) gave
+# 5.36, 4.26, 4.10 and 6.92, geometric mean 5.0; other runs judged it (bench/RESULTS.md, issue #27).
+JOB_PROBE_RATIO = 5.0
+# Where the probe cannot run and nothing is recorded: the range of a mean job on the machines measured so far
+# (0.5 s idle on the 2-core development machine, 2.4 s on a 2-core VM with a dozen busy processes; RESULTS).
+LEARNING_JOB_SECONDS = (0.4, 3.0)
 # The order of a run's job counts: per generation, per library, per run (family summaries are built on
 # request only: no default target needs them).
 JOB_SCOPES = ("generation", "library", "run")
@@ -203,11 +208,9 @@ def plan_estimate(plan, profile: Mapping[str, Any]) -> RunEstimate:
     return estimate_run(plan.config, plan.libraries, deck, profile)
 
 
-def write_estimate(path: str | Path, est: RunEstimate, backend: str, numbers: str, costs: Costs) -> None:
-    """The file the progress line reads: per GPU job, the configured backend's seconds."""
-    from oto.files import atomic_write_text
-
-    doc = {
+def estimate_document(est: RunEstimate, backend: str, numbers: str, costs: Costs) -> dict[str, Any]:
+    """What the progress line reads of a run's estimate: per GPU job, the configured backend's seconds."""
+    return {
         "arch": est.arch,
         "backend": backend,
         "numbers": numbers,
@@ -215,13 +218,18 @@ def write_estimate(path: str | Path, est: RunEstimate, backend: str, numbers: st
         "jobs": est.jobs,
         "gpu_seconds": est.job_seconds(costs),
     }
+
+
+def write_estimate(path: str | Path, doc: Mapping[str, Any]) -> None:
+    from oto.files import atomic_write_text
+
     Path(path).parent.mkdir(parents=True, exist_ok=True)
     atomic_write_text(Path(path), json.dumps(doc, indent=1, sort_keys=True))
 
 
-def record_run_estimate(plan, path: str | Path = ESTIMATE_FILE) -> None:
-    """When a run starts (the Snakefile's onstart): the configured backend's seconds for every GPU job of
-    the plan, for the progress line. Best effort: a failure here only costs the time-left estimate."""
+def plan_document(plan) -> dict[str, Any] | None:
+    """:func:`estimate_document` of a :class:`~oto.run.plan.Plan` under its configured backend. Best effort: a
+    failure here only costs the time estimate (None, with a warning)."""
     import logging
 
     from oto.backends import backend_class
@@ -229,17 +237,50 @@ def record_run_estimate(plan, path: str | Path = ESTIMATE_FILE) -> None:
     try:
         profile = plan.profile  # the device profile where the config names one (a calibrated one included)
         cls = backend_class(plan.config, profile)
-        write_estimate(path, plan_estimate(plan, profile), cls.name, cls.numbers, cls.costs(plan.config))
+        return estimate_document(plan_estimate(plan, profile), cls.name, cls.numbers, cls.costs(plan.config))
     except Exception as exc:  # noqa: BLE001
         logging.getLogger(__name__).warning("no run estimate for the progress line: %s", exc)
+        return None
 
 
-def read_estimate(path: str | Path) -> dict[str, Any] | None:
+def record_run_estimate(
+    plan, resumed: tuple[int, int] | None = None, path: str | Path = ESTIMATE_FILE
+) -> dict[str, Any]:
+    """When a run starts (the Snakefile's onstart, after the DAG is built): for the progress line's first
+    estimate, the configured backend's seconds for every GPU job of the plan, this machine's probe measured
+    now (oto.run.probe) and, for a resumed run, ``resumed`` = (jobs of the target already done in this
+    folder, jobs of the target). ``pid`` ties the file to this run: the logger ignores another run's."""
+    import os
+    import time
+
+    from oto.run.probe import job_probe
+
+    probe = job_probe(max_age_s=0)
+    doc: dict[str, Any] = {
+        **(plan_document(plan) or {}),
+        "pid": os.getpid(),
+        "written_at": time.time(),
+        "probe": None if probe is None else {"seconds": probe.seconds, "runs": probe.runs},
+        "resumed": list(resumed) if resumed else None,
+    }
+    try:
+        write_estimate(path, doc)
+    except OSError as exc:
+        import logging
+
+        logging.getLogger(__name__).warning("no run estimate for the progress line: %s", exc)
+    return doc
+
+
+def read_estimate(path: str | Path, pid: int | None = None) -> dict[str, Any] | None:
+    """The estimate file; with ``pid``, only when the run of that process wrote it."""
     try:
         doc = json.loads(Path(path).read_text())
     except (OSError, ValueError):
         return None
-    return doc if isinstance(doc, dict) else None
+    if not isinstance(doc, dict) or (pid is not None and doc.get("pid") != pid):
+        return None
+    return doc
 
 
 def recorded_durations(metadata_dir: str | Path = ".snakemake/metadata") -> dict[str, list[float]]:
@@ -341,12 +382,18 @@ def _override(config: dict, item: str) -> None:
     node[leaf] = yaml.safe_load(value)
 
 
-def job_overhead(durations: Mapping[str, list[float]]) -> tuple[float, str]:
-    """Mean seconds of a job that is not a benchmark: recorded in this folder, else the bench's figure."""
+def job_overhead(durations: Mapping[str, list[float]], probe=None) -> tuple[float, str]:
+    """Mean seconds of a job beyond the backend's work: recorded in this folder, else this machine's probe
+    (an :class:`oto.run.probe.Probe`) × ``JOB_PROBE_RATIO``, else the middle of ``LEARNING_JOB_SECONDS``."""
     other = [d for rule, ds in durations.items() if rule not in gpu_stages() for d in ds]
     if len(other) >= 10:
         return sum(other) / len(other), f"mean of {len(other)} jobs recorded in .snakemake/metadata"
-    return JOB_SECONDS, "per job on the 2-core development machine, bench/RESULTS.md"
+    if probe is not None:
+        return probe.seconds * JOB_PROBE_RATIO, (
+            f"{JOB_PROBE_RATIO:g} × this machine's probe: {probe.describe()}"
+        )
+    low, high = LEARNING_JOB_SECONDS
+    return math.sqrt(low * high), f"no probe ran: a job takes {low:g}-{high:g} s on the machines measured"
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -358,6 +405,7 @@ def main(argv: list[str] | None = None) -> int:
     from oto.backends import backend_class
     from oto.backends.tensile import TensileBackend
     from oto.run.plan import PlanError, plan_run
+    from oto.run.probe import job_probe
 
     ap = argparse.ArgumentParser(
         prog="oto plan",
@@ -398,7 +446,7 @@ def main(argv: list[str] | None = None) -> int:
     est = plan_estimate(plan, profile)
     cls = backend_class(plan.config, profile)
     costs, target = cls.costs(plan.config), TensileBackend.costs(plan.config)
-    overhead, source = job_overhead(recorded_durations())
+    overhead, source = job_overhead(recorded_durations(), job_probe())
     if args.json:
         doc = {
             "arch": est.arch,

@@ -2,30 +2,36 @@
 
 The time left is the expected work of the jobs still to run, scaled by how the run has gone so far:
 
-* a job's expected seconds are the mean recorded duration of its rule: this run's finished jobs of the rule,
-  else the durations Snakemake recorded for the rule in this folder before (``.snakemake/metadata``), else
-  the mean of this run's finished jobs drawn towards the mean job of this folder's earlier runs (or
-  ``JOB_SECONDS`` in a new folder) as if ``PRIOR_JOBS`` jobs had taken that: the first jobs of a run (the
-  deck, the ceilings) are among its slowest, and one of them alone would put every job at its length; a GPU
-  rule's overhead, before any of its jobs finished, is drawn the same way from this run's other jobs;
-* a benchmark or finalize job (the GPU's work) is the backend's own estimate for the jobs still to run
-  (:mod:`oto.run.estimate`, written when the run starts) plus the overhead of the rule's finished jobs
-  beyond their estimate (Python start-up, scoring): the GPU work varies by library, the overhead does not;
-* the sum is scaled by wall time over summed job time so far, which accounts for parallel jobs
-  (``--cores``) and for the scheduler's own time between jobs.
+* **the mean job** is this run's finished jobs (a GPU job: its seconds beyond the backend's estimate), drawn
+  towards a prior as if ``PRIOR_JOBS`` jobs had taken it: the mean job of this folder's earlier runs
+  (``.snakemake/metadata``), else this machine's probe × ``JOB_PROBE_RATIO`` (``job_seconds``: oto.run.probe,
+  measured when the run starts). The first jobs of a run (the deck, a select that redraws the live
+  dashboard) are among its slowest, and one of them alone would put every job at its length;
+* **a rule's expected job** is its finished jobs drawn the same way, with weight ``RULE_PRIOR_JOBS``,
+  towards the rule's recorded mean in this folder, else the mean job: the first job of a rule moves the
+  estimate by a part of its deviation, not all of it;
+* **a benchmark or finalize job** (the GPU's work) adds the backend's own estimate for the jobs still to run
+  (:mod:`oto.run.estimate`, written when the run starts): the GPU work varies by library, the overhead not;
+* **the pace**, wall time over summed job time (parallel jobs with ``--cores``, the scheduler's time between
+  jobs), is drawn towards 1 with the weight of ``PRIOR_JOBS`` mean jobs.
+
+Without a probe figure and nothing recorded, the first line says it is learning and gives the range of
+``LEARNING_JOB_SECONDS``.
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from oto.run.estimate import JOB_SECONDS, fmt_duration
+from oto.run.estimate import LEARNING_JOB_SECONDS, fmt_duration
 from oto.stages import gpu_stages
 
 GPU_RULES = gpu_stages()  # the stages declared gpu=True (oto.stages): benchmark and finalize
-PRIOR_JOBS = 8  # weight of the prior mean job (recorded here, else JOB_SECONDS) against this run's jobs
+PRIOR_JOBS = 32  # weight of the prior mean job (recorded here, else the probe's) against this run's jobs
+RULE_PRIOR_JOBS = 12  # weight of the mean job against a rule's own jobs
 
 
 def job_key(rule: str, wildcards: Mapping[str, Any]) -> str:
@@ -50,8 +56,11 @@ def job_label(wildcards: Mapping[str, Any]) -> str:
 class RunProgress:
     planned: dict[str, int]  # rule → jobs of this run (Snakemake's job stats)
     recorded: Mapping[str, list[float]] = field(default_factory=dict)  # earlier runs in this folder
-    estimate: Mapping[str, Any] | None = None  # oto.run.estimate.write_estimate's document
+    estimate: Mapping[str, Any] | None = None  # oto.run.estimate.record_run_estimate's document
     done: dict[str, list[tuple[str, float]]] = field(default_factory=dict)  # rule → [(key, seconds)]
+    job_seconds: float | None = None  # a mean job on this machine now (probe × JOB_PROBE_RATIO), if measured
+    job_seconds_note: str = ""  # where job_seconds comes from, for the first line
+    resumed: tuple[int, int] | None = None  # (jobs of the target done before this run, jobs of the target)
 
     @property
     def total(self) -> int:
@@ -61,41 +70,59 @@ class RunProgress:
     def finished(self) -> int:
         return sum(len(v) for v in self.done.values())
 
+    @property
+    def learning(self) -> bool:
+        """No prior for the mean job: nothing recorded in this folder and no probe figure."""
+        return not self._recorded_jobs() and self.job_seconds is None
+
     def finish(self, rule: str, key: str, seconds: float) -> None:
         self.done.setdefault(rule, []).append((key, max(0.0, float(seconds))))
 
     def _backend_seconds(self, rule: str) -> dict[str, float]:
         return dict(((self.estimate or {}).get("gpu_seconds") or {}).get(rule) or {})
 
-    def _drawn_to_prior(self, seconds: list[float]) -> float:
-        """The mean of these jobs of this run, drawn towards the mean job of this folder's earlier runs (else
-        JOB_SECONDS) as if PRIOR_JOBS jobs had taken that."""
-        prior = [s for v in self.recorded.values() for s in v]
-        base = sum(prior) / len(prior) if prior else JOB_SECONDS
-        return (sum(seconds) + PRIOR_JOBS * base) / (len(seconds) + PRIOR_JOBS)
+    def _own(self, rule: str) -> list[float]:
+        """This run's finished jobs of ``rule`` but its first: their seconds, a GPU job's beyond the backend's
+        estimate. A rule's first job is its slowest (the first benchmark and normalise load pandas from a
+        cold cache, the first select draws the live dashboard: 2-9 times a later one in the demo)."""
+        backend = self._backend_seconds(rule) if rule in GPU_RULES else {}
+        return [max(0.0, s - backend.get(k, 0.0)) for k, s in (self.done.get(rule) or [])[1:]]
 
-    def expected(self, rule: str) -> float:
+    def _recorded_jobs(self) -> list[float]:
+        """The jobs recorded in this folder, but a GPU rule's (those hold the GPU's work too)."""
+        return [s for rule, v in self.recorded.items() if rule not in GPU_RULES for s in v]
+
+    def _prior_job(self, learning_seconds: float | None = None) -> float:
+        prior = self._recorded_jobs()
+        if prior:
+            return sum(prior) / len(prior)
+        if self.job_seconds is not None:
+            return self.job_seconds
+        if learning_seconds is not None:
+            return learning_seconds
+        return math.sqrt(math.prod(LEARNING_JOB_SECONDS))
+
+    def mean_job(self, learning_seconds: float | None = None) -> float:
+        """This run's mean job so far (GPU jobs: beyond the backend) drawn towards the prior mean job."""
+        ran = [s for rule in self.done for s in self._own(rule)]
+        return (sum(ran) + PRIOR_JOBS * self._prior_job(learning_seconds)) / (len(ran) + PRIOR_JOBS)
+
+    def expected(self, rule: str, learning_seconds: float | None = None) -> float:
         """Expected seconds of one more job of ``rule`` (a GPU rule: its overhead beyond the backend)."""
-        ran = self.done.get(rule) or []
-        if rule in GPU_RULES:
-            backend = self._backend_seconds(rule)
-            if ran:
-                return max(0.0, sum(s - backend.get(k, 0.0) for k, s in ran) / len(ran))
-            return self._drawn_to_prior([s for r, v in self.done.items() if r not in GPU_RULES for _, s in v])
-        if ran:
-            return sum(s for _, s in ran) / len(ran)
-        if self.recorded.get(rule):
-            return sum(self.recorded[rule]) / len(self.recorded[rule])
-        return self._drawn_to_prior([s for v in self.done.values() for _, s in v])
+        mean = self.mean_job(learning_seconds)
+        recorded = self.recorded.get(rule) if rule not in GPU_RULES else None  # those hold the GPU work too
+        prior = sum(recorded) / len(recorded) if recorded else mean
+        ran = self._own(rule)
+        return (sum(ran) + RULE_PRIOR_JOBS * prior) / (len(ran) + RULE_PRIOR_JOBS)
 
-    def remaining_work(self) -> float:
+    def remaining_work(self, learning_seconds: float | None = None) -> float:
         """Summed seconds of the jobs still to run, one after the other."""
         work = 0.0
         for rule, planned in self.planned.items():
             left = max(0, planned - len(self.done.get(rule) or []))
             if not left:
                 continue
-            work += left * self.expected(rule)
+            work += left * self.expected(rule, learning_seconds)
             backend = self._backend_seconds(rule)
             if rule in GPU_RULES and backend:
                 finished = {k for k, _ in self.done.get(rule) or []}
@@ -104,11 +131,17 @@ class RunProgress:
                     work += left * sum(todo) / len(todo)
         return work
 
+    def pace(self, elapsed: float) -> float:
+        """Wall seconds per second of job time, drawn towards 1 (one job after the other, no gaps)."""
+        ran = sum(s for v in self.done.values() for _, s in v)
+        weight = PRIOR_JOBS * self.mean_job()
+        if elapsed <= 0 or ran <= 0:
+            return 1.0
+        return min(max((elapsed + weight) / (ran + weight), 0.1), 10.0)
+
     def time_left(self, elapsed: float) -> float:
         """Seconds until the run ends: the remaining work at the pace the run has kept so far."""
-        ran = sum(s for v in self.done.values() for _, s in v)
-        pace = elapsed / ran if ran > 0 and elapsed > 0 else 1.0
-        return self.remaining_work() * min(max(pace, 0.1), 10.0)
+        return self.remaining_work() * self.pace(elapsed)
 
     def line(self, rule: str, label: str, seconds: float, elapsed: float) -> str:
         """One finished job, e.g. `` 57/214  benchmark  Cijk_Ailk_Bljk_DB gen1  2 s  · 1 min 20 s in, about
@@ -122,16 +155,30 @@ class RunProgress:
             f"  · {fmt_duration(elapsed)} in, {tail}"
         )
 
+    def how_long(self) -> str:
+        """The time a run of the planned jobs should take, and what the figure rests on."""
+        if self.learning:
+            low, high = (self.remaining_work(s) for s in LEARNING_JOB_SECONDS)
+            return (
+                f"learning this machine's pace from the first jobs: between {fmt_duration(low)} and "
+                f"{fmt_duration(high)}"
+            )
+        left = fmt_duration(self.time_left(0.0))
+        if self._recorded_jobs():
+            return f"about {left} by the job durations recorded in this folder"
+        return f"about {left} ({self.job_seconds_note})" if self.job_seconds_note else f"about {left}"
+
     def opening(self) -> str:
         """The line before the first job: what will run and how long it should take."""
         jobs = ", ".join(f"{r} {n}" for r, n in self.planned.items())
+        head = f"oto: {self.total} jobs to run ({jobs})"
+        if self.resumed and self.resumed[0] > 0:  # the jobs this run has to do come from its job stats
+            done = self.resumed[0]
+            head = (
+                f"oto: resuming: {done} of {done + self.total} jobs already done in this folder; "
+                f"{self.total} left ({jobs})"
+            )
         backend = ""
-        if self.estimate:
+        if self.estimate and self.estimate.get("backend"):
             backend = f"; backend {self.estimate.get('backend')} ({self.estimate.get('numbers')} numbers)"
-        basis = (
-            "by the job durations recorded in this folder"
-            if self.recorded
-            else f"at {JOB_SECONDS:g} s a job until this run's jobs tell (none recorded in this folder yet)"
-        )
-        left = fmt_duration(self.time_left(0.0))
-        return f"oto: {self.total} jobs to run ({jobs}){backend}; about {left} {basis}"
+        return f"{head}{backend}; {self.how_long()}"
