@@ -469,7 +469,7 @@ def weights_from_calls(calls: Sequence[int], share: float = 1.0) -> list[float]:
     n, total = len(calls), sum(calls)
     if not total:
         return uniform_weights(calls)
-    return [share * n * c / total + (1.0 - share) for c in calls]
+    return [round(share * n * c / total + (1.0 - share), 6) for c in calls]
 
 
 def workload_library(name: str, sizes: Mapping[tuple[int, ...], int], arch: str | None) -> LibraryDeck:
