@@ -84,6 +84,7 @@ class RunEstimate:
     generations: int
     jobs: dict[str, int]  # rule → jobs a fresh run has
     gpu_jobs: list[GpuJob] = field(default_factory=list)
+    workload: dict | None = None  # the deck's workload record (oto.deck.sources.workload_summary), if any
 
     @property
     def total_jobs(self) -> int:
@@ -216,7 +217,20 @@ def plan_estimate(plan, profile: Mapping[str, Any]) -> RunEstimate:
     from oto.deck.sources import load_run_deck
 
     deck = load_run_deck(plan.deck, plan.libraries)[1]  # with its floor and workload, as the deck rule has it
-    return estimate_run(plan.config, plan.libraries, deck, profile)
+    est = estimate_run(plan.config, plan.libraries, deck, profile)
+    est.workload = deck.workload
+    return est
+
+
+def workload_lines(w: Mapping[str, Any]) -> list[str]:
+    """What ``oto plan`` says of a workload: the calls the run covers and every GEMM it does not, with why."""
+    called = sum(1 for c in w["calls_by_library"].values() if c)
+    head = (
+        f"Workload: {w['calls_covered']} calls in {called} of the {len(w['calls_by_library'])} libraries; "
+        f"{w['calls_uncovered']} calls not covered by this run"
+    )
+    rows = [f"  {u['where']}: {u['gemm']} ({u['calls']} calls): {u['reason']}" for u in w["uncovered"]]
+    return ["", head + (":" if rows else "."), *rows]
 
 
 def write_estimate(path: str | Path, est: RunEstimate, backend: str, numbers: str, costs: Costs) -> None:
@@ -334,6 +348,8 @@ def report(
             f"({est.total_jobs} jobs × {job_overhead_s:.1f} s + {fmt_duration(est.gpu_seconds(costs))} "
             f"in the backend: {costs.source}).",
         ]
+    if est.workload:
+        lines += workload_lines(est.workload)
     lines.append(
         "Estimates, not measurements: a library that converges early skips its later generations; the real "
         "GPU's races may stop sooner or later than the simulated ones the launch counts come from."
@@ -430,6 +446,7 @@ def main(argv: list[str] | None = None) -> int:
             },
             "backend": {"name": cls.name, "numbers": cls.numbers, "seconds": est.gpu_seconds(costs)},
             "job_seconds": {"value": overhead, "source": source},
+            **({"workload": est.workload} if est.workload else {}),
         }
         print(json.dumps(doc, indent=1))
         return 0
