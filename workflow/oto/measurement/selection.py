@@ -116,7 +116,7 @@ def summarise(
     pct = [r["pct_ceiling"] for r in rows if r["pct_ceiling"] is not None]
     weighted = {}
     if is_weighted(weights):
-        weighted["weighted_geomean_score"] = weighted_geomean([r["score"] for r in rows], weights)
+        weighted["weighted_geomean_score"] = _finite(weighted_geomean([r["score"] for r in rows], weights))
     return {
         "geomean_score": _finite(geomean([r["score"] for r in rows])),
         **weighted,
