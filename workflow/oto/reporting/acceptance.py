@@ -142,7 +142,10 @@ def render_markdown(data: Mapping, deck_source: Mapping) -> str:
 
 
 def _ms(us: float | None) -> str:
-    return "—" if us is None else f"{us / 1000:.3g} ms"
+    """Microseconds as ms, or as s from a second on (a workload's run can take minutes)."""
+    if us is None:
+        return "—"
+    return f"{us / 1e6:.3g} s" if abs(us) >= 1e6 else f"{us / 1000:.3g} ms"
 
 
 def workload_markdown(w: Mapping) -> list[str]:
