@@ -19,19 +19,25 @@ from oto.deck.floors import NONE, OWN
 from oto.deck.model import DeckError, LibraryDeck, current_final, read_library_yaml, write_library_yaml
 from oto.deck.sources import (
     DECK_SOURCES,
+    FLOOR_SOURCES,
     SHIPPED_MANIFEST,
+    WORKLOAD_SOURCES,
     DeckConfigError,
     attach_floor,
     deck_settings,
     load_run_deck,
     make_source,
     plan_floor,
+    plan_workload,
     read_manifest,
+    write_manifest,
 )
+from oto.deck.tuning_sizes import deck_tuning_indices, tuning_indices
 from oto.gemm import Library
 from oto.hardware.profile import load_profile
 from oto.tensile import legality
 from oto.tensile.baseline import LABEL, baseline_kernel
+from oto.tensile.logic_reader import LogicFileError
 from oto.tensile.logic_writer import logic_file_name, solution_entry, write_logic_file
 from oto.tensile.native_library import build_master_library, write_library
 from oto.tensile.params import candidate_id
@@ -84,22 +90,84 @@ def rocblas_rig(tmp: Path) -> SourceRig:
     return SourceRig(tmp / "rocblas", "gfx900", [NT, NN])
 
 
+# A workload's GEMMs (double: the DB libraries), with their call counts, as each recorder writes them.
+WORKLOAD_CALLS = {NN: {(512, 512, 1, 2048): 3, (96, 4096, 1, 64): 1}, NT: {(4096, 4096, 1, 64): 2}}
+
+
+def tunableop_rig(tmp: Path) -> SourceRig:
+    lines = []
+    for name, sizes in WORKLOAD_CALLS.items():
+        tb = "t" if name == NT else "n"
+        for (m, n, _, k), calls in sizes.items():
+            ldb = n if tb == "t" else k
+            lines += [f"GemmTunableOp_double_N{tb.upper()},n{tb}_{m}_{n}_{k}_ld_{m}_{ldb}_{m}"] * calls
+    lines.append("GemmTunableOp_float_NN,nn_64_64_64_ld_64_64_64")  # another library: not in the deck's rig
+    path = tmp / "tunableop_untuned0.csv"
+    path.write_text("\n".join(lines) + "\n")
+    return SourceRig(path, "gfx900", [NT, NN, "Cijk_Ailk_Bljk_SB"])
+
+
+def rocblas_log_rig(tmp: Path) -> SourceRig:
+    lines = ['- { rocblas_function: "rocblas_daxpy", atomics_mode: 1, N: 1024, call_count: 30 }']
+    for name, sizes in WORKLOAD_CALLS.items():
+        tb = "T" if name == NT else "N"
+        for (m, n, _, k), calls in sizes.items():
+            ldb = n if tb == "T" else k
+            lines.append(
+                f"- {{ rocblas_function: \"rocblas_dgemm\", atomics_mode: 1, transA: 'N', transB: '{tb}', "
+                f"M: {m}, N: {n}, K: {k}, alpha: 1.0, lda: {m}, ldb: {ldb}, beta: 0.0, ldc: {m}, "
+                f"call_count: {calls} }}"
+            )
+    path = tmp / "rocblas_profile.yaml"
+    path.write_text("\n".join(lines) + "\n")
+    return SourceRig(path, "gfx900", [NT, NN])
+
+
 # Every registered source needs a rig: a new source is not registered until it passes the contract.
 RIGS: dict[str, Callable[[Path], SourceRig]] = {
     "manifest": manifest_rig,
     "logic": logic_rig,
     "rocblas": rocblas_rig,
+    "tunableop": tunableop_rig,
+    "rocblas-log": rocblas_log_rig,
 }
+
+
+def _bad_size(name: str, rig: SourceRig, tmp: Path) -> tuple[Path, str]:
+    """The rig's source with one size zero (M = 0): the file it is in, and what the message must name."""
+    if name == "manifest":
+        lib = copy.deepcopy(MANIFEST.libraries[NN])
+        lib.sizes[2] = [0, *lib.sizes[2][1:]]
+        path = tmp / "bad.json.gz"
+        write_manifest(type(MANIFEST)(MANIFEST.source, "gfx900", {NN: lib}), path)
+        return path, rf"bad.json.gz: {NN}: sizes\[2\] \[0, "
+    if name == "logic":
+        lib = MANIFEST.libraries[NN]
+        write_logic(tmp / "bad", lib, sizes=[[0, *lib.sizes[0][1:]], *lib.sizes[1:]])
+        return tmp / "bad", rf"vega10_{NN}.yaml: element 7 \(exact logic\) row 0 \[0, .*M = 0"
+    if name == "rocblas":  # oto's .dat writer takes only readable logic files; the reader's tests cover it
+        return None, ""
+    text = rig.path.read_text().splitlines()
+    text[1] = text[1].replace("512_512_2048", "0_512_2048").replace("M: 512,", "M: 0,")
+    tmp.mkdir(parents=True, exist_ok=True)
+    path = tmp / rig.path.name
+    path.write_text("\n".join(text) + "\n")
+    return path, rf"{rig.path.name}:2: .*M = 0"
 
 
 def test_every_registered_source_has_a_rig_and_the_schema_enums_are_the_registry():
     assert set(RIGS) == set(DECK_SOURCES)
     deck = config_schema()["properties"]["deck"]["properties"]
     assert deck["source"]["enum"] == list(DECK_SOURCES)
-    assert deck["floor"]["properties"]["source"]["enum"] == [OWN, NONE, *DECK_SOURCES]
+    assert deck["floor"]["properties"]["source"]["enum"] == [OWN, NONE, *FLOOR_SOURCES]
+    assert [n for n, s in DECK_SOURCES.items() if s.ships_kernels] == FLOOR_SOURCES
     assert deck["floor"]["properties"]["source"]["default"] == OWN
-    with pytest.raises(DeckConfigError, match=r"config field 'deck.source': unknown deck source 'tunableop'"):
-        make_source("tunableop", None, "gfx900")
+    assert deck["workload"]["items"]["properties"]["source"]["enum"] == WORKLOAD_SOURCES
+    assert set(WORKLOAD_SOURCES) == {n for n, s in DECK_SOURCES.items() if not s.ships_kernels}
+    for name in DECK_SOURCES:  # every source is described in the schema
+        assert f"{name}:" in deck["source"]["description"], name
+    with pytest.raises(DeckConfigError, match=r"config field 'deck.source': unknown deck source 'pytorch'"):
+        make_source("pytorch", None, "gfx900")
 
 
 @pytest.mark.parametrize("name", sorted(RIGS))
@@ -124,21 +192,34 @@ def test_deck_source_contract(name, tmp_path):
     assert sorted(deck.libraries) == plan.libraries
     assert deck.arch_source == "gfx900" and deck.source["kind"] == name
     for lib in deck.libraries.values():
-        assert len(lib.weights) == len(lib.sizes) == len(lib.shipped) and set(lib.weights) == {1.0}
-        if cls.ships_kernels:
-            assert lib.solutions and all(s is not None for s in lib.shipped)
+        assert len(lib.weights) == len(lib.sizes) == len(lib.shipped)
+        if cls.ships_kernels:  # every shipped size weighs alike
+            assert lib.solutions and all(s is not None for s in lib.shipped) and set(lib.weights) == {1.0}
+        else:  # a workload's: weighted by call count (mean 1), nothing shipped
+            assert not lib.solutions and set(map(str, lib.shipped)) == {"None"}
+            assert lib.weights == pytest.approx([len(lib.calls) * c / sum(lib.calls) for c in lib.calls])
     one = source.load([NN])
     assert list(one.libraries) == [NN]
 
     def rows(lib):  # a .dat's Matching table keeps its own order
         return sorted((tuple(s[:4]), round(g, 4)) for s, (_, g) in zip(lib.sizes, lib.shipped, strict=True))
 
-    assert rows(one.libraries[NN]) == rows(MANIFEST.libraries[NN])
+    if cls.ships_kernels:
+        assert rows(one.libraries[NN]) == rows(MANIFEST.libraries[NN])
+    else:
+        lib = one.libraries[NN]
+        assert dict(zip(map(tuple, lib.sizes), lib.calls, strict=True)) == WORKLOAD_CALLS[NN]
     with pytest.raises(DeckError, match="Cijk_Alik_Bljk_XB|no library|no logic file"):
         source.load([NN, "Cijk_Alik_Bljk_XB"])
     path = tmp_path / "slice" / "deck.yaml"
     write_library_yaml(one.libraries[NN], path, {})
     assert read_library_yaml(path) == one.libraries[NN]
+
+    bad, says = _bad_size(name, rig, tmp_path / "bad")
+    if bad is not None:  # a zero size fails the plan or the check, naming the file and the row or line
+        with pytest.raises((DeckError, LogicFileError), match=says):
+            broken = make_source(name, bad, rig.arch)
+            broken.check(broken.plan().libraries)
 
     if cls.ships_kernels:  # it can be another deck's floor: every size gets a kernel
         settings = {
@@ -267,3 +348,67 @@ def test_an_older_final_reads_with_the_arch_neutral_names():
     assert new["per_size"] == [{"size_index": 0, "shipped": "k1", "shipped_gflops": 1.5, "race": "tie"}]
     assert new["shipped_gflops_arch"] == "gfx900" and "shipped_gflops_arch" not in old
     assert current_final(new) == new
+
+
+def test_a_workload_layered_on_the_shipped_deck_keeps_every_size_and_weighs_by_calls(tmp_path):
+    """config deck.workload: the shipped footprint stays whole, the workload's sizes gain their calls (a size
+    the deck lacks is added, raced against what the library's Matching table picks there), and every GEMM
+    the run does not tune is reported as uncovered with why."""
+    rig = tunableop_rig(tmp_path)
+    config = validate_config(
+        {"arch": "gfx90c", "families": ["DB"], "patterns": ["NN", "NT"],
+         "deck": {"workload": [{"source": "tunableop", "path": str(rig.path)}], "workload_share": 0.8}}
+    )  # fmt: skip
+    settings = deck_settings(config["deck"], PROFILE)
+    assert plan_workload(settings) == [str(rig.path)]
+    full, selected, _ = load_run_deck(settings, [NN])
+    lib, shipped = selected.libraries[NN], MANIFEST.libraries[NN]
+    assert lib.sizes[: len(shipped.sizes)] == shipped.sizes and full.libraries[NN].sizes == shipped.sizes
+    calls = {tuple(s[:4]): c for s, c in zip(lib.sizes, lib.calls, strict=True) if c}
+    assert calls == WORKLOAD_CALLS[NN]
+    added = [i for i, s in enumerate(lib.sizes) if lib.shipped[i] is None]
+    assert {tuple(lib.sizes[i][:4]) for i in added} == {k for k in WORKLOAD_CALLS[NN] if list(k) not in
+                                                        [s[:4] for s in shipped.sizes]}  # fmt: skip
+    assert sum(lib.weights) == pytest.approx(len(lib.sizes))  # mean 1
+    heavy = lib.sizes.index([512, 512, 1, 2048])  # 3 of the library's 4 calls
+    assert lib.weights[heavy] == pytest.approx(0.8 * len(lib.sizes) * 3 / 4 + 0.2)
+    assert lib.weights[0] == pytest.approx(0.2)  # a footprint size the workload does not call
+    refs = lib.references(added, LIMITS)
+    assert all(r["id"] for r in refs.values())  # the Matching table's pick at the nearest shipped size
+    w = selected.workload
+    assert w["calls_covered"] == 4 and w["calls_uncovered"] == 3 and w["share"] == 0.8
+    reasons = {u["library"]: u["reason"] for u in w["uncovered"]}
+    assert "not selected in this run" in reasons[NT] and "deck source has no" not in reasons[NT]
+    assert (
+        reasons["Cijk_Ailk_Bljk_SB"] == "library Cijk_Ailk_Bljk_SB is not selected in this run (config "
+        "families, patterns, shard)"
+    )
+    # the weights steer the tuning sizes: the workload's sizes are among them
+    idx = deck_tuning_indices(lib, 8)
+    assert {i for i, c in enumerate(lib.calls) if c} <= set(idx) and len(idx) == 8
+    assert deck_tuning_indices(shipped, 8) == tuning_indices(shipped.sizes, 8)  # uniform: as before
+    path = tmp_path / "slice.yaml"
+    write_library_yaml(lib, path, {})
+    assert read_library_yaml(path) == lib
+
+
+def test_a_bad_workload_fails_the_plan_naming_file_and_line(tmp_path):
+    truncated = tmp_path / "tunableop_untuned0.csv"
+    truncated.write_text("GemmTunableOp_double_NN,nn_64_64_64_ld_64_64_64\nGemmTunableOp_double_NN,nn_12")
+    other = tmp_path / "old.csv"  # a line of a form no PyTorch version writes
+    other.write_text("Validator,PT_VERSION,1.13.0\nGemmTunableOp_double_NN,nn_64_64\n")
+    for path, says in (
+        (truncated, r"tunableop_untuned0.csv:2: truncated"),
+        (other, r"old.csv:2: params signature .* \(the file's validators say PyTorch 1.13.0\)"),
+    ):
+        settings = {"source": "manifest", "path": None, "arch": "gfx900",
+                    "floor": {"source": OWN, "path": None},
+                    "workload": [{"source": "tunableop", "path": str(path)}],
+                    "workload_share": 0.9}  # fmt: skip
+        with pytest.raises(DeckError, match=says):
+            plan_workload(settings)
+    settings["workload"] = [{"source": "logic", "path": str(tmp_path)}]
+    with pytest.raises(DeckConfigError, match=r"'deck.workload\[0\].source': 'logic' is not a workload"):
+        plan_workload(settings)
+    with pytest.raises(DeckConfigError, match=r"'deck.path': .*missing.csv is not a file"):
+        make_source("rocblas-log", tmp_path / "missing.csv", "gfx900").plan()

@@ -253,3 +253,31 @@ def test_a_misspelt_key_is_named_and_blamed_where_it_was_given():
         plan_run(nested, ["config/config.yaml"], command_line={"benchmark": {"tuning_size": 8}})
     with pytest.raises(PlanError, match=r"\(did you mean 'benchmark.tuning_sizes'\?\)$"):
         plan_run(nested, ["config/config.yaml"])
+
+
+def test_a_workload_is_an_input_of_the_deck_rule_and_a_bad_one_fails_the_dry_run(tmp_path):
+    from oto.run.estimate import plan_estimate, workload_lines
+
+    good = tmp_path / "profile.yaml"
+    good.write_text(
+        "- { rocblas_function: \"rocblas_dgemm\", atomics_mode: 1, transA: 'N', transB: 'N', M: 1024, "
+        "N: 1024, K: 1024, alpha: 1.0, lda: 1024, ldb: 1024, beta: 0.0, ldc: 1024, call_count: 40 }\n"
+        "- { rocblas_function: \"rocblas_sgemm\", atomics_mode: 1, transA: 'N', transB: 'N', M: 64, N: 64, "
+        "K: 64, alpha: 1.0, lda: 64, ldb: 64, beta: 0.0, ldc: 64, call_count: 3 }\n"
+    )
+    deck = {"workload": [{"source": "rocblas-log", "path": str(good)}]}
+    plan = plan_run({**BASE, "patterns": ["NN"], "deck": deck})
+    assert plan.deck_inputs == ["workflow/oto/deck/data/deck_vega10.json.gz", str(good)]
+    assert plan.deck["workload"] == [{"source": "rocblas-log", "path": str(good)}]
+    assert "workload" not in plan_run(BASE).deck  # no workload: the deck rule's parameters as before
+    est = plan_estimate(plan, plan.profile)
+    text = "\n".join(workload_lines(est.workload))
+    assert "Workload: 40 calls in 1 of the 1 libraries; 3 calls not covered by this run:" in text
+    assert (
+        "profile.yaml:2: gemm NN f32_r/f32_r/f32_r M 64 N 64 K 64 (3 calls): library Cijk_Ailk_Bljk_SB"
+        in text
+    )
+    bad = tmp_path / "cut.yaml"
+    bad.write_text(good.read_text()[:-20])
+    with pytest.raises(PlanError, match=r"field 'deck': .*cut.yaml: 1 line\(s\) .*cut.yaml:2: truncated"):
+        plan_run({**BASE, "deck": {"workload": [{"source": "rocblas-log", "path": str(bad)}]}})

@@ -150,3 +150,31 @@ def test_snakemake_report_holds_the_dashboard_and_the_acceptance_report(finished
     assert {f"{n}.svg" for n in charts.CHARTS} | {"acceptance.html"} <= base
     # Captions (workflow/report/*.rst) are rendered into the report.
     assert "realistic ceiling of the same sizes" in html and "ranked by what is left to gain" in html
+
+
+def test_report_gives_the_workloads_time_saved_and_the_weighted_geomean(tmp_path):
+    """With a workload (deck.yaml's workload block, final.yaml's workload and weighted geomean) the report
+    adds the weighted column and the time saved; without one it shows neither (the test above)."""
+    res = make_results(tmp_path)
+    path = res / "Cijk_Ailk_Bljk_DB" / "final.yaml"
+    doc = yaml.safe_load(path.read_text())
+    doc["summary"]["weighted_geomean_score"] = 1.5
+    doc["workload"] = {"calls": 40, "calls_unmeasured": 0, "time_before_us": 2000.0, "time_after_us": 1500.0,
+                       "saved_us": 500.0, "saved_ci_us": [400.0, 600.0], "saved_share": 0.25}  # fmt: skip
+    path.write_text(yaml.safe_dump(doc))
+    deck = yaml.safe_load((res / "deck.yaml").read_text())
+    deck["workload"] = {
+        "files": [{"source": "tunableop", "path": "t.csv", "format": "tunableop-untuned", "calls": 43}],
+        "calls_covered": 40, "calls_uncovered": 3, "calls_by_library": {"Cijk_Ailk_Bljk_DB": 40},
+        "uncovered": [{"gemm": "GemmAndBiasTunableOp_float_TN,tn_8_8_8", "calls": 3, "where": "t.csv:2",
+                       "reason": "GEMM with a bias epilogue runs on hipBLASLt, not rocBLAS"}],
+    }  # fmt: skip
+    (res / "deck.yaml").write_text(yaml.safe_dump(deck))
+    text, html = _run(res, tmp_path)
+    assert (
+        "| geomean speed-up | workload-weighted | W/T/L |" in text and "| 1.198× | 1.500× | 2/1/1 |" in text
+    )
+    assert "## Your workload: expected time saved" in text
+    assert "| Cijk_Ailk_Bljk_DB | 40 | 2 ms | 1.5 ms | 0.5 ms | 0.4 ms … 0.6 ms | 25.0 |" in text
+    assert "- t.csv:2: GemmAndBiasTunableOp_float_TN,tn_8_8_8 (3 calls): GEMM with a bias epilogue" in text
+    assert 'data-test="workload"' in html and "400 … 600" in html and "3 calls not covered" in html

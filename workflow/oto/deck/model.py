@@ -1,7 +1,9 @@
 """The coverage deck: which libraries to tune, at which sizes with what weight, and what each size's floor is.
 
 Every library keeps its unique sizes ([M, N, B, K], or 8 long with LDD, LDC, LDA, LDB when the file has
-them), a weight per size (how much the size counts; 1 for every size of today's sources) and, where its
+them), a weight per size (how much the size counts: 1 for every size of a shipped library; from a
+workload's call counts, kept beside it as ``calls``, with config ``deck.source: tunableop | rocblas-log`` or
+``deck.workload``: :mod:`oto.deck.sources`) and, where its
 source ships Tensile kernels, its shipped solutions as canonical oto parameters and, parallel to the sizes,
 the shipped ``[solution position, gflops]`` (null where nothing is shipped at a size): what the tuned kernels
 must beat. The reference kernel of a size comes from the library's floor (:mod:`oto.deck.floors`): by default
@@ -85,6 +87,9 @@ class LibraryDeck:
     sizes: list[list[int]]
     shipped: list[list | None]  # [solution position, gflops] or None, parallel to sizes
     weights: list[float] | None = None  # parallel to sizes; None: every size weighs 1
+    # parallel to sizes: how often the workload calls each size (0: a footprint size it does not call); None:
+    # no workload (config deck.source tunableop / rocblas-log, or deck.workload)
+    calls: list[int] | None = None
     # the floor as deck.yaml carries it (oto.deck.floors); None: the library's own shipped kernels
     floor: dict | None = None
     # the floor object of ``floor``, rebuilt when ``floor`` is replaced (emit asks once per reference kernel)
@@ -100,6 +105,8 @@ class LibraryDeck:
 
     def to_dict(self) -> dict[str, Any]:
         out = {**self.figures(), "weights": self.weights}
+        if self.calls is not None:
+            out["calls"] = self.calls
         if self.floor is not None:
             out["floor"] = self.floor
         return out
@@ -113,7 +120,10 @@ class LibraryDeck:
             raise DeckError(f"{where}: library {data.get('name', '?')} lacks {', '.join(missing)}")
         # weights and floor are absent from the manifest and from deck.yaml files written before them
         lib = cls(
-            **{k: data[k] for k in _LIBRARY_FIELDS}, weights=data.get("weights"), floor=data.get("floor")
+            **{k: data[k] for k in _LIBRARY_FIELDS},
+            weights=data.get("weights"),
+            calls=data.get("calls"),
+            floor=data.get("floor"),
         )
         for key in ("solutions", "sizes", "shipped", "weights"):
             if not isinstance(getattr(lib, key), list):
@@ -124,6 +134,12 @@ class LibraryDeck:
                     f"{where}: {lib.name}: {len(lib.sizes)} sizes but {len(getattr(lib, key))} {key} entries"
                 )
         check_sizes(lib.sizes, f"{where}: {lib.name}")
+        if lib.calls is not None:
+            if not isinstance(lib.calls, list) or len(lib.calls) != len(lib.sizes):
+                raise DeckError(f"{where}: {lib.name}: field 'calls' is not a list parallel to the sizes")
+            for i, c in enumerate(lib.calls):
+                if isinstance(c, bool) or not isinstance(c, int) or c < 0:
+                    raise DeckError(f"{where}: {lib.name}: calls[{i}] = {c!r} is not a count (integer >= 0)")
         for i, w in enumerate(lib.weights):
             if isinstance(w, bool) or not isinstance(w, int | float) or not math.isfinite(w) or w <= 0:
                 raise DeckError(f"{where}: {lib.name}: weights[{i}] = {w!r} is not a positive finite number")
@@ -205,6 +221,9 @@ class Deck:
     source: dict  # kind (manifest | logic | rocblas), path, sha256 of the inputs
     arch_source: str
     libraries: dict[str, LibraryDeck] = field(default_factory=dict)
+    # a workload's record (oto.deck.sources.workload_summary: its files, the calls covered, the uncovered
+    # GEMMs with why); None: no workload
+    workload: dict | None = None
 
     def __post_init__(self) -> None:
         self.libraries = dict(sorted(self.libraries.items()))
@@ -271,6 +290,7 @@ def write_deck_yaml(deck: Deck, path: str | Path, provenance: Mapping[str, Any])
             "stats": deck.stats(),
             "families": deck.families(),
             "libraries": libs,
+            **({"workload": deck.workload} if deck.workload is not None else {}),
         },
     )
 

@@ -10,13 +10,17 @@ size (:mod:`oto.deck.floors`; config ``deck.floor``).
 
 Registered: ``manifest`` (the figures of rocBLAS's 46 gfx900 logic files, ``data/deck_vega10.json.gz``,
 shipped with oto), ``logic`` (a folder of Tensile logic files) and ``rocblas`` (an installed rocBLAS library
-folder, read for the arch profile's stock library: ``stock_library.arch``). ``oto deck-manifest`` derives the
-manifest from logic files, byte for byte reproducibly.
+folder, read for the arch profile's stock library: ``stock_library.arch``), which ship kernels, and the
+workload sources ``tunableop`` and ``rocblas-log`` (:class:`WorkloadSource`: an application's GEMMs weighted
+by call count, no kernel), which a run also layers on another source's libraries (config ``deck.workload``,
+:func:`add_workload`). ``oto deck-manifest`` derives the manifest from logic files, byte for byte
+reproducibly.
 """
 
 from __future__ import annotations
 
 import argparse
+import copy
 import gzip
 import hashlib
 import json
@@ -29,6 +33,7 @@ from typing import Any, ClassVar, Protocol
 
 from oto.deck.floors import NONE, OWN, BaselineFloor, FloorError, foreign_floor
 from oto.deck.model import Deck, DeckError, LibraryDeck, check_sizes
+from oto.deck.workload import Uncovered, Workload, WorkloadError, read_workload
 from oto.gemm import FamilyCodeError, Library
 from oto.tensile import legality
 from oto.tensile.dat_reader import DatFileError, DatLibrary, master_file, read_rocblas_dir
@@ -40,6 +45,7 @@ from oto.tensile.logic_reader import (
     read_logic_file,
     solution_knobs,
 )
+from oto.tensile.logic_writer import problem_type
 from oto.tensile.params import EXTRA_PARAMS, CandidateError, canonical
 
 SHIPPED_MANIFEST = Path(__file__).resolve().parent / "data" / "deck_vega10.json.gz"
@@ -451,8 +457,148 @@ class RocblasSource(_Source):
         return _selected(deck, libraries, str(self.path))
 
 
+# ---- workload sources: the GEMMs an application runs, weighted by call count ---------------------------
+
+PROBLEMS_SHOWN = 5  # lines a bad workload's error quotes (then how many more)
+
+
+def weights_from_calls(calls: Sequence[int], share: float = 1.0) -> list[float]:
+    """Weights of a library's sizes from their workload call counts, mean 1: ``share`` of the weight goes to
+    the workload in proportion to its calls, the rest evenly to every size (the footprint: sizes it does not
+    call still count, a little). A library the workload does not call keeps uniform weights."""
+    n, total = len(calls), sum(calls)
+    if not total:
+        return uniform_weights(calls)
+    return [round(share * n * c / total + (1.0 - share), 6) for c in calls]
+
+
+def workload_library(name: str, sizes: Mapping[tuple[int, ...], int], arch: str | None) -> LibraryDeck:
+    """A library of a workload deck: its sizes weighted by call count and no shipped kernel (its floor comes
+    from another source or is the baseline kernel: oto.deck.floors)."""
+    lib = _names(name, "workload")
+    keys = sorted(sizes)
+    calls = [int(sizes[k]) for k in keys]
+    logic = {
+        "minimum_required_version": None,
+        "key_length": 4,
+        "schedule": None,
+        "architecture": None,
+        "device_names": [],
+        "index_order": [0, 1, 2, 3],
+        "distance": "Euclidean",
+        "perf_metric": None,
+        "exact_rows": len(keys),
+        "defaulted_params": [],
+    }
+    return LibraryDeck(
+        lib.name, lib.family.code, lib.pattern, problem_type(lib), logic, [], [list(k) for k in keys],
+        [None] * len(keys), weights=weights_from_calls(calls), calls=calls,
+    )  # fmt: skip
+
+
+class WorkloadSource(_Source):
+    """A workload file (oto.deck.workload) as a deck: the libraries its GEMMs run on, each size weighted by
+    its call count. It ships no kernel: its floor is another source's (deck.floor) or the baseline kernel.
+    Every line it cannot read fails the check naming file and line; GEMMs without a library are ``uncovered``
+    (:meth:`uncovered`), other BLAS calls ``skipped``, both kept in the deck's record, never dropped."""
+
+    format: ClassVar[str]  # oto.deck.workload.read_workload's format
+    ships_kernels = False
+
+    def __init__(self, path: str | Path | None, arch: str | None, field: str = "deck"):
+        super().__init__(path, arch, field)
+        self._read: Workload | None = None
+
+    def workload(self) -> Workload:
+        if self._read is None:
+            assert self.path is not None
+            if not self.path.is_file():
+                raise DeckConfigError(f"config field '{self.field}.path': {self.path} is not a file")
+            try:
+                self._read = read_workload(self.path, self.format)
+            except WorkloadError as exc:
+                raise DeckError(f"{exc} (config field '{self.field}')") from None
+        return self._read
+
+    def plan(self) -> SourcePlan:
+        w = self.workload()
+        if not w.gemms:
+            why = "; ".join(f"{u.where}: {u.reason}" for u in w.uncovered[:PROBLEMS_SHOWN]) or (
+                "; ".join(w.problems[:PROBLEMS_SHOWN]) or "no GEMM in it"
+            )
+            raise DeckError(f"{self.path}: no GEMM oto has a Tensile library for ({why})")
+        return SourcePlan(str(self.path), {n: (str(self.path),) for n in w.library_weights()})
+
+    def check(self, libraries: Sequence[str]) -> None:
+        """Every line was read: a truncated file, a zero or negative size, a line of another format or of a
+        PyTorch version oto does not read fails here, naming file and line (what can be read is never
+        guessed)."""
+        problems = self.workload().problems
+        if problems:
+            more = len(problems) - PROBLEMS_SHOWN
+            shown = "; ".join(problems[:PROBLEMS_SHOWN]) + (f"; and {more} more" if more > 0 else "")
+            raise DeckError(
+                f"{self.path}: {len(problems)} line(s) oto cannot read as a {self.name} workload: {shown} "
+                "(fix or remove them; nothing is tuned on a guess)"
+            )
+
+    def load(self, libraries: Sequence[str] | None = None) -> Deck:
+        w = self.workload()
+        weights = w.library_weights()
+        libs = {n: workload_library(n, sizes, self.arch) for n, sizes in weights.items()}
+        source = {
+            "kind": self.name,
+            "path": str(self.path.resolve()),
+            "sha256": _sha256(self.path),
+            **workload_record(w),
+        }
+        return _selected(Deck(source, self.arch or "none", libs), libraries, str(self.path))
+
+    def uncovered(self, libraries: Iterable[str]) -> list[Uncovered]:
+        """The workload's GEMMs no library of ``libraries`` serves, with the reason (their own, or that the
+        run's deck has no such library)."""
+        return self.workload().covered_by(libraries)[1]
+
+
+def workload_record(w: Workload) -> dict[str, Any]:
+    """What deck.yaml keeps of a workload file besides its sizes: its format, the PyTorch version its
+    validators name, the other BLAS calls skipped and any notes."""
+    out: dict[str, Any] = {"format": w.format, "gemms": len(w.gemms), "calls": w.weight}
+    if w.validators.get("PT_VERSION"):
+        out["pytorch"] = w.validators["PT_VERSION"]
+    if w.skipped:
+        out["skipped"] = dict(w.skipped)
+    if w.notes:
+        out["notes"] = list(w.notes)
+    return out
+
+
+class TunableOpSource(WorkloadSource):
+    name = "tunableop"
+    doc = (
+        "a PyTorch TunableOp untuned file (PYTORCH_TUNABLEOP_RECORD_UNTUNED=1: tunableop_untuned0.csv) or "
+        "results file, any PyTorch version: each GEMM weighted by how often it was recorded"
+    )
+    format = "tunableop"
+
+
+class RocblasLogSource(WorkloadSource):
+    name = "rocblas-log"
+    doc = (
+        "a rocBLAS log: ROCBLAS_LAYER=4 profile YAML (weighted by call_count) or ROCBLAS_LAYER=2 "
+        "rocblas-bench lines (one call each); other BLAS calls are skipped and counted"
+    )
+    format = "rocblas-log"
+
+
 # name -> source (config deck.source and deck.floor.source; the schema's enums are tested against it)
-DECK_SOURCES: dict[str, type] = {s.name: s for s in (ManifestSource, LogicSource, RocblasSource)}
+DECK_SOURCES: dict[str, type] = {
+    s.name: s for s in (ManifestSource, LogicSource, RocblasSource, TunableOpSource, RocblasLogSource)
+}
+# the sources that ship kernels: what deck.floor.source may name
+FLOOR_SOURCES = [n for n, s in DECK_SOURCES.items() if s.ships_kernels]
+# the sources of an application's GEMMs: what deck.workload entries may name
+WORKLOAD_SOURCES = [n for n, s in DECK_SOURCES.items() if issubclass(s, WorkloadSource)]
 
 
 def make_source(name: str, path: str | Path | None, arch: str | None, field: str = "deck") -> DeckSource:
@@ -477,14 +623,134 @@ def load_deck(kind: str, path: str | Path | None = None, arch: str | None = None
 
 def deck_settings(deck_config: Mapping[str, Any], profile: Mapping[str, Any]) -> dict[str, Any]:
     """What the deck rule needs from config ``deck`` (validated: defaults filled in) and the profile: the
-    source and path, the floor's, and the arch a rocBLAS folder is read for (the profile's stock library)."""
+    source and path, the floor's, the arch a rocBLAS folder is read for (the profile's stock library) and,
+    when config ``deck.workload`` names files, those and the workload's share of the weight (absent without
+    them, so a run without a workload keeps the deck rule's parameters of before)."""
     floor = deck_config["floor"]
-    return {
+    out = {
         "source": deck_config["source"],
         "path": deck_config["path"],
         "arch": profile["stock_library"]["arch"],
         "floor": {"source": floor["source"], "path": floor["path"]},
     }
+    if deck_config.get("workload"):
+        out["workload"] = [{"source": w["source"], "path": w["path"]} for w in deck_config["workload"]]
+        out["workload_share"] = float(deck_config["workload_share"])
+    return out
+
+
+def workload_sources(settings: Mapping[str, Any]) -> list[WorkloadSource]:
+    """The workload files layered on the deck (config ``deck.workload``), as sources."""
+    out = []
+    for i, entry in enumerate(settings.get("workload") or []):
+        field = f"deck.workload[{i}]"
+        source = make_source(entry["source"], entry["path"], settings["arch"], field)
+        if not isinstance(source, WorkloadSource):
+            raise DeckConfigError(
+                f"config field '{field}.source': {entry['source']!r} is not a workload source "
+                f"({', '.join(WORKLOAD_SOURCES)})"
+            )
+        out.append(source)
+    return out
+
+
+def plan_workload(settings: Mapping[str, Any]) -> list[str]:
+    """At plan time: the workload files layered on the deck are read and every line checked (a bad line
+    fails the dry-run naming file and line); returns the files the deck rule reads."""
+    files = []
+    for source in workload_sources(settings):
+        source.check(source.plan().libraries)
+        files.append(str(source.path))
+    return files
+
+
+def _tensile_key(size: Sequence[int], like: LibraryDeck) -> list[int]:
+    """A workload size as the library's sizes are keyed: 8 long (with LDD, LDC, LDA, LDB: the smallest
+    leading dimensions of the problem) where the library's are."""
+    m, n, b, k = (int(v) for v in size[:4])
+    if not like.sizes or len(like.sizes[0]) == 4:
+        return [m, n, b, k]
+    lib = Library.parse(like.name)
+    return [m, n, b, k, m, m, k if lib.transpose_a else m, n if lib.transpose_b else k]
+
+
+NOT_SELECTED = "library {} is not selected in this run (config families, patterns, shard)"
+NOT_IN_SOURCE = "the deck source has no library {}"
+
+
+def _file_record(source: WorkloadSource) -> dict[str, Any]:
+    return {
+        "source": source.name,
+        "path": str(source.path),
+        "sha256": _sha256(source.path),
+        **workload_record(source.workload()),
+    }
+
+
+def _uncovered_record(u: Uncovered) -> dict[str, Any]:
+    out = {"gemm": u.what, "calls": u.weight, "where": u.where, "reason": u.reason}
+    if u.library:
+        out["library"] = u.library
+    return out
+
+
+def add_workload(
+    deck: Deck, workloads: Sequence[WorkloadSource], share: float, source_libraries: Iterable[str]
+) -> dict[str, Any]:
+    """Layer workload files on the deck's libraries (config ``deck.workload``): a workload size the library
+    has gains its calls, one it lacks is added (its reference kernel is what the library's Matching table
+    picks there, the nearest shipped size), every other size stays (coverage stays whole). Weights: ``share``
+    of each library's weight in proportion to the calls, the rest evenly (:func:`weights_from_calls`).
+    Returns the workload's record for deck.yaml: its files and every GEMM the deck does not cover, with why
+    (a GEMM of a library the source has but this run does not select, or of one it does not have)."""
+    in_source = set(source_libraries)
+    calls: dict[str, dict[tuple[int, ...], int]] = {}
+    files, uncovered = [], []
+    for src in workloads:
+        w = src.workload()
+        covered, missing = w.covered_by(deck.libraries)
+        for lib, sizes in covered.items():
+            for size, count in sizes.items():
+                calls.setdefault(lib, {})[size] = calls.get(lib, {}).get(size, 0) + count
+        for u in missing:
+            if u.library:
+                u.reason = (
+                    NOT_SELECTED.format(u.library)
+                    if u.library in in_source
+                    else NOT_IN_SOURCE.format(u.library)
+                )
+            uncovered.append(u)
+        files.append(_file_record(src))
+    for name, lib in deck.libraries.items():
+        index: dict[tuple[int, ...], int] = {}
+        for i, s in enumerate(lib.sizes):
+            index.setdefault(tuple(s[:4]), i)
+        counts = [0] * len(lib.sizes)
+        for size, count in sorted(calls.get(name, {}).items()):
+            if size in index:
+                counts[index[size]] += count
+                continue
+            lib.sizes.append(_tensile_key(size, lib))
+            lib.shipped.append(None)
+            counts.append(count)
+        lib.calls = counts
+        lib.weights = weights_from_calls(counts, share)
+    return workload_summary(deck, files, uncovered, share)
+
+
+def workload_summary(
+    deck: Deck, files: list[dict[str, Any]], uncovered: Sequence[Uncovered], share: float | None
+) -> dict[str, Any]:
+    """deck.yaml's ``workload`` block: the files, the calls the deck covers per library, the uncovered."""
+    covered = {n: sum(lib.calls or []) for n, lib in deck.libraries.items()}
+    out: dict[str, Any] = {"files": files}
+    if share is not None:
+        out["share"] = share
+    out["calls_covered"] = sum(covered.values())
+    out["calls_uncovered"] = sum(u.weight for u in uncovered)
+    out["calls_by_library"] = covered
+    out["uncovered"] = [_uncovered_record(u) for u in uncovered]
+    return out
 
 
 def run_source(settings: Mapping[str, Any]) -> DeckSource:
@@ -563,11 +829,23 @@ def attach_floor(deck: Deck, settings: Mapping[str, Any]) -> dict[str, Any] | No
 def load_run_deck(
     settings: Mapping[str, Any], libraries: Sequence[str] | None = None
 ) -> tuple[Deck, Deck, dict[str, Any] | None]:
-    """The source's whole deck, the selected libraries (None: every one) with their floors attached, and
-    what the floor is (None: the deck's own shipped kernels)."""
-    full = run_source(settings).load()
+    """The source's whole deck, the selected libraries (None: every one) with their floors attached and the
+    workload layered on (``selected.workload``: its record, None without one), and what the floor is (None:
+    the deck's own shipped kernels)."""
+    source = run_source(settings)
+    full = source.load()
     selected = _selected(full, sorted(libraries) if libraries is not None else None, str(settings["path"]))
-    selected = Deck(full.source, full.arch_source, dict(selected.libraries))
+    layered = workload_sources(settings)
+    libs = {n: copy.deepcopy(lib) for n, lib in selected.libraries.items()} if layered else selected.libraries
+    selected = Deck(full.source, full.arch_source, dict(libs))
+    if layered:
+        selected.workload = add_workload(selected, layered, settings["workload_share"], full.libraries)
+    elif isinstance(source, WorkloadSource):
+        missing = source.uncovered(selected.libraries)
+        for u in missing:
+            if u.library and u.library in full.libraries:
+                u.reason = NOT_SELECTED.format(u.library)
+        selected.workload = workload_summary(selected, [_file_record(source)], missing, None)
     return full, selected, attach_floor(selected, settings)
 
 

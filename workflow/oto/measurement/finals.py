@@ -5,19 +5,21 @@ winner, not an extrapolation from the tuning sizes."""
 
 from __future__ import annotations
 
+import math
 from collections import Counter
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from oto.backends.base import BuildResult, Kernel, Problem, Size
 from oto.deck.model import LibraryDeck
-from oto.gemm import Library
+from oto.gemm import Library, gemm_flops
 from oto.measurement.benchmarking import race_library
 from oto.measurement.racing import RaceResult
 from oto.measurement.scoring import measurement_summary, score_library
 from oto.measurement.selection import finalists, measurement_failures, per_size_rows, summarise
+from oto.numbers import finite
 from oto.tensile import legality
 from oto.tensile.params import canonical
 
@@ -74,6 +76,52 @@ def race_finalists(
     return FinalRace(tuned, kernels, reference, substitutes, built, race)
 
 
+Z95 = 1.959964  # a 95% interval's half-width in standard deviations
+
+
+def workload_time(
+    rows: Sequence[Mapping], sizes: Sequence[Sequence[int]], calls: Sequence[int], library: Library
+) -> dict[str, Any]:
+    """The workload's time in this library, per run of all its calls, with the shipped floor and with the
+    winners, and the time saved with its 95% interval.
+
+    At a size the winner takes flops / GFLOPS per call and the reference ``score`` times that (score =
+    reference time / winner time), so a call saves winner time × (score − 1); the score's interval
+    [ci_low, ci_high] gives the saving's, and the sizes' intervals combine as independent (root sum of
+    squares of their half-widths, each taken as 1.96 σ). A called size without a winner (nothing valid ran)
+    saves nothing and is counted apart."""
+    before = after = var = 0.0
+    called = unmeasured = 0
+    for r in rows:
+        i = int(r["size_index"])
+        n = int(calls[i])
+        if not n:
+            continue
+        called += n
+        score, gflops = finite(r.get("score")), finite(r.get("gflops"))
+        if score is None or not gflops:
+            unmeasured += n
+            continue
+        m, nn, b, k = (int(v) for v in sizes[i][:4])
+        t_win = gemm_flops(library.family, m, nn, b, k) / (gflops * 1e3)  # µs
+        before += n * t_win * score
+        after += n * t_win
+        lo, hi = finite(r.get("ci_low")), finite(r.get("ci_high"))
+        if lo is not None and hi is not None:
+            var += (n * t_win * (hi - lo) / (2 * Z95)) ** 2
+    saved = before - after
+    half = Z95 * math.sqrt(var)
+    return {
+        "calls": called,
+        "calls_unmeasured": unmeasured,
+        "time_before_us": round(before, 3),
+        "time_after_us": round(after, 3),
+        "saved_us": round(saved, 3),
+        "saved_ci_us": [round(saved - half, 3), round(saved + half, 3)],
+        "saved_share": round(saved / before, 6) if before > 0 else None,
+    }
+
+
 def final_document(
     selection: Mapping, deck: LibraryDeck, final: FinalRace, backend, profile: Mapping, config: Mapping
 ) -> dict[str, Any]:
@@ -118,8 +166,10 @@ def final_document(
         "shipped_kernels": len({r for r in final.reference.values() if r is not None}),
         "shipped_gflops_arch": deck.shipped_arch(),  # where the per-size shipped_gflops were measured
         "reference_substitutes": final.substitutes,
-        "summary": summarise(rows, failures),
+        "summary": summarise(rows, failures, deck.weights),
     }
+    if deck.calls is not None:  # a workload: the time its calls of this library take, before and after
+        doc["workload"] = workload_time(rows, deck.sizes, deck.calls, library)
     if deck.floor is not None:  # absent: the deck's own shipped kernels
         doc["floor"] = deck.reference_floor().describe()
     return doc

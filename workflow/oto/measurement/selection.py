@@ -18,6 +18,7 @@ import numpy as np
 from oto.gemm import Library
 from oto.hardware.ceilings import roofline_gflops
 from oto.measurement.score_rows import missing
+from oto.numbers import is_weighted, weighted_geomean
 
 OBSERVATIONS_KEPT = 48  # best kernels remembered as evidence for the strategies
 
@@ -106,11 +107,19 @@ def per_size_rows(
     return rows
 
 
-def summarise(rows: list[Mapping], failures: Counter) -> dict[str, Any]:
+def summarise(
+    rows: list[Mapping], failures: Counter, weights: Sequence[float] | None = None
+) -> dict[str, Any]:
+    """The summary of per-size rows; with ``weights`` (parallel to the rows, a workload's) the weighted
+    geomean beside the plain one."""
     verdicts = Counter(r["verdict"] for r in rows)
     pct = [r["pct_ceiling"] for r in rows if r["pct_ceiling"] is not None]
+    weighted = {}
+    if is_weighted(weights):
+        weighted["weighted_geomean_score"] = _finite(weighted_geomean([r["score"] for r in rows], weights))
     return {
         "geomean_score": _finite(geomean([r["score"] for r in rows])),
+        **weighted,
         "pct_ceiling_median": _finite(float(np.median(pct))) if pct else None,
         "wins": verdicts["win"],
         "ties": verdicts["tie"],
@@ -254,8 +263,10 @@ def selection_document(
         if r["winner"] and r["winner"] not in kernels:
             kernels[r["winner"]] = params[r["winner"]]
     kernels = {k: v for k, v in kernels.items() if any(r["winner"] == k for r in rows)}
-    summary = summarise(rows, failures)
-    history = [*((previous or {}).get("convergence", {}).get("history", [])), summary["geomean_score"] or 0.0]
+    summary = summarise(rows, failures, cands.get("weights"))
+    # convergence follows what the run optimises: the workload-weighted geomean where there is a workload
+    progress = summary.get("weighted_geomean_score", summary["geomean_score"])
+    history = [*((previous or {}).get("convergence", {}).get("history", [])), progress or 0.0]
     measured = sorted(
         set(previous.get("measured", []) if previous else [])
         | set(params)

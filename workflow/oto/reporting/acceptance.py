@@ -96,20 +96,27 @@ def render_markdown(data: Mapping, deck_source: Mapping) -> str:
             f"{fmt(r['best_pct_theoretical'], '.1f')} | {fmt(r['median_pct_theoretical'], '.1f')} | "
             f"{fmt(r['median_pct_roofline'], '.1f')} |"
         )
+    weighted = any("weighted_geomean_score" in r for r in fin["libraries"])
     out += [
         "",
         "## Per library",
         "",
-        "| library | generations | converged | sizes | kernels | geomean speed-up | W/T/L | verdict |",
-        "|---|---|---|---|---|---|---|---|",
+        "| library | generations | converged | sizes | kernels | geomean speed-up | "
+        + ("workload-weighted | " if weighted else "")
+        + "W/T/L | verdict |",
+        "|---|---|---|---|---|---|---|---|" + ("---|" if weighted else ""),
     ]
     for r in fin["libraries"]:
         lib = libs[r["library"]]
         out.append(
             f"| {r['library']} | {len(lib['generations'])} | "
             f"{'yes' if lib['convergence'].get('converged') else 'no'} | {r['sizes']} | {r['kernels']} | "
-            f"{fmt(r['geomean_score'], '.3f', '×')} | {_wtl(r)} | {r['verdict']} |"
+            f"{fmt(r['geomean_score'], '.3f', '×')} | "
+            + (f"{fmt(r.get('weighted_geomean_score'), '.3f', '×')} | " if weighted else "")
+            + f"{_wtl(r)} | {r['verdict']} |"
         )
+    if data.get("workload"):
+        out += workload_markdown(data["workload"])
     out += [
         "",
         "## Most left to gain (furthest below their roofline)",
@@ -132,6 +139,53 @@ def render_markdown(data: Mapping, deck_source: Mapping) -> str:
     out += [failure_line(k, v, fin.get("failure_stages")) for k, v in fin["failures"].items()] or ["- none"]
     out.append("")
     return "\n".join(out)
+
+
+def _ms(us: float | None) -> str:
+    """Microseconds as ms, or as s from a second on (a workload's run can take minutes)."""
+    if us is None:
+        return "—"
+    return f"{us / 1e6:.3g} s" if abs(us) >= 1e6 else f"{us / 1000:.3g} ms"
+
+
+def workload_markdown(w: Mapping) -> list[str]:
+    """The workload's section: the time its calls take per run with the shipped floor and with this run's
+    winners, per library and in total, with the 95% interval of the time saved; then every GEMM the run does
+    not cover, with why."""
+    deck = w["deck"]
+    files = ", ".join(f"{f['path']} ({f['format']}, {f['calls']} calls)" for f in deck.get("files", []))
+    out = [
+        "",
+        "## Your workload: expected time saved",
+        "",
+        f"Workload: {files}. One run of all its calls that the tuned libraries serve, timed as this run "
+        "measured each size (the floor's time = the winner's × its score); the interval is each size's 95% "
+        "interval on its score, sizes and libraries combined as independent.",
+        "",
+        "| library | calls | with the floor | with the winners | saved | 95% interval | saved % |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    for r in [*w["libraries"], {"library": "**total**", **w["total"]}]:
+        lo, hi = r["saved_ci_us"]
+        share = r.get("saved_share")
+        out.append(
+            f"| {r['library']} | {r['calls']} | {_ms(r['time_before_us'])} | {_ms(r['time_after_us'])} | "
+            f"{_ms(r['saved_us'])} | {_ms(lo)} … {_ms(hi)} | "
+            f"{fmt(None if share is None else 100 * share, '.1f')} |"
+        )
+    if w["total"].get("calls_unmeasured"):
+        out.append(
+            f"\n{w['total']['calls_unmeasured']} calls are at sizes without a measured winner: not counted."
+        )
+    uncovered = deck.get("uncovered") or []
+    out += ["", f"Not covered by this run: {deck.get('calls_uncovered', 0)} calls.", ""]
+    out += [f"- {u['where']}: {u['gemm']} ({u['calls']} calls): {u['reason']}" for u in uncovered]
+    skipped = {k: v for f in deck.get("files", []) for k, v in (f.get("skipped") or {}).items()}
+    if skipped:
+        out.append(
+            "- other BLAS calls (not GEMMs), skipped: " + ", ".join(f"{k} {v}" for k, v in skipped.items())
+        )
+    return out
 
 
 def failure_line(kind: str, count: int, stages: Mapping | None) -> str:

@@ -270,6 +270,8 @@ def library_record(
             **_figures_input(final, roofline.rows(final)),
         }
         record["final"]["shipped_kernels"] = int(final.get("shipped_kernels") or 0)
+        if final.get("workload"):  # a workload's time in this library, before and after
+            record["final"]["workload"] = final["workload"]
         # final.yaml counts every generation's failures and its own measurement's: these are its own
         before = Counter(last.get("failures_cumulative") or {})
         after = {k: int(v) for k, v in ((final.get("summary") or {}).get("failures") or {}).items()}
@@ -383,7 +385,11 @@ def collect(
     backends = sorted({b for lib in libs if (b := lib["backend"])})
     package = config_block(config, "package") if config else {}
     arch = ceilings.get("arch") or config.get("arch") or results.name
+    workload = {}
+    if deck.get("workload"):  # what the run's workload calls, covered or not, and the time it saves
+        workload = {"workload": {"deck": deck["workload"], **figures.workload_rows(finals)}}
     return {
+        **workload,
         "arch": arch,
         "generated_at": datetime.now(UTC).strftime("%Y-%m-%d %H:%M:%S UTC"),
         "state": _state(libs),

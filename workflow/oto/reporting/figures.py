@@ -17,6 +17,7 @@ use ``ceiling_gflops`` and the file's ``pct_ceiling`` as they are.
 
 from __future__ import annotations
 
+import math
 from collections import Counter, defaultdict
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
@@ -167,6 +168,12 @@ def library_rows(libraries: Sequence[Mapping], tolerance: float) -> list[dict[st
                 "sizes": len(per),
                 "kernels": len(lib.get("kernels") or {}),
                 "geomean_score": finite(summary["geomean_score"]),
+                # a workload's: the geomean weighted by it (oto.deck.sources.weights_from_calls)
+                **(
+                    {"weighted_geomean_score": finite(s["weighted_geomean_score"])}
+                    if "weighted_geomean_score" in s
+                    else {}
+                ),
                 # the pages' roofline (with_roofline), like every other % of roofline they show
                 "pct_ceiling_median": _median(_pct(r) for r in per if finite(r.get("gflops")) is not None),
                 **counts,
@@ -269,3 +276,32 @@ def reference_phrase(deck_of: str, floor: Mapping[str, Any] | None) -> str:
         f"the floor of the shipped {floor.get('arch')} library ({floor.get('source')} {floor.get('path')}): "
         "at each size the solution its Matching table picks, the nearest shipped size"
     )
+
+
+def workload_rows(finals: Sequence[Mapping]) -> dict[str, Any]:
+    """The workload's expected time per run of all its calls, per library and in total: with the shipped
+    floor, with the winners, and the time saved with its 95% interval (libraries' intervals combined as
+    independent). From final.yaml's ``workload`` blocks (oto.measurement.finals.workload_time)."""
+    rows, before, after, half2 = [], 0.0, 0.0, 0.0
+    for f in finals:
+        w = f.get("workload")
+        if not w or not w.get("calls"):
+            continue
+        lo, hi = (finite(v) for v in w.get("saved_ci_us") or (None, None))
+        rows.append({"library": f["library"], **w})
+        before += finite(w["time_before_us"]) or 0.0
+        after += finite(w["time_after_us"]) or 0.0
+        if lo is not None and hi is not None:
+            half2 += ((hi - lo) / 2) ** 2
+    saved = before - after
+    half = math.sqrt(half2)
+    total = {
+        "calls": sum(int(r["calls"]) for r in rows),
+        "calls_unmeasured": sum(int(r.get("calls_unmeasured") or 0) for r in rows),
+        "time_before_us": before,
+        "time_after_us": after,
+        "saved_us": saved,
+        "saved_ci_us": [saved - half, saved + half],
+        "saved_share": saved / before if before > 0 else None,
+    }
+    return {"libraries": rows, "total": total}

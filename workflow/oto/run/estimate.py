@@ -89,6 +89,7 @@ class RunEstimate:
     generations: int
     jobs: dict[str, int]  # rule → jobs a fresh run has
     gpu_jobs: list[GpuJob] = field(default_factory=list)
+    workload: dict | None = None  # the deck's workload record (oto.deck.sources.workload_summary), if any
 
     @property
     def total_jobs(self) -> int:
@@ -119,17 +120,33 @@ def _mean_kernel_us(gpu, library, deck_lib, indices) -> float:
     """Mean model time of the shipped kernel over the given deck sizes (one vectorised call per kernel)."""
     import numpy as np
 
-    by_kernel: dict[int, list[int]] = {}
+    by_kernel: dict[int | str, list[int]] = {}
+    params: dict[int | str, dict] = {}
     for i in indices:
-        by_kernel.setdefault(int(deck_lib.shipped[i][0]), []).append(i)
+        if deck_lib.shipped[i] is not None:
+            pos = int(deck_lib.shipped[i][0])
+            by_kernel.setdefault(pos, []).append(i)
+            params[pos] = deck_lib.solutions[pos]["params"]
+    unshipped = [i for i in indices if deck_lib.shipped[i] is None]  # a workload's: the floor's kernel
+    for i, ref in deck_lib.references(unshipped).items() if unshipped else ():
+        if ref["id"] is not None:
+            by_kernel.setdefault(ref["id"], []).append(i)
+            params[ref["id"]] = ref["params"]
     total, count = 0.0, 0
-    for pos, idx in by_kernel.items():
+    for key, idx in by_kernel.items():
         m, n, b, k = np.asarray([deck_lib.sizes[i][:4] for i in idx], dtype=float).T
-        t = gpu.true_time_us(library.family, deck_lib.solutions[pos]["params"], m, n, b, k, library.pattern)
+        t = gpu.true_time_us(library.family, params[key], m, n, b, k, library.pattern)
         t = np.asarray(t, dtype=float)
         ok = np.isfinite(t) & (t > 0)
         total, count = total + float(t[ok].sum()), count + int(ok.sum())
     return total / count if count else 0.0
+
+
+def _references(deck_lib, indices) -> int:
+    """How many reference kernels race at these sizes: the shipped solutions there, and one for the sizes
+    with nothing shipped (a workload's; their floor's picks are mostly one kernel or a few)."""
+    shipped = {int(deck_lib.shipped[i][0]) for i in indices if deck_lib.shipped[i] is not None}
+    return len(shipped) + int(any(deck_lib.shipped[i] is None for i in indices))
 
 
 def _race(candidates: int, sizes: int, references: int, racing: Mapping, enabled: bool, reps: int):
@@ -148,7 +165,7 @@ def estimate_run(
     config: Mapping[str, Any], libraries: list[str], deck, profile: Mapping[str, Any]
 ) -> RunEstimate:
     """The run of ``libraries`` (a :class:`~oto.deck.model.Deck` holds their slices) under ``config``."""
-    from oto.deck.tuning_sizes import tuning_indices
+    from oto.deck.tuning_sizes import deck_tuning_indices
     from oto.gemm import Library
     from oto.hardware.simulated.performance import SimGPU
 
@@ -161,8 +178,8 @@ def estimate_run(
     for name in libraries:
         deck_lib = deck.libraries[name]
         library = Library.parse(name)
-        idx = tuning_indices(deck_lib.sizes, int(bench["tuning_sizes"]))
-        refs = len({int(deck_lib.shipped[i][0]) for i in idx})
+        idx = deck_tuning_indices(deck_lib, int(bench["tuning_sizes"]))
+        refs = _references(deck_lib, idx)
         kernel_us = _mean_kernel_us(gpu, library, deck_lib, idx)
         n, most, rounds = _race(cands, len(idx), refs, racing, enabled, int(bench["repetitions"]))
         for g in range(gens):
@@ -173,7 +190,7 @@ def estimate_run(
             )
         every = range(len(deck_lib.sizes))
         finalists = min(cands, max(2, math.ceil(len(idx) / SIZES_PER_FINALIST)))
-        refs_all = len({int(deck_lib.shipped[i][0]) for i in every})
+        refs_all = _references(deck_lib, every)
         n, most, rounds = _race(finalists, len(every), refs_all, racing, enabled, int(bench["repetitions"]))
         est.gpu_jobs.append(
             GpuJob(
@@ -202,10 +219,23 @@ def run_jobs(libraries: int, generations: int) -> dict[str, int]:
 
 def plan_estimate(plan, profile: Mapping[str, Any]) -> RunEstimate:
     """:func:`estimate_run` for a :class:`~oto.run.plan.Plan` (its config, libraries and deck source)."""
-    from oto.deck.sources import run_source
+    from oto.deck.sources import load_run_deck
 
-    deck = run_source(plan.deck).load(plan.libraries)
-    return estimate_run(plan.config, plan.libraries, deck, profile)
+    deck = load_run_deck(plan.deck, plan.libraries)[1]  # with its floor and workload, as the deck rule has it
+    est = estimate_run(plan.config, plan.libraries, deck, profile)
+    est.workload = deck.workload
+    return est
+
+
+def workload_lines(w: Mapping[str, Any]) -> list[str]:
+    """What ``oto plan`` says of a workload: the calls the run covers and every GEMM it does not, with why."""
+    called = sum(1 for c in w["calls_by_library"].values() if c)
+    head = (
+        f"Workload: {w['calls_covered']} calls in {called} of the {len(w['calls_by_library'])} libraries; "
+        f"{w['calls_uncovered']} calls not covered by this run"
+    )
+    rows = [f"  {u['where']}: {u['gemm']} ({u['calls']} calls): {u['reason']}" for u in w["uncovered"]]
+    return ["", head + (":" if rows else "."), *rows]
 
 
 def estimate_document(est: RunEstimate, backend: str, numbers: str, costs: Costs) -> dict[str, Any]:
@@ -359,6 +389,8 @@ def report(
             f"({est.total_jobs} jobs × {job_overhead_s:.1f} s + {fmt_duration(est.gpu_seconds(costs))} "
             f"in the backend: {costs.source}).",
         ]
+    if est.workload:
+        lines += workload_lines(est.workload)
     lines.append(
         "Estimates, not measurements: a library that converges early skips its later generations; the real "
         "GPU's races may stop sooner or later than the simulated ones the launch counts come from."
@@ -462,6 +494,7 @@ def main(argv: list[str] | None = None) -> int:
             },
             "backend": {"name": cls.name, "numbers": cls.numbers, "seconds": est.gpu_seconds(costs)},
             "job_seconds": {"value": overhead, "source": source},
+            **({"workload": est.workload} if est.workload else {}),
         }
         print(json.dumps(doc, indent=1))
         return 0

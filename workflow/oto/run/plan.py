@@ -14,7 +14,7 @@ from typing import Any
 from oto.config import ConfigError, validate_config
 from oto.deck.model import DeckError
 from oto.deck.shards import Shard, ShardError
-from oto.deck.sources import DeckConfigError, deck_settings, plan_floor, run_source
+from oto.deck.sources import DeckConfigError, deck_settings, plan_floor, plan_workload, run_source
 from oto.gemm import Library
 from oto.hardware.device_profile import DeviceProfileError, check_device_profile
 from oto.hardware.profile import ProfileError, load_profile, profile_path
@@ -153,6 +153,7 @@ def plan_run(
     try:  # a zero or negative size fails the dry-run, naming file and row, not finalize after a night
         deck_source.check(libraries)
         floor_path, floor_inputs = plan_floor(settings, libraries)
+        workload_inputs = plan_workload(settings)  # every line read now: a bad one fails the dry-run
     except DeckConfigError as exc:
         raise PlanError(str(exc)) from None
     except (DeckError, LogicFileError) as exc:
@@ -160,7 +161,9 @@ def plan_run(
     settings["path"] = project_path(deck_plan.path)
     if floor_path is not None:
         settings["floor"]["path"] = project_path(floor_path)
-    deck_inputs = list(dict.fromkeys([*deck_plan.files_for(), *floor_inputs]))
+    for entry in settings.get("workload", []):
+        entry["path"] = project_path(entry["path"])
+    deck_inputs = list(dict.fromkeys([*deck_plan.files_for(), *floor_inputs, *workload_inputs]))
     device_file = device_profile_path(cfg, profile, profile_file, source)
     if device_file != profile_file:
         profile, profile_file = load_profile(device_file), device_file

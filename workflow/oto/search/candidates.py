@@ -10,6 +10,7 @@ from typing import Any
 
 from oto.deck.model import LibraryDeck
 from oto.gemm import Library
+from oto.numbers import is_weighted
 from oto.registry.records import TOPUP
 from oto.tensile import legality
 from oto.tensile.params import CandidateError, candidate_id
@@ -120,7 +121,7 @@ def candidates_document(
                     "rationale": deck.reference_floor().note(deck),
                 }
                 kernels.append(by_id[kid])
-    return {
+    doc = {
         "library": deck.name,
         "generation": generation,
         "frozen": frozen,
@@ -131,3 +132,6 @@ def candidates_document(
         "kernels": kernels,
         "rejected": rejected,
     }
+    if is_weighted(deck.weights):  # a workload's: select aggregates the scores by them
+        doc["weights"] = [float(deck.weights[i]) for i in indices]
+    return doc

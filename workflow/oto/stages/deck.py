@@ -32,6 +32,14 @@ def run(
     }
     if floor is not None:  # absent: the deck's own shipped kernels, as in files written before floors
         provenance["floor"] = floor
+    if selected.workload is not None:  # nothing the workload calls is dropped silently
+        w = selected.workload
+        log.info(
+            "workload: %d calls covered by %d libraries, %d calls uncovered",
+            w["calls_covered"], len(w["calls_by_library"]), w["calls_uncovered"],
+        )  # fmt: skip
+        for u in w["uncovered"]:
+            log.warning("uncovered: %s: %s (%d calls): %s", u["where"], u["gemm"], u["calls"], u["reason"])
     write_deck_yaml(selected, out_deck, provenance)
     by_name = {Path(p).parent.name: Path(p) for p in out_slices}
     for name, lib in selected.libraries.items():

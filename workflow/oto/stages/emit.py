@@ -7,7 +7,7 @@ from collections.abc import Mapping
 from pathlib import Path
 
 from oto.deck.model import read_library_yaml
-from oto.deck.tuning_sizes import tuning_indices
+from oto.deck.tuning_sizes import deck_tuning_indices
 from oto.files import read_yaml, require, write_yaml
 from oto.measurement.knowledge import job_knowledge
 from oto.search.candidates import candidates_document
@@ -36,7 +36,7 @@ def run(
     generation = int(require(proposals, "generation", proposals_path, int))
     frozen = bool(proposals.get("frozen", False))
     deck = read_library_yaml(deck_path)
-    idx = tuning_indices(deck.sizes, int(config["benchmark"]["tuning_sizes"]))
+    idx = deck_tuning_indices(deck, int(config["benchmark"]["tuning_sizes"]))
     seen = set(read_yaml(previous_selection).get("measured", [])) if previous_selection is not None else set()
     sizes = [list(deck.sizes[i][:4]) for i in idx]
     know = None if frozen else job_knowledge(Path(results), deck.name, generation, sizes, profile, config)

@@ -51,4 +51,11 @@ def run(
         len(doc["per_size"]), len(doc["kernels"]), s["geomean_score"] or float("nan"), s["wins"], s["ties"],
         s["losses"],
     )  # fmt: skip
+    if "workload" in doc:
+        w = doc["workload"]
+        log.info(
+            "%s final: workload-weighted geomean %.3f; the workload's %d calls: %.1f us saved (95%% %.1f to "
+            "%.1f) of %.1f us", deck.name, s.get("weighted_geomean_score") or float("nan"), w["calls"],
+            w["saved_us"], *w["saved_ci_us"], w["time_before_us"],
+        )  # fmt: skip
     return doc

@@ -10,7 +10,7 @@ from pathlib import Path
 
 from oto.agent.proposals import frozen_proposals, generation_proposals, ledger_path
 from oto.deck.model import read_library_yaml
-from oto.deck.tuning_sizes import tuning_indices
+from oto.deck.tuning_sizes import deck_tuning_indices
 from oto.files import write_yaml
 from oto.measurement.knowledge import job_knowledge
 from oto.measurement.selection_file import read_selection
@@ -47,7 +47,7 @@ def run(
         write_yaml(out_proposals, doc)
         log.info("%s gen%d: frozen (%s)", deck.name, generation, doc["reason"])
         return doc
-    sizes = [deck.sizes[i] for i in tuning_indices(deck.sizes, int(config["benchmark"]["tuning_sizes"]))]
+    sizes = [deck.sizes[i] for i in deck_tuning_indices(deck, int(config["benchmark"]["tuning_sizes"]))]
     know = job_knowledge(Path(results), deck.name, generation, sizes, profile, config)
     if know is not None:
         log.info("%s gen%d: %s", deck.name, generation, know.summary())

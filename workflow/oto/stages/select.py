@@ -54,6 +54,9 @@ def run(
             s["geomean_score"] or float("nan"), s["wins"], s["ties"], s["losses"],
             doc["convergence"]["reason"],
         )  # fmt: skip
+        if "weighted_geomean_score" in s:
+            log.info("%s gen%d: workload-weighted geomean %.3f", name, generation,
+                     s["weighted_geomean_score"] or float("nan"))  # fmt: skip
     write_yaml(out_selection, doc)
     if out_registry is not None:
         write_job_file(out_registry, records)
