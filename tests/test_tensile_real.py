@@ -236,6 +236,26 @@ def test_backend_build_with_real_tensile(tensile_python, asm_cache, profile, tmp
     assert be.provenance()["tensile_version"].startswith("4.")
 
 
+@pytest.mark.slow
+def test_a_kernel_over_tensiles_vgpr_budget_is_a_register_overflow(
+    tensile_python, asm_cache, profile, tmp_path
+):
+    """DGEMM TT8x8 on an 8x8 workgroup: oto's VGPR lower bound (256) passes it, Tensile's assembly writer
+    needs more and refuses it ('total vgpr: 263 not in [0, 256]', its name without the ThreadTile the batch
+    shares); the backend says register_overflow in Tensile's words."""
+    lib = Library.parse("Cijk_Ailk_Bljk_DB")
+    base = dict(ThreadTile=[8, 8], DepthU=16, VectorWidth=1, PrefetchLocalRead=1, PrefetchGlobalRead=1)
+    ks = [
+        Kernel(candidate_id(p), p)
+        for p in (canonical({**base, "WorkGroup": wg}) for wg in ([8, 8, 1], [16, 8, 1]))
+    ]
+    assert legality.check(lib, ks[0].params, legality.Limits.from_profile(profile)).valid
+    be = TensileBackend(profile, {"python": tensile_python, "asm_cache": asm_cache}, "test")
+    res = be.build(Problem(lib, profile, problem_type(lib.name)), ks, tmp_path)
+    assert [r.status for r in res] == ["register_overflow", "ok"], res
+    assert "total vgpr" in res[0].reason and "not in [0, 256]" in res[0].reason
+
+
 # ---- packaging: our logic files build with real TensileCreateLibrary, for both labels ----
 
 

@@ -87,6 +87,8 @@ from oto.tensile.outputs import (
     parse_log,
     read_solutions,
     resource_reason,
+    solution_matches,
+    writer_failures,
 )
 
 log = logging.getLogger(__name__)
@@ -309,9 +311,11 @@ class TensileBackend:
         text = run.log_text()
         rejections, overflows = parse_log(text)
         codes = generation_errors(text)
+        failures = writer_failures(text)
         if yaml_path is not None and yaml_path.exists() and run.rc == 0:
             sols = read_solutions(yaml_path)
             column = match_solutions(sols, {k.id: k.params for k in batch})
+            built = {k.id: (k.params, sols[column[k.id]]) for k in batch if k.id in column}
             for k in batch:
                 if k.id in column:
                     bpe = _bytes_per_element(problem)
@@ -319,13 +323,13 @@ class TensileBackend:
                     res = {"lds_bytes": int(hit.get("LdsNumElements", 0)) * bpe} if bpe else {}
                     results[k.id] = BuildResult(k.id, "ok", "", res)
                 else:
-                    results[k.id] = _dropped(k, rejections, overflows, codes)
+                    results[k.id] = _dropped(k, rejections, overflows, codes, failures, built, run.log)
             return folder
         # Nothing left to benchmark: every kernel was rejected, or the kernel writer failed on the rest
         # (Tensile then stops with "No valid solutions found" before the client step).
-        if "0 valid solutions" in text or (codes and "No valid solutions found" in text):
+        if "0 valid solutions" in text or ((codes or failures) and "No valid solutions found" in text):
             for k in batch:
-                results[k.id] = _dropped(k, rejections, overflows, codes)
+                results[k.id] = _dropped(k, rejections, overflows, codes, failures, {}, run.log)
             return folder
         if len(batch) > 1:  # isolate the kernel that broke the run; the others still build
             half = len(batch) // 2
@@ -388,7 +392,7 @@ class TensileBackend:
         batch's solutions file (same order as the library's indices). Kernels not found, with the reason."""
         located: dict[str, _Located] = {}
         errors: list[str] = []
-        for folder in self._batch_folders(root, wanted):
+        for folder, order in self._batch_folders(root, wanted):
             data = sorted((folder / "out" / "1_BenchmarkProblems").glob("*_00/Data/00_Final.yaml"))
             try:
                 if not data:
@@ -401,28 +405,30 @@ class TensileBackend:
             except (ClientFilesError, ValueError) as exc:
                 errors.append(str(exc))
                 continue
-            # one to one: two ids never share a solution (Tensile merges what it resolves as one kernel)
-            column = match_solutions(sols, {k: plan.kernels[k].params for k in wanted if k not in located})
+            # one to one: two ids never share a solution (Tensile merges what it resolves as one kernel),
+            # given in the batch's fork order as build gave them: measure finds the kernel build said built
+            ids = [k for k in order if k in wanted] + [k for k in wanted if k not in order]
+            column = match_solutions(sols, {k: plan.kernels[k].params for k in ids if k not in located})
             for kid, j in column.items():
                 located[kid] = _Located(folder, ini, lib, doc, j)
         why = "; ".join(errors) or "Tensile did not benchmark this kernel (not in its solutions file)"
         return located, {kid: why for kid in wanted if kid not in located}
 
-    def _batch_folders(self, root: Path, wanted: list[str]) -> list[Path]:
-        """The build batches holding the wanted kernels (the build's manifest; else the folders build would
-        have used)."""
+    def _batch_folders(self, root: Path, wanted: list[str]) -> list[tuple[Path, list[str]]]:
+        """The build batches holding the wanted kernels, each with its kernels in fork order (the build's
+        manifest; else the folders build would have used)."""
         manifest = root / "batches.yaml"
         left, folders = set(wanted), []
         if manifest.exists():
             for b in (yaml.safe_load(manifest.read_text()) or {}).get("batches", []):
                 if left & set(b.get("kernels", [])):
-                    folders.append(root / str(b["folder"]))
+                    folders.append((root / str(b["folder"]), [str(k) for k in b["kernels"]]))
                     left -= set(b["kernels"])
         rest = sorted(left)
         size = self.settings.batch_size
-        folders += [
-            self._folder(root, [Kernel(k, {}) for k in rest[i : i + size]]) for i in range(0, len(rest), size)
-        ]
+        for i in range(0, len(rest), size):
+            part = rest[i : i + size]
+            folders.append((self._folder(root, [Kernel(k, {}) for k in part]), part))
         return folders
 
     def _problem_blocks(
@@ -598,22 +604,38 @@ def _bytes_per_element(problem: Problem) -> int:
         return 0
 
 
-def _dropped(k: Kernel, rejections, overflows, codes: list[int]) -> BuildResult:
-    """Why a kernel of a finished run is not in Tensile's solutions file."""
+def _dropped(
+    k: Kernel,
+    rejections,
+    overflows,
+    codes: list[int],
+    failures=(),
+    built: Mapping[str, tuple[Mapping[str, Any], Mapping[str, Any]]] | None = None,
+    log: Path | None = None,
+) -> BuildResult:
+    """Why a kernel of a finished run is not in Tensile's solutions file, in Tensile's own words: the kernel
+    writer's named failures and overflows, ``reject:`` reasons, the nameless writer errors; ``built`` (id ->
+    (params, the solution it became)) tells a kernel Tensile merged into another of the batch."""
     for name, code, msg in overflows:
         if name_matches(name, k.params):
             return BuildResult(
                 k.id, "register_overflow", f"Tensile: overflowed resources, errorCode={code}: {msg}"
             )
+    for name, status, msg in failures:
+        if name_matches(name, k.params):
+            return BuildResult(k.id, status, f"Tensile's kernel writer: {msg}")
     for name, reasons in rejections:
         if name_matches(name, k.params):
             return BuildResult(k.id, "rejected", "Tensile: " + "; ".join(reasons or ["rejected"]))
     if codes:  # accepted by SolutionStructs, then the kernel writer gave up (the log names no kernel)
         return BuildResult(k.id, "register_overflow", resource_reason(codes))
+    for other, (params, solution) in (built or {}).items():
+        if other != k.id and solution_matches(solution, k.params) and solution_matches(solution, params):
+            return BuildResult(
+                k.id, "rejected", f"Tensile built it as the same kernel as {other} of this batch"
+            )
     every = sorted({r for _, rs in rejections for r in rs})
-    reason = "Tensile dropped it: not in the solutions file"
+    reason = "Tensile left it out of its solutions file and its log names no reason"
     if every:
-        reason += " (reasons in this batch: " + "; ".join(every) + ")"
-    else:
-        reason += " (Tensile built it as the same kernel as another of this batch)"
-    return BuildResult(k.id, "rejected", reason)
+        reason += " (reasons it gave for others of this batch: " + "; ".join(every) + ")"
+    return BuildResult(k.id, "compile_error", reason + (f"; log {log}" if log else ""))
