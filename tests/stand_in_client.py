@@ -20,6 +20,10 @@ Tensile's min naming leaves out what a batch shares, so a name may carry neither
 in its name: 16 fails validation, -1; 32: the client crashes on it, rc 139, the row of that problem is never
 written; 64: it hangs once, until killed or $STAND_IN_CLIENT_HANG_S seconds, default 3600; none with
 $STAND_IN_CLIENT_NO_FATES) or from the regular expression in $STAND_IN_CLIENT_INVALID (-1).
+With $STAND_IN_CLIENT_RESET (a regular expression) the client plays a GPU reset on the solutions it matches:
+when it reaches one, it appends a line to $STAND_IN_CLIENT_RESET_COUNT (if set) and kills its whole process
+group and its caller's (when the caller leads its own group: a job started in its own session), as a reset
+that takes the desktop session down does.
 $STAND_IN_CLIENT_LOG names a file that gets one line per timed cell (run, problem, solution name), the
 order the client really ran them in. With $STAND_IN_CLIENT_GPU_METRICS the client plays an APU whose clock
 drops 150 MHz per call from 1800 MHz: at start it writes that clock to the named file as a gpu_metrics v2.2
@@ -29,6 +33,7 @@ $STAND_IN_CLIENT_GPU_METRICS_VANISH the file is then removed, as if the driver w
 
 import os
 import re
+import signal
 import sys
 import time
 from pathlib import Path
@@ -72,6 +77,7 @@ def main(argv):
     kind = get.get("a-type", "Float")
     rate = {"Double": 1 / 16, "ComplexDouble": 1 / 16, "Half": 2.0}.get(kind, 1.0)
     invalid = os.environ.get("STAND_IN_CLIENT_INVALID")
+    reset = os.environ.get("STAND_IN_CLIENT_RESET")
     trace = os.environ.get("STAND_IN_CLIENT_LOG")
     clock = NOMINAL_MHZ
     metrics = os.environ.get("STAND_IN_CLIENT_GPU_METRICS")
@@ -133,6 +139,8 @@ def main(argv):
                 vals = []
                 for sol in solutions:
                     name = sol["name"]
+                    if reset and re.search(reset, name):
+                        gpu_reset(name)
                     fate, value = gflops(sol)
                     if fate == "crash":
                         return 139  # this problem's row is never written
@@ -158,6 +166,18 @@ def main(argv):
                 fh.write(", ".join(str(x) for x in row) + "\n")
                 fh.flush()
     return 0
+
+
+def gpu_reset(name):
+    """The GPU goes down on this kernel: the client and the job that called it die (SIGKILL)."""
+    count = os.environ.get("STAND_IN_CLIENT_RESET_COUNT")
+    if count:
+        with open(count, "a") as fh:
+            fh.write(name + "\n")
+    caller = os.getppid()
+    if os.getpgid(caller) == caller:  # never a group the caller merely belongs to (the test runner's)
+        os.killpg(caller, signal.SIGKILL)
+    os.killpg(os.getpgid(0), signal.SIGKILL)
 
 
 if __name__ == "__main__":

@@ -55,6 +55,8 @@ def backend(profile, tmp_path, **extra):
     cfg = {
         "command": [sys.executable, str(FAKE)],
         "asm_cache": str(tmp_path / "cache" / "asm.yaml"),
+        "journal": str(tmp_path / "gpu-journal"),
+        "quarantine": str(tmp_path / "registry" / "quarantine.jsonl"),
         "prebuilt_client": str(client),
         "batch_size": 8,
         "timeout_s": 20,

@@ -357,6 +357,8 @@ def test_backend_measure_path_with_real_tensile(tensile_python, asm_cache, profi
         "asm_cache": asm_cache,
         "prebuilt_client": str(client),
         "telemetry": {"source": "none"},
+        "journal": str(tmp_path / "gpu-journal"),
+        "quarantine": str(tmp_path / "quarantine.jsonl"),
     }
     be = TensileBackend(profile, cfg, "test")
     prob = Problem(lib, profile, problem_type(lib.name))

@@ -24,7 +24,8 @@ if TYPE_CHECKING:
 BUILD_OK = "ok"
 BUILD_CLASSES = ("ok", "rejected", "compile_error", "register_overflow")
 SAMPLE_OK = "ok"
-SAMPLE_CLASSES = ("ok", "validation_failed", "timeout", "crash", "too_large")
+# gpu_reset: a kernel quarantined by the GPU-reset journal (oto.registry.gpu_journal), never launched
+SAMPLE_CLASSES = ("ok", "validation_failed", "timeout", "crash", "too_large", "gpu_reset")
 
 # Whose order the samples' ``seq`` follows: the plan's (the backend ran the launches as listed) or the order
 # the backend reports it really ran them in (Tensile's client: problem after problem, every solution of a

@@ -59,6 +59,7 @@ from oto.backends.base import BuildResult, Capabilities, Costs, Kernel, MeasureP
 from oto.backends.sweeps import plan_sweeps, roles_of
 from oto.hardware.detect import detect_gpu
 from oto.hardware.telemetry import Sampler, TelemetrySettings, find_source, summarise
+from oto.registry.gpu_journal import GPU_RESET, GpuJournal, InFlight, Quarantine
 from oto.tensile.benchmark_config import APU_GLOBAL_PARAMETERS, benchmark_config
 from oto.tensile.client import (
     ClientFilesError,
@@ -132,6 +133,7 @@ class TensileBackend:
         self.launch_timeout_us = self.settings.timeout_s * 1e6  # one invocation runs many launches
         self._probe: dict[str, Any] | None = None
         self._source: tuple[Any, str] | None = None
+        self._journal: GpuJournal | None = None
 
     @classmethod
     def from_config(
@@ -214,6 +216,37 @@ class TensileBackend:
             "capabilities": self.capabilities.as_dict(),
             "telemetry": self.telemetry_why,
         }
+
+    # -- the GPU-reset journal (oto.registry.gpu_journal)
+    def journal(self) -> GpuJournal:
+        """This machine's journal of client calls in flight and its quarantine, keyed by the GPU the calls
+        run on (its physical arch as the driver reports it, else the profile's)."""
+        if self._journal is None:
+            device = detect_gpu()["physical"] or str(self.profile["arch"])
+            self._journal = GpuJournal(
+                self.settings.journal, device, Quarantine(self.settings.quarantine), str(self.profile["arch"])
+            )
+        return self._journal
+
+    def _probe_alone(self, entry: InFlight, kernel: Mapping[str, Any]) -> None:
+        """Run one kernel of a dead client call alone, from that call's own files (its library holds the
+        kernel's solution; its ini the problems): one sweep, the result discarded."""
+        folder = Path(entry.context["folder"])
+        lib_path = Path(entry.context["library_file"])
+        doc = load_library(lib_path)
+        library, _ = compose_library([(doc, int(kernel["solution"]), lib_path)])
+        probe = folder / f"probe-{kernel['id']}"
+        probe.mkdir(parents=True, exist_ok=True)
+        write_library(library, probe / lib_path.name)
+        base = ClientIni.read(folder / "ClientParameters.ini")
+        results = probe / "results.csv"
+        (probe / "ClientParameters.ini").write_text(
+            compose_ini(base, probe / lib_path.name, base.values("code-object"), results, base.problems(), 1)
+        )
+        ini = probe / "ClientParameters.ini"
+        run = run_call(self.settings.prebuilt_client, ini, results, self.settings.timeout_s)
+        if run.rc != 0:
+            raise RuntimeError(f"client rc {run.rc}{' (timed out)' if run.timed_out else ''}; log {run.log}")
 
     # -- one Tensile invocation
     def _invoke(self, folder: Path, config: Mapping[str, Any], client: str, step: str) -> Run:
@@ -364,17 +397,27 @@ class TensileBackend:
         for kid in wanted:
             if kid not in plan.kernels:
                 raise ValueError(f"launch names kernel {kid!r} that the plan does not list")
+        # A call left in flight by a process that died (a GPU reset took the job down) is settled first:
+        # its kernels run alone, and the one that takes the GPU down is quarantined on this device.
+        journal = self.journal()
+        for note in journal.recover({"tensile_client": self._probe_alone}):
+            log.warning("GPU-reset journal: %s", note)
+        banned = {
+            kid: why for (lib, kid), why in journal.quarantined().items() if lib == problem.library.name
+        }
         sizes = [tuple(s.as_list() if isinstance(s, Size) else list(s)) for s in plan.sizes]
-        located, missing = self._client_solutions(root, plan, wanted)
+        located, missing = self._client_solutions(root, plan, [k for k in wanted if k not in banned])
         blocks, why_blocks = self._problem_blocks(problem, root, located, sizes)
         roles = roles_of(launches)
-        out = _MeasureRun(self, root, sizes, roles)
+        out = _MeasureRun(self, root, sizes, roles, problem.library.name)
         for group in _call_groups(plan_sweeps(launches, f"{self.stream}:{len(sizes)}"), self.sweeps_per_call):
             first = group[0]
             reps = [sw.rep for sw in group]
             for p in first.problems:
                 for k in first.solutions:
-                    if k in missing or why_blocks:
+                    if k in banned:
+                        out.fail_cells([(k, p, r) for r in reps], GPU_RESET, f"quarantined: {banned[k]}")
+                    elif k in missing or why_blocks:
                         out.fail_cells([(k, p, r) for r in reps], "crash", missing.get(k) or why_blocks)
             sols = [k for k in first.solutions if k in located]
             if sols and not why_blocks:
@@ -410,7 +453,7 @@ class TensileBackend:
             ids = [k for k in order if k in wanted] + [k for k in wanted if k not in order]
             column = match_solutions(sols, {k: plan.kernels[k].params for k in ids if k not in located})
             for kid, j in column.items():
-                located[kid] = _Located(folder, ini, lib, doc, j)
+                located[kid] = _Located(folder, ini, lib, doc, j, plan.kernels[kid].params)
         why = "; ".join(errors) or "Tensile did not benchmark this kernel (not in its solutions file)"
         return located, {kid: why for kid in wanted if kid not in located}
 
@@ -470,6 +513,7 @@ class _Located:
     library: Path  # its benchmark library
     doc: dict  # the library, loaded
     index: int  # the kernel's solution index in it
+    params: Mapping[str, Any]  # the kernel's parameters (the journal records them)
 
 
 def _call_groups(sweeps: list, per_call: int) -> list[list]:
@@ -494,8 +538,8 @@ class _MeasureRun:
     """The samples of one ``measure``: client calls in the order they ran, each a sweep, each launch a sample
     with its real position, its sweep and the sweep's telemetry."""
 
-    def __init__(self, backend: TensileBackend, root: Path, sizes: list, roles: dict):
-        self.be, self.root, self.sizes, self.roles = backend, root, sizes, roles
+    def __init__(self, backend: TensileBackend, root: Path, sizes: list, roles: dict, library: str):
+        self.be, self.root, self.sizes, self.roles, self.library = backend, root, sizes, roles, library
         self.samples: list[Sample] = []
         self.calls = root / "client"
         self.calls.mkdir(parents=True, exist_ok=True)
@@ -557,7 +601,13 @@ class _MeasureRun:
             compose_ini(base, lib_path, code_objects, results, [blocks[s] for s in sizes], len(reps))
         )
         sampler = be.sampler()
-        run = run_call(be.settings.prebuilt_client, ini, results, be.settings.timeout_s, sampler)
+        in_flight = [
+            {"id": k, "library": self.library, "params": located[k].params, "solution": j}
+            for j, k in enumerate(sols)
+        ]
+        context = {"folder": str(folder), "library_file": str(lib_path), "sizes": [list(s) for s in sizes]}
+        with be.journal().call("tensile_client", in_flight, context):  # durable before the GPU sees it
+            run = run_call(be.settings.prebuilt_client, ini, results, be.settings.timeout_s, sampler)
         tele = summarise(sampler.log, run.started, run.ended, be.nominal_mhz, be.telemetry_why)
         got = read_call(run, names, sizes, len(reps))
         sweep = self.sweep_id
