@@ -499,3 +499,33 @@ def test_tensile_create_library_reads_past_the_provenance_header(tensile_python,
         )
         built[name] = {p.name: p.read_bytes() for p in sorted(out.glob("*.dat"))}
     assert built["marked"] and built["marked"] == built["bare"]
+
+
+# ---- the upstream kit through TensileCreateLibrary as rocBLAS's build runs it ----
+
+
+@pytest.mark.slow
+def test_the_upstream_kit_builds_with_tensile_create_library_as_rocblas_builds(
+    tensile_python, profile, tmp_path
+):
+    """``oto upstream``'s folder (library/src/blas3/Tensile/Logic/asm_full/gfx90c/) through
+    TensileCreateLibrary with rocBLAS's build options (merged files, separate architectures, lazy loading,
+    msgpack, long names): rc 0, the lazy gfx90c library and its children, equal to oto's own writer for the
+    same logic files."""
+    from oto.rocblas.upstream import ROCBLAS_LOGIC, check_with_tensile, write_kit
+    from test_upstream_kit import COMPARE, VERIFY, results_folder
+
+    kit = tmp_path / "kit"
+    write_kit(results_folder(tmp_path), profile, kit, VERIFY, COMPARE)
+    res = check_with_tensile(kit, profile, {"python": tensile_python}, tmp_path / "build", jobs=2)
+    assert res["rc"] == 0, Path(res["log"]).read_text()[-3000:]
+    assert "--lazy-library-loading" in res["command"] and "--no-short-file-names" in res["command"]
+    assert "TensileLibrary_lazy_gfx90c.dat" in res["files"]
+    assert any(f.endswith(("_gfx90c.co", "_gfx90c.hsaco")) for f in res["files"])  # the kernels, built
+    logic = sorted((kit / ROCBLAS_LOGIC / "gfx90c").glob("*.yaml"))
+    parent, children = build_master_library(logic, arch="gfx90c", lazy=True)
+    for stem, state in {"TensileLibrary_lazy_gfx90c": parent, **children}.items():
+        real = msgpack.unpackb(
+            (tmp_path / "build" / "library" / f"{stem}.dat").read_bytes(), strict_map_key=False
+        )
+        assert real == json.loads(json.dumps(state)), stem

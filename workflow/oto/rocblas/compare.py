@@ -141,3 +141,17 @@ def family_summary(
             "failed": failed,
         }
     return out
+
+
+def compare_document(
+    summaries: Mapping[str, Mapping[str, Any]], arm: str, samples: pd.DataFrame, client: Mapping[str, Any]
+) -> dict[str, Any]:
+    """compare's results as one document (``compare.yaml``): the kind of numbers (from the samples), the
+    client, and ``arm``'s :func:`family_summary` against each baseline (``summaries``: baseline -> it)."""
+    numbers = sorted(set(samples["numbers"])) if len(samples) else [str(client.get("numbers", "unknown"))]
+    return {
+        "numbers": numbers[0] if len(numbers) == 1 else "+".join(numbers),
+        "client": dict(client),
+        "arm": arm,
+        "against": {k: dict(v) for k, v in summaries.items()},
+    }

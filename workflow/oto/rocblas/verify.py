@@ -169,3 +169,19 @@ def decide(
         winners[i] = replacement
         changes.append(Change(i, winner, replacement, how, failing[winner]))
     return Decision(library, winners, changes, failing, verified, sorted(set(unverified)), counts)
+
+
+def verify_document(
+    rows: Sequence[VerifyRow], decisions: Sequence[Decision], client: Mapping[str, Any]
+) -> dict[str, Any]:
+    """verify's results as one document (``verify.yaml``): the kind of numbers, the client, and per library
+    the decision (counts, kernels taken out, what replaced them) and every size's row."""
+    numbers = sorted({r.numbers for r in rows}) or [str(client.get("numbers", "unknown"))]
+    return {
+        "numbers": numbers[0] if len(numbers) == 1 else "+".join(numbers),
+        "client": dict(client),
+        "libraries": {
+            d.library: {**d.as_dict(), "rows": [r.as_dict() for r in rows if r.library == d.library]}
+            for d in decisions
+        },
+    }
