@@ -124,7 +124,7 @@ def _sha(data: bytes) -> str:
 
 def _registry_members(spec: BundleSpec) -> tuple[list[Member], dict[str, int], list[str], set[str], set[str]]:
     members, counts, problems, numbers, tensile = [], {}, [], set(), set()
-    quarantined = Quarantine(spec.results / "registry" / "quarantine.jsonl").records()
+    quarantined = Quarantine(spec.results / "registry" / "quarantine.jsonl").kernel_records()
     for lib in spec.libraries:
         files = sorted(
             (spec.results / lib).glob("gen*/registry.jsonl"), key=lambda p: int(p.parent.name[3:] or 0)

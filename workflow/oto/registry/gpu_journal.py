@@ -30,6 +30,7 @@ import contextlib
 import fcntl
 import json
 import os
+import re
 import time
 import uuid
 from collections.abc import Callable, Iterator, Mapping, Sequence
@@ -41,6 +42,7 @@ from oto.gemm import FamilyCodeError, Library
 from oto.registry.records import COLUMNS, size_key
 
 GPU_RESET = "gpu_reset"
+KERNEL_ID = re.compile(r"^k[0-9a-f]{12}$")  # oto.tensile.params.candidate_id
 
 
 def boot_id() -> str:
@@ -163,6 +165,11 @@ class Quarantine:
                 if isinstance(rec, dict) and rec.get("status") == GPU_RESET:
                     out.append(rec)
         return out
+
+    def kernel_records(self) -> list[dict[str, Any]]:
+        """The records that name a kernel by its id (a rocBLAS client call of an installation whose kernel at
+        the size nobody named is quarantined under ``<arm>@<size>``: useful on this machine only)."""
+        return [r for r in self.records() if KERNEL_ID.match(str(r.get("kernel_id")))]
 
     def entries(self) -> list[Quarantined]:
         out = []
