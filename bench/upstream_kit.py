@@ -10,8 +10,10 @@ options (merged files, separate architectures, lazy loading, msgpack, long names
 2. with ``--patched-python``: a Tensile with the kit's ``patches/ROCm-Tensile.patch`` applied, run as plain
    ``TensileCreateLibrary`` (no registration): the patch alone must make it take the kit.
 
-Each built ``.dat`` is compared field by field with oto's own writer for the kit's logic files. Prints one
-row per build: logic files, solutions, rc, seconds, files built, .dat files compared, disagreements.
+Each built ``.dat`` is compared field by field with oto's own writer for the kit's logic files (for the
+plain build with solutions named: it numbers them in the file system's order of the logic files, which oto's
+runtime script sorts). Prints one row per build: logic files, solutions, rc, seconds, files built, .dat files
+compared, disagreements.
 
     python bench/upstream_kit.py --run /tmp/oto-conformance-x/sim/oto [--families DB SB] [--patched-python P]
 """
@@ -38,7 +40,35 @@ from oto.tensile.native_library import build_master_library  # noqa: E402
 from tensile_conformance import diff  # noqa: E402
 
 
-def compare_dats(logic: list[Path], arch: str, built: Path) -> tuple[int, list[str]]:
+def named(doc):
+    """A library with every solution index replaced by the solution's name, every mapping's keys and every
+    Matching table's rows sorted: plain TensileCreateLibrary takes the logic files in the file system's
+    order (oto's runtime script sorts them), which numbers the solutions and orders rows of the same size
+    from several files, so two builds of the same files compare by name and size."""
+    names = {int(s["index"]): s["name"] for s in doc.get("solutions", [])}
+
+    def walk(x, parent_key=""):
+        if isinstance(x, dict):
+            out = {}
+            for k, v in x.items():
+                if k == "index" and parent_key in ("table", "library", "solutions") and isinstance(v, int):
+                    out[k] = names.get(v, v)
+                else:
+                    out[k] = walk(v, k)
+            return out
+        if isinstance(x, list):
+            items = [walk(v, parent_key) for v in x]
+            if parent_key == "table":  # rows of one key from several files: their order is the files' order
+                items.sort(key=lambda r: json.dumps([r.get("key"), r.get("index"), r.get("speed")]))
+            return items
+        return x
+
+    doc = walk(doc)
+    doc["solutions"] = sorted(doc.get("solutions", []), key=lambda s: str(s["index"]))
+    return json.loads(json.dumps(doc, sort_keys=True))
+
+
+def compare_dats(logic: list[Path], arch: str, built: Path, by_name: bool = False) -> tuple[int, list[str]]:
     parent, children = build_master_library(logic, arch=arch, lazy=True)
     ours = {f"TensileLibrary_lazy_{arch}": parent, **children}
     issues = []
@@ -48,7 +78,10 @@ def compare_dats(logic: list[Path], arch: str, built: Path) -> tuple[int, list[s
             issues.append(f"{stem}.dat: only in oto")
             continue
         real = msgpack.unpackb(path.read_bytes(), strict_map_key=False)
-        issues += [f"{stem}.dat{d}" for d in diff(json.loads(json.dumps(state)), real)]
+        mine = json.loads(json.dumps(state))
+        if by_name:
+            mine, real = named(mine), named(real)
+        issues += [f"{stem}.dat{d}" for d in diff(mine, real)]
     return len(ours), issues
 
 
@@ -110,7 +143,8 @@ def main() -> int:
         else:
             res = plain_tcl(py, kit_dir, arch, out, args.jobs)
         seconds = time.monotonic() - t0
-        compared, issues = compare_dats(logic, arch, out) if res["rc"] == 0 else (0, ["TCL failed"])
+        by_name = "registration" not in what
+        compared, issues = compare_dats(logic, arch, out, by_name) if res["rc"] == 0 else (0, ["TCL failed"])
         rows.append((what, res["rc"], seconds, len(res["files"]), compared, issues, res["log"]))
     print("| build | logic files | solutions | rc | seconds | files built | .dat compared | disagreements |")
     print("|---|---|---|---|---|---|---|---|")
