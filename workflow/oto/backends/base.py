@@ -34,6 +34,10 @@ LAUNCH_ORDERS = ("plan", "reported")
 # Clock readings that come with the samples: one per launch, one per sweep (every launch of a sweep shares the
 # clock its observer saw during the sweep), or none.
 CLOCK_TELEMETRY = ("per_launch", "per_sweep", "none")
+# What answers rocBLAS's own clients (rocblas-bench) for verify and compare (oto.rocblas.clients): the real
+# binary on the backend's GPU, the backend's own model of the GPU through the same interface, or nothing (the
+# rules then write why they were skipped).
+ROCBLAS_CLIENTS = ("binary", "model", "none")
 
 
 @dataclass(frozen=True)
@@ -163,6 +167,7 @@ class Backend(Protocol):
     launch_timeout_us: float  # no launch takes longer: a reported time above it is a bad timing
 
     capabilities: Capabilities
+    rocblas_client: str  # one of ROCBLAS_CLIENTS
 
     @classmethod
     def from_config(cls, config: Mapping[str, Any], profile: Mapping[str, Any], stream: str) -> Backend:

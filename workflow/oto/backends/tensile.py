@@ -122,6 +122,7 @@ def _locked(path: Path) -> Iterator[None]:
 class TensileBackend:
     name = "tensile"
     numbers = "measured"
+    rocblas_client = "binary"  # rocBLAS's rocblas-bench on the GPU Tensile's client runs on (verify, compare)
     # the real GPU is what it is: its name and donor reach Tensile, the nominal clock scales telemetry
     PROFILE_FIELDS = (*REGISTRATION_FIELDS, "clock_mhz")
 

@@ -31,6 +31,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
+from oto.backends import backend_type
 from oto.backends.base import Kernel, Launch, MeasurePlan, Problem
 from oto.backends.sim import SimBackend
 from oto.config import config_defaults
@@ -66,6 +67,7 @@ class Arm:
     env: Mapping[str, str] = field(default_factory=dict)  # e.g. HSA_OVERRIDE_GFX_VERSION for the spoof
     kernels: Mapping[tuple[str, Size], str] = field(default_factory=dict)  # (library, size) -> kernel id
     params: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)  # kernel id -> parameters
+    bench: str | None = None  # its own rocblas-bench (another ROCm's: the upstream path); None: the runner's
 
     def kernel(self, library: str, size: Size) -> str:
         """The kernel this arm runs for ``library`` at ``size``; '' when nobody said."""
@@ -100,6 +102,10 @@ class ClientRunner(Protocol):
     numbers: str  # measured | simulated
 
     def run(self, arm: Arm, library: str, size: Size, verify: bool) -> ClientResult: ...
+
+    def run_calls(self, calls: Sequence[tuple[Arm, str, Size]], verify: bool) -> list[ClientResult]:
+        """The calls ``(arm, library, size)`` in this order, one result each."""
+        ...
 
     def provenance(self) -> dict[str, Any]: ...
 
@@ -209,6 +215,9 @@ class RocblasBenchRunner:
             fh.write(f"\n# oto: rc={rc} timed_out={timed_out} seconds={seconds:.1f}\n")
         return rc, seconds, timed_out
 
+    def run_calls(self, calls: Sequence[tuple[Arm, str, Size]], verify: bool) -> list[ClientResult]:
+        return [self.run(arm, library, size, verify) for arm, library, size in calls]  # each its own process
+
     def run(self, arm: Arm, library: str, size: Size, verify: bool) -> ClientResult:
         size = tuple(int(x) for x in size)  # type: ignore[assignment]
         kid = arm.kernel(library, size)
@@ -229,7 +238,7 @@ class RocblasBenchRunner:
             self.folder
             / f"call-{self._calls:04d}-{arm.name}-{library}-{size_key(size).replace(',', 'x')}.log"
         )
-        cmd = [self.bench, *args]
+        cmd = [arm.bench or self.bench, *args]
         env = arm.environment()
         context = {"command": cmd, "env": env, "sizes": [list(size)], "arm": arm.name}
         in_flight = [{"id": kid or f"{arm.name}@{size_key(size)}", "library": library}]
@@ -299,28 +308,66 @@ class SimulatedClientRunner:
         return []  # nothing in flight on a simulated GPU
 
     def run(self, arm: Arm, library: str, size: Size, verify: bool) -> ClientResult:
-        size = tuple(int(x) for x in size)  # type: ignore[assignment]
-        kid = arm.kernel(library, size)
+        return self.run_calls([(arm, library, size)], verify)[0]
 
-        def result(status: str, reason: str, **kw: Any) -> ClientResult:
-            fields = {"time_us": math.nan, "gflops": math.nan, "norm_error": None, **kw}
-            return ClientResult(arm.name, library, size, status, reason=reason, numbers=self.numbers,
-                                kernel_id=kid, **fields)  # fmt: skip
+    def run_calls(self, calls: Sequence[tuple[Arm, str, Size]], verify: bool) -> list[ClientResult]:
+        """The calls in order on one virtual clock: each library's calls are one plan of the simulated GPU
+        (``cold_iters`` + ``iters`` launches per call, in the calls' order), so a batch costs what one
+        measurement costs, and its drift is the drift between the calls."""
+        results: list[ClientResult | None] = [None] * len(calls)
+        by_library: dict[str, list[int]] = {}
+        for j, (arm, library, size) in enumerate(calls):
+            size = tuple(int(x) for x in size)  # type: ignore[assignment]
+            kid = arm.kernel(library, size)
+            args = bench_arguments(library, size, verify, self.iters, self.cold_iters)
+            why = args if isinstance(args, str) else ""
+            if not why and (not kid or kid not in arm.params):
+                why = f"arm {arm.name!r} names no kernel for {library} at {list(size)}"
+            if why:
+                nan = math.nan
+                results[j] = ClientResult(arm.name, library, size, "unsupported", nan, nan, None, why,
+                                          self.numbers, kid)  # fmt: skip
+            else:
+                by_library.setdefault(library, []).append(j)
+        for library, js in by_library.items():
+            for j, res in zip(js, self._measure(library, [calls[j] for j in js], verify), strict=True):
+                results[j] = res
+        return results  # type: ignore[return-value]
 
-        args = bench_arguments(library, size, verify, self.iters, self.cold_iters)
-        if isinstance(args, str):
-            return result("unsupported", args)
-        if not kid or kid not in arm.params:
-            return result("unsupported", f"arm {arm.name!r} names no kernel for {library} at {list(size)}")
+    def _measure(
+        self, library: str, calls: Sequence[tuple[Arm, str, Size]], verify: bool
+    ) -> list[ClientResult]:
         lib = Library.parse(library)
         problem = Problem(lib, self.profile, {})
         runs = self.cold_iters + self.iters
-        plan = MeasurePlan(
-            {kid: Kernel(kid, dict(arm.params[kid]))},
-            [list(size)],
-            [Launch(kid, "candidate", 0, r) for r in range(runs)],
-        )
-        samples = self.backend.measure(problem, plan, Path("."))
+        sizes: dict[Size, int] = {}
+        kernels: dict[str, Kernel] = {}
+        launches = []
+        for j, (arm, _, size) in enumerate(calls):
+            size = tuple(int(x) for x in size)  # type: ignore[assignment]
+            kid = arm.kernel(library, size)
+            kernels.setdefault(kid, Kernel(kid, dict(arm.params[kid])))
+            si = sizes.setdefault(size, len(sizes))
+            launches += [Launch(kid, "candidate", si, j * runs + r) for r in range(runs)]
+        plan = MeasurePlan(kernels, [list(s) for s in sizes], launches)
+        by_cell = {
+            (s.kernel_id, s.size_index, s.rep): s for s in self.backend.measure(problem, plan, Path("."))
+        }
+        out = []
+        for j, (arm, _, size) in enumerate(calls):
+            size = tuple(int(x) for x in size)  # type: ignore[assignment]
+            kid = arm.kernel(library, size)
+            samples = [by_cell[(kid, sizes[size], j * runs + r)] for r in range(runs)]
+            out.append(self._result(arm, lib, size, kid, samples, problem, verify))
+        return out
+
+    def _result(self, arm: Arm, lib: Library, size: Size, kid: str, samples: list, problem: Problem,
+                verify: bool) -> ClientResult:  # fmt: skip
+        def result(status: str, reason: str, **kw: Any) -> ClientResult:
+            fields = {"time_us": math.nan, "gflops": math.nan, "norm_error": None, **kw}
+            return ClientResult(arm.name, lib.name, size, status, reason=reason, numbers=self.numbers,
+                                kernel_id=kid, **fields)  # fmt: skip
+
         failed = [s for s in samples if s.status not in ("ok", "validation_failed")]
         if failed:  # a hang, a crash, a problem too large for the device: the call reports no time
             status = failed[0].status if failed[0].status in RESULT_CLASSES else "crash"
@@ -351,15 +398,17 @@ def arm_kernels(
 def client_runner(
     config: Mapping[str, Any], profile: Mapping[str, Any], backend: str, journal: GpuJournal | None = None
 ) -> tuple[ClientRunner | None, str]:
-    """(the runner verify and compare use on ``backend``, or None, and what it is or why there is none):
-    the tensile backend runs the real ``rocblas-bench`` (config ``rocblas.bench``, else the one on PATH),
-    journalled by ``journal``; the simulated GPU answers through the same interface; a replayed cache has no
-    model of rocBLAS's client, so the clients are skipped there."""
+    """(the runner verify and compare use on ``backend``, or None, and what it is or why there is none), as
+    the backend declares it (``rocblas_client``, :data:`oto.backends.base.ROCBLAS_CLIENTS`): ``binary`` runs
+    the real ``rocblas-bench`` (config ``rocblas.bench``, else the one on PATH), journalled by ``journal``;
+    ``model`` answers through the same interface from the simulated GPU; ``none`` has no client, so the
+    clients are skipped there."""
     cfg = {**config_defaults("rocblas"), **(config.get("rocblas") or {})}
-    if backend == "sim":
+    kind = backend_type(backend).rocblas_client
+    if kind == "model":
         runner = SimulatedClientRunner(profile, config, int(cfg["iters"]), int(cfg["cold_iters"]))
         return runner, "simulated rocblas-bench (the simulated GPU's model)"
-    if backend != "tensile":
+    if kind != "binary":
         return (
             None,
             f"backend {backend!r} has no rocBLAS client (real or simulated): verify and compare skipped",

@@ -61,9 +61,10 @@ def run_compare(
     kernel the arm ran there)."""
     by_name = {a.name: a for a in arms}
     rows = []
-    for seq, (rep, i, name) in enumerate(interleaved_schedule(len(sizes), list(by_name), repetitions, seed)):
-        size = tuple(int(x) for x in sizes[i][:4])
-        res = runner.run(by_name[name], library, size, verify=False)  # type: ignore[arg-type]
+    schedule = interleaved_schedule(len(sizes), list(by_name), repetitions, seed)
+    calls = [(by_name[name], library, tuple(int(x) for x in sizes[i][:4])) for _, i, name in schedule]
+    results = runner.run_calls(calls, verify=False)  # type: ignore[arg-type]
+    for seq, ((rep, i, name), (_, _, size), res) in enumerate(zip(schedule, calls, results, strict=True)):
         status = _SAMPLE_STATUS.get(res.status, "crash")
         ok = status == "ok" and math.isfinite(res.time_us) and res.time_us > 0
         reason = res.reason if res.status != "ok" else ("" if ok else "the client reported no time")

@@ -499,8 +499,12 @@ def main(argv: Sequence[str]) -> int:
     ap.add_argument("--arch", required=True, help="the arch profile (arch_profiles/<arch>.yaml)")
     ap.add_argument("--results", type=Path, default=Path("results"), help="the results parent folder")
     ap.add_argument("--out", type=Path, help="the kit folder (default: <results>/<arch>/upstream)")
-    ap.add_argument("--verify", type=Path, help="verify results (default: <results>/<arch>/verify.yaml)")
-    ap.add_argument("--compare", type=Path, help="compare results (default: <results>/<arch>/compare.yaml)")
+    ap.add_argument(
+        "--verify", type=Path, help="verify results (default: <results>/<arch>/verify/verify.yaml)"
+    )
+    ap.add_argument(
+        "--compare", type=Path, help="compare results (default: <results>/<arch>/compare/compare.yaml)"
+    )
     ap.add_argument(
         "--allow-simulated", action="store_true", help="write the kit from simulated evidence, marked"
     )
@@ -515,7 +519,7 @@ def main(argv: Sequence[str]) -> int:
     out = args.out or arch_dir / "upstream"
     docs = {}
     for name in ("verify", "compare"):
-        path = getattr(args, name) or arch_dir / f"{name}.yaml"
+        path = getattr(args, name) or arch_dir / name / f"{name}.yaml"  # the verify and compare rules' files
         docs[name] = read_yaml(path) if Path(path).exists() else None
     try:
         kit = write_kit(

@@ -88,11 +88,8 @@ def run_verify(
     runner: ClientRunner, arm: Arm, library: str, sizes: Sequence[Sequence[int]]
 ) -> list[VerifyRow]:
     """Every size of ``library`` checked with the arm installed, one call each; nothing stops the run."""
-    rows = []
-    for i, s in enumerate(sizes):
-        size = tuple(int(x) for x in s[:4])
-        rows.append(judge(runner.run(arm, library, size, verify=True), i))  # type: ignore[arg-type]
-    return rows
+    calls = [(arm, library, tuple(int(x) for x in s[:4])) for s in sizes]
+    return [judge(res, i) for i, res in enumerate(runner.run_calls(calls, verify=True))]  # type: ignore[arg-type]
 
 
 @dataclass(frozen=True)

@@ -24,7 +24,7 @@ from typing import Any
 from oto.run.estimate import JOB_SECONDS, fmt_duration
 from oto.stages import gpu_stages
 
-GPU_RULES = gpu_stages()  # the stages declared gpu=True (oto.stages): benchmark and finalize
+GPU_RULES = gpu_stages()  # the stages declared gpu=True (oto.stages): benchmark, finalize, verify, compare
 PRIOR_JOBS = 8  # weight of the prior mean job (recorded here, else JOB_SECONDS) against this run's jobs
 
 
