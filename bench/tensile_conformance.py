@@ -21,7 +21,13 @@ checked, not the timings) and checks its files the way a new user's GPU run woul
 Prints one row per family (libraries, kernels, forked, rejected, generated, assembled, logic solutions,
 disagreements) and then every disagreement. Target: zero on all 13 families. Results: bench/RESULTS.md.
 
-    . /tmp/oto-tensile/env.sh   # or any Tensile install (docs/tensile.md §1)
+Every Tensile and TensileCreateLibrary run has a timeout (``--timeout``, ``--tcl-timeout``): a run that
+hangs is killed with its process group and counted as a disagreement naming its log, and the bench goes
+on to the next one. The stand-in client runs without its test fates (``STAND_IN_CLIENT_NO_FATES``: the
+emitted configs carry whatever WorkGroupMapping the strategies chose, and a WGM of 16/32/64 is a failure
+only in the backend's tests).
+
+    export OTO_TENSILE_PYTHON=...   # any Tensile install (docs/tensile.md §1)
     python bench/tensile_conformance.py [--run RESULTS_PARENT] [--families SB HB ...] [--jobs 2]
 """
 
@@ -35,6 +41,7 @@ import json
 import os
 import re
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
@@ -99,16 +106,40 @@ def simulate(work: Path, families: list[str] | str) -> Path:
 # ---- 1. emitted configs through the Tensile benchmark program ---------------------------------------------
 
 
-def tensile_run(python: str, profile: dict, cfg: Path, out: Path, asm_cache: Path) -> dict[str, Any]:
+def run_killable(cmd: list[str], log: Path, timeout_s: float, cwd: Path | None = None) -> int | None:
+    """``cmd`` with its output in ``log``; killed with its whole process group (Tensile, its joblib workers,
+    the client) after ``timeout_s``: then None, and the log says so."""
+    with open(log, "w") as fh:
+        fh.write("$ " + " ".join(cmd) + "\n")
+        fh.flush()
+        proc = subprocess.Popen(cmd, stdout=fh, stderr=subprocess.STDOUT, cwd=cwd, start_new_session=True)
+        try:
+            return proc.wait(timeout=timeout_s)
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+            fh.write(f"\n# conformance: killed after {timeout_s:.0f} s\n")
+            return None
+
+
+def tensile_run(
+    python: str, profile: dict, cfg: Path, out: Path, asm_cache: Path, timeout_s: float = 3600
+) -> dict[str, Any]:
     """Run one emitted config as written; count what Tensile did with each kernel. A finished run of the
-    same config in ``out`` is read back instead of run again (``--configs-only`` first, the rest later)."""
+    same config in ``out`` is read back instead of run again (``--configs-only`` first, the rest later).
+    A run that fails to start or to be read is a result too (``error``), never the end of the bench."""
     out.mkdir(parents=True, exist_ok=True)
     with open(out / ".lock", "w") as lock:  # another invocation on the same folder waits, then reads back
         fcntl.flock(lock, fcntl.LOCK_EX)
-        return _tensile_run(python, profile, cfg, out, asm_cache)
+        try:
+            return _tensile_run(python, profile, cfg, out, asm_cache, timeout_s)
+        except Exception as exc:  # noqa: BLE001 - recorded as a disagreement naming the config
+            return {"rc": -1, "error": f"{type(exc).__name__}: {exc}", "log": out / "tensile.log"}
 
 
-def _tensile_run(python: str, profile: dict, cfg: Path, out: Path, asm_cache: Path) -> dict[str, Any]:
+def _tensile_run(
+    python: str, profile: dict, cfg: Path, out: Path, asm_cache: Path, timeout_s: float
+) -> dict[str, Any]:
     digest = hashlib.sha256(cfg.read_bytes()).hexdigest()
     saved = out / "result.json"
     if saved.exists():
@@ -116,7 +147,7 @@ def _tensile_run(python: str, profile: dict, cfg: Path, out: Path, asm_cache: Pa
         if res.pop("config_sha256", None) == digest:
             return {**res, "log": Path(res["log"])}
     client = out / "client.sh"
-    client.write_text(f'#!/bin/sh\nexec {sys.executable} {STAND_IN} "$@"\n')
+    client.write_text(f'#!/bin/sh\nSTAND_IN_CLIENT_NO_FATES=1 exec {sys.executable} {STAND_IN} "$@"\n')
     client.chmod(0o755)
     compiler = list(config_defaults("tensile")["compiler_args"])
     cmd = [
@@ -125,8 +156,7 @@ def _tensile_run(python: str, profile: dict, cfg: Path, out: Path, asm_cache: Pa
         str(cfg), str(out / "out"),
     ]  # fmt: skip
     t0 = time.monotonic()
-    with open(out / "tensile.log", "w") as log:
-        rc = subprocess.run(cmd, stdout=log, stderr=subprocess.STDOUT, cwd=out).returncode
+    rc = run_killable(cmd, out / "tensile.log", timeout_s, cwd=out)
     text = (out / "tensile.log").read_text(errors="replace")
     forked = _FORKED.search(text)
     generated = _GENERATED.search(text)
@@ -144,6 +174,7 @@ def _tensile_run(python: str, profile: dict, cfg: Path, out: Path, asm_cache: Pa
         assembled = len(built["solutions"]) if co else 0
     res = {
         "rc": rc,
+        "timeout_s": timeout_s if rc is None else None,
         "seconds": time.monotonic() - t0,
         "forked": int(forked.group(1)) if forked else 0,
         "rejected": text.count("rejecting solution"),
@@ -154,7 +185,8 @@ def _tensile_run(python: str, profile: dict, cfg: Path, out: Path, asm_cache: Pa
         "logic": sorted(p.name for p in (out / "out" / "3_LibraryLogic").glob("*.yaml")),
         "log": str(out / "tensile.log"),
     }
-    saved.write_text(json.dumps({**res, "config_sha256": digest}, default=str))
+    if rc is not None:  # a killed run is tried again by the next bench over the same folder
+        saved.write_text(json.dumps({**res, "config_sha256": digest}, default=str))
     return {**res, "log": Path(res["log"])}
 
 
@@ -168,7 +200,11 @@ def check_config(library: str, lib_dir: Path, res: dict[str, Any]) -> tuple[dict
     kernels = {
         by_params.get(json.dumps(p, sort_keys=True, default=str), f"#{i}"): p for i, p in enumerate(sent)
     }
-    if "Using cached solution data" in Path(res["log"]).read_text(errors="replace"):
+    if "error" in res:
+        why = f"{library}: the Tensile run failed: {res['error']} (log {res['log']})"
+        return {"kernels": len(sent)}, [why]
+    log_text = Path(res["log"]).read_text(errors="replace") if Path(res["log"]).exists() else ""
+    if "Using cached solution data" in log_text:
         # an earlier run of this very config in the same folder forked and generated them: Tensile's cache
         # holds exactly the solutions it kept, and its log no longer counts them
         res = {**res, "forked": len(res["solutions"]), "generated": len(res["solutions"])}
@@ -182,7 +218,9 @@ def check_config(library: str, lib_dir: Path, res: dict[str, Any]) -> tuple[dict
     issues = []
     if not sent:
         return row, issues
-    if res["rc"] != 0:
+    if res["rc"] is None:
+        issues.append(f"{library}: Tensile killed after {res['timeout_s']:.0f} s (log {res['log']})")
+    elif res["rc"] != 0:
         issues.append(f"{library}: Tensile exited {res['rc']} (log {res['log']})")
     matched = match_solutions(res["solutions"], kernels)
     for kid in kernels:
@@ -241,7 +279,9 @@ def write_logic(
     return paths
 
 
-def tcl_merged(python: str, arch: str, paths: list[Path], work: Path, profile: dict) -> Path:
+def tcl_merged(
+    python: str, arch: str, paths: list[Path], work: Path, profile: dict, timeout_s: float = 6 * 3600
+) -> Path:
     """TensileCreateLibrary's merged TensileLibrary.dat (the package stage's layout), sources only."""
     logic_dir, out = work / "logic", work / "out"
     logic_dir.mkdir(parents=True)
@@ -251,9 +291,8 @@ def tcl_merged(python: str, arch: str, paths: list[Path], work: Path, profile: d
     i = cmd.index("--separate-architectures")
     cmd = [*cmd[:i], "--generate-sources-and-exit", *[c for c in cmd[i:] if c != "--lazy-library-loading"
                                                       and c != "--separate-architectures"]]  # fmt: skip
-    with open(work / "tcl-merged.log", "w") as log:
-        # its scratch (build_tmp/, a.out) goes to the work folder, not the working directory
-        rc = subprocess.run(cmd, stdout=log, stderr=subprocess.STDOUT, cwd=work).returncode
+    # its scratch (build_tmp/, a.out) goes to the work folder, not the working directory
+    rc = run_killable(cmd, work / "tcl-merged.log", timeout_s, cwd=work)
     dat = out / "library" / "TensileLibrary.dat"
     if rc != 0 or not dat.exists():
         raise RuntimeError(f"merged TensileCreateLibrary failed (rc {rc}); log {work / 'tcl-merged.log'}")
@@ -269,6 +308,7 @@ def check_label(
     work: Path,
     libraries,
     merged_too: bool = True,
+    tcl_timeout_s: float = 6 * 3600,
 ) -> tuple:
     """(solutions per family, [(families, issue)], seconds) for one label's logic files."""
     t0 = time.monotonic()
@@ -283,7 +323,9 @@ def check_label(
         per_family[fam] += len(doc[5])
         for stem in build_master_library([p], arch=label_arch, lazy=True)[1]:
             families_of[stem].add(fam)
-    issues = _check_label_files(python, paths, label, label_arch, work, profile, found, merged_too)
+    issues = _check_label_files(
+        python, paths, label, label_arch, work, profile, found, merged_too, tcl_timeout_s
+    )
     return per_family, [(sorted(_families(m, families_of)), m) for m in issues], time.monotonic() - t0
 
 
@@ -292,7 +334,9 @@ def _families(msg: str, families_of: dict[str, set[str]]) -> set[str]:
     return set().union(*hit) if hit else {"(all)"}
 
 
-def _check_label_files(python, paths, label, label_arch, work, profile, issues, merged_too) -> list[str]:
+def _check_label_files(
+    python, paths, label, label_arch, work, profile, issues, merged_too, tcl_timeout_s
+) -> list[str]:
     lib_dir = work / label / "library"
     prefix = logic_label(profile, label)[0]
     try:
@@ -302,6 +346,7 @@ def _check_label_files(python, paths, label, label_arch, work, profile, issues, 
             lib_dir,
             {"python": python},
             jobs=2,
+            timeout_s=tcl_timeout_s,
             prefix=prefix,
             register=register_args(profile),
         )
@@ -322,7 +367,7 @@ def _check_label_files(python, paths, label, label_arch, work, profile, issues, 
     if not merged_too:
         return issues
     try:
-        merged = tcl_merged(python, label_arch, paths, work / label / "merged", profile)
+        merged = tcl_merged(python, label_arch, paths, work / label / "merged", profile, tcl_timeout_s)
         real = msgpack.unpackb(merged.read_bytes(), strict_map_key=False)
         ours_merged = json.loads(json.dumps(build_master_library(paths, arch=label_arch)))
         issues += [f"{label}: TensileLibrary.dat (merged){d}" for d in diff(ours_merged, real)]
@@ -336,6 +381,12 @@ def main() -> int:
     ap.add_argument("--run", type=Path, help="an earlier run's repository copy (holds results/<arch>)")
     ap.add_argument("--families", nargs="*", default=None, help="family codes (default: the whole deck)")
     ap.add_argument("--jobs", type=int, default=2, help="Tensile benchmark runs at a time")
+    ap.add_argument(
+        "--timeout", type=float, default=3600, help="seconds per Tensile benchmark run before it is killed"
+    )
+    ap.add_argument(
+        "--tcl-timeout", type=float, default=6 * 3600, help="seconds per TensileCreateLibrary run"
+    )
     ap.add_argument("--work", type=Path, help="scratch folder to keep (default: a temporary one)")
     ap.add_argument("--libraries", nargs="*", default=None, help="library names (default: every one)")
     ap.add_argument(
@@ -391,6 +442,7 @@ def main() -> int:
             results / first / "gen0" / "tensile_config.yaml",
             work / "tensile" / first,
             asm_cache,
+            args.timeout,
         )
 
     label_issues: dict[str, list[str]] = collections.defaultdict(list)
@@ -401,7 +453,15 @@ def main() -> int:
         checked = list(
             pool.map(
                 lambda lb: check_label(
-                    python, root, arch, profile, lb, work / "tcl", libraries, not args.no_merged
+                    python,
+                    root,
+                    arch,
+                    profile,
+                    lb,
+                    work / "tcl",
+                    libraries,
+                    not args.no_merged,
+                    args.tcl_timeout,
                 ),
                 labels,
             )
@@ -427,6 +487,7 @@ def main() -> int:
                         results / n / "gen0" / "tensile_config.yaml",
                         work / "tensile" / n,
                         asm_cache,
+                        args.timeout,
                     ),
                     configs,
                 ),

@@ -9,6 +9,8 @@ rule dashboard:
         acceptance="results/{arch}/acceptance.html",
         ceilings="results/{arch}/ceilings.yaml",
         deck="results/{arch}/deck.yaml",
+        verify="results/{arch}/verify/verify.yaml",
+        compare="results/{arch}/compare/compare.yaml",
     output:
         page="results/{arch}/dashboard/index.html",
         data="results/{arch}/dashboard/data.json",

@@ -2,6 +2,7 @@ rule logic:
     input:
         final="results/{arch}/{library}/final.yaml",
         deck="results/{arch}/{library}/deck.yaml",
+        verify="results/{arch}/verify/verify.yaml",
         profile=ancient(PROFILE),
     output:
         "results/{arch}/logic/{prefix}_{library}.yaml",
@@ -37,6 +38,8 @@ rule report:
         finals=expand("results/{{arch}}/{library}/final.yaml", library=LIBRARIES),
         ceilings="results/{arch}/ceilings.yaml",
         deck="results/{arch}/deck.yaml",
+        verify="results/{arch}/verify/verify.yaml",
+        compare="results/{arch}/compare/compare.yaml",
     output:
         md="results/{arch}/acceptance.md",
         html=report(

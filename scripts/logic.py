@@ -14,4 +14,5 @@ with stage(snakemake) as ctx:
         snakemake.params.label,
         Path(snakemake.output[0]),
         Path(snakemake.output.provenance),
+        Path(snakemake.input.verify),
     )

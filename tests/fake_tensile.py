@@ -15,9 +15,12 @@ Each candidate's build fate is chosen by its WorkGroupMapping (the client's fate
 
 and, like Tensile 4.44 (see :func:`tensile_checks`): StaggerU 2 makes the kernel writer fail with
 ``Generating kernel source resulted in error 3`` (no kernel name, as 4.44 prints it for VALU kernels; with no
-kernel left, Tensile stops with "No valid solutions found"); kernels that resolve to the same solution (LdsPad
--1 is 0 for Source kernels) are forked once; a problem type with initial strides must be a TensorContraction
-with its index keys (else exit 255), and GlobalSplitU > 1 with UseInitialStridesCD asserts (exit 1).
+kernel left, Tensile stops with "No valid solutions found"); StaggerU 4 makes it refuse the kernel's VGPR
+budget (``Generating asm kernel error: total vgpr: 259 not in [0, 256]. kernel=<name>``, the name as
+Tensile's min naming gives it: without the ThreadTile the batch shares); kernels that resolve to the same
+solution (LdsPad -1 is 0 for Source kernels) are forked once; a problem type with initial strides must be a
+TensorContraction with its index keys (else exit 255), and GlobalSplitU > 1 with UseInitialStridesCD asserts
+(exit 1).
 """
 
 import json
@@ -32,6 +35,7 @@ import yaml
 FATE = {1: "reject", 2: "overflow", 4: "asm"}
 TYPES = {0: "Float", 1: "Double", 2: "ComplexFloat", 3: "ComplexDouble", 4: "Half"}  # Tensile's DataType
 WRITER_ERROR_STAGGER = 2  # StaggerU value whose kernel the kernel writer cannot generate (error 3)
+VGPR_ERROR_STAGGER = 4  # StaggerU value whose kernel exceeds the VGPR budget (KernelWriterAssembly)
 
 
 def tensile_checks(pt_cfg, cands):
@@ -49,9 +53,9 @@ def tensile_checks(pt_cfg, cands):
             for key in ("LdsPadA", "LdsPadB"):
                 resolved[key] = max(resolved.get(key, 0), 0)
         key = yaml.safe_dump(resolved, sort_keys=True)
-        if key not in seen:
+        if key not in seen:  # the solution Tensile keeps is the resolved one (its solutions file says 0)
             seen.add(key)
-            unique.append(c)
+            unique.append(resolved)
     return 0, unique
 
 
@@ -128,6 +132,11 @@ def main(argv):
     for p in sols:
         if p.get("StaggerU") == WRITER_ERROR_STAGGER:
             print("> UserWarning: \nGenerating kernel source resulted in error 3")
+            continue
+        if p.get("StaggerU") == VGPR_ERROR_STAGGER:
+            tt, wg = p["ThreadTile"], p["WorkGroup"]
+            short = f"{pt}_MT{tt[0] * wg[0]}x{tt[1] * wg[1]}x{p['DepthU']}_SN_K1_WG{wg[0]}_{wg[1]}_{wg[2]}"
+            print(f"Generating asm kernel error: total vgpr: 259 not in [0, 256]. kernel={short}\n")
             continue
         if FATE.get(p["WorkGroupMapping"]) == "overflow":
             print(

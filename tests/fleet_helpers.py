@@ -266,6 +266,7 @@ def synthetic_bundle(
     spread: float = 0.0,
     rationale: str = "smaller macro tile for the small FP64 sizes of this deck",
     winner: str = "winner",
+    quarantine: bool = False,
 ) -> Path:
     """A small, valid bundle written by oto.fleet.bundle.write_bundle from result files made up here (no
     workflow run), as a tester's oto would have made them from its samples: one library; a finalize race at
@@ -273,7 +274,8 @@ def synthetic_bundle(
     at ``score`` x the reference and ``gflops``, plus ``rivals`` ({variant name: score, or a list per size});
     its final.yaml scored from those samples as the finalize stage scores them (a kernel slower than the
     reference loses to it); one tuning generation at two sizes (measured at the first, timed out at the
-    second) with its registry records."""
+    second) with its registry records; with ``quarantine`` also the tuned kernel quarantined as gpu_reset by
+    the GPU-reset journal."""
     from collections import Counter
 
     from oto.config import validate_config
@@ -348,6 +350,15 @@ def synthetic_bundle(
     build = {"provenance": final["provenance"], "kernels": [{"id": kid, "status": "ok"}]}
     records = generation_records(cands, build, gen_scores, config, "gfx90c", now=created)
     write_job_file(results / library / "gen0" / "registry.jsonl", records)
+    if quarantine:
+        from oto.registry.gpu_journal import GPU_RESET, Quarantine
+        from oto.registry.records import size_key
+
+        proposed = next(r for r in records if r.get("kernel_id") == kid)
+        Quarantine(results / "registry" / "quarantine.jsonl").add(
+            {**proposed, "kind": "failed", "status": GPU_RESET, "size": size_key(deck.sizes[1]),
+             "generation": -1, "reason": "the GPU call running it alone died with its process", "run_id": ""}
+        )  # fmt: skip
     write_yaml(results / "ceilings.yaml", ceilings_document(profile))
     spec = BundleSpec(
         arch="gfx90c",

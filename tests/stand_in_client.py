@@ -12,11 +12,18 @@ them: ``GFlops`` (the problem index), ``SizeI..SizeL``, ``LDD, LDC, LDA, LDB`` (
 (0: no hardware monitor), with ``csv-export-extra-cols`` ``WinnerGFlops, WinnerTimeUS, WinnerIdx,
 WinnerName``, then ``TotalFlops, WinnerPower, WinnerTemperature`` and one GFlops column per solution.
 
-Made-up numbers: a solution named ``..._TT<a>_<b>_..._WG<c>_...`` runs at 10·a·b + c GFlops (for Float;
-/16 for Double and ComplexDouble, x2 for Half, as an APU's rates go). Its fate comes
-from ``_WGM<n>`` in its name (16: fails validation, -1; 32: the client crashes on it, rc 139, the row of that
-problem is never written; 64: it hangs; none with $STAND_IN_CLIENT_NO_FATES) or from the regular expression
-in $STAND_IN_CLIENT_INVALID (-1).
+Made-up numbers: a solution with ThreadTile a x b and WorkGroup c x .. runs at 10·a·b + c GFlops (for Float;
+/16 for Double and ComplexDouble, x2 for Half, as an APU's rates go). Those come from the solution's
+``sizeMapping`` in the library (what real Tensile writes), else from its name (``_TT<a>_<b>_``, ``_WG<c>_``;
+Tensile's min naming leaves out what a batch shares, so a name may carry neither: then the macro tile
+``_MT<x>x<y>x`` stands for them). Its fate comes from its WorkGroupMapping (``sizeMapping``, else ``_WGM<n>``
+in its name: 16 fails validation, -1; 32: the client crashes on it, rc 139, the row of that problem is never
+written; 64: it hangs once, until killed or $STAND_IN_CLIENT_HANG_S seconds, default 3600; none with
+$STAND_IN_CLIENT_NO_FATES) or from the regular expression in $STAND_IN_CLIENT_INVALID (-1).
+With $STAND_IN_CLIENT_RESET (a regular expression) the client plays a GPU reset on the solutions it matches:
+when it reaches one, it appends a line to $STAND_IN_CLIENT_RESET_COUNT (if set) and kills its whole process
+group and its caller's (when the caller leads its own group: a job started in its own session), as a reset
+that takes the desktop session down does.
 $STAND_IN_CLIENT_LOG names a file that gets one line per timed cell (run, problem, solution name), the
 order the client really ran them in. With $STAND_IN_CLIENT_GPU_METRICS the client plays an APU whose clock
 drops 150 MHz per call from 1800 MHz: at start it writes that clock to the named file as a gpu_metrics v2.2
@@ -26,6 +33,7 @@ $STAND_IN_CLIENT_GPU_METRICS_VANISH the file is then removed, as if the driver w
 
 import os
 import re
+import signal
 import sys
 import time
 from pathlib import Path
@@ -59,7 +67,8 @@ def main(argv):
         lib = yaml.safe_load(lib_path.read_text())
     else:
         lib = msgpack.unpackb(lib_path.read_bytes(), strict_map_key=False)
-    names = [s["name"] for s in sorted(lib["solutions"], key=lambda s: s["index"])]
+    solutions = sorted(lib["solutions"], key=lambda s: s["index"])
+    names = [s["name"] for s in solutions]
     runs = int(get.get("num-benchmarks", 1))
     extra = get.get("csv-export-extra-cols", "False") == "True"
     ident = get.get("problem-identifier", "Contraction_l_Ailk_Bjlk_Cijk_Dijk")
@@ -68,6 +77,7 @@ def main(argv):
     kind = get.get("a-type", "Float")
     rate = {"Double": 1 / 16, "ComplexDouble": 1 / 16, "Half": 2.0}.get(kind, 1.0)
     invalid = os.environ.get("STAND_IN_CLIENT_INVALID")
+    reset = os.environ.get("STAND_IN_CLIENT_RESET")
     trace = os.environ.get("STAND_IN_CLIENT_LOG")
     clock = NOMINAL_MHZ
     metrics = os.environ.get("STAND_IN_CLIENT_GPU_METRICS")
@@ -84,15 +94,31 @@ def main(argv):
             Path(metrics).unlink()
             time.sleep(0.2)
 
-    def gflops(name):
-        wgm = re.search(r"_WGM(\d+)", name)
-        fate = {16: "invalid", 32: "crash", 64: "hang"}.get(int(wgm.group(1)) if wgm else 0)
+    def shape(sol):
+        """(ThreadTile, WorkGroup0, WorkGroupMapping) of a solution: its sizeMapping, else its name."""
+        name, sm = sol["name"], sol.get("sizeMapping") or {}
+        if sm.get("threadTile") and sm.get("workGroup"):
+            return sm["threadTile"][:2], int(sm["workGroup"][0]), int(sm.get("workGroupMapping", 0))
+        tt, wg = re.search(r"_TT(\d+)_(\d+)_", name + "_"), re.search(r"_WG(\d+)_", name + "_")
+        wgm = re.search(r"_WGM(\d+)(?=_|$)", name)
+        mt = re.search(r"_MT(\d+)x(\d+)x", name)
+        wg0 = int(wg.group(1)) if wg else 16
+        if tt:
+            tile = [int(tt.group(1)), int(tt.group(2))]
+        elif mt:  # neither spelled out: the macro tile over a 16 x 16 workgroup stands for them
+            tile = [max(1, int(mt.group(1)) // wg0), max(1, int(mt.group(2)) // 16)]
+        else:
+            tile = [4, 4]
+        return tile, wg0, int(wgm.group(1)) if wgm else 0
+
+    def gflops(sol):
+        tile, wg0, wgm = shape(sol)
+        fate = {16: "invalid", 32: "crash", 64: "hang"}.get(wgm)
         if os.environ.get("STAND_IN_CLIENT_NO_FATES"):  # a whole workflow: the strategies pick any WGM
             fate = None
-        if fate is None and invalid and re.search(invalid, name):
+        if fate is None and invalid and re.search(invalid, sol["name"]):
             fate = "invalid"
-        tt, wg = re.search(r"_TT(\d+)_(\d+)_", name), re.search(r"_WG(\d+)_", name)
-        value = (10.0 * int(tt.group(1)) * int(tt.group(2)) + int(wg.group(1))) * rate * clock / NOMINAL_MHZ
+        value = (10.0 * int(tile[0]) * int(tile[1]) + wg0) * rate * clock / NOMINAL_MHZ
         return fate, value
 
     head = ["GFlops", "SizeI", "SizeJ", "SizeK", "SizeL", "LDD", "LDC", "LDA", "LDB", "WinnerFreq"]
@@ -111,12 +137,16 @@ def main(argv):
 
                 flops = 2 * m * n * b * k  # ContractionProblem::flopCount: 2 x packing (1 but int8x4)
                 vals = []
-                for name in names:
-                    fate, value = gflops(name)
+                for sol in solutions:
+                    name = sol["name"]
+                    if reset and re.search(reset, name):
+                        gpu_reset(name)
+                    fate, value = gflops(sol)
                     if fate == "crash":
                         return 139  # this problem's row is never written
-                    if fate == "hang":
-                        time.sleep(3600)
+                    if fate == "hang":  # a hung kernel never returns: the caller's timeout kills the client
+                        time.sleep(float(os.environ.get("STAND_IN_CLIENT_HANG_S", 3600)))
+                        return 124
                     vals.append(-1.0 if fate == "invalid" else value)
                     if trace:
                         with open(trace, "a") as t:
@@ -136,6 +166,18 @@ def main(argv):
                 fh.write(", ".join(str(x) for x in row) + "\n")
                 fh.flush()
     return 0
+
+
+def gpu_reset(name):
+    """The GPU goes down on this kernel: the client and the job that called it die (SIGKILL)."""
+    count = os.environ.get("STAND_IN_CLIENT_RESET_COUNT")
+    if count:
+        with open(count, "a") as fh:
+            fh.write(name + "\n")
+    caller = os.getppid()
+    if os.getpgid(caller) == caller:  # never a group the caller merely belongs to (the test runner's)
+        os.killpg(caller, signal.SIGKILL)
+    os.killpg(os.getpgid(0), signal.SIGKILL)
 
 
 if __name__ == "__main__":

@@ -18,6 +18,7 @@ SUBPACKAGES = {
     "measurement",
     "registry",
     "reporting",
+    "rocblas",
     "run",
     "search",
     "stages",
@@ -36,6 +37,7 @@ FLOORS = (
     {"search"},
     {"backends"},
     {"measurement"},
+    {"rocblas"},  # rocBLAS's own clients: runners, verify, the compare A/B (scoring's statistics)
     {"agent", "reporting"},
     {"stages"},
     {"run", "environment"},  # the Snakemake glue, `oto env`

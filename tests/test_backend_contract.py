@@ -18,6 +18,7 @@ import pytest
 from oto.backends import AUTO, AUTO_CHOICES, BACKENDS, backend_type, profile_fields, resolve
 from oto.backends.base import (
     BUILD_CLASSES,
+    ROCBLAS_CLIENTS,
     SAMPLE_CLASSES,
     Capabilities,
     Costs,
@@ -84,6 +85,9 @@ def tensile_rig(tmp: Path) -> Rig:
         "prebuilt_client": str(client),
         "batch_size": 8,
         "timeout_s": 20,
+        # the GPU-reset journal and its quarantine under the test's folder, not the checkout's results/
+        "journal": str(tmp / "gpu-journal"),
+        "quarantine": str(tmp / "quarantine.jsonl"),
     }
     config = validate_config({"arch": "gfx90c", "families": ["SB"], "backend": "tensile", "tensile": tensile})
     base = {"WorkGroup": [16, 16, 1], "DepthU": 16, "VectorWidth": 4}
@@ -127,6 +131,7 @@ def test_backend_contract(name, tmp_path):
     rig = RIGS[name](tmp_path)
     cls = backend_type(name)
     assert cls.name == name and cls.numbers in ("simulated", "replayed", "measured")
+    assert cls.rocblas_client in ROCBLAS_CLIENTS
     assert all(_declared(f) for f in cls.PROFILE_FIELDS), cls.PROFILE_FIELDS
     assert set(cls.PROFILE_FIELDS) <= set(profile_fields(name))
     costs = cls.costs(rig.config)

@@ -52,6 +52,11 @@ CHECKS: list[tuple[str, str]] = [
     ),
     (r"^oto merge ", "merges testers' bundles: tests/test_fleet_merge.py and test_fleet_remote.py run it"),
     (
+        r"^oto upstream ",
+        "takes measured evidence only, so on the simulated demo it refuses (as it should): "
+        "tests/test_upstream_kit.py runs it both ways",
+    ),
+    (
         r"^snakemake --workflow-profile profiles/slurm$",
         "needs SLURM: tests/test_cluster_profile.py, fake sbatch",
     ),

@@ -66,7 +66,7 @@ def test_the_gpu_stages_are_the_jobs_that_take_the_gpu(workflow):
     _, jobs = workflow
     for job in jobs:
         assert (_pairs(job.get("resources")).get("gpu") == "1") == declaration(job["rule"]).gpu, job
-    assert GPU_RULES == gpu_stages() == ("benchmark", "finalize")
+    assert GPU_RULES == gpu_stages() == ("benchmark", "finalize", "verify", "compare")
 
 
 def test_every_output_is_in_its_stage_home(workflow):

@@ -14,7 +14,7 @@ from oto.backends.tensile import TensileBackend
 from oto.gemm import Library
 from oto.tensile.benchmark_config import benchmark_config
 from oto.tensile.install import TensileUnavailable
-from oto.tensile.outputs import name_matches, parse_log, solution_matches
+from oto.tensile.outputs import name_matches, parse_log, solution_matches, writer_failures
 from oto.tensile.params import candidate_id, canonical
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -55,6 +55,8 @@ def backend(profile, tmp_path, **extra):
     cfg = {
         "command": [sys.executable, str(FAKE)],
         "asm_cache": str(tmp_path / "cache" / "asm.yaml"),
+        "journal": str(tmp_path / "gpu-journal"),
+        "quarantine": str(tmp_path / "registry" / "quarantine.jsonl"),
         "prebuilt_client": str(client),
         "batch_size": 8,
         "timeout_s": 20,
@@ -142,6 +144,46 @@ def test_kernel_writer_failure_is_its_own_class(profile, tmp_path):
     assert alone.status == "register_overflow", alone
 
 
+def test_a_kernel_over_the_vgpr_budget_is_a_register_overflow_in_tensiles_words(profile, tmp_path):
+    """Tensile's assembly writer refuses a kernel over the VGPR budget with 'Generating asm kernel error:
+    total vgpr: 259 not in [0, 256]. kernel=<name>', the name as its min naming gives it (no _TT when the
+    batch shares a ThreadTile, or any other key): register_overflow with that message, not a duplicate."""
+    ok = kernel(8)
+    bad = Kernel(*_with(kernel(8, tt=(8, 8)), StaggerU=4))
+    be = backend(profile, tmp_path)
+    res = {r.kernel_id: r for r in be.build(problem(profile), [ok, bad], tmp_path / "work")}
+    assert res[ok.id].status == "ok"
+    assert res[bad.id].status == "register_overflow", res[bad.id]
+    assert "total vgpr: 259 not in [0, 256]" in res[bad.id].reason
+    (alone,) = be.build(problem(profile), [bad], tmp_path / "work2")  # Tensile: "No valid solutions found"
+    assert alone.status == "register_overflow", alone
+
+
+def test_min_names_match_by_the_parameters_they_spell_out():
+    """Tensile names a batch's kernels by the keys that differ in it; the macro tile is always there."""
+    p = {"ThreadTile": [8, 8], "WorkGroup": [8, 8, 1], "DepthU": 16, "VectorWidth": 1, "StaggerU": 32}
+    assert name_matches("Cijk_Ailk_Bljk_DB_MT64x64x16_SN_K1_WG8_8_1", p)
+    assert not name_matches("Cijk_Ailk_Bljk_DB_MT64x64x16_SN_K1_WG8_8_1", {**p, "WorkGroup": [16, 8, 1]})
+    assert not name_matches("Cijk_Ailk_Bljk_DB_MT128x64x16_SN_K1", p)  # MT = TT x WG
+    assert not name_matches("Cijk_Ailk_Bljk_DB_MT64x64x8_SN", p)  # depth
+    # what Tensile resolves (VectorWidth -1; StaggerU 0 without buffer loads) is not compared
+    assert name_matches("Cijk_Ailk_Bljk_DB_MT64x64x16_SN_SU0_VW2", {**p, "VectorWidth": -1})
+    assert not name_matches("Cijk_Ailk_Bljk_DB_MT64x64x16_SN_VW2", p)
+    failures = writer_failures(
+        "# Writing Kernels...\n"
+        "Generating asm kernel error: total vgpr: 263 not in [0, 256]. "
+        "kernel=Cijk_Ailk_Bljk_DB_MT64x64x16_SN_K1_WG8_8_1\n\n"
+        "Could not find valid memory instruction for operation=GlobalRead, width=0.500000, "
+        "kernel=Cijk_Ailk_Bljk_HB_MT32x32x8_SN_GRVW1\n"
+    )
+    vgpr = "Generating asm kernel error: total vgpr: 263 not in [0, 256]"
+    memory = "Could not find valid memory instruction for operation=GlobalRead, width=0.500000"
+    assert failures == [
+        ("Cijk_Ailk_Bljk_DB_MT64x64x16_SN_K1_WG8_8_1", "register_overflow", vgpr),
+        ("Cijk_Ailk_Bljk_HB_MT32x32x8_SN_GRVW1", "compile_error", memory),
+    ]
+
+
 def _with(k: Kernel, **changes) -> tuple[str, dict]:
     p = canonical({**k.params, **changes})
     return candidate_id(p), p
@@ -162,7 +204,7 @@ def test_kernels_tensile_builds_as_one_never_share_a_column(profile, tmp_path):
     prob = problem(profile)
     res = {r.kernel_id: r for r in be.build(prob, [a, b], tmp_path / "work")}
     assert res[a.id].status == "ok"
-    assert res[b.id].status == "rejected" and "same kernel as another" in res[b.id].reason
+    assert res[b.id].status == "rejected" and f"same kernel as {a.id}" in res[b.id].reason
     plan = MeasurePlan(
         {a.id: a, b.id: b}, [Size(64, 64, 1, 64)], [Launch(k.id, "candidate", 0, 0) for k in (a, b)]
     )

@@ -236,6 +236,26 @@ def test_backend_build_with_real_tensile(tensile_python, asm_cache, profile, tmp
     assert be.provenance()["tensile_version"].startswith("4.")
 
 
+@pytest.mark.slow
+def test_a_kernel_over_tensiles_vgpr_budget_is_a_register_overflow(
+    tensile_python, asm_cache, profile, tmp_path
+):
+    """DGEMM TT8x8 on an 8x8 workgroup: oto's VGPR lower bound (256) passes it, Tensile's assembly writer
+    needs more and refuses it ('total vgpr: 263 not in [0, 256]', its name without the ThreadTile the batch
+    shares); the backend says register_overflow in Tensile's words."""
+    lib = Library.parse("Cijk_Ailk_Bljk_DB")
+    base = dict(ThreadTile=[8, 8], DepthU=16, VectorWidth=1, PrefetchLocalRead=1, PrefetchGlobalRead=1)
+    ks = [
+        Kernel(candidate_id(p), p)
+        for p in (canonical({**base, "WorkGroup": wg}) for wg in ([8, 8, 1], [16, 8, 1]))
+    ]
+    assert legality.check(lib, ks[0].params, legality.Limits.from_profile(profile)).valid
+    be = TensileBackend(profile, {"python": tensile_python, "asm_cache": asm_cache}, "test")
+    res = be.build(Problem(lib, profile, problem_type(lib.name)), ks, tmp_path)
+    assert [r.status for r in res] == ["register_overflow", "ok"], res
+    assert "total vgpr" in res[0].reason and "not in [0, 256]" in res[0].reason
+
+
 # ---- packaging: our logic files build with real TensileCreateLibrary, for both labels ----
 
 
@@ -337,6 +357,8 @@ def test_backend_measure_path_with_real_tensile(tensile_python, asm_cache, profi
         "asm_cache": asm_cache,
         "prebuilt_client": str(client),
         "telemetry": {"source": "none"},
+        "journal": str(tmp_path / "gpu-journal"),
+        "quarantine": str(tmp_path / "quarantine.jsonl"),
     }
     be = TensileBackend(profile, cfg, "test")
     prob = Problem(lib, profile, problem_type(lib.name))
@@ -477,3 +499,33 @@ def test_tensile_create_library_reads_past_the_provenance_header(tensile_python,
         )
         built[name] = {p.name: p.read_bytes() for p in sorted(out.glob("*.dat"))}
     assert built["marked"] and built["marked"] == built["bare"]
+
+
+# ---- the upstream kit through TensileCreateLibrary as rocBLAS's build runs it ----
+
+
+@pytest.mark.slow
+def test_the_upstream_kit_builds_with_tensile_create_library_as_rocblas_builds(
+    tensile_python, profile, tmp_path
+):
+    """``oto upstream``'s folder (library/src/blas3/Tensile/Logic/asm_full/gfx90c/) through
+    TensileCreateLibrary with rocBLAS's build options (merged files, separate architectures, lazy loading,
+    msgpack, long names): rc 0, the lazy gfx90c library and its children, equal to oto's own writer for the
+    same logic files."""
+    from oto.rocblas.upstream import ROCBLAS_LOGIC, check_with_tensile, write_kit
+    from test_upstream_kit import COMPARE, VERIFY, results_folder
+
+    kit = tmp_path / "kit"
+    write_kit(results_folder(tmp_path), profile, kit, VERIFY, COMPARE)
+    res = check_with_tensile(kit, profile, {"python": tensile_python}, tmp_path / "build", jobs=2)
+    assert res["rc"] == 0, Path(res["log"]).read_text()[-3000:]
+    assert "--lazy-library-loading" in res["command"] and "--no-short-file-names" in res["command"]
+    assert "TensileLibrary_lazy_gfx90c.dat" in res["files"]
+    assert any(f.endswith(("_gfx90c.co", "_gfx90c.hsaco")) for f in res["files"])  # the kernels, built
+    logic = sorted((kit / ROCBLAS_LOGIC / "gfx90c").glob("*.yaml"))
+    parent, children = build_master_library(logic, arch="gfx90c", lazy=True)
+    for stem, state in {"TensileLibrary_lazy_gfx90c": parent, **children}.items():
+        real = msgpack.unpackb(
+            (tmp_path / "build" / "library" / f"{stem}.dat").read_bytes(), strict_map_key=False
+        )
+        assert real == json.loads(json.dumps(state)), stem

@@ -34,6 +34,10 @@ def main(argv: list[str] | None = None) -> int:
             _strategies,
         ),
         "tester": ("check this machine, tune your shard overnight and pack a result bundle", _tester),
+        "upstream": (
+            "write the tuned library as a rocBLAS/Tensile change: logic files, patches, PR description",
+            _upstream,
+        ),
     }
     if not argv or argv[0] in ("-h", "--help"):
         print(f"oto {oto.__version__}\n\nusage: oto COMMAND [...]\n")
@@ -98,6 +102,12 @@ def _strategies(argv: list[str]) -> int:
 
 def _tester(argv: list[str]) -> int:
     from oto.fleet.tester import main
+
+    return main(argv)
+
+
+def _upstream(argv: list[str]) -> int:
+    from oto.rocblas.upstream import main
 
     return main(argv)
 

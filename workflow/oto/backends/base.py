@@ -24,7 +24,8 @@ if TYPE_CHECKING:
 BUILD_OK = "ok"
 BUILD_CLASSES = ("ok", "rejected", "compile_error", "register_overflow")
 SAMPLE_OK = "ok"
-SAMPLE_CLASSES = ("ok", "validation_failed", "timeout", "crash", "too_large")
+# gpu_reset: a kernel quarantined by the GPU-reset journal (oto.registry.gpu_journal), never launched
+SAMPLE_CLASSES = ("ok", "validation_failed", "timeout", "crash", "too_large", "gpu_reset")
 
 # Whose order the samples' ``seq`` follows: the plan's (the backend ran the launches as listed) or the order
 # the backend reports it really ran them in (Tensile's client: problem after problem, every solution of a
@@ -33,6 +34,10 @@ LAUNCH_ORDERS = ("plan", "reported")
 # Clock readings that come with the samples: one per launch, one per sweep (every launch of a sweep shares the
 # clock its observer saw during the sweep), or none.
 CLOCK_TELEMETRY = ("per_launch", "per_sweep", "none")
+# What answers rocBLAS's own clients (rocblas-bench) for verify and compare (oto.rocblas.clients): the real
+# binary on the backend's GPU, the backend's own model of the GPU through the same interface, or nothing (the
+# rules then write why they were skipped).
+ROCBLAS_CLIENTS = ("binary", "model", "none")
 
 
 @dataclass(frozen=True)
@@ -162,6 +167,7 @@ class Backend(Protocol):
     launch_timeout_us: float  # no launch takes longer: a reported time above it is a bad timing
 
     capabilities: Capabilities
+    rocblas_client: str  # one of ROCBLAS_CLIENTS
 
     @classmethod
     def from_config(cls, config: Mapping[str, Any], profile: Mapping[str, Any], stream: str) -> Backend:

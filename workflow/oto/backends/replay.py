@@ -25,6 +25,7 @@ from oto.search.tuning_cache import TuningCache, load_cache
 class ReplayBackend:
     name = "replay"
     numbers = "replayed"
+    rocblas_client = "none"  # a recorded cache holds no rocBLAS client's answers (verify, compare)
     PROFILE_FIELDS = ()  # answers from the recorded cache, whatever the profile says
     launch_timeout_us = float("inf")  # the recording's own; scoring's absolute bound still applies
 

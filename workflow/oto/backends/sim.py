@@ -30,6 +30,7 @@ LAUNCH_ORDERS = {"plan": "plan", "sweeps": "reported"}  # sim.launch_order -> Ca
 class SimBackend:
     name = "sim"
     numbers = "simulated"
+    rocblas_client = "model"  # the simulated GPU answers rocblas-bench from its model (verify, compare)
     PROFILE_FIELDS = (*Arch.PROFILE_FIELDS, "calibration")  # the simulated GPU is the profile's
     # What its provenance reads (the chip constants and their calibration: performance.chip_version), so
     # records simulated on two calibrations of a chip never count as the same experiment. Every stage that

@@ -59,6 +59,7 @@ from oto.backends.base import BuildResult, Capabilities, Costs, Kernel, MeasureP
 from oto.backends.sweeps import plan_sweeps, roles_of
 from oto.hardware.detect import detect_gpu
 from oto.hardware.telemetry import Sampler, TelemetrySettings, find_source, summarise
+from oto.registry.gpu_journal import GPU_RESET, GpuJournal, InFlight, Quarantine
 from oto.tensile.benchmark_config import APU_GLOBAL_PARAMETERS, benchmark_config
 from oto.tensile.client import (
     ClientFilesError,
@@ -87,6 +88,8 @@ from oto.tensile.outputs import (
     parse_log,
     read_solutions,
     resource_reason,
+    solution_matches,
+    writer_failures,
 )
 
 log = logging.getLogger(__name__)
@@ -119,6 +122,7 @@ def _locked(path: Path) -> Iterator[None]:
 class TensileBackend:
     name = "tensile"
     numbers = "measured"
+    rocblas_client = "binary"  # rocBLAS's rocblas-bench on the GPU Tensile's client runs on (verify, compare)
     # the real GPU is what it is: its name and donor reach Tensile, the nominal clock scales telemetry
     PROFILE_FIELDS = (*REGISTRATION_FIELDS, "clock_mhz")
 
@@ -130,6 +134,7 @@ class TensileBackend:
         self.launch_timeout_us = self.settings.timeout_s * 1e6  # one invocation runs many launches
         self._probe: dict[str, Any] | None = None
         self._source: tuple[Any, str] | None = None
+        self._journal: GpuJournal | None = None
 
     @classmethod
     def from_config(
@@ -212,6 +217,37 @@ class TensileBackend:
             "capabilities": self.capabilities.as_dict(),
             "telemetry": self.telemetry_why,
         }
+
+    # -- the GPU-reset journal (oto.registry.gpu_journal)
+    def journal(self) -> GpuJournal:
+        """This machine's journal of client calls in flight and its quarantine, keyed by the GPU the calls
+        run on (its physical arch as the driver reports it, else the profile's)."""
+        if self._journal is None:
+            device = detect_gpu()["physical"] or str(self.profile["arch"])
+            self._journal = GpuJournal(
+                self.settings.journal, device, Quarantine(self.settings.quarantine), str(self.profile["arch"])
+            )
+        return self._journal
+
+    def _probe_alone(self, entry: InFlight, kernel: Mapping[str, Any]) -> None:
+        """Run one kernel of a dead client call alone, from that call's own files (its library holds the
+        kernel's solution; its ini the problems): one sweep, the result discarded."""
+        folder = Path(entry.context["folder"])
+        lib_path = Path(entry.context["library_file"])
+        doc = load_library(lib_path)
+        library, _ = compose_library([(doc, int(kernel["solution"]), lib_path)])
+        probe = folder / f"probe-{kernel['id']}"
+        probe.mkdir(parents=True, exist_ok=True)
+        write_library(library, probe / lib_path.name)
+        base = ClientIni.read(folder / "ClientParameters.ini")
+        results = probe / "results.csv"
+        (probe / "ClientParameters.ini").write_text(
+            compose_ini(base, probe / lib_path.name, base.values("code-object"), results, base.problems(), 1)
+        )
+        ini = probe / "ClientParameters.ini"
+        run = run_call(self.settings.prebuilt_client, ini, results, self.settings.timeout_s)
+        if run.rc != 0:
+            raise RuntimeError(f"client rc {run.rc}{' (timed out)' if run.timed_out else ''}; log {run.log}")
 
     # -- one Tensile invocation
     def _invoke(self, folder: Path, config: Mapping[str, Any], client: str, step: str) -> Run:
@@ -309,9 +345,11 @@ class TensileBackend:
         text = run.log_text()
         rejections, overflows = parse_log(text)
         codes = generation_errors(text)
+        failures = writer_failures(text)
         if yaml_path is not None and yaml_path.exists() and run.rc == 0:
             sols = read_solutions(yaml_path)
             column = match_solutions(sols, {k.id: k.params for k in batch})
+            built = {k.id: (k.params, sols[column[k.id]]) for k in batch if k.id in column}
             for k in batch:
                 if k.id in column:
                     bpe = _bytes_per_element(problem)
@@ -319,13 +357,13 @@ class TensileBackend:
                     res = {"lds_bytes": int(hit.get("LdsNumElements", 0)) * bpe} if bpe else {}
                     results[k.id] = BuildResult(k.id, "ok", "", res)
                 else:
-                    results[k.id] = _dropped(k, rejections, overflows, codes)
+                    results[k.id] = _dropped(k, rejections, overflows, codes, failures, built, run.log)
             return folder
         # Nothing left to benchmark: every kernel was rejected, or the kernel writer failed on the rest
         # (Tensile then stops with "No valid solutions found" before the client step).
-        if "0 valid solutions" in text or (codes and "No valid solutions found" in text):
+        if "0 valid solutions" in text or ((codes or failures) and "No valid solutions found" in text):
             for k in batch:
-                results[k.id] = _dropped(k, rejections, overflows, codes)
+                results[k.id] = _dropped(k, rejections, overflows, codes, failures, {}, run.log)
             return folder
         if len(batch) > 1:  # isolate the kernel that broke the run; the others still build
             half = len(batch) // 2
@@ -360,17 +398,27 @@ class TensileBackend:
         for kid in wanted:
             if kid not in plan.kernels:
                 raise ValueError(f"launch names kernel {kid!r} that the plan does not list")
+        # A call left in flight by a process that died (a GPU reset took the job down) is settled first:
+        # its kernels run alone, and the one that takes the GPU down is quarantined on this device.
+        journal = self.journal()
+        for note in journal.recover({"tensile_client": self._probe_alone}):
+            log.warning("GPU-reset journal: %s", note)
+        banned = {
+            kid: why for (lib, kid), why in journal.quarantined().items() if lib == problem.library.name
+        }
         sizes = [tuple(s.as_list() if isinstance(s, Size) else list(s)) for s in plan.sizes]
-        located, missing = self._client_solutions(root, plan, wanted)
+        located, missing = self._client_solutions(root, plan, [k for k in wanted if k not in banned])
         blocks, why_blocks = self._problem_blocks(problem, root, located, sizes)
         roles = roles_of(launches)
-        out = _MeasureRun(self, root, sizes, roles)
+        out = _MeasureRun(self, root, sizes, roles, problem.library.name)
         for group in _call_groups(plan_sweeps(launches, f"{self.stream}:{len(sizes)}"), self.sweeps_per_call):
             first = group[0]
             reps = [sw.rep for sw in group]
             for p in first.problems:
                 for k in first.solutions:
-                    if k in missing or why_blocks:
+                    if k in banned:
+                        out.fail_cells([(k, p, r) for r in reps], GPU_RESET, f"quarantined: {banned[k]}")
+                    elif k in missing or why_blocks:
                         out.fail_cells([(k, p, r) for r in reps], "crash", missing.get(k) or why_blocks)
             sols = [k for k in first.solutions if k in located]
             if sols and not why_blocks:
@@ -388,7 +436,7 @@ class TensileBackend:
         batch's solutions file (same order as the library's indices). Kernels not found, with the reason."""
         located: dict[str, _Located] = {}
         errors: list[str] = []
-        for folder in self._batch_folders(root, wanted):
+        for folder, order in self._batch_folders(root, wanted):
             data = sorted((folder / "out" / "1_BenchmarkProblems").glob("*_00/Data/00_Final.yaml"))
             try:
                 if not data:
@@ -401,28 +449,30 @@ class TensileBackend:
             except (ClientFilesError, ValueError) as exc:
                 errors.append(str(exc))
                 continue
-            # one to one: two ids never share a solution (Tensile merges what it resolves as one kernel)
-            column = match_solutions(sols, {k: plan.kernels[k].params for k in wanted if k not in located})
+            # one to one: two ids never share a solution (Tensile merges what it resolves as one kernel),
+            # given in the batch's fork order as build gave them: measure finds the kernel build said built
+            ids = [k for k in order if k in wanted] + [k for k in wanted if k not in order]
+            column = match_solutions(sols, {k: plan.kernels[k].params for k in ids if k not in located})
             for kid, j in column.items():
-                located[kid] = _Located(folder, ini, lib, doc, j)
+                located[kid] = _Located(folder, ini, lib, doc, j, plan.kernels[kid].params)
         why = "; ".join(errors) or "Tensile did not benchmark this kernel (not in its solutions file)"
         return located, {kid: why for kid in wanted if kid not in located}
 
-    def _batch_folders(self, root: Path, wanted: list[str]) -> list[Path]:
-        """The build batches holding the wanted kernels (the build's manifest; else the folders build would
-        have used)."""
+    def _batch_folders(self, root: Path, wanted: list[str]) -> list[tuple[Path, list[str]]]:
+        """The build batches holding the wanted kernels, each with its kernels in fork order (the build's
+        manifest; else the folders build would have used)."""
         manifest = root / "batches.yaml"
         left, folders = set(wanted), []
         if manifest.exists():
             for b in (yaml.safe_load(manifest.read_text()) or {}).get("batches", []):
                 if left & set(b.get("kernels", [])):
-                    folders.append(root / str(b["folder"]))
+                    folders.append((root / str(b["folder"]), [str(k) for k in b["kernels"]]))
                     left -= set(b["kernels"])
         rest = sorted(left)
         size = self.settings.batch_size
-        folders += [
-            self._folder(root, [Kernel(k, {}) for k in rest[i : i + size]]) for i in range(0, len(rest), size)
-        ]
+        for i in range(0, len(rest), size):
+            part = rest[i : i + size]
+            folders.append((self._folder(root, [Kernel(k, {}) for k in part]), part))
         return folders
 
     def _problem_blocks(
@@ -464,6 +514,7 @@ class _Located:
     library: Path  # its benchmark library
     doc: dict  # the library, loaded
     index: int  # the kernel's solution index in it
+    params: Mapping[str, Any]  # the kernel's parameters (the journal records them)
 
 
 def _call_groups(sweeps: list, per_call: int) -> list[list]:
@@ -488,8 +539,8 @@ class _MeasureRun:
     """The samples of one ``measure``: client calls in the order they ran, each a sweep, each launch a sample
     with its real position, its sweep and the sweep's telemetry."""
 
-    def __init__(self, backend: TensileBackend, root: Path, sizes: list, roles: dict):
-        self.be, self.root, self.sizes, self.roles = backend, root, sizes, roles
+    def __init__(self, backend: TensileBackend, root: Path, sizes: list, roles: dict, library: str):
+        self.be, self.root, self.sizes, self.roles, self.library = backend, root, sizes, roles, library
         self.samples: list[Sample] = []
         self.calls = root / "client"
         self.calls.mkdir(parents=True, exist_ok=True)
@@ -551,7 +602,13 @@ class _MeasureRun:
             compose_ini(base, lib_path, code_objects, results, [blocks[s] for s in sizes], len(reps))
         )
         sampler = be.sampler()
-        run = run_call(be.settings.prebuilt_client, ini, results, be.settings.timeout_s, sampler)
+        in_flight = [
+            {"id": k, "library": self.library, "params": located[k].params, "solution": j}
+            for j, k in enumerate(sols)
+        ]
+        context = {"folder": str(folder), "library_file": str(lib_path), "sizes": [list(s) for s in sizes]}
+        with be.journal().call("tensile_client", in_flight, context):  # durable before the GPU sees it
+            run = run_call(be.settings.prebuilt_client, ini, results, be.settings.timeout_s, sampler)
         tele = summarise(sampler.log, run.started, run.ended, be.nominal_mhz, be.telemetry_why)
         got = read_call(run, names, sizes, len(reps))
         sweep = self.sweep_id
@@ -598,22 +655,38 @@ def _bytes_per_element(problem: Problem) -> int:
         return 0
 
 
-def _dropped(k: Kernel, rejections, overflows, codes: list[int]) -> BuildResult:
-    """Why a kernel of a finished run is not in Tensile's solutions file."""
+def _dropped(
+    k: Kernel,
+    rejections,
+    overflows,
+    codes: list[int],
+    failures=(),
+    built: Mapping[str, tuple[Mapping[str, Any], Mapping[str, Any]]] | None = None,
+    log: Path | None = None,
+) -> BuildResult:
+    """Why a kernel of a finished run is not in Tensile's solutions file, in Tensile's own words: the kernel
+    writer's named failures and overflows, ``reject:`` reasons, the nameless writer errors; ``built`` (id ->
+    (params, the solution it became)) tells a kernel Tensile merged into another of the batch."""
     for name, code, msg in overflows:
         if name_matches(name, k.params):
             return BuildResult(
                 k.id, "register_overflow", f"Tensile: overflowed resources, errorCode={code}: {msg}"
             )
+    for name, status, msg in failures:
+        if name_matches(name, k.params):
+            return BuildResult(k.id, status, f"Tensile's kernel writer: {msg}")
     for name, reasons in rejections:
         if name_matches(name, k.params):
             return BuildResult(k.id, "rejected", "Tensile: " + "; ".join(reasons or ["rejected"]))
     if codes:  # accepted by SolutionStructs, then the kernel writer gave up (the log names no kernel)
         return BuildResult(k.id, "register_overflow", resource_reason(codes))
+    for other, (params, solution) in (built or {}).items():
+        if other != k.id and solution_matches(solution, k.params) and solution_matches(solution, params):
+            return BuildResult(
+                k.id, "rejected", f"Tensile built it as the same kernel as {other} of this batch"
+            )
     every = sorted({r for _, rs in rejections for r in rs})
-    reason = "Tensile dropped it: not in the solutions file"
+    reason = "Tensile left it out of its solutions file and its log names no reason"
     if every:
-        reason += " (reasons in this batch: " + "; ".join(every) + ")"
-    else:
-        reason += " (Tensile built it as the same kernel as another of this batch)"
-    return BuildResult(k.id, "rejected", reason)
+        reason += " (reasons it gave for others of this batch: " + "; ".join(every) + ")"
+    return BuildResult(k.id, "compile_error", reason + (f"; log {log}" if log else ""))

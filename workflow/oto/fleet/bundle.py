@@ -41,6 +41,7 @@ import oto
 from oto.agent.audit import Redactor, secret_shapes
 from oto.files import dump_yaml, read_yaml
 from oto.hardware.device_profile import profile_hash
+from oto.registry.gpu_journal import Quarantine
 from oto.registry.job_files import job_file_text, read_job_file
 from oto.registry.records import config_hash
 from oto.tensile.logic_writer import MINIMUM_REQUIRED_VERSION
@@ -123,6 +124,7 @@ def _sha(data: bytes) -> str:
 
 def _registry_members(spec: BundleSpec) -> tuple[list[Member], dict[str, int], list[str], set[str], set[str]]:
     members, counts, problems, numbers, tensile = [], {}, [], set(), set()
+    quarantined = Quarantine(spec.results / "registry" / "quarantine.jsonl").kernel_records()
     for lib in spec.libraries:
         files = sorted(
             (spec.results / lib).glob("gen*/registry.jsonl"), key=lambda p: int(p.parent.name[3:] or 0)
@@ -132,6 +134,8 @@ def _registry_members(spec: BundleSpec) -> tuple[list[Member], dict[str, int], l
             res = read_job_file(f)
             records += res.records
             problems += res.problems
+        # kernels that took this tester's GPU down travel with the library's records (gpu_reset)
+        records += [r for r in quarantined if r.get("library") == lib]
         if not records:
             continue
         for r in records:

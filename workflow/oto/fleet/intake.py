@@ -50,6 +50,7 @@ from oto.gemm import FamilyCodeError, Library
 from oto.hardware.ceilings import family_peak_gflops
 from oto.hardware.device_profile import DeviceProfileError, check_device_profile
 from oto.hardware.profile import ProfileError, validate_profile
+from oto.registry.gpu_journal import GPU_RESET
 from oto.registry.records import COLUMNS, KEY, KINDS
 from oto.tensile.logic_writer import MINIMUM_REQUIRED_VERSION
 from oto.tensile.params import CandidateError, candidate_id, canonical
@@ -365,7 +366,8 @@ def _check_record(rec: Mapping, where: str, library: str, desc: Mapping, ceiling
     if (
         not isinstance(rec.get("generation"), int)
         or isinstance(rec.get("generation"), bool)
-        or rec["generation"] < 0
+        # -1: outside any generation, a quarantine of the GPU-reset journal (oto.registry.gpu_journal)
+        or rec["generation"] < (-1 if (kind, rec.get("status")) == ("failed", GPU_RESET) else 0)
     ):
         raise Rejected(f"{where}: field 'generation': {quote(rec.get('generation'))} is not a generation")
     size = rec.get("size") or ""

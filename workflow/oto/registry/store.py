@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from oto.registry.gpu_journal import Quarantine
 from oto.registry.job_files import read_job_file
 from oto.registry.records import COLUMNS, KEY, RegistryError
 
@@ -213,6 +214,8 @@ def consolidate(job_files: Sequence[Path], store: Path, out_summary: Path | None
         res = read_job_file(Path(f))
         problems += res.problems
         records += res.records
+    # kernels quarantined by the GPU-reset journal (gpu_reset), kept beside the store
+    records += Quarantine(Path(store).parent / "quarantine.jsonl").records()
     for p in problems:
         log.warning("registry: %s", p)
     rebuilt: dict[str, Any] | None = None

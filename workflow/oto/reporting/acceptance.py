@@ -138,6 +138,7 @@ def render_markdown(data: Mapping, deck_source: Mapping) -> str:
     out += ["", "## Failures (all generations and the final measurement, by class)", ""]
     out += [failure_line(k, v, fin.get("failure_stages")) for k, v in fin["failures"].items()] or ["- none"]
     out.append("")
+    out += rocblas_markdown(data.get("rocblas"))
     return "\n".join(out)
 
 
@@ -217,6 +218,65 @@ def inline_svg(svg: str) -> str:
     """An SVG document as an element to inline in HTML (no XML declaration or doctype)."""
     start = svg.find("<svg")
     return svg[start:] if start >= 0 else svg
+
+
+LIB_HEADER = "| library | sizes | passed | not passed | results | kernels taken out |"
+CMP_HEADER = (
+    "| against | family | sizes (measured) | median speed-up | 95% CI | geomean | p10 | p90 | W / T / L "
+    "| regressions |"
+)
+
+
+def rocblas_markdown(section: Mapping | None) -> list[str]:
+    """The report's section of rocBLAS's own client: verify and compare (collect.rocblas_clients)."""
+    section = section or {}
+    ver, cmp = section.get("verify"), section.get("compare")
+    if ver is None and cmp is None:
+        return []
+    out = ["## rocBLAS's own client: verify and compare", ""]
+    if ver is not None:
+        label = " (simulated)" if ver.get("numbers") == "simulated" else ""
+        out += [f"### verify{label}", ""]
+        if ver.get("skipped"):
+            out += [f"verify was {ver['skipped']}.", ""]
+        else:
+            env = ver.get("environment") or "no variables"
+            out += [
+                f"rocblas-bench with verification ({ver.get('client')}; the tuned library installed with "
+                f"{env}); numbers {ver.get('numbers')}.",
+                "",
+                LIB_HEADER,
+                "|---|---|---|---|---|---|",
+            ]
+            for r in ver["libraries"]:
+                out.append(
+                    f"| {r['library']} | {r['sizes']} | {r['passed']} | {r['failed']} | {r['counts']} | "
+                    f"{'; '.join(r['taken_out']) or 'none'} |"
+                )
+            out.append("")
+    if cmp is not None:
+        label = " (simulated)" if cmp.get("numbers") == "simulated" else ""
+        out += [f"### compare{label}", ""]
+        if cmp.get("skipped"):
+            out += [f"compare was {cmp['skipped']}.", ""]
+        else:
+            out += [
+                f"The tuned library against each baseline, paired and interleaved through rocblas-bench "
+                f"({cmp.get('client')}; {cmp.get('repetitions')} repetitions of every arm at every size), "
+                "scored as the races are (drift-normalised median ratio per size; per family the median "
+                "over the sizes with its 95% interval).",
+                "",
+                CMP_HEADER,
+                "|---|---|---|---|---|---|---|---|---|---|",
+            ]
+            for r in cmp["rows"]:
+                out.append(
+                    f"| {r['against']} | {r['family']} | {r['sizes']} ({r['measured']}) | {r['median']} | "
+                    f"{r['ci']} | {r['geomean']} | {r['p10']} | {r['p90']} | {r['wins']} / {r['ties']} / "
+                    f"{r['losses']} | {'; '.join(r['regressions']) or 'none'} |"
+                )
+            out += [*(f"- {n}" for n in cmp.get("notes") or []), ""]
+    return out
 
 
 def render_html(data: Mapping, deck_source: Mapping) -> str:

@@ -339,6 +339,83 @@ def _state(libs: list[dict]) -> str:
     return "running"
 
 
+def _fig(x: Any, spec: str = ".3f") -> str:
+    return "—" if x is None else format(float(x), spec)
+
+
+def _taken_out(c: Mapping[str, Any]) -> str:
+    return f"{c['removed']} at size {c['size_index']} → {c['replacement']} ({c['how']}): {c['why']}"
+
+
+def _regression(g: Mapping[str, Any]) -> str:
+    return (
+        f"{g['library']} size {g['size_index']}: {g['speedup']:.3f}× ({g['ci_low']:.3f}–{g['ci_high']:.3f})"
+    )
+
+
+def rocblas_clients(results: Path) -> dict[str, Any]:
+    """What verify and compare found with rocBLAS's own client (``verify/verify.yaml``,
+    ``compare/compare.yaml``), as the pages show it: per library the sizes passed and failed and every kernel
+    taken out; per baseline and family the speed-up distribution and every regression; or why a stage was
+    skipped. Missing files: that stage is None (it has not run yet)."""
+    out: dict[str, Any] = {"verify": None, "compare": None}
+    ver = _yaml(results / "verify" / "verify.yaml")
+    if ver is not None:
+        libraries = []
+        for name, entry in sorted((ver.get("libraries") or {}).items()):
+            counts = entry.get("counts") or {}
+            libraries.append(
+                {
+                    "library": name,
+                    "sizes": sum(counts.values()),
+                    "passed": counts.get("pass", 0),
+                    "failed": sum(v for k, v in counts.items() if k != "pass"),
+                    "counts": ", ".join(f"{k} {v}" for k, v in sorted(counts.items())),
+                    "taken_out": [_taken_out(c) for c in entry.get("changes") or []],
+                }
+            )
+        out["verify"] = {
+            "skipped": ver.get("reason") if ver.get("skipped") else None,
+            "numbers": ver.get("numbers"),
+            "client": (ver.get("client") or {}).get("what"),
+            "environment": " ".join(f"{k}={v}" for k, v in sorted((ver.get("environment") or {}).items())),
+            "libraries": libraries,
+        }
+    cmp = _yaml(results / "compare" / "compare.yaml")
+    if cmp is not None:
+        rows = []
+        for against, families in (cmp.get("against") or {}).items():
+            for fam, r in families.items():
+                ci = r.get("median_ci") or [None, None]
+                rows.append(
+                    {
+                        "against": against,
+                        "family": fam,
+                        "sizes": r["sizes"],
+                        "measured": r["measured"],
+                        "median": _fig(r.get("median_speedup")),
+                        "ci": f"{_fig(ci[0])}–{_fig(ci[1])}",
+                        "geomean": _fig(r.get("geomean_speedup")),
+                        "p10": _fig(r.get("p10")),
+                        "p90": _fig(r.get("p90")),
+                        "wins": r["wins"],
+                        "ties": r["ties"],
+                        "losses": r["losses"],
+                        "regressions": [_regression(g) for g in r.get("regressions") or []],
+                        "failed": len(r.get("failed") or []),
+                    }
+                )
+        out["compare"] = {
+            "skipped": cmp.get("reason") if cmp.get("skipped") else None,
+            "numbers": cmp.get("numbers"),
+            "client": (cmp.get("client") or {}).get("what"),
+            "repetitions": cmp.get("repetitions"),
+            "notes": [f"{k}: {v}" for k, v in sorted((cmp.get("notes") or {}).items())],
+            "rows": rows,
+        }
+    return out
+
+
 def collect(
     results: str | Path,
     config: Mapping | None = None,
@@ -405,6 +482,7 @@ def collect(
         "launch_us": launch_us,
         "libraries": libs,
         "coverage": _coverage(deck, libs),
+        "rocblas": rocblas_clients(results),
         "current": {
             "families": figures.family_rows(latest, peaks),
             "libraries": figures.library_rows(latest, tol or 0.0),

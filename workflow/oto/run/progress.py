@@ -29,7 +29,7 @@ from typing import Any
 from oto.run.estimate import LEARNING_JOB_SECONDS, fmt_duration
 from oto.stages import gpu_stages
 
-GPU_RULES = gpu_stages()  # the stages declared gpu=True (oto.stages): benchmark and finalize
+GPU_RULES = gpu_stages()  # the stages declared gpu=True (oto.stages): benchmark, finalize, verify, compare
 PRIOR_JOBS = 32  # weight of the prior mean job (recorded here, else the probe's) against this run's jobs
 RULE_PRIOR_JOBS = 12  # weight of the mean job against a rule's own jobs
 

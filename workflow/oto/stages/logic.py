@@ -1,6 +1,7 @@
 """logic: one library's final winners → a logic file in rocBLAS's format, named like the shipped ones.
-Every winner is checked first; one that cannot be written hands its sizes to the next best (the file's
-header comment records it)."""
+A kernel verify took out (rocBLAS's own client found it wrong) is replaced as verify decided
+(:func:`oto.rocblas.decisions.apply_replacements`). Every winner is checked first; one that cannot be written
+hands its sizes to the next best (the file's header comment records it)."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ from pathlib import Path
 
 from oto.deck.model import read_library_yaml
 from oto.files import read_yaml
+from oto.rocblas.decisions import apply_replacements
 from oto.stages import Stage
 from oto.tensile.labels import LABEL_FIELDS
 from oto.tensile.legality import Limits
@@ -20,7 +22,7 @@ STAGE = Stage(
     name="logic",
     scope="library",
     home="logic",
-    reads=("deck", "finalize"),
+    reads=("deck", "finalize", "verify"),
     profile=(*LABEL_FIELDS, *Limits.PROFILE_FIELDS),  # the file's name and header; each winner re-checked
 )
 log = logging.getLogger(__name__)
@@ -33,9 +35,21 @@ def run(
     label: str,
     out: Path,
     out_provenance: Path | None = None,
+    verify_path: Path | None = None,
 ) -> Path:
     final = read_yaml(final_path)
     deck = read_library_yaml(deck_path)
+    if verify_path is not None:
+        verified = ((read_yaml(verify_path) or {}).get("libraries") or {}).get(deck.name)
+        final = apply_replacements(final, verified)
+        for i, r in sorted(((verified or {}).get("replacements") or {}).items()):
+            log.warning(
+                "%s: size %s given to %s (%s): verify took its kernel out",
+                deck.name,
+                i,
+                r["kernel"],
+                r["how"],
+            )
     solutions, rows, notes = write_library_logic(final, deck, profile, label, out, source=str(final_path))
     for note in notes:
         log.warning("%s: %s", deck.name, note)

@@ -53,6 +53,8 @@ class Settings:
     register: tuple[str, ...]  # runtime.py's --oto-register options, from the profile's tensile.caps_from
     prebuilt_client: str | None
     asm_cache: Path
+    journal: Path  # the GPU-reset journal's folder (oto.registry.gpu_journal)
+    quarantine: Path  # kernels that took the GPU down, never run again on it
     timeout_s: float
     batch_size: int
     max_benchmarks: int
@@ -83,6 +85,8 @@ class Settings:
             register=tuple(register_args(profile)),
             prebuilt_client=cfg["prebuilt_client"],
             asm_cache=Path(str(cfg["asm_cache"]).format(arch=profile["arch"])),
+            journal=Path(str(cfg["journal"]).format(arch=profile["arch"])),
+            quarantine=Path(str(cfg["quarantine"]).format(arch=profile["arch"])),
             timeout_s=float(cfg["timeout_s"]),
             batch_size=int(cfg["batch_size"]),
             max_benchmarks=int(cfg["max_benchmarks"]),

@@ -27,29 +27,72 @@ RESOURCE_ERRORS = {
 }
 
 
-def name_matches(name: str, params: Mapping[str, Any]) -> bool:
-    """Does a Tensile kernel/solution name encode these parameters? (tokens of the full name)"""
+# Tensile's abbreviations (Solution.getParameterNameAbbreviation) of the scalar parameters a kernel name may
+# carry; which ones it carries depends on the set named together (Solution.getMinNaming: only the keys that
+# differ in the set, so a lone kernel's name, or a batch sharing a ThreadTile, has no ``_TT``).
+_NAME_TOKENS = {
+    "DU": "DepthU",
+    "VW": "VectorWidth",
+    "GRVW": "GlobalReadVectorWidth",
+    "GSU": "GlobalSplitU",
+    "PGR": "PrefetchGlobalRead",
+    "PLR": "PrefetchLocalRead",
+    "WGM": "WorkGroupMapping",
+    "IU": "InnerUnroll",
+    "LPA": "LdsPadA",
+    "LPB": "LdsPadB",
+    "SU": "StaggerU",
+    "1LDSB": "1LDSBuffer",
+}
+_SCALAR_TOKEN = re.compile(r"_(" + "|".join(sorted(_NAME_TOKENS, key=len, reverse=True)) + r")(n?\d+)(?=_)")
+
+
+def name_tokens(name: str) -> dict[str, Any]:
+    """The parameters a Tensile kernel/solution name spells out: {parameter: value}, plus ``MacroTile``
+    (MT0, MT1) from the ``_MT<a>x<b>x<depth>_`` prefix Tensile always writes."""
     n = f"_{name}_"
+    out: dict[str, Any] = {}
+    if m := re.search(r"_MT(\d+)x(\d+)x(\d+)_", n):
+        out["MacroTile"] = (int(m.group(1)), int(m.group(2)))
+        out["DepthU"] = int(m.group(3))
+    if m := re.search(r"_TT(\d+)_(\d+)_", n):
+        out["ThreadTile"] = (int(m.group(1)), int(m.group(2)))
+    if m := re.search(r"_WG(\d+)_(\d+)_(\d+)_", n):
+        out["WorkGroup"] = (int(m.group(1)), int(m.group(2)), int(m.group(3)))
+    if m := re.search(r"_KL([AS])_", n):
+        out["KernelLanguage"] = "Assembly" if m.group(1) == "A" else "Source"
+    for m in _SCALAR_TOKEN.finditer(n):
+        raw = m.group(2)
+        out[_NAME_TOKENS[m.group(1)]] = -int(raw[1:]) if raw.startswith("n") else int(raw)
+    return out
+
+
+def name_matches(name: str, params: Mapping[str, Any]) -> bool:
+    """Could a Tensile kernel/solution name be the kernel built from ``params``? Every parameter the name
+    spells out agrees with ``params`` where they set it (values Tensile resolves, -1, are not compared).
+
+    Tensile names kernels by the parameters that differ within the set it names together, so a name carries
+    only some of them; the ones it carries tell apart the kernels of that set."""
+    tokens = name_tokens(name)
     tt, wg = params.get("ThreadTile"), params.get("WorkGroup")
-    checks = []
-    if tt:
-        checks.append(f"_TT{tt[0]}_{tt[1]}_")
-    if wg:
-        checks.append(f"_WG{wg[0]}_{wg[1]}_{wg[2] if len(wg) > 2 else 1}_")
-    for key, tok in (
-        ("DepthU", "DU"),
-        ("VectorWidth", "VW"),
-        ("GlobalSplitU", "GSU"),
-        ("PrefetchGlobalRead", "PGR"),
-        ("PrefetchLocalRead", "PLR"),
-        ("WorkGroupMapping", "WGM"),
-        ("InnerUnroll", "IU"),
-    ):
-        if key in params and int(params[key]) >= 0:
-            checks.append(f"_{tok}{int(params[key])}_")
-    if "KernelLanguage" in params:
-        checks.append("_KLA_" if params["KernelLanguage"] == "Assembly" else "_KLS_")
-    return all(c in n for c in checks)
+    if tt and wg and tokens.get("MacroTile", (0, 0)) not in ((0, 0), (tt[0] * wg[0], tt[1] * wg[1])):
+        return False
+    if tt and "ThreadTile" in tokens and tokens["ThreadTile"] != tuple(int(x) for x in tt):
+        return False
+    if wg and "WorkGroup" in tokens:
+        want = (int(wg[0]), int(wg[1]), int(wg[2]) if len(wg) > 2 else 1)
+        if tokens["WorkGroup"] != want:
+            return False
+    if tokens.get("KernelLanguage", params.get("KernelLanguage")) != params.get("KernelLanguage"):
+        return False
+    for key in _NAME_TOKENS.values():
+        if key in tokens and key in params and not isinstance(params[key], list | tuple):
+            value = int(params[key])
+            if key == "StaggerU" and tokens[key] == 0:
+                continue  # Tensile forces StaggerU 0 on asm kernels without buffer loads
+            if value >= 0 and tokens[key] != value:
+                return False
+    return True
 
 
 def parse_log(text: str) -> tuple[list[tuple[str, list[str]]], list[tuple[str, int, str]]]:
@@ -76,6 +119,33 @@ def parse_log(text: str) -> tuple[list[tuple[str, list[str]]], list[tuple[str, i
     flat = text.replace("\n", "")
     overflows = [(m.group(1), int(m.group(2)), m.group(3)) for m in _OVERFLOW.finditer(flat)]
     return rejections, overflows
+
+
+# The kernel writer's own RuntimeErrors, printed (PrintSolutionRejectionReason) with the kernel's name before
+# Tensile filters the kernel out of the build (KernelWriter.getSourceFileString -> error -2;
+# TensileCreateLibrary.filterBuildErrors): KernelWriterAssembly.defineAndResources' VGPR budget check
+# ("Generating asm kernel error: total vgpr: 259 not in [0, 256]. kernel=...") and its other checks
+# ("Could not find valid memory instruction for operation=..., kernel=...").
+_WRITER_ERROR = re.compile(r"^(?P<msg>[^\n]*?)[.,]?\s*kernel=(?P<name>Cijk_[A-Za-z0-9_]+)\s*$", re.M)
+# processKernelSource, for any other RuntimeError of a kernel writer.
+_UNKNOWN_ERROR = re.compile(
+    r"Gracefully handling unknown runtime error when generating kernel: (Cijk_[A-Za-z0-9_]+)"
+)
+
+
+def writer_failures(text: str) -> list[tuple[str, str, str]]:
+    """(kernel name, outcome class, Tensile's message) for every kernel whose generation the kernel writer
+    refused with a named error: ``register_overflow`` for its VGPR/SGPR budget checks, ``compile_error`` for
+    the rest."""
+    out = []
+    for m in _WRITER_ERROR.finditer(text):
+        msg = m.group("msg").strip()
+        low = msg.lower()
+        overflow = "total vgpr" in low or "total sgpr" in low or "overflowed resources" in low
+        out.append((m.group("name"), "register_overflow" if overflow else "compile_error", msg))
+    for m in _UNKNOWN_ERROR.finditer(text):
+        out.append((m.group(1), "compile_error", "the kernel writer raised a runtime error generating it"))
+    return out
 
 
 def generation_errors(text: str) -> list[int]:

@@ -1,0 +1,330 @@
+"""rocBLAS's own clients (oto.rocblas): rocblas-bench and rocblas-test output read per size, the client
+runners (a stand-in rocblas-bench with a crash, a hang, a malformed line and a verification failure; the
+simulated GPU behind the same interface), the verify decision and the compare A/B statistics.
+
+The outputs below are small samples written for these tests in the formats rocBLAS 4.4.0 defines (ROCm/rocBLAS
+commit b520bc83: clients/include/argument_model.hpp for rocblas-bench, clients/gtest/blas3/gemm_gtest.cpp and
+clients/common/gtest_helpers.cpp for rocblas-test's names and failures)."""
+
+import math
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+import yaml
+from oto.config import validate_config
+from oto.deck.sources import load_deck
+from oto.registry.gpu_journal import GPU_RESET, GpuJournal, Quarantine
+from oto.rocblas.bench_output import parse_bench_output
+from oto.rocblas.clients import Arm, RocblasBenchRunner, SimulatedClientRunner, arm_kernels, bench_arguments
+from oto.rocblas.compare import compare_scores, family_summary, interleaved_schedule, run_compare
+from oto.rocblas.gtest_output import gemm_test_name, parse_gtest_output
+from oto.rocblas.verify import VerifyRow, decide, run_verify, tolerance
+from oto.tensile.params import candidate_id, canonical
+
+ROOT = Path(__file__).resolve().parents[1]
+
+BENCH_VERIFIED = """\
+rocBLAS-commit-hash: b520bc83f
+
+Tensile-commit-hash: 7a2f5b2ea
+
+Query device success: there are 1 devices
+-------------------------------------------------------------------------------
+Device ID 0 : AMD Radeon Graphics gfx900:xnack-
+with 0.5 GB memory, max. SCLK 1800 MHz, max. MCLK 1600 MHz, compute capability 9.0
+maxGridDimX 2147483647, sharedMemPerBlock 65.5 KB, maxThreadsPerBlock 1024, warpSize 64
+-------------------------------------------------------------------------------
+
+rocblas-bench INFO: lda < min_lda, set lda = 512
+transA,transB,M,N,K,alpha,lda,stride_a,beta,ldb,stride_b,ldc,stride_c,batch_count,cold_iters,hot_iters,\
+rocblas-Gflops,us,CPU-Gflops,CPU-us,norm_error_1
+N,T,512,256,128,1,512,65536,0,256,32768,512,131072,4, 2, 10, 361.513, 371.32,4.1,32713.1,2.35e-07
+"""
+
+
+def test_rocblas_bench_output_gives_size_time_gflops_and_norm():
+    out = parse_bench_output(BENCH_VERIFIED)
+    assert out.problems == [] and out.notes == ["rocblas-bench INFO: lda < min_lda, set lda = 512"]
+    (row,) = out.rows
+    assert row.size == (512, 256, 4, 128) and row.time_us == 371.32 and row.gflops == 361.513
+    assert row.norm_error == 2.35e-07 and row.fields["transB"] == "T"
+
+
+def test_a_complex_scalar_is_one_field_and_the_old_error_column_is_read():
+    text = "transA,transB,M,N,K,alpha,lda,beta,ldb,ldc,cold_iters,hot_iters,rocblas-Gflops,us,rocblas-error\n"
+    text += "N,N,64,64,64,(1: 0),64,(0: 0),64,64, 2, 10, 12.5, 41.9,0.125\n"
+    (row,) = parse_bench_output(text).rows
+    assert row.fields["alpha"] == "(1: 0)" and row.norm_error == 0.125
+
+
+def test_malformed_lines_are_named_and_the_other_rows_kept():
+    good = BENCH_VERIFIED.splitlines()[-2:]
+    text = "\n".join([
+        good[0], "N,T,512,256,128,1,512", *good,
+        good[0], "N,T,x512,256,128,1,512,65536,0,256,32768,512,131072,4, 2, 10, 1, 2,3,4,5",
+        good[0],
+    ])  # fmt: skip
+    out = parse_bench_output(text, "call.log")
+    assert len(out.rows) == 1
+    assert out.problems == [
+        "call.log:2: 7 values for the 21 fields of line 1",
+        "call.log:6: field 'M' is 'x512', not a number",
+        "call.log:7: a result header with no values line after it",
+    ]
+
+
+def test_bench_arguments_follow_the_problem_type():
+    sb = bench_arguments("Cijk_Ailk_Bjlk_SB", (512, 256, 1, 128), True, 10, 2)
+    assert sb[:4] == ["-f", "gemm", "-r", "s"] and sb[sb.index("--transposeB") + 1] == "T"
+    assert (
+        sb[sb.index("--lda") + 1] == "512" and sb[sb.index("--ldb") + 1] == "256" and sb[-2:] == ["-v", "1"]
+    )
+    hhs = bench_arguments("Cijk_Alik_Bljk_HHS_BH", (64, 32, 3, 16), False, 10, 2)
+    assert hhs[:2] == ["-f", "gemm_strided_batched_ex"] and "--compute_type" in hhs and "-v" not in hhs
+    assert hhs[hhs.index("--lda") + 1] == "16" and hhs[hhs.index("--stride_a") + 1] == str(16 * 64)
+    assert hhs[hhs.index("--c_type") + 1] == "f16_r" and hhs[hhs.index("--compute_type") + 1] == "f32_r"
+    gb = bench_arguments("Cijk_Ailk_Bljk_DB_GB", (64, 64, 1, 64), False, 10, 2)
+    assert gb[:4] == ["-f", "gemm_batched", "-r", "d"] and "--stride_a" not in gb
+    assert "initial strides" in bench_arguments("Cijk_Ailk_Bljk_SBIc", (64, 64, 1, 64), True, 10, 2)
+
+
+FAKE_BENCH = """\
+#!{python}
+# A stand-in rocblas-bench: the GEMM size decides what happens (written for oto's tests).
+import os, sys, time
+a = sys.argv[1:]
+m = int(a[a.index("-m") + 1]); n = int(a[a.index("-n") + 1]); k = int(a[a.index("-k") + 1])
+print("rocBLAS-commit-hash: b520bc83f")
+print("rocblas-bench INFO: library", os.environ.get("ROCBLAS_TENSILE_LIBPATH", "rocBLAS's own"),
+      "override", os.environ.get("HSA_OVERRIDE_GFX_VERSION", "none"))
+if m == 256:
+    print("Memory access fault by GPU node-1 (Agent handle: 0x55d0) on address 0x7f00. "
+          "Reason: Page not present.")
+    sys.stdout.flush(); os.abort()
+if m == 512:
+    time.sleep(600)
+head = "transA,transB,M,N,K,alpha,lda,beta,ldb,ldc,cold_iters,hot_iters,rocblas-Gflops,us"
+norm = 0.5 if m == 128 else 3e-7
+t = 2.0 * m * n * k / 1e3 / (100.0 if os.environ.get("ROCBLAS_TENSILE_LIBPATH") else 80.0)
+if "-v" in a:
+    head += ",CPU-Gflops,CPU-us,norm_error_1"
+print(head)
+vals = f"N,N,{{m}},{{n}},{{k}},1,{{m}},0,{{k}},{{m}}, 2, 10, {{2.0*m*n*k/t/1e3:.6g}}, {{t:.6g}}"
+if "-v" in a:
+    vals += f",1.5,9999,{{norm}}"
+if m == 1024:
+    vals = vals.rsplit(",", 3)[0]  # a truncated values line
+print(vals)
+"""
+
+SB = "Cijk_Ailk_Bljk_SB"
+
+
+@pytest.fixture
+def bench(tmp_path):
+    path = tmp_path / "rocblas-bench"
+    path.write_text(FAKE_BENCH.format(python=sys.executable))
+    path.chmod(0o755)
+    return str(path)
+
+
+def runner_for(tmp_path, bench, device="gfx90c") -> RocblasBenchRunner:
+    journal = GpuJournal(tmp_path / "journal", device, Quarantine(tmp_path / "quarantine.jsonl"), "gfx90c")
+    return RocblasBenchRunner(bench, tmp_path / "calls", journal, timeout_s=3, iters=10, cold_iters=2)
+
+
+def test_verify_records_pass_fail_crash_hang_and_malformed_per_size_and_goes_on(tmp_path, bench):
+    sizes = [[64, 64, 1, 64], [128, 64, 1, 64], [256, 64, 1, 64], [512, 64, 1, 64], [1024, 64, 1, 64],
+             [96, 96, 1, 96]]  # fmt: skip
+    kernels = [f"k{i:012x}" for i in range(len(sizes))]
+    tuned = Arm(
+        "tuned", "/opt/tuned/library", {"HSA_OVERRIDE_GFX_VERSION": "9.0.0"}, arm_kernels(SB, sizes, kernels)
+    )
+    rows = run_verify(runner_for(tmp_path, bench), tuned, SB, sizes)
+    assert [r.status for r in rows] == ["pass", "fail", "crash", "timeout", "malformed", "pass"]
+    assert rows[0].norm_error == 3e-7 and rows[0].tolerance == pytest.approx(64 * 2**-23)
+    assert (
+        "exceeds" in rows[1].reason and "rc -6" in rows[2].reason and "Memory access fault" in rows[2].reason
+    )
+    assert "killed after 3 s" in rows[3].reason and "values for the" in rows[4].reason
+    assert [r.kernel_id for r in rows] == kernels and {r.numbers for r in rows} == {"measured"}
+    first = sorted((tmp_path / "calls").glob("call-0001-*.log"))[0].read_text()
+    assert "library /opt/tuned/library override 9.0.0" in first  # the arm's environment reached the client
+    assert not list((tmp_path / "journal" / "calls").glob("*.json"))  # every call left the journal
+
+
+def test_a_quarantined_size_is_never_run_and_a_dead_call_is_run_alone_first(tmp_path, bench):
+    runner = runner_for(tmp_path, bench)
+    arm = Arm("tuned", "/lib", {}, arm_kernels(SB, [[64, 64, 1, 64]], ["k00000000000a"]))
+    ctx = {
+        "command": [bench, *bench_arguments(SB, (64, 64, 1, 64), True, 1, 1)],
+        "env": {},
+        "sizes": [[64] * 4],
+    }
+    code = textwrap.dedent(
+        f"""
+        import os, sys
+        sys.path[:0] = {sys.path!r}
+        from pathlib import Path
+        from oto.registry.gpu_journal import GpuJournal, Quarantine
+        j = GpuJournal(Path({str(tmp_path / "journal")!r}), "gfx90c", Quarantine(Path("q")), "gfx90c")
+        with j.call("rocblas-bench", [{{"id": "k00000000000a", "library": {SB!r}}}], {ctx!r}, probe_of="s"):
+            os._exit(9)
+        """
+    )
+    assert subprocess.run([sys.executable, "-c", code]).returncode == 9
+    notes = runner.recover()
+    assert any("quarantined" in n for n in notes)
+    res = runner.run(arm, SB, (64, 64, 1, 64), verify=True)
+    assert (
+        res.status == GPU_RESET and "quarantined" in res.reason and not list((tmp_path / "calls").glob("*"))
+    )
+
+
+GTEST_LOG = """\
+[==========] Running 4 tests from 2 test suites.
+[----------] 3 tests from _/gemm
+[ RUN      ] _/gemm.blas3_tensile/nightly_blas3_f32_r_NT_512_256_128_1_512_256_0_512
+[       OK ] _/gemm.blas3_tensile/nightly_blas3_f32_r_NT_512_256_128_1_512_256_0_512 (41 ms)
+[ RUN      ] _/gemm.blas3_tensile/nightly_blas3_f16_r_NN_1024_1024_4096_1_1024_4096_0_1024
+/rocBLAS/clients/include/near.hpp:288: Failure
+The difference between hCPU[i + j * lda] and hGPU[i + j * lda] is 7.5, which exceeds abs_error, where
+hCPU[i + j * lda] evaluates to 1021.5,
+[  FAILED  ] _/gemm.blas3_tensile/nightly_blas3_f16_r_NN_1024_1024_4096_1_1024_4096_0_1024, where \
+GetParam() = {{ function: gemm, a_type: f16_r }} (1233 ms)
+[----------] 1 test from _/gemm_strided_batched_ex
+[ RUN      ] _/gemm_strided_batched_ex.blas3_tensile/{ex}
+SIGNAL raised in: {ex}
+/rocBLAS/clients/common/gtest_helpers.cpp:154: Failure
+Failed
+Received Segmentation fault signal
+[  FAILED  ] _/gemm_strided_batched_ex.blas3_tensile/{ex}, where GetParam() = {{}} (12 ms)
+[ RUN      ] _/gemm_batched.blas3_tensile/nightly_blas3_f64_r_NN_256_256_256_n1p5_256_256_0p5_256_7
+
+Aborting tests due to an alarm timeout.
+""".format(ex="quick_blas3_f16_rf16_rf16_rf16_rf32_r_TN_64_32_16_1_16_16_0_64_64_3_1024_512_2048")
+
+
+def test_rocblas_test_output_gives_each_gemm_tests_size_and_fate():
+    run = parse_gtest_output(GTEST_LOG)
+    assert [t.status for t in run.tests] == ["passed", "failed", "failed", "died"]
+    ok, near, signal, hang = run.tests
+    assert (
+        ok.gemm.size == (512, 256, 1, 128) and (ok.gemm.transA, ok.gemm.transB) == ("N", "T") and ok.ms == 41
+    )
+    assert near.gemm.types == "f16_r" and any("exceeds abs_error" in m for m in near.messages)
+    assert signal.gemm.function == "gemm_strided_batched_ex" and signal.gemm.size == (64, 32, 3, 16)
+    assert any("Segmentation fault" in m for m in signal.messages)
+    assert hang.gemm.size == (256, 256, 7, 256) and "alarm" in run.aborted
+    assert gemm_test_name("_/trsm.blas3/quick_blas3_f32_r_L_U_N_N_1_1_1") is None
+
+
+def test_the_verify_decision_takes_a_failing_kernel_out_everywhere_it_wins():
+    rows = [
+        VerifyRow(SB, 0, (64, 64, 1, 64), "kbad", "fail", 0.5, 1e-5, 10.0, "norm", "measured"),
+        VerifyRow(SB, 1, (96, 96, 1, 96), "kgood", "pass", 1e-7, 1e-5, 10.0, "", "measured"),
+        VerifyRow(SB, 2, (128, 96, 1, 96), "kbad", "pass", 1e-7, 1e-5, 10.0, "", "measured"),
+        VerifyRow(SB, 3, (160, 96, 1, 96), "kother", "malformed", None, 1e-5, math.nan, "x", "measured"),
+    ]
+    per_size = [
+        {"size_index": 0, "winner": "kbad", "shipped": "kspoof0", "ranking": ["kbad", "kunknown", "kgood"]},
+        {"size_index": 1, "winner": "kgood", "shipped": "kspoof1", "ranking": ["kgood"]},
+        {"size_index": 2, "winner": "kbad", "shipped": "kspoof2", "ranking": ["kbad", "kunknown"]},
+        {"size_index": 3, "winner": "kother", "shipped": "kspoof3"},
+    ]
+    d = decide(SB, per_size, rows)
+    assert d.winners == {0: "kgood", 1: "kgood", 2: "kspoof2", 3: "kother"}
+    assert [(c.size_index, c.how) for c in d.changes] == [(0, "next verified candidate"), (2, "spoof kernel")]
+    assert d.failing == {"kbad": "fail at size [64, 64, 1, 64]: norm"} and d.verified == ["kgood"]
+    assert d.unverified_sizes == [3] and d.counts == {"fail": 1, "pass": 2, "malformed": 1}
+    assert tolerance("Cijk_Ailk_Bljk_HB", 900) == pytest.approx(1.0)
+
+
+# ---- compare: the paired, interleaved A/B ----
+
+
+def test_the_schedule_visits_every_arm_at_every_size_each_repetition_in_fresh_orders():
+    sched = interleaved_schedule(3, ["tuned", "spoof", "upstream"], 4, seed=1)
+    assert len(sched) == 36 and len(set(sched)) == 36
+    firsts = {tuple(a for r, i, a in sched[j : j + 3]) for j in range(0, 36, 3)}
+    assert len(firsts) > 1  # the arms' order changes from size to size
+    for j in range(0, 36, 3):  # at a size, the arms run back to back
+        assert len({(r, i) for r, i, _ in sched[j : j + 3]}) == 1
+
+
+def sim_arms(library: str, n_sizes: int):
+    deck = load_deck("manifest").libraries[library]
+    sizes = deck.sizes[:n_sizes]
+    params = {}
+    spoof = []
+    for pos, _ in deck.shipped[:n_sizes]:
+        p = canonical(deck.solutions[int(pos)]["params"])
+        params[candidate_id(p)] = p
+        spoof.append(candidate_id(p))
+    tuned_p = canonical({"ThreadTile": [4, 4], "WorkGroup": [16, 16, 1], "DepthU": 16, "VectorWidth": 4})
+    slow_p = canonical({"ThreadTile": [1, 1], "WorkGroup": [8, 8, 1], "DepthU": 8, "VectorWidth": 1})
+    params[candidate_id(tuned_p)], params[candidate_id(slow_p)] = tuned_p, slow_p
+    arms = [
+        Arm("spoof", None, {"HSA_OVERRIDE_GFX_VERSION": "9.0.0"}, arm_kernels(library, sizes, spoof), params),
+        Arm("upstream", None, {}, arm_kernels(library, sizes, spoof), params),
+        Arm("tuned", "lib", {}, arm_kernels(library, sizes, [candidate_id(tuned_p)] * n_sizes), params),
+        Arm("slow", "lib2", {}, arm_kernels(library, sizes, [candidate_id(slow_p)] * n_sizes), params),
+    ]
+    return sizes, arms
+
+
+def test_compare_on_the_simulated_gpu_gives_speedups_with_intervals_labelled_simulated():
+    profile = yaml.safe_load((ROOT / "arch_profiles" / "gfx90c.yaml").read_text())
+    config = validate_config({"arch": "gfx90c", "families": "all", "seed": 3})
+    library = "Cijk_Ailk_Bljk_SB"
+    sizes, arms = sim_arms(library, 6)
+    runner = SimulatedClientRunner(profile, config, iters=3, cold_iters=1)
+    samples = run_compare(runner, arms, library, sizes, repetitions=6, seed=1)
+    assert set(samples["numbers"]) == {"simulated"} and len(samples) == 6 * 6 * 4
+    scores = compare_scores(samples, library, sizes, baseline="spoof", bootstrap=200)
+    assert set(scores["kernel_id"]) == {"upstream", "tuned", "slow"}
+    ok = scores[scores["status"] == "ok"]
+    assert (ok["ci_low"] <= ok["score"]).all() and (ok["score"] <= ok["ci_high"]).all()
+    upstream = ok[ok["kernel_id"] == "upstream"]["score"]
+    assert upstream.between(0.9, 1.1).all()  # the same kernels: speed-up 1 within noise
+    summary = family_summary({library: scores}, "slow", bootstrap=200)
+    assert summary["SB"]["regressions"] and summary["SB"]["losses"] >= 1
+    assert summary["SB"]["median_ci"][0] <= summary["SB"]["median_speedup"] <= summary["SB"]["median_ci"][1]
+
+
+def test_compare_records_a_failed_call_as_its_arms_sample_and_scores_the_rest(tmp_path, bench):
+    sizes = [[64, 64, 1, 64], [256, 64, 1, 64], [96, 64, 1, 64]]
+    ks = [f"k{i:012x}" for i in range(3)]
+    arms = [
+        Arm("spoof", None, {}, arm_kernels(SB, sizes, ks)),
+        Arm("tuned", "/t", {}, arm_kernels(SB, sizes, ks)),
+    ]
+    samples = run_compare(runner_for(tmp_path, bench), arms, SB, sizes, repetitions=3, seed=2)
+    crashed = samples[samples["size_index"] == 1]
+    assert set(crashed["status"]) == {"crash"} and crashed["time_us"].isna().all()
+    scores = compare_scores(samples, SB, sizes, baseline="spoof", bootstrap=100)
+    by_size = {int(r["size_index"]): r for r in scores.to_dict("records")}
+    assert by_size[1]["status"] == "crash" and "rc -6" in by_size[1]["reason"]
+    assert by_size[0]["score"] == pytest.approx(100 / 80, rel=1e-3)  # the stand-in's two libraries
+    summary = family_summary({SB: scores}, "tuned", bootstrap=100)["SB"]
+    assert summary["measured"] == 2 and summary["failed"][0]["size_index"] == 1 and summary["wins"] == 2
+
+
+def test_the_runner_follows_the_backend_and_says_why_when_there_is_none(tmp_path, bench):
+    from oto.rocblas.clients import client_runner
+
+    profile = yaml.safe_load((ROOT / "arch_profiles" / "gfx90c.yaml").read_text())
+    config = validate_config({"arch": "gfx90c", "families": "all", "rocblas": {"bench": bench, "iters": 3}})
+    sim, what = client_runner(config, profile, "sim")
+    assert sim.numbers == "simulated" and sim.iters == 3 and "simulated" in what
+    journal = GpuJournal(tmp_path / "j", "gfx90c", Quarantine(tmp_path / "q.jsonl"), "gfx90c")
+    real, what = client_runner(config, profile, "tensile", journal)
+    assert real.numbers == "measured" and real.bench == bench and real.timeout_s == 600
+    none, why = client_runner(config, profile, "replay")
+    assert none is None and "skipped" in why
+    missing = validate_config({"arch": "gfx90c", "families": "all", "rocblas": {"bench": "/nope"}})
+    none, why = client_runner(missing, profile, "tensile", journal)
+    assert none is None and "'rocblas.bench': /nope does not exist" in why

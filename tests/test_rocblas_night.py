@@ -1,0 +1,152 @@
+"""verify and compare as the workflow runs them (oto.stages.verify, oto.stages.compare, oto.rocblas.night):
+through the client the backend declares, on a finished library's deck sizes; a kernel verification takes
+out leaves the logic file; no client: a 'skipped, because ...' record; the report shows the sections."""
+
+from __future__ import annotations
+
+import pandas as pd
+import pytest
+from fleet_helpers import LIBRARY, synthetic_bundle, variant
+from oto.config import validate_config
+from oto.deck.model import write_library_yaml
+from oto.deck.sources import SHIPPED_MANIFEST, read_manifest
+from oto.files import read_yaml
+from oto.hardware.profile import load_profile
+from oto.reporting.acceptance import rocblas_markdown
+from oto.reporting.collect import rocblas_clients
+from oto.rocblas import night
+from oto.rocblas.verify import VerifyRow, decide
+from oto.stages import compare, logic, verify
+from test_replay import make_cache
+from workflow_helpers import REPO
+
+PROFILE = load_profile(REPO / "arch_profiles" / "gfx90c.yaml")
+
+
+def finished(tmp_path, rivals=None):
+    """results/gfx90c of one finished library (a synthetic tester's night) with its deck slice."""
+    synthetic_bundle(tmp_path, name="n", score=1.3, rivals=rivals)
+    results = tmp_path / "n" / "results" / "gfx90c"
+    deck = read_manifest(SHIPPED_MANIFEST).libraries[LIBRARY]
+    write_library_yaml(deck, results / LIBRARY / "deck.yaml", {})
+    return results
+
+
+def paths(results):
+    lib = results / LIBRARY
+    return [lib / "final.yaml"], [lib / "final_samples.csv"], [lib / "deck.yaml"]
+
+
+def test_verify_and_compare_run_on_the_simulated_gpu_and_the_report_shows_them_labelled(tmp_path):
+    results = finished(tmp_path)
+    config = validate_config(
+        {"arch": "gfx90c", "families": ["DB"], "backend": "sim", "seed": 1, "rocblas": {"repetitions": 3}}
+    )
+    finals, samples, decks = paths(results)
+    doc = verify.run(
+        finals, samples, decks, PROFILE, config, "spoof", results / "verify/verify.yaml", tmp_path
+    )
+    n = len(read_yaml(finals[0])["sizes"])
+    entry = doc["libraries"][LIBRARY]
+    assert doc["numbers"] == "simulated" and entry["counts"] == {"pass": n} and not entry["changes"]
+    assert doc["environment"] == {
+        "HSA_OVERRIDE_GFX_VERSION": "9.0.0"
+    }  # the spoof label's, from stock_library
+    assert all(r["norm_error"] <= r["tolerance"] for r in entry["rows"])
+
+    logic_file = results / "logic" / f"gfx90c_{LIBRARY}.yaml"
+    logic.run(finals[0], decks[0], PROFILE, "native", logic_file, verify_path=results / "verify/verify.yaml")
+    cmp = compare.run(
+        finals,
+        decks,
+        [logic_file],
+        results / "verify/verify.yaml",
+        PROFILE,
+        config,
+        "spoof",
+        results / "compare/compare.yaml",
+        results / "compare/samples.csv",
+        tmp_path,
+    )
+    calls = pd.read_csv(results / "compare/samples.csv")
+    assert len(calls) == n * 3 * 3 and set(calls["kernel_id"]) == {"tuned", "spoof", "upstream"}
+    assert cmp["numbers"] == "simulated" and set(cmp["against"]) == {"spoof", "upstream"}
+    fam = cmp["against"]["spoof"]["DB"]
+    assert fam["sizes"] == n and fam["median_ci"][0] <= fam["median_speedup"] <= fam["median_ci"][1]
+    assert fam["wins"] + fam["ties"] + fam["losses"] == fam["measured"] and fam["geomean_speedup"] > 0
+    # the upstream arm runs the spoof's kernels: the model cannot tell them apart, and the file says so
+    assert "the model times them alike" in cmp["notes"]["upstream"]
+
+    text = "\n".join(rocblas_markdown(rocblas_clients(results)))
+    assert "### verify (simulated)" in text and "### compare (simulated)" in text
+    assert f"| {LIBRARY} | {n} | {n} | 0 |" in text and "| spoof | DB |" in text
+
+
+def test_a_kernel_verification_fails_leaves_the_package_for_the_next_verified_candidate_else_the_spoof(
+    tmp_path,
+):
+    results = finished(tmp_path, rivals={"other": 1.2})
+    final = read_yaml(results / LIBRARY / "final.yaml")
+    samples = pd.read_csv(results / LIBRARY / "final_samples.csv")
+    deck = read_manifest(SHIPPED_MANIFEST).libraries[LIBRARY]
+    shipped = night.shipped_kernels(deck, PROFILE)
+    winner, rival = variant(LIBRARY, "winner")[0], variant(LIBRARY, "other")[0]
+    final["kernels"][rival] = variant(LIBRARY, "other")[1]  # a finalist measured at every size
+    entries = night.verify_entries(final, samples, shipped)
+    assert all(e["winner"] == winner and e["ranking"][:2] == [winner, rival] for e in entries)
+
+    def row(i, kid, status):
+        return VerifyRow(
+            LIBRARY, i, tuple(final["sizes"][i]), kid, status, None, 1e-6, 1.0, status, "simulated"
+        )
+
+    rows = [row(0, winner, "fail"), row(1, rival, "pass")]
+    decision = decide(LIBRARY, entries, rows)
+    assert {c.removed for c in decision.changes} == {winner} and len(decision.changes) == len(entries)
+    assert {c.replacement for c in decision.changes} == {rival}
+    repl = night.replacements(final, samples, shipped, [c.as_dict() for c in decision.changes])
+    fixed = night.apply_replacements(final, {"replacements": repl})
+    assert {r["winner"] for r in fixed["per_size"]} == {rival} and set(fixed["kernels"]) == {rival}
+    assert all(r["gflops"] > 0 for r in fixed["per_size"])
+
+    # the rival failing too: every size goes back to its shipped (spoof) kernel
+    decision = decide(LIBRARY, entries, [row(0, winner, "crash"), row(1, rival, "timeout")])
+    assert {c.how for c in decision.changes} == {"spoof kernel"}
+    repl = night.replacements(final, samples, shipped, [c.as_dict() for c in decision.changes])
+    fixed = night.apply_replacements(final, {"replacements": repl})
+    assert [r["winner"] for r in fixed["per_size"]] == [shipped[i]["id"] for i in range(len(entries))]
+
+
+def test_without_a_client_verify_and_compare_say_they_were_skipped_and_why(tmp_path):
+    results = finished(tmp_path)
+    cache = make_cache(tmp_path / "cache.json")
+    config = validate_config(
+        {"arch": "gfx90c", "families": ["DB"], "backend": "replay", "replay": {"cache": str(cache)}}
+    )
+    finals, samples, decks = paths(results)
+    doc = verify.run(
+        finals, samples, decks, PROFILE, config, "native", results / "verify/verify.yaml", tmp_path
+    )
+    assert doc["skipped"] and doc["reason"].startswith(
+        "skipped, because backend 'replay' has no rocBLAS client"
+    )
+    cmp = compare.run(
+        finals,
+        decks,
+        [],
+        results / "verify/verify.yaml",
+        PROFILE,
+        config,
+        "native",
+        results / "compare/compare.yaml",
+        results / "compare/samples.csv",
+        tmp_path,
+    )
+    assert cmp["skipped"] and "replay" in cmp["reason"]
+    text = "\n".join(rocblas_markdown(rocblas_clients(results)))
+    assert "verify was skipped, because backend 'replay'" in text and "compare was skipped" in text
+
+
+@pytest.mark.parametrize("label, env", [("native", {}), ("spoof", {"HSA_OVERRIDE_GFX_VERSION": "9.0.0"})])
+def test_the_tuned_arm_is_installed_with_the_labels_environment(label, env):
+    assert night.label_environment(PROFILE, label) == env

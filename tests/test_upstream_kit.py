@@ -1,0 +1,234 @@
+"""``oto upstream`` (oto.rocblas.upstream): the kit laid out as rocBLAS lays out its libraries, the Tensile
+and rocBLAS changes an architecture needs (as diffs on checkouts, here small samples written for this test
+with the anchors of ROCm/Tensile a164ed70 and ROCm/rocBLAS b520bc83), and a PR description that refuses
+simulated evidence unless told. TensileCreateLibrary over the kit: tests/test_tensile_real.py."""
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+from oto.deck.model import write_library_yaml
+from oto.deck.sources import load_deck
+from oto.files import write_yaml
+from oto.rocblas.upstream import (
+    ROCBLAS_LOGIC,
+    EditError,
+    UpstreamRefused,
+    architecture_edits,
+    patch_text,
+    write_kit,
+)
+from oto.tensile.params import candidate_id, canonical
+
+ROOT = Path(__file__).resolve().parents[1]
+PROFILE = yaml.safe_load((ROOT / "arch_profiles" / "gfx90c.yaml").read_text())
+LIBS = ("Cijk_Ailk_Bljk_DB", "Cijk_Alik_Bjlk_DB")
+
+
+def results_folder(tmp: Path, numbers: str = "measured") -> Path:
+    """results/gfx90c with two libraries whose shipped solution 0 wins every size (final + deck slice)."""
+    deck = load_deck("manifest")
+    results = tmp / "results" / "gfx90c"
+    for name in LIBS:
+        lib = deck.libraries[name]
+        params = canonical(lib.solutions[0]["params"])
+        kid = candidate_id(params)
+        write_library_yaml(lib, results / name / "deck.yaml", {"source": "manifest"})
+        rows = [
+            {"size_index": i, "winner": kid, "score": 1.3, "ci_low": 1.2, "ci_high": 1.4, "gflops": 50.0,
+             "generation": 0, "verdict": "win"}
+            for i in range(len(lib.sizes))
+        ]  # fmt: skip
+        write_yaml(results / name / "final.yaml", {
+            "library": name, "family": "DB", "pattern": lib.pattern,
+            "provenance": {"backend": "tensile", "numbers": numbers, "tensile_version": "4.44.0",
+                           "device": "gfx90c"},
+            "measurement": {"drift": "reference_timeline+sweep_clock"},
+            "generations": 4, "converged": True, "sizes": lib.sizes, "per_size": rows,
+            "kernels": {kid: params},
+            "summary": {"geomean_score": 1.3, "wins": len(rows), "ties": 0, "losses": 0, "failures": {}},
+        })  # fmt: skip
+    return results
+
+
+VERIFY = {
+    "numbers": "measured",
+    "client": {"client": "rocblas-bench"},
+    "libraries": {
+        "Cijk_Ailk_Bljk_DB": {"counts": {"pass": 7, "fail": 1}, "changes": [{"size_index": 3}]},
+        "Cijk_Alik_Bjlk_DB": {"counts": {"pass": 8}, "changes": []},
+    },
+}
+COMPARE = {
+    "numbers": "measured",
+    "against": {
+        "spoof": {
+            "DB": {
+                "sizes": 16,
+                "measured": 16,
+                "median_speedup": 1.31,
+                "median_ci": [1.2, 1.4],
+                "geomean_speedup": 1.28,
+                "p10": 1.05,
+                "p90": 1.6,
+                "wins": 14,
+                "ties": 1,
+                "losses": 1,
+                "regressions": [
+                    {
+                        "library": "Cijk_Alik_Bjlk_DB",
+                        "size_index": 2,
+                        "speedup": 0.93,
+                        "ci_low": 0.9,
+                        "ci_high": 0.96,
+                    }
+                ],
+            }
+        },  # fmt: skip
+        "upstream": {
+            "DB": {
+                "sizes": 16,
+                "measured": 16,
+                "median_speedup": 1.3,
+                "median_ci": [1.2, 1.4],
+                "geomean_speedup": 1.27,
+                "p10": 1.0,
+                "p90": 1.6,
+                "wins": 14,
+                "ties": 2,
+                "losses": 0,
+                "regressions": [],
+            }
+        },  # fmt: skip
+    },
+}
+
+
+def test_the_kit_is_laid_out_as_rocblas_lays_out_its_libraries(tmp_path):
+    kit = write_kit(results_folder(tmp_path), PROFILE, tmp_path / "kit", VERIFY, COMPARE)
+    folder = tmp_path / "kit" / ROCBLAS_LOGIC / "gfx90c"
+    assert sorted(p.name for p in folder.glob("*.yaml")) == [f"gfx90c_{n}.yaml" for n in sorted(LIBS)]
+    assert sorted(p.name for p in folder.glob("*.provenance.json")) == [
+        f"gfx90c_{n}.provenance.json" for n in sorted(LIBS)
+    ]
+    logic = yaml.safe_load((folder / f"gfx90c_{LIBS[0]}.yaml").read_text())
+    assert logic[1] == "gfx90c" and logic[2] == "gfx90c"  # schedule and arch: the native label
+    assert kit["not_measured"] == [] and kit["numbers"] == {"logic": ["measured"], "verify": "measured",
+                                                             "compare": "measured"}  # fmt: skip
+    pr = (tmp_path / "kit" / "PR.md").read_text()
+    assert "NOT FOR SUBMISSION" not in pr and "library/src/blas3/Tensile/Logic/asm_full/gfx90c/" in pr
+    assert "| Cijk_Ailk_Bljk_DB | 7 | 1 |" in pr and "**measured** by tensile" in pr
+    assert "regression vs spoof: Cijk_Alik_Bjlk_DB size 2: 0.93 [0.9, 0.96]" in pr
+    assert "1.31 [1.2, 1.4]" in pr and "Tensile/Source/lib/include/Tensile/AMDGPU.hpp" in pr
+    patch = (tmp_path / "kit" / "patches" / "ROCm-Tensile.patch").read_text()
+    assert "no checkout given" in patch and "architectureMap: 'gfx90c':'gfx90c'" in patch
+
+
+def test_the_kit_refuses_simulated_or_missing_evidence_unless_told(tmp_path):
+    results = results_folder(tmp_path, numbers="simulated")
+    with pytest.raises(UpstreamRefused, match="winners are simulated; the verify results are missing"):
+        write_kit(results, PROFILE, tmp_path / "kit", None, COMPARE)
+    assert not (tmp_path / "kit").exists()  # refused: nothing written
+    kit = write_kit(results, PROFILE, tmp_path / "kit", {**VERIFY, "numbers": "simulated"}, COMPARE, True)
+    pr = (tmp_path / "kit" / "PR.md").read_text()
+    assert pr.startswith("> **NOT FOR SUBMISSION.**") and "the verify results are simulated" in pr
+    assert kit["not_measured"] == [
+        "the logic files' winners are simulated",
+        "the verify results are simulated",
+    ]
+    proc = subprocess.run(
+        [sys.executable, "-m", "oto.cli", "upstream", "--arch", "gfx90c",
+         "--results", str(tmp_path / "results")],
+        cwd=ROOT, capture_output=True, text=True,
+    )  # fmt: skip
+    assert proc.returncode == 1 and "refused: the logic files' winners are simulated" in proc.stderr
+
+
+# Small stand-ins for the files the edits touch, written for this test: each holds the anchors the edits
+# find in ROCm/Tensile a164ed70 and ROCm/rocBLAS b520bc83 (the real files are much longer).
+SAMPLES = {
+    "ROCm/Tensile": {
+        "Tensile/Common.py": 'globalParameters["SupportedISA"] = [(8,0,3),\n'
+        "                                    (9,0,0), (9,0,6), (9,0,8), (9,0,10),\n"
+        "                                    (10,3,0)]\n"
+        "architectureMap = {\n  'all':'_', 'gfx900':'vega10',\n"
+        "  'gfx90a':'aldebaran', 'gfx90a:xnack+':'aldebaran',\n"
+        "  'gfx1030':'navi21'\n}\n",
+        "Tensile/AsmCaps.py": "    cachedAsmCaps = \\\n    {(0, 0, 0): {'HasAddLshl': False,\n"
+        "                 'v_pk_fmac_f16': False},\n     (9, 0, 0): {'HasAddLshl': True,\n"
+        "                 'MaxVmcnt': 63,\n                 'v_pk_fmac_f16': False},\n"
+        "     (9, 0, 6): {'HasAddLshl': True,\n                 'v_pk_fmac_f16': False}}\n",
+        "Tensile/Source/lib/include/Tensile/AMDGPU.hpp":
+        "            gfx900  = 900,\n            gfx90a  = 910,\n            gfx942  = 942,\n"
+        "            case AMDGPU::Processor::gfx90a:\n                return \"gfx90a\";\n"
+        '            else if(deviceString.find("gfx90a") != std::string::npos)\n            {\n'
+        "                return AMDGPU::Processor::gfx90a;\n            }\n",
+        "Tensile/Source/lib/include/Tensile/Serialization/Predicates.hpp":
+        '                iot::enumCase(io, value, "gfx900", AMDGPU::Processor::gfx900);\n'
+        '                iot::enumCase(io, value, "gfx90a", AMDGPU::Processor::gfx90a);\n',
+        "Tensile/Source/lib/include/Tensile/PlaceholderLibrary.hpp": "        gfx90a,\n        gfx942,\n"
+        '        case LazyLoadingInit::gfx90a:\n            return "TensileLibrary_*_gfx90a";\n',
+        "Tensile/Source/CMakeLists.txt":
+        '  set(TENSILE_GPU_ARCHS gfx900 gfx90a:xnack- gfx1030 CACHE STRING "x")\n',
+    },
+    "ROCm/rocBLAS": {
+        "CMakeLists.txt": '  set( TARGET_LIST_ROCM_6.0 "gfx900;gfx90a:xnack-")\n'
+        '  set( TARGET_LIST_ROCM_6.3 "gfx900;gfx90a;gfx942")\n',
+        "library/src/tensile_host.cpp": '        else if(deviceString.find("gfx90a") != std::string::npos)\n'
+        "        {\n            return Tensile::LazyLoadingInit::gfx90a;\n        }\n",
+    },
+}  # fmt: skip
+
+
+def checkouts(tmp_path: Path) -> dict[str, Path]:
+    out = {}
+    for repo, files in SAMPLES.items():
+        root = tmp_path / repo.replace("/", "-")
+        for path, text in files.items():
+            (root / path).parent.mkdir(parents=True, exist_ok=True)
+            (root / path).write_text(text)
+        subprocess.run(["git", "init", "-q", str(root)], check=True)
+        out[repo] = root
+    return out
+
+
+def test_the_patches_are_diffs_that_apply_to_the_checkouts(tmp_path):
+    roots = checkouts(tmp_path)
+    patches, problems = patch_text(architecture_edits(PROFILE), roots)
+    assert problems == []
+    for repo, root in roots.items():
+        path = tmp_path / f"{repo.replace('/', '-')}.patch"
+        path.write_text(patches[repo])
+        subprocess.run(["git", "apply", str(path)], cwd=root, check=True)
+    t, r = roots["ROCm/Tensile"], roots["ROCm/rocBLAS"]
+    assert "(9,0,10), (9,0,12)," in (t / "Tensile/Common.py").read_text()
+    assert (
+        "'gfx90a':'aldebaran', 'gfx90a:xnack+':'aldebaran',\n  'gfx90c':'gfx90c',\n"
+        in (t / "Tensile/Common.py").read_text()
+    )
+    caps = (t / "Tensile/AsmCaps.py").read_text()
+    assert "     (9, 0, 12): {'HasAddLshl': True,\n                 'MaxVmcnt': 63," in caps
+    compile(caps.replace("    cachedAsmCaps = \\\n", "cachedAsmCaps = \\\n"), "AsmCaps.py", "exec")
+    hpp = (t / "Tensile/Source/lib/include/Tensile/AMDGPU.hpp").read_text()
+    assert "gfx90c  = 912," in hpp and 'return "gfx90c";' in hpp and 'find("gfx90c")' in hpp
+    assert "gfx90a:xnack- gfx90c gfx1030" in (t / "Tensile/Source/CMakeLists.txt").read_text()
+    cmake = (r / "CMakeLists.txt").read_text()
+    assert '6.3 "gfx900;gfx90a;gfx90c;gfx942"' in cmake and '6.0 "gfx900;gfx90a:xnack-")' in cmake
+    assert "LazyLoadingInit::gfx90c;" in (r / "library/src/tensile_host.cpp").read_text()
+
+
+def test_an_anchor_another_version_moved_is_named_not_guessed(tmp_path):
+    roots = checkouts(tmp_path)
+    (roots["ROCm/Tensile"] / "Tensile/Source/lib/include/Tensile/PlaceholderLibrary.hpp").write_text(
+        "// gone\n"
+    )
+    patches, problems = patch_text(architecture_edits(PROFILE), roots)
+    assert problems == [
+        "ROCm/Tensile: Tensile/Source/lib/include/Tensile/PlaceholderLibrary.hpp: no gfx9 entry below gfx90c "
+        "to place it after ('case LazyLoadingInit::(gfx[0-9a-f]+):')"
+    ]
+    assert "+++ b/Tensile/Common.py" in patches["ROCm/Tensile"]  # the rest is still written
+    with pytest.raises(EditError):
+        architecture_edits({**PROFILE, "arch": "gfx90c"})[0].apply("nothing here")

@@ -1,0 +1,257 @@
+"""A night's libraries as verify and compare see them: the arms (which kernel each installation runs at
+each deck size, from the finals and the decks), the label's environment, the ranking finalize's race gives
+each size (for the next verified candidate), what replaces a kernel verification took out, and the record
+a rule writes when no backend offers rocBLAS's client.
+
+- The **tuned** arm runs each size's winner (the shipped kernel where the size has none: Tensile serves it
+  from the stock rows the spoof floor raced), under the label's environment: ``HSA_OVERRIDE_GFX_VERSION``
+  of the profile's ``stock_library`` when the library is labelled as the stock library's arch.
+- The **spoof** arm is rocBLAS's own stock library under the override: each size's shipped kernel.
+- The **upstream** arm is a ROCm whose rocBLAS supports the arch natively (ROCm 7 maps gfx90c to vega10's
+  logic): the same shipped kernels without the override, through its own ``rocblas-bench``
+  (``rocblas.upstream_bench``). On the simulated GPU it runs the spoof's kernels, so the model cannot tell
+  the two apart and its upstream figures say nothing beyond the spoof's.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from oto.config import config_defaults
+from oto.deck.model import LibraryDeck
+from oto.gemm import Library, gemm_flops
+from oto.rocblas.clients import Arm, ClientRunner, arm_kernels
+from oto.rocblas.compare import compare_document, compare_scores, family_summary, run_compare
+from oto.rocblas.decisions import apply_replacements  # noqa: F401  (the stages call it here)
+from oto.rocblas.verify import decide, run_verify, verify_document
+from oto.tensile.labels import StockLibrary, logic_label
+from oto.tensile.legality import Limits
+from oto.tensile.logic_writer import write_library_logic
+from oto.tensile.packaging import package_library
+
+ARMS = ("tuned", "spoof", "upstream")
+log = logging.getLogger(__name__)
+
+
+def label_environment(profile: Mapping[str, Any], label: str) -> dict[str, str]:
+    """The variables a user sets for a library labelled ``label`` (README, "Install"): the stock library's
+    override when the label is the stock arch's, nothing for the native label."""
+    _, arch, _ = logic_label(profile, label)
+    if arch == str(profile["arch"]):
+        return {}
+    return {"HSA_OVERRIDE_GFX_VERSION": StockLibrary.of(profile).hsa_override_gfx_version}
+
+
+def shipped_kernels(deck: LibraryDeck, profile: Mapping[str, Any]) -> dict[int, dict[str, Any]]:
+    """Each deck size's shipped (spoof-floor) kernel, ``{size_index: {id, params}}``."""
+    return deck.references(list(range(len(deck.sizes))), Limits.from_profile(profile))
+
+
+def tuned_choice(final: Mapping[str, Any], shipped: Mapping[int, Mapping[str, Any]]) -> list[str]:
+    """The kernel the tuned library runs at each size: the winner, else the shipped one."""
+    winners = {int(r["size_index"]): r.get("winner") for r in final["per_size"]}
+    return [str(winners.get(i) or (shipped.get(i) or {}).get("id") or "") for i in range(len(final["sizes"]))]
+
+
+def arms(
+    finals: Mapping[str, Mapping[str, Any]],
+    decks: Mapping[str, LibraryDeck],
+    profile: Mapping[str, Any],
+    label: str,
+    tuned_libpath: str | None,
+    upstream_bench: str | None,
+) -> dict[str, Arm]:
+    """The three arms over every library (see the module doc). ``finals``: library -> final document (as
+    verify left it: :func:`apply_replacements`)."""
+    kernels: dict[str, dict] = {a: {} for a in ARMS}
+    params: dict[str, dict] = {a: {} for a in ARMS}
+    for library, final in finals.items():
+        deck = decks[library]
+        shipped = shipped_kernels(deck, profile)
+        sizes = final["sizes"]
+        stock = [str((shipped.get(i) or {}).get("id") or "") for i in range(len(sizes))]
+        kernels["tuned"].update(arm_kernels(library, sizes, tuned_choice(final, shipped)))
+        for a in ("spoof", "upstream"):
+            kernels[a].update(arm_kernels(library, sizes, stock))
+        stock_params = {str(r["id"]): dict(r["params"]) for r in shipped.values() if r.get("id")}
+        params["tuned"].update({**stock_params, **{str(k): dict(v) for k, v in final["kernels"].items()}})
+        params["spoof"].update(stock_params)
+        params["upstream"].update(stock_params)
+    override = {"HSA_OVERRIDE_GFX_VERSION": StockLibrary.of(profile).hsa_override_gfx_version}
+    return {
+        "tuned": Arm(
+            "tuned", tuned_libpath, label_environment(profile, label), kernels["tuned"], params["tuned"]
+        ),
+        "spoof": Arm("spoof", None, override, kernels["spoof"], params["spoof"]),
+        "upstream": Arm("upstream", None, {}, kernels["upstream"], params["upstream"], bench=upstream_bench),
+    }
+
+
+def verify_entries(
+    final: Mapping[str, Any], samples: pd.DataFrame, shipped: Mapping[int, Mapping[str, Any]]
+) -> list[dict[str, Any]]:
+    """``per_size`` for :func:`oto.rocblas.verify.decide`: each size's winner (the shipped kernel where it has
+    none), its shipped kernel, and the ranking of finalize's race there (the final's kernels measured at the
+    size, by median time)."""
+    ok = samples[(samples["status"] == "ok") & samples["kernel_id"].isin(list(final["kernels"]))]
+    medians = ok.groupby(["size_index", "kernel_id"])["time_us"].median()
+    choice = tuned_choice(final, shipped)
+    out = []
+    for i in range(len(final["sizes"])):
+        ranking = (
+            medians.loc[i].sort_values().index.tolist() if i in medians.index.get_level_values(0) else []
+        )
+        out.append(
+            {
+                "size_index": i,
+                "winner": choice[i],
+                "shipped": str((shipped.get(i) or {}).get("id") or ""),
+                "ranking": [str(k) for k in ranking],
+            }
+        )
+    return out
+
+
+def replacements(
+    final: Mapping[str, Any],
+    samples: pd.DataFrame,
+    shipped: Mapping[int, Mapping[str, Any]],
+    changes: Sequence[Mapping[str, Any]],
+) -> dict[int, dict[str, Any]]:
+    """What the logic stage writes at each size verify took a kernel out of: ``{size_index: {kernel, params,
+    gflops, how}}``; GFLOPS from finalize's race (a next candidate's median time there; the shipped kernel's:
+    the winner's GFLOPS over its score, its speed-up over it)."""
+    fam = Library.parse(final["library"]).family
+    rows = {int(r["size_index"]): r for r in final["per_size"]}
+    out = {}
+    for c in changes:
+        i, kid = int(c["size_index"]), str(c["replacement"])
+        size = [int(x) for x in final["sizes"][i][:4]]
+        if c["how"] == "spoof kernel":
+            row = rows.get(i) or {}
+            score = float(row.get("score") or math.nan)
+            gflops = float(row.get("gflops") or math.nan) / score if score > 0 else math.nan
+            params = dict((shipped.get(i) or {}).get("params") or {})
+        else:
+            t = samples[
+                (samples["kernel_id"] == kid) & (samples["size_index"] == i) & (samples["status"] == "ok")
+            ]
+            us = float(t["time_us"].median()) if len(t) else math.nan
+            gflops = gemm_flops(fam, *size) / (us * 1e3) if us > 0 else math.nan
+            params = dict(final["kernels"][kid])
+        out[i] = {"kernel": kid, "params": params, "gflops": round(gflops, 6), "how": c["how"]}
+    return out
+
+
+def skipped(kind: str, reason: str) -> dict[str, Any]:
+    """The record verify or compare writes where no backend offers rocBLAS's client."""
+    return {"skipped": True, "reason": f"skipped, because {reason}", "numbers": "none", "stage": kind}
+
+
+def install(logic: Sequence[Path], profile: Mapping, label: str, config: Mapping, folder: Path) -> Path:
+    """Logic files as a library rocBLAS loads (TensileCreateLibrary's code objects) in ``folder``, for
+    ``ROCBLAS_TENSILE_LIBPATH``. Only for the real client: the model reads no library."""
+    package_library(
+        [Path(p) for p in logic],
+        profile,
+        label,
+        folder / "TensileLibrary.dat",
+        manifest=folder / "manifest.yaml",
+        tensile_cfg=config.get("tensile") or {},
+        create_library="always",
+        allow_simulated=bool((config.get("package") or {}).get("allow_simulated", False)),
+    )
+    return folder
+
+
+def verify_night(
+    runner: ClientRunner,
+    what: str,
+    finals: Mapping[str, Mapping[str, Any]],
+    samples: Mapping[str, pd.DataFrame],
+    decks: Mapping[str, LibraryDeck],
+    profile: Mapping,
+    config: Mapping,
+    label: str,
+    work: Path,
+) -> dict[str, Any]:
+    """verify.yaml's document: every library's deck sizes through ``runner`` with the tuned library
+    installed (the real client: the finals written as logic and built in ``work``), each library's
+    decision and the replacements the logic stage writes."""
+    libpath = None
+    if runner.numbers == "measured":
+        logic = []
+        for library, final in finals.items():
+            logic.append(work / "logic" / f"{library}.yaml")
+            write_library_logic(final, decks[library], profile, label, logic[-1], source=library)
+        libpath = str(install(logic, profile, label, config, work / "library"))
+    arm = arms(finals, decks, profile, label, libpath, None)["tuned"]
+    rows, decisions, repl = [], [], {}
+    for library, final in finals.items():
+        shipped = shipped_kernels(decks[library], profile)
+        lib_rows = run_verify(runner, arm, library, final["sizes"])
+        decision = decide(library, verify_entries(final, samples[library], shipped), lib_rows)
+        repl[library] = replacements(
+            final, samples[library], shipped, [c.as_dict() for c in decision.changes]
+        )
+        rows += lib_rows
+        decisions.append(decision)
+        for c in decision.changes:
+            log.warning("verify: %s size %d: %s out (%s); %s %s", library, c.size_index, c.removed, c.why,
+                        c.how, c.replacement)  # fmt: skip
+    doc = verify_document(rows, decisions, {**runner.provenance(), "what": what})
+    doc["environment"] = arm.environment()
+    for library, entry in doc["libraries"].items():
+        entry["replacements"] = repl[library]
+    return doc
+
+
+def compare_night(
+    runner: ClientRunner,
+    what: str,
+    finals: Mapping[str, Mapping[str, Any]],
+    decks: Mapping[str, LibraryDeck],
+    logic: Sequence[Path],
+    profile: Mapping,
+    config: Mapping,
+    label: str,
+    work: Path,
+) -> tuple[dict[str, Any], pd.DataFrame]:
+    """compare.yaml's document and every call's sample: the tuned library (``finals`` as verify left them;
+    the real client installs the package's own ``logic`` in ``work``) against the spoof and the upstream
+    path, scored by the races' statistics (config ``benchmark.bootstrap`` and ``tie_tolerance``)."""
+    cfg = {**config_defaults("rocblas"), **(config.get("rocblas") or {})}
+    bench = {**config_defaults("benchmark"), **(config.get("benchmark") or {})}
+    measured = runner.numbers == "measured"
+    libpath = str(install(logic, profile, label, config, work / "library")) if measured else None
+    arm = arms(finals, decks, profile, label, libpath, cfg.get("upstream_bench"))
+    baselines, notes = ["spoof", "upstream"], {}
+    if measured and not cfg.get("upstream_bench"):
+        baselines.remove("upstream")
+        notes["upstream"] = (
+            "skipped, because config field 'rocblas.upstream_bench' names no upstream ROCm client"
+        )
+    elif not measured:
+        notes["upstream"] = (
+            "it runs the spoof's vega10 kernels without the override: the model times them alike"
+        )
+    seed, boot, tie = int(config.get("seed") or 0), int(bench["bootstrap"]), float(bench["tie_tolerance"])
+    parts, scores = [], {b: {} for b in baselines}
+    for library, final in finals.items():
+        use = [arm["tuned"], *(arm[b] for b in baselines)]
+        df = run_compare(runner, use, library, final["sizes"], int(cfg["repetitions"]), seed)
+        parts.append(df.assign(library=library))
+        for b in baselines:
+            pair = df[df["kernel_id"].isin(["tuned", b])]
+            scores[b][library] = compare_scores(pair, library, final["sizes"], b, boot, seed)
+    samples = pd.concat(parts, ignore_index=True)
+    summaries = {b: family_summary(scores[b], "tuned", tie, boot, seed) for b in baselines}
+    doc = compare_document(summaries, "tuned", samples, {**runner.provenance(), "what": what})
+    doc.update(notes=notes, repetitions=int(cfg["repetitions"]))
+    return doc, samples

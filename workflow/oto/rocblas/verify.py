@@ -1,0 +1,184 @@
+"""verify: rocBLAS's own client checks the installed library at every size; a kernel it fails is taken out.
+
+Per size, one ``rocblas-bench -v 1`` call (:mod:`oto.rocblas.clients`) with the tuned library installed; the
+call's norm error (the relative Frobenius norm of rocBLAS's result minus the CPU reference) is judged
+against the bound rocBLAS's own GEMM tests put on each element when they compare with tolerance: K times
+``sum_error_tolerance<T>`` of the output type (``clients/include/near.hpp``, rocBLAS 4.4.0: the type's
+epsilon for float and double, 1/900 for half, 1/100 for bfloat16, 1e-4 and 1e-6 for single and double
+complex; integers must be exact). A NaN or infinite norm fails.
+
+Every size gets a row, whatever happens: ``pass``, ``fail`` (the norm is over the bound), ``crash``,
+``timeout``, ``gpu_reset`` (quarantined by the GPU-reset journal), ``malformed`` (the client's output could
+not be read: the size is unverified, not failed), ``unsupported`` (the client has no call for the problem
+type). The run goes on after each.
+
+The decision (:func:`decide`): a kernel that fails, crashes, hangs or resets the GPU at any size is wrong,
+so it is taken out at every size it wins; each of those sizes goes to the next candidate of its ranking
+that passed verification at some size and failed at none, else to the size's shipped (spoof) kernel.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import asdict, dataclass
+from typing import Any
+
+from oto.gemm import Library
+from oto.rocblas.clients import Arm, ClientResult, ClientRunner
+
+# clients/include/near.hpp sum_error_tolerance<T> by output type (Tensile data-type chars).
+SUM_ERROR_TOLERANCE = {
+    "S": 2.0**-23,  # std::numeric_limits<float>::epsilon()
+    "D": 2.0**-52,
+    "C": 1 / 10000.0,
+    "Z": 1 / 1000000.0,
+    "H": 1 / 900.0,
+    "B": 1 / 100.0,
+    "I": 0.0,
+    "I8": 0.0,
+}
+KERNEL_FAILURES = ("fail", "crash", "timeout", "gpu_reset")  # the kernel at that size is wrong or unsafe
+
+
+def tolerance(library: str, k: int) -> float:
+    """The norm error verification accepts for ``library`` at summation length ``k``."""
+    return int(k) * SUM_ERROR_TOLERANCE.get(Library.parse(library).family.dest.char, 2.0**-23)
+
+
+@dataclass(frozen=True)
+class VerifyRow:
+    library: str
+    size_index: int
+    size: tuple[int, int, int, int]
+    kernel_id: str
+    status: str  # pass | fail | crash | timeout | gpu_reset | malformed | unsupported | too_large
+    norm_error: float | None
+    tolerance: float
+    time_us: float
+    reason: str
+    numbers: str
+
+    def as_dict(self) -> dict[str, Any]:
+        d = asdict(self)
+        d["size"] = list(self.size)
+        return d
+
+
+def judge(result: ClientResult, size_index: int) -> VerifyRow:
+    """One client result judged (see the module doc)."""
+    tol = tolerance(result.library, result.size[3])
+    status, reason = result.status, result.reason
+    if status == "ok":
+        norm = result.norm_error
+        if norm is None:
+            status, reason = "malformed", "the client reported no norm error"
+        elif not math.isfinite(norm) or norm > tol:
+            status = "fail"
+            reason = f"norm error {norm:.3g} exceeds {tol:.3g} (K x rocBLAS's sum_error_tolerance)"
+        else:
+            status = "pass"
+    return VerifyRow(
+        result.library, size_index, tuple(result.size), result.kernel_id, status, result.norm_error, tol,
+        result.time_us, reason, result.numbers,
+    )  # fmt: skip
+
+
+def run_verify(
+    runner: ClientRunner, arm: Arm, library: str, sizes: Sequence[Sequence[int]]
+) -> list[VerifyRow]:
+    """Every size of ``library`` checked with the arm installed, one call each; nothing stops the run."""
+    calls = [(arm, library, tuple(int(x) for x in s[:4])) for s in sizes]
+    return [judge(res, i) for i, res in enumerate(runner.run_calls(calls, verify=True))]  # type: ignore[arg-type]
+
+
+@dataclass(frozen=True)
+class Change:
+    size_index: int
+    removed: str  # the kernel taken out
+    replacement: str
+    how: str  # next verified candidate | spoof kernel
+    why: str  # what verification said of the removed kernel
+
+    def as_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+@dataclass(frozen=True)
+class Decision:
+    library: str
+    winners: dict[int, str]  # size index -> kernel after verification
+    changes: list[Change]
+    failing: dict[str, str]  # kernel -> why it was taken out
+    verified: list[str]  # kernels that passed at some size and failed at none
+    unverified_sizes: list[int]  # malformed / unsupported: not judged either way
+    counts: dict[str, int]
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "library": self.library,
+            "winners": dict(self.winners),
+            "changes": [c.as_dict() for c in self.changes],
+            "failing": dict(self.failing),
+            "verified": list(self.verified),
+            "unverified_sizes": list(self.unverified_sizes),
+            "counts": dict(self.counts),
+        }
+
+
+def decide(
+    library: str,
+    per_size: Iterable[Mapping[str, Any]],
+    rows: Iterable[VerifyRow],
+) -> Decision:
+    """Take every kernel verification found wrong out of the library (see the module doc).
+
+    ``per_size``: one entry per size, ``{size_index, winner, shipped, ranking}`` (``ranking``: the size's
+    candidates best first, the winner included; a final's race gives it), ``rows`` the verify rows."""
+    per_size = list(per_size)
+    rows = list(rows)
+    failing: dict[str, str] = {}
+    passed: set[str] = set()
+    counts: dict[str, int] = {}
+    unverified = []
+    for r in rows:
+        counts[r.status] = counts.get(r.status, 0) + 1
+        if r.status in KERNEL_FAILURES and r.kernel_id:
+            failing.setdefault(r.kernel_id, f"{r.status} at size {list(r.size)}: {r.reason}")
+        elif r.status == "pass" and r.kernel_id:
+            passed.add(r.kernel_id)
+        elif r.status in ("malformed", "unsupported"):
+            unverified.append(r.size_index)
+    verified = sorted(passed - set(failing))
+    winners: dict[int, str] = {}
+    changes = []
+    for entry in per_size:
+        i, winner = int(entry["size_index"]), str(entry["winner"])
+        if winner not in failing:
+            winners[i] = winner
+            continue
+        ranking = [str(k) for k in entry.get("ranking") or []]
+        nxt = next((k for k in ranking if k != winner and k in verified), None)
+        if nxt:
+            replacement, how = nxt, "next verified candidate"
+        else:
+            replacement, how = str(entry["shipped"]), "spoof kernel"
+        winners[i] = replacement
+        changes.append(Change(i, winner, replacement, how, failing[winner]))
+    return Decision(library, winners, changes, failing, verified, sorted(set(unverified)), counts)
+
+
+def verify_document(
+    rows: Sequence[VerifyRow], decisions: Sequence[Decision], client: Mapping[str, Any]
+) -> dict[str, Any]:
+    """verify's results as one document (``verify.yaml``): the kind of numbers, the client, and per library
+    the decision (counts, kernels taken out, what replaced them) and every size's row."""
+    numbers = sorted({r.numbers for r in rows}) or [str(client.get("numbers", "unknown"))]
+    return {
+        "numbers": numbers[0] if len(numbers) == 1 else "+".join(numbers),
+        "client": dict(client),
+        "libraries": {
+            d.library: {**d.as_dict(), "rows": [r.as_dict() for r in rows if r.library == d.library]}
+            for d in decisions
+        },
+    }
