@@ -9,7 +9,9 @@ the racing settings and a backend's declared :class:`~oto.backends.base.Costs`:
   How much of the top-up budget a race spends, how many reference launches bracket the candidates and how
   many rounds it takes are the means over the 32 benchmark jobs of the default demo (simulated gfx90c,
   2026-12-01: ``TOPUP_SHARE``, ``REFERENCE_SHARE``, ``RACE_ROUNDS``); the budget gives the upper bound.
-  Finalize races the finalists (about one per 8 tuning sizes, at least 2) on every deck size.
+  Finalize races the finalists (about one per 8 tuning sizes, at least 2) on every deck size, and beside
+  them up to ``benchmark.best_shipped_shortlist`` shipped kernels per size (the best shipped kernel's
+  contenders: :mod:`oto.measurement.best_shipped`); the plan shows what that shortlist adds.
 * **Kernel time.** Each launch takes the time of the size's shipped kernel (the spoof floor) on the simulated
   GPU's performance model: tuned candidates are faster, rejected ones slower, so it is the middle of the
   range, not a measurement.
@@ -84,6 +86,9 @@ class RunEstimate:
     generations: int
     jobs: dict[str, int]  # rule → jobs a fresh run has
     gpu_jobs: list[GpuJob] = field(default_factory=list)
+    # the finalize jobs as they would be without the best-shipped shortlist (its cost is the difference)
+    without_shortlist: list[GpuJob] = field(default_factory=list)
+    shortlist: int = 0  # benchmark.best_shipped_shortlist
 
     @property
     def total_jobs(self) -> int:
@@ -101,6 +106,15 @@ class RunEstimate:
 
     def build_seconds(self, costs: Costs) -> float:
         return sum(j.build_seconds(costs) for j in self.gpu_jobs if j.rule == "benchmark")
+
+    def shortlist_seconds(self, costs: Costs) -> tuple[float, float]:
+        """(GPU seconds, build seconds) the best-shipped shortlist adds to finalize."""
+        final = [j for j in self.gpu_jobs if j.rule == "finalize"]
+        gpu = sum(j.seconds(costs) for j in final) - sum(j.seconds(costs) for j in self.without_shortlist)
+        build = sum(j.build_seconds(costs) for j in final) - sum(
+            j.build_seconds(costs) for j in self.without_shortlist
+        )
+        return gpu, build
 
     def job_seconds(self, costs: Costs) -> dict[str, dict[str, float]]:
         """Per GPU job, the backend's seconds: what the progress line adds to the recorded overhead."""
@@ -151,8 +165,11 @@ def estimate_run(
     bench = config["benchmark"]
     racing, enabled = bench["racing"], bool(bench["racing"]["enabled"])
     cands = int(config["search"]["candidates_per_generation"])
+    shortlist = int(bench.get("best_shipped_shortlist", 0))
     gpu = SimGPU(profile, seed=int(config["seed"]))
-    est = RunEstimate(arch=str(profile["arch"]), libraries=list(libraries), generations=gens, jobs={})
+    est = RunEstimate(
+        arch=str(profile["arch"]), libraries=list(libraries), generations=gens, jobs={}, shortlist=shortlist
+    )
     for name in libraries:
         deck_lib = deck.libraries[name]
         library = Library.parse(name)
@@ -169,21 +186,19 @@ def estimate_run(
         every = range(len(deck_lib.sizes))
         finalists = min(cands, max(2, math.ceil(len(idx) / SIZES_PER_FINALIST)))
         refs_all = len({int(deck_lib.shipped[i][0]) for i in every})
-        n, most, rounds = _race(finalists, len(every), refs_all, racing, enabled, int(bench["repetitions"]))
-        est.gpu_jobs.append(
-            GpuJob(
-                "finalize",
-                name,
-                None,
-                finalists + refs_all,
-                len(every),
-                finalists * len(every),
-                n,
-                most,
-                rounds,
-                _mean_kernel_us(gpu, library, deck_lib, every),
+        final_us = _mean_kernel_us(gpu, library, deck_lib, every)
+        # the shortlist: up to that many other legal shipped solutions per size, built once each
+        per_size = min(shortlist, max(0, len(deck_lib.solutions) - 1))
+        distinct = min(len(deck_lib.solutions), per_size * len(every))
+        for extra, jobs in ((0, est.without_shortlist), (per_size, est.gpu_jobs)):
+            raced = finalists + extra
+            n, most, rounds = _race(raced, len(every), refs_all, racing, enabled, int(bench["repetitions"]))
+            kernels = finalists + refs_all + (distinct if extra else 0)
+            jobs.append(
+                GpuJob(
+                    "finalize", name, None, kernels, len(every), raced * len(every), n, most, rounds, final_us
+                )
             )
-        )
     est.jobs = run_jobs(len(libraries), gens)
     return est
 
@@ -298,13 +313,17 @@ def report(
         "cool-down costs):",
     ]
     gpu_b, gpu_f = est.gpu_seconds(target_costs, "benchmark"), est.gpu_seconds(target_costs, "finalize")
-    build = est.build_seconds(target_costs)
+    build = est.build_seconds(target_costs) + est.shortlist_seconds(target_costs)[1]
     orchestration = est.total_jobs * job_overhead_s
     most = est.gpu_seconds(target_costs, bound=True) + build + orchestration
+    extra_gpu, extra_build = est.shortlist_seconds(target_costs)
+    base = gpu_b + gpu_f - extra_gpu
     lines += [
         f"  benchmark  {fmt_duration(gpu_b):>14s}   GPU",
-        f"  finalize   {fmt_duration(gpu_f):>14s}   GPU",
-        f"  builds     {fmt_duration(build):>14s}   CPU (compile jobs)",
+        f"  finalize   {fmt_duration(gpu_f):>14s}   GPU, of which the best-shipped shortlist "
+        f"{fmt_duration(extra_gpu)} (+{100 * extra_gpu / base if base else 0:.1f}% GPU time; "
+        f"{est.shortlist} shipped kernels per size, builds +{fmt_duration(extra_build)})",
+        f"  builds     {fmt_duration(build):>14s}   CPU (compile jobs, and finalize's of the shortlist)",
         f"  jobs       {fmt_duration(orchestration):>14s}   "
         f"{est.total_jobs} × {job_overhead_s:.1f} s ({overhead_source})",
         f"  total      {fmt_duration(gpu_b + gpu_f + build + orchestration):>14s}   "
@@ -409,6 +428,8 @@ def main(argv: list[str] | None = None) -> int:
             "target_seconds": {
                 "benchmark": est.gpu_seconds(target, "benchmark"),
                 "finalize": est.gpu_seconds(target, "finalize"),
+                "best_shipped_shortlist": est.shortlist_seconds(target)[0],
+                "best_shipped_shortlist_builds": est.shortlist_seconds(target)[1],
                 "builds": est.build_seconds(target),
                 "jobs": est.total_jobs * overhead,
             },
