@@ -40,6 +40,9 @@ TOPUP_SHARE = 0.51  # share of the top-up budget (budget - probe) a race spends
 REFERENCE_SHARE = 0.46  # reference launches per candidate launch (the bracketing spoof floor)
 RACE_ROUNDS = 5  # measure calls per race (the probe included)
 SIZES_PER_FINALIST = 8  # finalize: about one finalist per 8 tuning sizes (at least 2)
+# finalize: timed launches per (shortlisted shipped kernel, size), references apart: the mean of the default
+# demo's 8 finalize races (simulated gfx90c, seed 1, 2026-12-03; bench/best_shipped_bench.py)
+SHORTLIST_LAUNCHES_PER_PAIR = 5.97
 ESTIMATE_FILE = ".snakemake/oto/estimate.json"  # written when a run starts, read by the progress line
 # Mean wall seconds of a job that is not a benchmark, where this folder has no recorded durations yet:
 # bench/workflow_bench.py's demo on the 2-core development machine (bench/RESULTS.md, after issue #18).
@@ -58,7 +61,7 @@ class GpuJob:
     generation: int | None  # None for finalize
     kernels: int  # candidates (or finalists) raced, plus the distinct references
     sizes: int
-    pairs: int  # (candidate, size) pairs
+    pairs: float  # (candidate, size) pairs (those racing only the probe count per round: warm-ups)
     launches: float  # expected timed launches, references included
     launches_max: float  # under the racing budget
     rounds: int  # measure invocations
@@ -190,15 +193,31 @@ def estimate_run(
         # the shortlist: up to that many other legal shipped solutions per size, built once each
         per_size = min(shortlist, max(0, len(deck_lib.solutions) - 1))
         distinct = min(len(deck_lib.solutions), per_size * len(every))
-        for extra, jobs in ((0, est.without_shortlist), (per_size, est.gpu_jobs)):
-            raced = finalists + extra
-            n, most, rounds = _race(raced, len(every), refs_all, racing, enabled, int(bench["repetitions"]))
-            kernels = finalists + refs_all + (distinct if extra else 0)
-            jobs.append(
-                GpuJob(
-                    "finalize", name, None, kernels, len(every), raced * len(every), n, most, rounds, final_us
-                )
+        n, most, rounds = _race(finalists, len(every), refs_all, racing, enabled, int(bench["repetitions"]))
+        plain = GpuJob(
+            "finalize", name, None, finalists + refs_all, len(every), finalists * len(every), n, most, rounds,
+            final_us,
+        )  # fmt: skip
+        est.without_shortlist.append(plain)
+        listed = per_size * len(every)  # (shortlisted kernel, size) pairs
+        if listed and enabled:
+            # a shortlisted kernel is a candidate like the finalists, but most leave the race after the
+            # probe: charge the launches they took in the demo's finalize races (warm-ups: the probe's)
+            _, most, _ = _race(finalists + per_size, len(every), refs_all, racing, enabled, 1)
+            n += listed * SHORTLIST_LAUNCHES_PER_PAIR * (1 + REFERENCE_SHARE)
+            pairs = plain.pairs + listed / rounds
+        elif listed:
+            n, most, rounds = _race(
+                finalists + per_size, len(every), refs_all, racing, enabled, int(bench["repetitions"])
             )
+            pairs = plain.pairs + listed
+        else:
+            pairs = plain.pairs
+        est.gpu_jobs.append(
+            GpuJob(
+                "finalize", name, None, plain.kernels + distinct, len(every), pairs, n, most, rounds, final_us
+            )
+        )
     est.jobs = run_jobs(len(libraries), gens)
     return est
 
