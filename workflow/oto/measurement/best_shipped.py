@@ -54,9 +54,6 @@ class Shortlist:
     positions: dict[str, int] = field(default_factory=dict)  # id → the solution's position in the logic file
     why: dict[int, dict[str, str]] = field(default_factory=dict)  # deck size → {id: model | neighbour}
 
-    def shipped_ids(self) -> set[str]:
-        return set(self.kernels)
-
 
 def _log_sizes(sizes: Sequence[Sequence[int]]) -> np.ndarray:
     return np.log(np.maximum(np.asarray([list(s[:4]) for s in sizes], dtype=float).reshape(-1, 4), 1.0))
