@@ -146,6 +146,9 @@ def make_results(root: Path, finished: bool = True) -> Path:
     (nt / "gen2").mkdir()  # gen2 in progress: no selection yet
     if finished:
         rows = per_size([1.7, 1.25, 1.0, 0.97], [6.5, 12.5, 21.0, 72.0], [10.0, 20.0, 40.0, PEAK], 2)
+        # the second floor, the best shipped kernel: the last size kept it
+        for r, ratio, v in zip(rows, [1.2, 1.0, 1.0, 1.0], ["win", "tie", "tie", "tie"], strict=True):
+            r.update(vs_best_shipped=ratio, verdict_best_shipped=v, kept_by_best_shipped=r["size_index"] == 3)
         _w(
             nn / "final.yaml",
             {

@@ -36,12 +36,14 @@ def test_report_figures_are_the_dashboards(tmp_path):
     assert row in text
     # the headline figures: the whole run, then each family on its own
     headline = (
-        f"| 1 | 4 | {final['summary']['geomean_score']:.3f}× | 2/1/1 | {fam['median_pct_roofline']:.1f} | 0 |"
+        f"| 1 | 4 | {final['summary']['geomean_score']:.3f}× | 2/1/1 | {1.2**0.25:.3f}× | 1/3/0 (1 kept) | "
+        f"25% | {fam['median_pct_roofline']:.1f} | 0 |"
     )
     assert f"| **all families** {headline}" in text and f"| DB {headline}" in text
     assert text.index("## Headline figures") < text.index("## Coverage of the deck")
     assert "tie tolerance ±2%" in text and "≥ 1.02" in text
     assert "| Cijk_Ailk_Bljk_DB | 3 | yes | 4 | 3 | 1.198× | 2/1/1 | mixed: faster overall" in text
+    assert f"slower at some sizes | {1.2**0.25:.3f}× | 1/3/0 (1 kept) |" in text  # the second floor
     assert "| libraries | 1 | 46 |" in text and "| kernels on those sizes | 3 | 2 |" in text
     assert "- illegal: 2 (2 while tuning, 0 in the final measurement)" in text and "- timeout: 2" in text
     # Slowest first: 256³ reaches 52.5% of its 40 GFLOPS roofline.
@@ -50,6 +52,7 @@ def test_report_figures_are_the_dashboards(tmp_path):
     assert f"{final['summary']['geomean_score']:.3f}×" in html and "mixed: faster overall" in html
     assert html.count("<svg") == 2 and "Simulated numbers." in html
     assert 'data-test="headlines"' in html and '<tr data-family="DB">' in html
+    assert "Vs the best shipped kernel" in html and f"{1.2**0.25:.3f}×" in html
 
 
 def test_report_names_the_broken_final(tmp_path):

@@ -8,13 +8,15 @@ from __future__ import annotations
 import math
 from collections import Counter
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from oto.backends.base import BuildResult, Kernel, Problem, Size
+from oto.config import config_block
 from oto.deck.model import LibraryDeck
 from oto.gemm import Library, gemm_flops
+from oto.measurement import best_shipped
 from oto.measurement.benchmarking import race_library
 from oto.measurement.racing import RaceResult
 from oto.measurement.scoring import measurement_summary, score_library
@@ -34,6 +36,9 @@ class FinalRace:
     substitutes: dict[int, dict]  # deck sizes whose shipped kernel was handed to a nearby size's
     built: dict[str, BuildResult]
     race: RaceResult
+    # the shipped kernels raced per size for the second floor, the best shipped kernel (oto.measurement.
+    # best_shipped); empty with benchmark.best_shipped_shortlist 0
+    shortlist: best_shipped.Shortlist = field(default_factory=best_shipped.Shortlist)
 
 
 def race_finalists(
@@ -45,16 +50,22 @@ def race_finalists(
     workdir: Path,
     results: Path,
 ) -> FinalRace:
-    """Build the finalists and every deck size's reference, and race the ones that built at every deck
-    size (:func:`oto.measurement.benchmarking.race_library`, job ``final``)."""
+    """Build the finalists, every deck size's reference and its shortlist of shipped kernels (the best
+    shipped kernel's contenders: :mod:`oto.measurement.best_shipped`), and race the ones that built at every
+    deck size (:func:`oto.measurement.benchmarking.race_library`, job ``final``)."""
     tuned = finalists(selection)
     kernels = {k: Kernel(k, canonical(p)) for k, p in tuned.items()}
-    refs = deck.references(list(range(len(deck.sizes))), legality.Limits.from_profile(profile))
+    limits = legality.Limits.from_profile(profile)
+    refs = deck.references(list(range(len(deck.sizes))), limits)
     reference: dict[int, str | None] = {}
     for i, ref in refs.items():
         reference[i] = ref["id"]
         if ref["id"] is not None:
             kernels.setdefault(ref["id"], Kernel(ref["id"], ref["params"]))
+    length = int(config_block(config, "benchmark")["best_shipped_shortlist"])
+    short = best_shipped.shortlist(deck, profile, int(config["seed"]), length, reference, limits)
+    for kid, kernel in short.kernels.items():
+        kernels.setdefault(kid, kernel)
     problem = Problem.of(deck, profile)
     built = {b.kernel_id: b for b in backend.build(problem, list(kernels.values()), Path(workdir))}
     ok = {k for k, b in built.items() if b.status == "ok"}
@@ -66,14 +77,29 @@ def race_finalists(
         config,
         {k: kernels[k] for k in ok},
         sizes,
-        {i: [k for k in tuned if k in ok] for i in range(len(sizes))},
+        {i: _raced(tuned, short.per_size.get(i, ()), ok) for i in range(len(sizes))},
         {i: r for i, r in reference.items() if r is not None and r in ok},
         workdir,
         "final",
         results,
     )
     substitutes = {i: r["substitute"] for i, r in refs.items() if "substitute" in r}
-    return FinalRace(tuned, kernels, reference, substitutes, built, race)
+    return FinalRace(tuned, kernels, reference, substitutes, built, race, short)
+
+
+def _shipped(final: FinalRace, deck: LibraryDeck) -> set[str]:
+    """The kernels that are shipped solutions of the library: its legal solutions' ids when the shortlist
+    raced any (a finalist may be one), and the references when they come from the library's own logic."""
+    if not final.shortlist.kernels:
+        return set()  # benchmark.best_shipped_shortlist 0: the second floor is not measured
+    own = {r for r in final.reference.values() if r is not None} if deck.floor is None else set()
+    return set(final.shortlist.positions) | own
+
+
+def _raced(tuned, shortlisted, ok: set[str]) -> list[str]:
+    """A size's candidates: the finalists, then its shortlisted shipped kernels (never the size's reference),
+    each once (a finalist may be a shipped kernel: gen0 proposes them), only those that built."""
+    return list(dict.fromkeys(k for k in (*tuned, *shortlisted) if k in ok))
 
 
 Z95 = 1.959964  # a 95% interval's half-width in standard deviations
@@ -143,6 +169,8 @@ def final_document(
         r["shipped"] = final.reference[r["size_index"]]
         r["shipped_gflops"] = deck.shipped_gflops(r["size_index"])  # named shipped_gflops_gfx900 before
         r["race"] = stops.get(r["size_index"]) or "no_valid"
+    tolerance = float(config["benchmark"]["tie_tolerance"])
+    rows = best_shipped.judge_rows(rows, scores, _shipped(final, deck), tolerance, final.shortlist.positions)
     failures = Counter({k: v for k, v in selection["summary"]["failures"].items()})
     failures.update(b.status for b in final.built.values() if b.status != "ok")
     failures.update(measurement_failures(scores))
@@ -166,7 +194,13 @@ def final_document(
         "shipped_kernels": len({r for r in final.reference.values() if r is not None}),
         "shipped_gflops_arch": deck.shipped_arch(),  # where the per-size shipped_gflops were measured
         "reference_substitutes": final.substitutes,
-        "summary": summarise(rows, failures, deck.weights),
+        "summary": {**summarise(rows, failures, deck.weights), "best_shipped": best_shipped.summary(rows)},
+        # the second floor: how many shipped kernels were raced per size, and which (by id and position)
+        "best_shipped": {
+            "shortlist": int(config_block(config, "benchmark")["best_shipped_shortlist"]),
+            "kernels_raced": len(final.shortlist.kernels),
+            "positions": {k: final.shortlist.positions[k] for k in sorted(final.shortlist.kernels)},
+        },
     }
     if deck.calls is not None:  # a workload: the time its calls of this library take, before and after
         doc["workload"] = workload_time(rows, deck.sizes, deck.calls, library)

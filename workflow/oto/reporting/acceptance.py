@@ -43,6 +43,16 @@ def _wtl(r: Mapping) -> str:
     return f"{r['wins']}/{r['ties']}/{r['losses']}"
 
 
+def _wtl_best(r: Mapping) -> str:
+    """W/T/L against the best shipped kernel, and how many sizes kept it; — where it was not measured."""
+    if not r.get("best_shipped_sizes"):
+        return "—"
+    kept = r.get("best_shipped_kept") or 0
+    return f"{r['best_shipped_wins']}/{r['best_shipped_ties']}/{r['best_shipped_losses']}" + (
+        f" ({kept} kept)" if kept else ""
+    )
+
+
 def render_markdown(data: Mapping, deck_source: Mapping) -> str:
     tol = data["tie_tolerance"] or 0.0
     fin, cov = data["final"], data["coverage"]
@@ -73,7 +83,7 @@ def render_markdown(data: Mapping, deck_source: Mapping) -> str:
         "(a memory-bound kernel's ratio to the reference depends on it); GFLOPS and % of the ceiling at the "
         "peak state: the nominal clock where samples carry clock readings, else the fastest state seen.",
         "",
-        *headline_markdown(fin["overall"], fin["families"], data.get("launch_us")),
+        *headline_markdown(fin["overall"], fin["families"], data.get("launch_us"), tol),
         f"## Coverage of the deck (against the shipped {cov['deck_of']} footprint)",
         "",
         "| | tuned | shipped |",
@@ -103,8 +113,8 @@ def render_markdown(data: Mapping, deck_source: Mapping) -> str:
         "",
         "| library | generations | converged | sizes | kernels | geomean speed-up | "
         + ("workload-weighted | " if weighted else "")
-        + "W/T/L | verdict |",
-        "|---|---|---|---|---|---|---|---|" + ("---|" if weighted else ""),
+        + "W/T/L | verdict | vs best shipped | W/T/L vs best shipped |",
+        "|---|---|---|---|---|---|---|---|---|---|" + ("---|" if weighted else ""),
     ]
     for r in fin["libraries"]:
         lib = libs[r["library"]]
@@ -113,7 +123,8 @@ def render_markdown(data: Mapping, deck_source: Mapping) -> str:
             f"{'yes' if lib['convergence'].get('converged') else 'no'} | {r['sizes']} | {r['kernels']} | "
             f"{fmt(r['geomean_score'], '.3f', '×')} | "
             + (f"{fmt(r.get('weighted_geomean_score'), '.3f', '×')} | " if weighted else "")
-            + f"{_wtl(r)} | {r['verdict']} |"
+            + f"{_wtl(r)} | {r['verdict']} | "
+            f"{fmt(r.get('best_shipped_geomean'), '.3f', '×')} | {_wtl_best(r)} |"
         )
     if data.get("workload"):
         out += workload_markdown(data["workload"])
@@ -197,21 +208,28 @@ def failure_line(kind: str, count: int, stages: Mapping | None) -> str:
     return f"- {kind}: {count} ({split['tuning']} while tuning, {split['final']} in the final measurement)"
 
 
-def headline_markdown(overall: Mapping, families: Sequence[Mapping], launch_us: float | None) -> list[str]:
-    """The headline figures over every size, then per family (one family's figures can hide another's)."""
+def headline_markdown(
+    overall: Mapping, families: Sequence[Mapping], launch_us: float | None, tolerance: float = 0.0
+) -> list[str]:
+    """The headline figures over every size, then per family (one family's figures can hide another's),
+    against both floors: the spoof (each size's shipped winner) and the best shipped kernel."""
     out = [
         "## Headline figures, overall and per family",
         "",
-        "| | libraries | sizes | geomean speed-up vs spoof | wins / ties / losses | median % of roofline | "
-        "latency-bound sizes |",
-        "|---|---|---|---|---|---|---|",
+        "| | libraries | sizes | geomean speed-up vs spoof | wins / ties / losses | "
+        "geomean vs best shipped | W/T/L vs best shipped | beats best shipped by ≥5% | "
+        "median % of roofline | latency-bound sizes |",
+        "|---|---|---|---|---|---|---|---|---|---|",
     ]
     for name, r in [("**all families**", overall), *((f["family"], f) for f in families)]:
+        beats = r.get("best_shipped_beats_5pct")
         out.append(
             f"| {name} | {r.get('libraries', '—')} | {r['sizes']} | {fmt(r['geomean_score'], '.3f', '×')} | "
-            f"{_wtl(r)} | {fmt(r['median_pct_roofline'], '.1f')} | {r.get('latency_bound', 0)} |"
+            f"{_wtl(r)} | {fmt(r.get('best_shipped_geomean'), '.3f', '×')} | {_wtl_best(r)} | "
+            f"{fmt(None if beats is None else 100 * beats, '.0f', '%')} | "
+            f"{fmt(r['median_pct_roofline'], '.1f')} | {r.get('latency_bound', 0)} |"
         )
-    return [*out, "", figures.roofline_text(launch_us), ""]
+    return [*out, "", figures.roofline_text(launch_us), "", figures.best_shipped_text(tolerance), ""]
 
 
 def inline_svg(svg: str) -> str:
@@ -295,6 +313,7 @@ def render_html(data: Mapping, deck_source: Mapping) -> str:
             libs=libs,
             deck_kind=deck_source.get("kind", "?"),
             roofline_text=figures.roofline_text(data.get("launch_us")),
+            best_shipped_text=figures.best_shipped_text(data.get("tie_tolerance") or 0.0),
             charts={
                 "wins_ties_losses": inline_svg(plots.wins_ties_losses(data)),
                 "progress_score": inline_svg(plots.progress_score(data)),

@@ -46,6 +46,29 @@ def verdict_counts(rows: Iterable[Mapping]) -> dict[str, int]:
     return {"wins": v["win"], "ties": v["tie"], "losses": v["loss"]}
 
 
+# final.yaml rows judged against the second floor, the best shipped kernel (oto.measurement.best_shipped)
+BEATS_BY = 0.05  # "beats it by 5% or more": the share the reports give
+
+
+def best_shipped_counts(rows: Iterable[Mapping]) -> dict[str, Any]:
+    """Against the best shipped kernel of each size: the sizes judged, the geomean speed-up, wins / ties /
+    losses, the sizes that kept a shipped kernel and the share where the final kernel beats it by 5%."""
+    rows = list(rows)
+    judged = [r for r in rows if r.get("verdict_best_shipped")]
+    ratios = [finite(r.get("vs_best_shipped")) for r in judged]
+    v = Counter(r["verdict_best_shipped"] for r in judged)
+    beats = sum(1 for x in ratios if x is not None and x >= 1 + BEATS_BY)
+    return {
+        "best_shipped_sizes": len(judged),
+        "best_shipped_geomean": geomean(ratios),
+        "best_shipped_wins": v["win"],
+        "best_shipped_ties": v["tie"],
+        "best_shipped_losses": v["loss"],
+        "best_shipped_kept": sum(1 for r in rows if r.get("kept_by_best_shipped")),
+        "best_shipped_beats_5pct": beats / len(judged) if judged else None,
+    }
+
+
 def library_verdict(summary: Mapping[str, Any], tolerance: float) -> str:
     """One line per library: how it compares with the spoof floor over all its sizes."""
     g = finite(summary.get("geomean_score"))
@@ -125,6 +148,7 @@ def size_stats(rows: Sequence[Mapping], peak: float | None) -> dict[str, Any]:
         "latency_bound": sum(1 for r in rows if r.get("bound") == "latency"),
         "geomean_score": geomean(finite(r.get("score")) for r in rows),
         **verdict_counts(rows),
+        **best_shipped_counts(rows),
     }
 
 
@@ -177,6 +201,7 @@ def library_rows(libraries: Sequence[Mapping], tolerance: float) -> list[dict[st
                 # the pages' roofline (with_roofline), like every other % of roofline they show
                 "pct_ceiling_median": _median(_pct(r) for r in per if finite(r.get("gflops")) is not None),
                 **counts,
+                **best_shipped_counts(per),
                 "verdict": verdict,
                 "verdict_kind": verdict_kind(verdict),
             }
@@ -245,6 +270,7 @@ def overall(libraries: Sequence[Mapping]) -> dict[str, Any]:
         "median_pct_roofline": _median(_pct(r) for r in per if finite(r.get("gflops")) is not None),
         "latency_bound": sum(1 for r in per if r.get("bound") == "latency"),
         **verdict_counts(per),
+        **best_shipped_counts(per),
     }
 
 
@@ -260,6 +286,18 @@ def roofline_text(launch_us: float | None) -> str:
         "Roofline: the family's peak or the sustained memory bandwidth times the size's arithmetic "
         "intensity, whichever is lower (this run's ceilings.yaml gives no launch overhead: small sizes look "
         "further from it than they are)."
+    )
+
+
+def best_shipped_text(tolerance: float) -> str:
+    """What the second floor is, in words (the reports and the dashboard say it the same way)."""
+    return (
+        "Best shipped kernel: at each size the fastest of the library's shipped solutions raced there (the "
+        "floor, and a shortlist chosen by the performance model and by the shipped winners of the "
+        "neighbouring sizes: config benchmark.best_shipped_shortlist), what TunableOp would pick among "
+        "them; speed-ups are the final kernel's score over its score in the same race, ties within "
+        f"±{tolerance:.0%}. "
+        "A size whose tuned kernel lost to it keeps the shipped kernel (kept)."
     )
 
 

@@ -51,7 +51,22 @@ def _figures(o: Mapping[str, Any], reference: str) -> str:
         f"median {pct:.1f}% of the roofline" if isinstance(pct, int | float) else None,
     ]
     text = ", ".join(p for p in parts if p)
-    return text + (f" ({lat} sizes latency-bound)" if lat else "")
+    text += f" ({lat} sizes latency-bound)" if lat else ""
+    return text + _best_shipped(
+        o.get("best_shipped_geomean"),
+        o.get("best_shipped_sizes"),
+        (o.get(f"best_shipped_{k}") for k in ("wins", "ties", "losses", "kept")),
+    )
+
+
+def _best_shipped(g, sizes, counts) -> str:
+    """The headline's tail against the best shipped kernel (geomean, wins / ties / losses, sizes that kept
+    it), or nothing where it was not measured (a generation's figures, a run without the shortlist)."""
+    if not sizes or not isinstance(g, int | float):
+        return ""
+    wins, ties, losses, kept = (int(c or 0) for c in counts)
+    text = f"; vs the best shipped kernel: geomean {g:.2f}×, {wins} wins / {ties} ties / {losses} losses"
+    return text + (f" ({kept} sizes kept it)" if kept else "")
 
 
 def _headlines(doc: Mapping[str, Any]) -> list[tuple[str, str]]:
@@ -231,4 +246,7 @@ def _library_figures(path: Path) -> tuple[str, str, str | None]:
         f"{s.get('wins', 0)} wins / {s.get('ties', 0)} ties / {s.get('losses', 0)} losses",
     ]
     kind = (doc.get("provenance") or {}).get("numbers")
-    return label, ", ".join(p for p in parts if p), str(kind) if kind else None
+    b = s.get("best_shipped") or {}
+    counts = (b.get(k) for k in ("wins", "ties", "losses", "kept_by_best_shipped"))
+    best = _best_shipped(b.get("geomean_score"), b.get("sizes"), counts)
+    return label, ", ".join(p for p in parts if p) + best, str(kind) if kind else None

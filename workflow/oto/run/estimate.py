@@ -9,7 +9,9 @@ the racing settings and a backend's declared :class:`~oto.backends.base.Costs`:
   How much of the top-up budget a race spends, how many reference launches bracket the candidates and how
   many rounds it takes are the means over the 32 benchmark jobs of the default demo (simulated gfx90c,
   2026-12-01: ``TOPUP_SHARE``, ``REFERENCE_SHARE``, ``RACE_ROUNDS``); the budget gives the upper bound.
-  Finalize races the finalists (about one per 8 tuning sizes, at least 2) on every deck size.
+  Finalize races the finalists (about one per 8 tuning sizes, at least 2) on every deck size, and beside
+  them up to ``benchmark.best_shipped_shortlist`` shipped kernels per size (the best shipped kernel's
+  contenders: :mod:`oto.measurement.best_shipped`); the plan shows what that shortlist adds.
 * **Kernel time.** Each launch takes the time of the size's shipped kernel (the spoof floor) on the simulated
   GPU's performance model: tuned candidates are faster, rejected ones slower, so it is the middle of the
   range, not a measurement.
@@ -38,6 +40,9 @@ TOPUP_SHARE = 0.51  # share of the top-up budget (budget - probe) a race spends
 REFERENCE_SHARE = 0.46  # reference launches per candidate launch (the bracketing spoof floor)
 RACE_ROUNDS = 5  # measure calls per race (the probe included)
 SIZES_PER_FINALIST = 8  # finalize: about one finalist per 8 tuning sizes (at least 2)
+# finalize: timed launches per (shortlisted shipped kernel, size), references apart: the mean of the default
+# demo's 8 finalize races (simulated gfx90c, seed 1, 2026-12-03; bench/best_shipped_bench.py)
+SHORTLIST_LAUNCHES_PER_PAIR = 5.97
 ESTIMATE_FILE = ".snakemake/oto/estimate.json"  # written when a run starts, read by the progress line
 # A mean job of the demo (its seconds beyond the backend's own estimate) in units of this machine's probe
 # (oto.run.probe: a job's start-up, timed when the run starts): the expected job where this folder has no
@@ -61,7 +66,7 @@ class GpuJob:
     generation: int | None  # None for finalize
     kernels: int  # candidates (or finalists) raced, plus the distinct references
     sizes: int
-    pairs: int  # (candidate, size) pairs
+    pairs: float  # (candidate, size) pairs (those racing only the probe count per round: warm-ups)
     launches: float  # expected timed launches, references included
     launches_max: float  # under the racing budget
     rounds: int  # measure invocations
@@ -90,6 +95,9 @@ class RunEstimate:
     jobs: dict[str, int]  # rule → jobs a fresh run has
     gpu_jobs: list[GpuJob] = field(default_factory=list)
     workload: dict | None = None  # the deck's workload record (oto.deck.sources.workload_summary), if any
+    # the finalize jobs as they would be without the best-shipped shortlist (its cost is the difference)
+    without_shortlist: list[GpuJob] = field(default_factory=list)
+    shortlist: int = 0  # benchmark.best_shipped_shortlist
 
     @property
     def total_jobs(self) -> int:
@@ -107,6 +115,15 @@ class RunEstimate:
 
     def build_seconds(self, costs: Costs) -> float:
         return sum(j.build_seconds(costs) for j in self.gpu_jobs if j.rule == "benchmark")
+
+    def shortlist_seconds(self, costs: Costs) -> tuple[float, float]:
+        """(GPU seconds, build seconds) the best-shipped shortlist adds to finalize."""
+        final = [j for j in self.gpu_jobs if j.rule == "finalize"]
+        gpu = sum(j.seconds(costs) for j in final) - sum(j.seconds(costs) for j in self.without_shortlist)
+        build = sum(j.build_seconds(costs) for j in final) - sum(
+            j.build_seconds(costs) for j in self.without_shortlist
+        )
+        return gpu, build
 
     def job_seconds(self, costs: Costs) -> dict[str, dict[str, float]]:
         """Per GPU job, the backend's seconds: what the progress line adds to the recorded overhead."""
@@ -173,8 +190,11 @@ def estimate_run(
     bench = config["benchmark"]
     racing, enabled = bench["racing"], bool(bench["racing"]["enabled"])
     cands = int(config["search"]["candidates_per_generation"])
+    shortlist = int(bench.get("best_shipped_shortlist", 0))
     gpu = SimGPU(profile, seed=int(config["seed"]))
-    est = RunEstimate(arch=str(profile["arch"]), libraries=list(libraries), generations=gens, jobs={})
+    est = RunEstimate(
+        arch=str(profile["arch"]), libraries=list(libraries), generations=gens, jobs={}, shortlist=shortlist
+    )
     for name in libraries:
         deck_lib = deck.libraries[name]
         library = Library.parse(name)
@@ -191,19 +211,33 @@ def estimate_run(
         every = range(len(deck_lib.sizes))
         finalists = min(cands, max(2, math.ceil(len(idx) / SIZES_PER_FINALIST)))
         refs_all = _references(deck_lib, every)
+        final_us = _mean_kernel_us(gpu, library, deck_lib, every)
+        # the shortlist: up to that many other legal shipped solutions per size, built once each
+        per_size = min(shortlist, max(0, len(deck_lib.solutions) - 1))
+        distinct = min(len(deck_lib.solutions), per_size * len(every))
         n, most, rounds = _race(finalists, len(every), refs_all, racing, enabled, int(bench["repetitions"]))
+        plain = GpuJob(
+            "finalize", name, None, finalists + refs_all, len(every), finalists * len(every), n, most, rounds,
+            final_us,
+        )  # fmt: skip
+        est.without_shortlist.append(plain)
+        listed = per_size * len(every)  # (shortlisted kernel, size) pairs
+        if listed and enabled:
+            # a shortlisted kernel is a candidate like the finalists, but most leave the race after the
+            # probe: charge the launches they took in the demo's finalize races (warm-ups: the probe's)
+            _, most, _ = _race(finalists + per_size, len(every), refs_all, racing, enabled, 1)
+            n += listed * SHORTLIST_LAUNCHES_PER_PAIR * (1 + REFERENCE_SHARE)
+            pairs = plain.pairs + listed / rounds
+        elif listed:
+            n, most, rounds = _race(
+                finalists + per_size, len(every), refs_all, racing, enabled, int(bench["repetitions"])
+            )
+            pairs = plain.pairs + listed
+        else:
+            pairs = plain.pairs
         est.gpu_jobs.append(
             GpuJob(
-                "finalize",
-                name,
-                None,
-                finalists + refs_all,
-                len(every),
-                finalists * len(every),
-                n,
-                most,
-                rounds,
-                _mean_kernel_us(gpu, library, deck_lib, every),
+                "finalize", name, None, plain.kernels + distinct, len(every), pairs, n, most, rounds, final_us
             )
         )
     est.jobs = run_jobs(len(libraries), gens)
@@ -369,13 +403,17 @@ def report(
         "cool-down costs):",
     ]
     gpu_b, gpu_f = est.gpu_seconds(target_costs, "benchmark"), est.gpu_seconds(target_costs, "finalize")
-    build = est.build_seconds(target_costs)
+    build = est.build_seconds(target_costs) + est.shortlist_seconds(target_costs)[1]
     orchestration = est.total_jobs * job_overhead_s
     most = est.gpu_seconds(target_costs, bound=True) + build + orchestration
+    extra_gpu, extra_build = est.shortlist_seconds(target_costs)
+    base = gpu_b + gpu_f - extra_gpu
     lines += [
         f"  benchmark  {fmt_duration(gpu_b):>14s}   GPU",
-        f"  finalize   {fmt_duration(gpu_f):>14s}   GPU",
-        f"  builds     {fmt_duration(build):>14s}   CPU (compile jobs)",
+        f"  finalize   {fmt_duration(gpu_f):>14s}   GPU, of which the best-shipped shortlist "
+        f"{fmt_duration(extra_gpu)} (+{100 * extra_gpu / base if base else 0:.1f}% GPU time; "
+        f"{est.shortlist} shipped kernels per size, builds +{fmt_duration(extra_build)})",
+        f"  builds     {fmt_duration(build):>14s}   CPU (compile jobs, and finalize's of the shortlist)",
         f"  jobs       {fmt_duration(orchestration):>14s}   "
         f"{est.total_jobs} × {job_overhead_s:.1f} s ({overhead_source})",
         f"  total      {fmt_duration(gpu_b + gpu_f + build + orchestration):>14s}   "
@@ -489,6 +527,8 @@ def main(argv: list[str] | None = None) -> int:
             "target_seconds": {
                 "benchmark": est.gpu_seconds(target, "benchmark"),
                 "finalize": est.gpu_seconds(target, "finalize"),
+                "best_shipped_shortlist": est.shortlist_seconds(target)[0],
+                "best_shipped_shortlist_builds": est.shortlist_seconds(target)[1],
                 "builds": est.build_seconds(target),
                 "jobs": est.total_jobs * overhead,
             },

@@ -13,13 +13,16 @@ from oto.backends import job_stream, resolve
 from oto.deck.model import read_library_yaml
 from oto.files import atomic_write_text, write_yaml
 from oto.hardware import ceilings, memory
+from oto.measurement import best_shipped
 from oto.measurement.finals import final_document, race_finalists
 from oto.measurement.selection_file import read_selection
 from oto.stages import BACKEND_FIELDS, Stage
 from oto.tensile.legality import Limits
 
-# benchmark's figures, selection's roofline and the legality limits of the references it builds
-PROFILE = ("arch", BACKEND_FIELDS, *memory.PROFILE_FIELDS, *ceilings.ROOFLINE_FIELDS, *Limits.PROFILE_FIELDS)
+# benchmark's figures, selection's roofline, the legality limits of the references it builds and the model
+# that shortlists the best shipped kernel's contenders
+PROFILE = ("arch", BACKEND_FIELDS, *memory.PROFILE_FIELDS, *ceilings.ROOFLINE_FIELDS, *Limits.PROFILE_FIELDS,
+           *best_shipped.PROFILE_FIELDS)  # fmt: skip
 STAGE = Stage(
     name="finalize", scope="library", home="{library}", reads=("deck", "select"), gpu=True, profile=PROFILE
 )
@@ -45,11 +48,12 @@ def run(
         log.info("%s final: %s", deck.name, line)
     doc = final_document(selection, deck, final, backend, profile, config)
     write_yaml(out_final, doc)
-    s = doc["summary"]
+    s, b = doc["summary"], doc["summary"]["best_shipped"]
     log.info(
-        "%s final: %d sizes, %d kernels, geomean %.3f x spoof, W/T/L %d/%d/%d", deck.name,
-        len(doc["per_size"]), len(doc["kernels"]), s["geomean_score"] or float("nan"), s["wins"], s["ties"],
-        s["losses"],
+        "%s final: %d sizes, %d kernels, geomean %.3f x spoof, W/T/L %d/%d/%d; vs best shipped %.3f x, "
+        "W/T/L %d/%d/%d", deck.name, len(doc["per_size"]), len(doc["kernels"]),
+        s["geomean_score"] or float("nan"), s["wins"], s["ties"], s["losses"],
+        b["geomean_score"] or float("nan"), b["wins"], b["ties"], b["losses"],
     )  # fmt: skip
     if "workload" in doc:
         w = doc["workload"]
