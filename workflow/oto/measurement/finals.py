@@ -207,3 +207,23 @@ def final_document(
     if deck.floor is not None:  # absent: the deck's own shipped kernels
         doc["floor"] = deck.reference_floor().describe()
     return doc
+
+
+def final_log_lines(doc: Mapping[str, Any]) -> list[str]:
+    """What finalize's log says of a final: both floors, and the workload's time where there is one."""
+    s, b = doc["summary"], doc["summary"]["best_shipped"]
+    nan = float("nan")
+    lines = [
+        f"{len(doc['per_size'])} sizes, {len(doc['kernels'])} kernels, geomean "
+        f"{s['geomean_score'] or nan:.3f} x spoof, W/T/L {s['wins']}/{s['ties']}/{s['losses']}; vs best "
+        f"shipped {b['geomean_score'] or nan:.3f} x, W/T/L {b['wins']}/{b['ties']}/{b['losses']}"
+    ]
+    if "workload" in doc:
+        w = doc["workload"]
+        lo, hi = w["saved_ci_us"]
+        lines.append(
+            f"workload-weighted geomean {s.get('weighted_geomean_score') or nan:.3f}; the workload's "
+            f"{w['calls']} calls: {w['saved_us']:.1f} us saved (95% {lo:.1f} to {hi:.1f}) of "
+            f"{w['time_before_us']:.1f} us"
+        )
+    return lines

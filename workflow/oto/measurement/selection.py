@@ -294,3 +294,16 @@ def selection_document(
         "measured": measured,
         "novelty": novelty(cands, rows, generation),
     }
+
+
+def selection_log_line(doc: Mapping[str, Any]) -> str:
+    """What select's log says of a generation: its geomean (workload-weighted too, where weighted), W/T/L and
+    its convergence."""
+    s, nan = doc["summary"], float("nan")
+    line = (
+        f"geomean score {s['geomean_score'] or nan:.3f}, W/T/L {s['wins']}/{s['ties']}/{s['losses']}, "
+        f"{doc['convergence']['reason']}"
+    )
+    if "weighted_geomean_score" in s:
+        line += f"; workload-weighted geomean {s['weighted_geomean_score'] or nan:.3f}"
+    return line

@@ -14,7 +14,7 @@ from oto.deck.model import read_library_yaml
 from oto.files import atomic_write_text, write_yaml
 from oto.hardware import ceilings, memory
 from oto.measurement import best_shipped
-from oto.measurement.finals import final_document, race_finalists
+from oto.measurement.finals import final_document, final_log_lines, race_finalists
 from oto.measurement.selection_file import read_selection
 from oto.stages import BACKEND_FIELDS, Stage
 from oto.tensile.legality import Limits
@@ -48,18 +48,6 @@ def run(
         log.info("%s final: %s", deck.name, line)
     doc = final_document(selection, deck, final, backend, profile, config)
     write_yaml(out_final, doc)
-    s, b = doc["summary"], doc["summary"]["best_shipped"]
-    log.info(
-        "%s final: %d sizes, %d kernels, geomean %.3f x spoof, W/T/L %d/%d/%d; vs best shipped %.3f x, "
-        "W/T/L %d/%d/%d", deck.name, len(doc["per_size"]), len(doc["kernels"]),
-        s["geomean_score"] or float("nan"), s["wins"], s["ties"], s["losses"],
-        b["geomean_score"] or float("nan"), b["wins"], b["ties"], b["losses"],
-    )  # fmt: skip
-    if "workload" in doc:
-        w = doc["workload"]
-        log.info(
-            "%s final: workload-weighted geomean %.3f; the workload's %d calls: %.1f us saved (95%% %.1f to "
-            "%.1f) of %.1f us", deck.name, s.get("weighted_geomean_score") or float("nan"), w["calls"],
-            w["saved_us"], *w["saved_ci_us"], w["time_before_us"],
-        )  # fmt: skip
+    for line in final_log_lines(doc):
+        log.info("%s final: %s", deck.name, line)
     return doc

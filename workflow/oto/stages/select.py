@@ -10,7 +10,7 @@ from pathlib import Path
 from oto.files import read_yaml, write_yaml
 from oto.hardware.ceilings import ROOFLINE_FIELDS
 from oto.measurement.score_rows import read_score_rows
-from oto.measurement.selection import carried_forward, selection_document
+from oto.measurement.selection import carried_forward, selection_document, selection_log_line
 from oto.measurement.selection_file import read_selection
 from oto.registry.job_files import write_job_file
 from oto.registry.records import generation_records
@@ -43,20 +43,10 @@ def run(
         doc, records = carried_forward(prev, generation), []  # converged: nothing proposed, nothing measured
         log.info("%s gen%d: frozen, carried forward from gen%d", name, generation, prev["generation"])
     else:
-        scores = read_score_rows(
-            scores_path
-        )  # plain rows: select is one of the most frequent jobs, pandas-free
+        scores = read_score_rows(scores_path)  # plain rows: select is a frequent job, pandas-free
         doc = selection_document(cands, build, scores, prev, profile, config)
         records = generation_records(cands, build, scores, config, profile["arch"])
-        s = doc["summary"]
-        log.info(
-            "%s gen%d: geomean score %.3f, W/T/L %d/%d/%d, %s", name, generation,
-            s["geomean_score"] or float("nan"), s["wins"], s["ties"], s["losses"],
-            doc["convergence"]["reason"],
-        )  # fmt: skip
-        if "weighted_geomean_score" in s:
-            log.info("%s gen%d: workload-weighted geomean %.3f", name, generation,
-                     s["weighted_geomean_score"] or float("nan"))  # fmt: skip
+        log.info("%s gen%d: %s", name, generation, selection_log_line(doc))
     write_yaml(out_selection, doc)
     if out_registry is not None:
         write_job_file(out_registry, records)
