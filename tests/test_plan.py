@@ -103,11 +103,19 @@ def test_a_profile_change_invalidates_exactly_the_stages_that_read_it(tmp_path):
         "mutate",
         "emit",
         "finalize",
+        "verify",
         "logic",
+        "compare",
         "package",
     ]
     sim = plan_run(BASE).config  # the simulated GPU is the profile: every measuring stage reads it
-    assert invalidated_stages(["l2_bytes"], sim, db) == ["compile", "benchmark", "finalize"]
+    assert invalidated_stages(["l2_bytes"], sim, db) == [
+        "compile",
+        "benchmark",
+        "finalize",
+        "verify",
+        "compare",
+    ]
 
     arch_dir = tmp_path / "results" / "gfx90c"
     assert change_note(fp64, "arch_profiles/gfx90c.yaml", arch_dir, cfg, db) == ""  # no run recorded yet
