@@ -8,10 +8,11 @@ which libraries and sizes, with what weight (:meth:`DeckSource.load`). Separatel
 whose libraries ship Tensile kernels (``ships_kernels``) can be a library's floor: the reference kernel of a
 size (:mod:`oto.deck.floors`; config ``deck.floor``).
 
-Registered: ``manifest`` (the figures of rocBLAS's 46 gfx900 logic files, ``data/deck_vega10.json.gz``,
-shipped with oto), ``logic`` (a folder of Tensile logic files) and ``rocblas`` (an installed rocBLAS library
-folder, read for the arch profile's stock library: ``stock_library.arch``). ``oto deck-manifest`` derives the
-manifest from logic files, byte for byte reproducibly.
+Registered: ``manifest`` (the figures of the stock library's logic files shipped with oto: rocBLAS's 46
+gfx900 files, ``data/deck_vega10.json.gz``, and navi21's and navi31's for the RDNA APUs), ``logic`` (a
+folder of Tensile logic files) and ``rocblas`` (an installed rocBLAS library folder, read for the arch
+profile's stock library: ``stock_library.arch``). ``oto deck-manifest`` derives a manifest from logic files,
+byte for byte reproducibly.
 """
 
 from __future__ import annotations
@@ -32,6 +33,7 @@ from oto.deck.model import Deck, DeckError, LibraryDeck, check_sizes
 from oto.gemm import FamilyCodeError, Library
 from oto.tensile import legality
 from oto.tensile.dat_reader import DatFileError, DatLibrary, master_file, read_rocblas_dir
+from oto.tensile.isa import caps_donor
 from oto.tensile.logic_reader import (
     LogicFile,
     LogicFileError,
@@ -41,8 +43,25 @@ from oto.tensile.logic_reader import (
     solution_knobs,
 )
 from oto.tensile.params import EXTRA_PARAMS, CandidateError, canonical
+from oto.tensile.solution_fields import isa_tuple as sf_isa
 
 SHIPPED_MANIFEST = Path(__file__).resolve().parent / "data" / "deck_vega10.json.gz"
+# The manifests oto ships, by the arch of the stock library they were derived from (the arch profile's
+# stock_library.arch): rocBLAS's logic files for vega10 (gfx900), navi21 (gfx1030) and navi31 (gfx1100),
+# the libraries gfx90c/gfx902, gfx1035 and gfx1103/gfx1150 run spoofed. `oto deck-manifest` derives them.
+SHIPPED_MANIFESTS = {
+    "gfx900": SHIPPED_MANIFEST,
+    "gfx1030": SHIPPED_MANIFEST.with_name("deck_navi21.json.gz"),
+    "gfx1100": SHIPPED_MANIFEST.with_name("deck_navi31.json.gz"),
+}
+
+
+def shipped_manifest(stock_arch: str | None) -> Path:
+    """The manifest oto ships of ``stock_arch``'s library; vega10's for an arch it ships none of (gfx906 runs
+    vega20's library: its deck is vega10's until a vega20 manifest or a logic folder is configured)."""
+    return SHIPPED_MANIFESTS.get(str(stock_arch), SHIPPED_MANIFEST)
+
+
 MANIFEST_FORMAT = "oto-deck-manifest/1"
 
 
@@ -86,7 +105,23 @@ def _names(name: str, where: str) -> Library:
 _STALE_EXTRAS = (("VectorAtomicWidth",), ("GlobalLoadVectorWidthA", "GlobalLoadVectorWidthB"))
 
 
-def reference_params(library: Library, solution: Mapping, knobs: Mapping) -> dict:
+def shipped_limits(architecture: str | Mapping) -> legality.Limits | None:
+    """The legality limits a logic file's kernels were shipped for: its own ISA for an RDNA file (gfx1030's
+    wave32 and dot rules, gfx1100's WMMA), whose kernels no gfx9 rule admits; None (gfx90c's, the default)
+    for a gfx9 file, so that the vega10 manifest stays as it was derived."""
+    name = _arch_name(architecture)
+    try:
+        isa = sf_isa(name)
+        if isa[0] < 10:
+            return None
+        return legality.Limits(isa=isa, caps_from=caps_donor(isa))
+    except (ValueError, IndexError):
+        return None
+
+
+def reference_params(
+    library: Library, solution: Mapping, knobs: Mapping, limits: legality.Limits | None = None
+) -> dict:
     """A shipped solution as a kernel oto can build: its knobs plus the extra parameters its file sets
     (:data:`oto.tensile.params.EXTRA_PARAMS`) that keep it the legal kernel that shipped.
 
@@ -101,7 +136,7 @@ def reference_params(library: Library, solution: Mapping, knobs: Mapping) -> dic
     tries.append({})
     for ex in tries:
         params = canonical({**knobs, **ex})
-        if legality.check(library, params).valid:
+        if legality.check(library, params, limits).valid:
             return params
     return canonical({**knobs, **extra})
 
@@ -109,12 +144,13 @@ def reference_params(library: Library, solution: Mapping, knobs: Mapping) -> dic
 def library_from_logic(lf: LogicFile) -> LibraryDeck:
     """The deck of one parsed logic file."""
     lib = _names(lf.library_name, lf.path.name)
+    limits = shipped_limits(lf.architecture)
     solutions, defaulted = [], set()
     for pos, (sol, index) in enumerate(zip(lf.solutions, lf.solution_indices, strict=True)):
         knobs, filled = solution_knobs(sol)
         defaulted.update(filled)
         try:
-            params = reference_params(lib, sol, knobs)
+            params = reference_params(lib, sol, knobs, limits)
         except CandidateError as exc:
             raise LogicFileError(f"{lf.path.name}: element 5 (solutions) entry {pos}: {exc}") from None
         solutions.append({"index": index, "name": str(sol.get("SolutionNameMin", "")), "params": params})
@@ -298,6 +334,8 @@ class DeckSource(Protocol):
     path: Path | None  # what it reads
     needs_path: ClassVar[bool]  # config deck.path is required
     ships_kernels: ClassVar[bool]  # its libraries carry shipped Tensile kernels: it can be a floor
+    # plan() reads every kernel anyway, so the dry-run checks them against the profile (check_capabilities)
+    kernels_at_plan: ClassVar[bool]
 
     def __init__(self, path: str | Path | None, arch: str | None, field: str = "deck") -> None: ...
 
@@ -320,6 +358,7 @@ class _Source:
 
     name: ClassVar[str]
     needs_path: ClassVar[bool] = True
+    kernels_at_plan: ClassVar[bool] = False
 
     def __init__(self, path: str | Path | None, arch: str | None, field: str = "deck"):
         if self.needs_path and not path:
@@ -350,12 +389,16 @@ def _selected(deck: Deck, libraries: Sequence[str] | None, where: str) -> Deck:
 
 class ManifestSource(_Source):
     name = "manifest"
-    doc = "the figures of rocBLAS's 46 gfx900 logic files, shipped with oto (deck.path: another manifest)"
+    doc = (
+        "the figures of the stock library's logic files, shipped with oto (vega10, navi21, navi31: "
+        "stock_library.arch gfx900, gfx1030, gfx1100); deck.path: another manifest"
+    )
     needs_path = False
     ships_kernels = True
+    kernels_at_plan = True
 
     def __init__(self, path: str | Path | None, arch: str | None, field: str = "deck"):
-        super().__init__(path or SHIPPED_MANIFEST, arch, field)
+        super().__init__(path or shipped_manifest(arch), arch, field)
 
     def plan(self) -> SourcePlan:
         if not self.path.is_file():
@@ -470,6 +513,48 @@ def load_deck(kind: str, path: str | Path | None = None, arch: str | None = None
     """The whole deck of source ``kind`` (config ``deck: {source, path}``; the manifest defaults to the one
     shipped with oto; ``arch``: the library a rocBLAS folder is read for)."""
     return make_source(kind, path, arch).load()
+
+
+# ---- what the profile's GPU can run ----------------------------------------------------------------------
+
+
+def check_capabilities(
+    source: DeckSource, libraries: Sequence[str], profile: Mapping[str, Any], profile_file: str | Path
+) -> None:
+    """A deck whose problem types the profile's GPU cannot run fails the dry-run, naming file and field: a
+    library whose data type has no rate in the profile (``rates.<class>``), or, where the source's plan
+    reads its kernels anyway (:attr:`DeckSource.kernels_at_plan`), a library none of whose shipped kernels
+    is legal on the profile's ISA (navi31's WMMA kernels on an RDNA2 APU, navi21's wave32 ones on gfx9):
+    its spoof floor would have no kernel to race."""
+    rates = profile.get("rates") or {}
+    for name in libraries:
+        rate = Library.parse(name).family.rate_class
+        if rate not in rates:
+            raise DeckError(
+                f"{profile_file}: field 'rates.{rate}': missing, and the deck's {name} computes in {rate} "
+                f"({source.path})"
+            )
+    if not source.kernels_at_plan:
+        return
+    limits = legality.Limits.from_profile(profile)
+    deck = source.load(list(libraries))
+    for name, lib in deck.libraries.items():
+        library = Library.parse(name)
+        verdicts = (legality.check(library, sol["params"], limits) for sol in lib.solutions)
+        first = None
+        for verdict in verdicts:
+            if verdict.valid:
+                break
+            first = first or verdict
+        else:
+            if first is None:  # no shipped kernel: the floor comes from elsewhere (plan_floor says so)
+                continue
+            raise DeckError(
+                f"{source.path}: library {name}, field 'solutions': none of its {len(lib.solutions)} shipped "
+                f"kernels can run on {profile.get('arch')} ({profile_file} field 'isa' "
+                f"{list(limits.isa)}): {first.reasons[0]}; take the deck of this GPU's stock library "
+                "(stock_library) or another one"
+            )
 
 
 # ---- the run's deck: its source and its floor -----------------------------------------------------------
