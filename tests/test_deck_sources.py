@@ -97,6 +97,7 @@ def test_every_registered_source_has_a_rig_and_the_schema_enums_are_the_registry
     deck = config_schema()["properties"]["deck"]["properties"]
     assert deck["source"]["enum"] == list(DECK_SOURCES)
     assert deck["floor"]["properties"]["source"]["enum"] == [OWN, NONE, *DECK_SOURCES]
+    assert deck["native_floor"]["properties"]["source"]["enum"] == list(DECK_SOURCES)
     assert deck["floor"]["properties"]["source"]["default"] == OWN
     with pytest.raises(DeckConfigError, match=r"config field 'deck.source': unknown deck source 'tunableop'"):
         make_source("tunableop", None, "gfx900")

@@ -564,12 +564,16 @@ def deck_settings(deck_config: Mapping[str, Any], profile: Mapping[str, Any]) ->
     """What the deck rule needs from config ``deck`` (validated: defaults filled in) and the profile: the
     source and path, the floor's, and the arch a rocBLAS folder is read for (the profile's stock library)."""
     floor = deck_config["floor"]
-    return {
+    out = {
         "source": deck_config["source"],
         "path": deck_config["path"],
         "arch": profile["stock_library"]["arch"],
         "floor": {"source": floor["source"], "path": floor["path"]},
     }
+    native = deck_config.get("native_floor") or {}
+    if native.get("path"):  # read for the GPU's own arch: upstream's native library of it
+        out["native_floor"] = {"source": native["source"], "path": native["path"], "arch": profile["arch"]}
+    return out
 
 
 def run_source(settings: Mapping[str, Any]) -> DeckSource:
@@ -610,6 +614,55 @@ def plan_floor(settings: Mapping[str, Any], libraries: Sequence[str]) -> tuple[s
         )
     source.check(libraries)
     return plan.path, plan.files_for(libraries)
+
+
+def native_source(settings: Mapping[str, Any]) -> DeckSource | None:
+    """The source of the native floor (config ``deck.native_floor``; None: no native floor)."""
+    native = settings.get("native_floor")
+    if not native:
+        return None
+    source = make_source(native["source"], native["path"], native["arch"], "deck.native_floor")
+    if not source.ships_kernels:
+        raise DeckConfigError(
+            f"config field 'deck.native_floor.source': {native['source']!r} ships no kernel"
+        )
+    return source
+
+
+def plan_native_floor(settings: Mapping[str, Any], libraries: Sequence[str]) -> tuple[str | None, list[str]]:
+    """At plan time: the native floor's path (None without one) and the files the deck rule reads for the
+    selected libraries it ships; a library it lacks has no native floor (upstream ships it nothing)."""
+    source = native_source(settings)
+    if source is None:
+        return None, []
+    plan = source.plan()
+    served = sorted(set(libraries) & set(plan.libraries))
+    source.check(served)
+    return plan.path, plan.files_for(served)
+
+
+def attach_native_floor(deck: Deck, settings: Mapping[str, Any]) -> None:
+    """Give every library of ``deck`` that the native source ships its native floor (the Matching table of
+    upstream's own library for the GPU), carried in deck.yaml as ``native_floor``."""
+    source = native_source(settings)
+    if source is None:
+        return
+    served = sorted(set(deck.libraries) & set(source.plan().libraries))
+    if not served:
+        return
+    shipped = source.load(served)
+    where = {
+        "source": settings["native_floor"]["source"],
+        "path": str(settings["native_floor"]["path"]),
+        "arch": shipped.arch_source,
+        "label": "native",
+    }
+    try:
+        for name in served:
+            lib = shipped.libraries[name]
+            deck.libraries[name].native_floor = foreign_floor(lib, {**where, "library": name}).to_dict()
+    except FloorError as exc:
+        raise DeckError(str(exc)) from None
 
 
 def attach_floor(deck: Deck, settings: Mapping[str, Any]) -> dict[str, Any] | None:
@@ -653,7 +706,9 @@ def load_run_deck(
     full = run_source(settings).load()
     selected = _selected(full, sorted(libraries) if libraries is not None else None, str(settings["path"]))
     selected = Deck(full.source, full.arch_source, dict(selected.libraries))
-    return full, selected, attach_floor(selected, settings)
+    floor = attach_floor(selected, settings)
+    attach_native_floor(selected, settings)
+    return full, selected, floor
 
 
 def manifest_main(argv: list[str] | None = None) -> int:

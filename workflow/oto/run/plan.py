@@ -19,6 +19,7 @@ from oto.deck.sources import (
     check_capabilities,
     deck_settings,
     plan_floor,
+    plan_native_floor,
     run_source,
 )
 from oto.gemm import Library
@@ -177,6 +178,7 @@ def plan_run(
         deck_source.check(libraries)
         check_capabilities(deck_source, libraries, profile, project_path(profile_file))
         floor_path, floor_inputs = plan_floor(settings, libraries)
+        native_path, native_inputs = plan_native_floor(settings, libraries)
     except DeckConfigError as exc:
         raise PlanError(str(exc)) from None
     except (DeckError, LogicFileError) as exc:
@@ -184,7 +186,9 @@ def plan_run(
     settings["path"] = project_path(deck_plan.path)
     if floor_path is not None:
         settings["floor"]["path"] = project_path(floor_path)
-    deck_inputs = list(dict.fromkeys([*deck_plan.files_for(), *floor_inputs]))
+    if native_path is not None:
+        settings["native_floor"]["path"] = project_path(native_path)
+    deck_inputs = list(dict.fromkeys([*deck_plan.files_for(), *floor_inputs, *native_inputs]))
     device_file = device_profile_path(cfg, profile, profile_file, source)
     if device_file != profile_file:
         profile, profile_file = load_profile(device_file), device_file
