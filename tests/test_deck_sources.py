@@ -161,6 +161,7 @@ def test_every_registered_source_has_a_rig_and_the_schema_enums_are_the_registry
     assert deck["source"]["enum"] == list(DECK_SOURCES)
     assert deck["floor"]["properties"]["source"]["enum"] == [OWN, NONE, *FLOOR_SOURCES]
     assert [n for n, s in DECK_SOURCES.items() if s.ships_kernels] == FLOOR_SOURCES
+    assert deck["native_floor"]["properties"]["source"]["enum"] == list(FLOOR_SOURCES)
     assert deck["floor"]["properties"]["source"]["default"] == OWN
     assert deck["workload"]["items"]["properties"]["source"]["enum"] == WORKLOAD_SOURCES
     assert set(WORKLOAD_SOURCES) == {n for n, s in DECK_SOURCES.items() if not s.ships_kernels}

@@ -14,12 +14,12 @@ reads decks; the workflow keeps them as ``deck.yaml`` files (below).
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from oto.deck.floors import Floor, FloorError, floor_from_dict, own_floor
+from oto.deck.floors import Floor, FloorError, MatchingFloor, floor_from_dict, own_floor
 from oto.files import read_yaml, write_yaml
 from oto.gemm import PATTERNS
 from oto.tensile import legality
@@ -92,6 +92,9 @@ class LibraryDeck:
     calls: list[int] | None = None
     # the floor as deck.yaml carries it (oto.deck.floors); None: the library's own shipped kernels
     floor: dict | None = None
+    # a second floor raced in finalize and reported beside the floor: upstream's native library for the GPU
+    # (config deck.native_floor), as deck.yaml carries it; None: none
+    native_floor: dict | None = None
     # the floor object of ``floor``, rebuilt when ``floor`` is replaced (emit asks once per reference kernel)
     _floor_cache: tuple | None = field(default=None, init=False, repr=False, compare=False)
 
@@ -109,6 +112,8 @@ class LibraryDeck:
             out["calls"] = self.calls
         if self.floor is not None:
             out["floor"] = self.floor
+        if self.native_floor is not None:
+            out["native_floor"] = self.native_floor
         return out
 
     @classmethod
@@ -124,6 +129,7 @@ class LibraryDeck:
             weights=data.get("weights"),
             calls=data.get("calls"),
             floor=data.get("floor"),
+            native_floor=data.get("native_floor"),
         )
         for key in ("solutions", "sizes", "shipped", "weights"):
             if not isinstance(getattr(lib, key), list):
@@ -168,8 +174,13 @@ class LibraryDeck:
                 )
         try:
             floor_from_dict(lib.floor, f"{where}: {lib.name}")
+            native = lib.native_floor
+            if native is not None and not isinstance(
+                floor_from_dict(native, f"{where}: {lib.name}"), MatchingFloor
+            ):
+                raise FloorError(f"{where}: {lib.name}: field 'native_floor': not a shipped library's floor")
         except FloorError as exc:
-            raise DeckError(str(exc)) from None
+            raise DeckError(str(exc).replace("field 'floor'", "field 'native_floor'", 1)) from None
         return lib
 
     def reference_params(self, size_index: int) -> dict[str, Any]:
@@ -181,6 +192,15 @@ class LibraryDeck:
         if self._floor_cache is None or self._floor_cache[0] is not self.floor:
             self._floor_cache = (self.floor, floor_from_dict(self.floor, self.name) or own_floor(self))
         return self._floor_cache[1]
+
+    def native_references(
+        self, indices: Sequence[int], limits: legality.Limits | None = None
+    ) -> dict[int, dict[str, Any]]:
+        """The native floor's kernel of each deck size in ``indices`` (as :meth:`references`); {} without
+        a native floor."""
+        if self.native_floor is None:
+            return {}
+        return floor_from_dict(self.native_floor, self.name).references(self, indices, limits)
 
     def references(
         self, indices: list[int], limits: legality.Limits | None = None

@@ -8,13 +8,13 @@ which libraries and sizes, with what weight (:meth:`DeckSource.load`). Separatel
 whose libraries ship Tensile kernels (``ships_kernels``) can be a library's floor: the reference kernel of a
 size (:mod:`oto.deck.floors`; config ``deck.floor``).
 
-Registered: ``manifest`` (the figures of rocBLAS's 46 gfx900 logic files, ``data/deck_vega10.json.gz``,
-shipped with oto), ``logic`` (a folder of Tensile logic files) and ``rocblas`` (an installed rocBLAS library
-folder, read for the arch profile's stock library: ``stock_library.arch``), which ship kernels, and the
-workload sources ``tunableop`` and ``rocblas-log`` (:class:`WorkloadSource`: an application's GEMMs weighted
-by call count, no kernel), which a run also layers on another source's libraries (config ``deck.workload``,
-:func:`add_workload`). ``oto deck-manifest`` derives the manifest from logic files, byte for byte
-reproducibly.
+Registered: ``manifest`` (the figures of the stock library's logic files shipped with oto: rocBLAS's 46
+gfx900 files, ``data/deck_vega10.json.gz``, and navi21's and navi31's for the RDNA APUs), ``logic`` (a
+folder of Tensile logic files) and ``rocblas`` (an installed rocBLAS library folder, read for the arch
+profile's stock library: ``stock_library.arch``), which ship kernels, and the workload sources ``tunableop``
+and ``rocblas-log`` (:class:`WorkloadSource`: an application's GEMMs weighted by call count, no kernel),
+which a run also layers on another source's libraries (config ``deck.workload``, :func:`add_workload`).
+``oto deck-manifest`` derives a manifest from logic files, byte for byte reproducibly.
 """
 
 from __future__ import annotations
@@ -37,6 +37,7 @@ from oto.deck.workload import Uncovered, Workload, WorkloadError, read_workload
 from oto.gemm import FamilyCodeError, Library
 from oto.tensile import legality
 from oto.tensile.dat_reader import DatFileError, DatLibrary, master_file, read_rocblas_dir
+from oto.tensile.isa import caps_donor
 from oto.tensile.logic_reader import (
     LogicFile,
     LogicFileError,
@@ -47,8 +48,25 @@ from oto.tensile.logic_reader import (
 )
 from oto.tensile.logic_writer import problem_type
 from oto.tensile.params import EXTRA_PARAMS, CandidateError, canonical
+from oto.tensile.solution_fields import isa_tuple as sf_isa
 
 SHIPPED_MANIFEST = Path(__file__).resolve().parent / "data" / "deck_vega10.json.gz"
+# The manifests oto ships, by the arch of the stock library they were derived from (the arch profile's
+# stock_library.arch): rocBLAS's logic files for vega10 (gfx900), navi21 (gfx1030) and navi31 (gfx1100),
+# the libraries gfx90c/gfx902, gfx1035 and gfx1103/gfx1150 run spoofed. `oto deck-manifest` derives them.
+SHIPPED_MANIFESTS = {
+    "gfx900": SHIPPED_MANIFEST,
+    "gfx1030": SHIPPED_MANIFEST.with_name("deck_navi21.json.gz"),
+    "gfx1100": SHIPPED_MANIFEST.with_name("deck_navi31.json.gz"),
+}
+
+
+def shipped_manifest(stock_arch: str | None) -> Path:
+    """The manifest oto ships of ``stock_arch``'s library; vega10's for an arch it ships none of (gfx906 runs
+    vega20's library: its deck is vega10's until a vega20 manifest or a logic folder is configured)."""
+    return SHIPPED_MANIFESTS.get(str(stock_arch), SHIPPED_MANIFEST)
+
+
 MANIFEST_FORMAT = "oto-deck-manifest/1"
 
 
@@ -92,7 +110,23 @@ def _names(name: str, where: str) -> Library:
 _STALE_EXTRAS = (("VectorAtomicWidth",), ("GlobalLoadVectorWidthA", "GlobalLoadVectorWidthB"))
 
 
-def reference_params(library: Library, solution: Mapping, knobs: Mapping) -> dict:
+def shipped_limits(architecture: str | Mapping) -> legality.Limits | None:
+    """The legality limits a logic file's kernels were shipped for: its own ISA for an RDNA file (gfx1030's
+    wave32 and dot rules, gfx1100's WMMA), whose kernels no gfx9 rule admits; None (gfx90c's, the default)
+    for a gfx9 file, so that the vega10 manifest stays as it was derived."""
+    name = _arch_name(architecture)
+    try:
+        isa = sf_isa(name)
+        if isa[0] < 10:
+            return None
+        return legality.Limits(isa=isa, caps_from=caps_donor(isa))
+    except (ValueError, IndexError):
+        return None
+
+
+def reference_params(
+    library: Library, solution: Mapping, knobs: Mapping, limits: legality.Limits | None = None
+) -> dict:
     """A shipped solution as a kernel oto can build: its knobs plus the extra parameters its file sets
     (:data:`oto.tensile.params.EXTRA_PARAMS`) that keep it the legal kernel that shipped.
 
@@ -107,7 +141,7 @@ def reference_params(library: Library, solution: Mapping, knobs: Mapping) -> dic
     tries.append({})
     for ex in tries:
         params = canonical({**knobs, **ex})
-        if legality.check(library, params).valid:
+        if legality.check(library, params, limits).valid:
             return params
     return canonical({**knobs, **extra})
 
@@ -115,12 +149,13 @@ def reference_params(library: Library, solution: Mapping, knobs: Mapping) -> dic
 def library_from_logic(lf: LogicFile) -> LibraryDeck:
     """The deck of one parsed logic file."""
     lib = _names(lf.library_name, lf.path.name)
+    limits = shipped_limits(lf.architecture)
     solutions, defaulted = [], set()
     for pos, (sol, index) in enumerate(zip(lf.solutions, lf.solution_indices, strict=True)):
         knobs, filled = solution_knobs(sol)
         defaulted.update(filled)
         try:
-            params = reference_params(lib, sol, knobs)
+            params = reference_params(lib, sol, knobs, limits)
         except CandidateError as exc:
             raise LogicFileError(f"{lf.path.name}: element 5 (solutions) entry {pos}: {exc}") from None
         solutions.append({"index": index, "name": str(sol.get("SolutionNameMin", "")), "params": params})
@@ -304,6 +339,8 @@ class DeckSource(Protocol):
     path: Path | None  # what it reads
     needs_path: ClassVar[bool]  # config deck.path is required
     ships_kernels: ClassVar[bool]  # its libraries carry shipped Tensile kernels: it can be a floor
+    # plan() reads every kernel anyway, so the dry-run checks them against the profile (check_capabilities)
+    kernels_at_plan: ClassVar[bool]
 
     def __init__(self, path: str | Path | None, arch: str | None, field: str = "deck") -> None: ...
 
@@ -326,6 +363,7 @@ class _Source:
 
     name: ClassVar[str]
     needs_path: ClassVar[bool] = True
+    kernels_at_plan: ClassVar[bool] = False
 
     def __init__(self, path: str | Path | None, arch: str | None, field: str = "deck"):
         if self.needs_path and not path:
@@ -356,12 +394,16 @@ def _selected(deck: Deck, libraries: Sequence[str] | None, where: str) -> Deck:
 
 class ManifestSource(_Source):
     name = "manifest"
-    doc = "the figures of rocBLAS's 46 gfx900 logic files, shipped with oto (deck.path: another manifest)"
+    doc = (
+        "the figures of the stock library's logic files, shipped with oto (vega10, navi21, navi31: "
+        "stock_library.arch gfx900, gfx1030, gfx1100); deck.path: another manifest"
+    )
     needs_path = False
     ships_kernels = True
+    kernels_at_plan = True
 
     def __init__(self, path: str | Path | None, arch: str | None, field: str = "deck"):
-        super().__init__(path or SHIPPED_MANIFEST, arch, field)
+        super().__init__(path or shipped_manifest(arch), arch, field)
 
     def plan(self) -> SourcePlan:
         if not self.path.is_file():
@@ -618,6 +660,48 @@ def load_deck(kind: str, path: str | Path | None = None, arch: str | None = None
     return make_source(kind, path, arch).load()
 
 
+# ---- what the profile's GPU can run ----------------------------------------------------------------------
+
+
+def check_capabilities(
+    source: DeckSource, libraries: Sequence[str], profile: Mapping[str, Any], profile_file: str | Path
+) -> None:
+    """A deck whose problem types the profile's GPU cannot run fails the dry-run, naming file and field: a
+    library whose data type has no rate in the profile (``rates.<class>``), or, where the source's plan
+    reads its kernels anyway (:attr:`DeckSource.kernels_at_plan`), a library none of whose shipped kernels
+    is legal on the profile's ISA (navi31's WMMA kernels on an RDNA2 APU, navi21's wave32 ones on gfx9):
+    its spoof floor would have no kernel to race."""
+    rates = profile.get("rates") or {}
+    for name in libraries:
+        rate = Library.parse(name).family.rate_class
+        if rate not in rates:
+            raise DeckError(
+                f"{profile_file}: field 'rates.{rate}': missing, and the deck's {name} computes in {rate} "
+                f"({source.path})"
+            )
+    if not source.kernels_at_plan:
+        return
+    limits = legality.Limits.from_profile(profile)
+    deck = source.load(list(libraries))
+    for name, lib in deck.libraries.items():
+        library = Library.parse(name)
+        verdicts = (legality.check(library, sol["params"], limits) for sol in lib.solutions)
+        first = None
+        for verdict in verdicts:
+            if verdict.valid:
+                break
+            first = first or verdict
+        else:
+            if first is None:  # no shipped kernel: the floor comes from elsewhere (plan_floor says so)
+                continue
+            raise DeckError(
+                f"{source.path}: library {name}, field 'solutions': none of its {len(lib.solutions)} shipped "
+                f"kernels can run on {profile.get('arch')} ({profile_file} field 'isa' "
+                f"{list(limits.isa)}): {first.reasons[0]}; take the deck of this GPU's stock library "
+                "(stock_library) or another one"
+            )
+
+
 # ---- the run's deck: its source and its floor -----------------------------------------------------------
 
 
@@ -633,6 +717,9 @@ def deck_settings(deck_config: Mapping[str, Any], profile: Mapping[str, Any]) ->
         "arch": profile["stock_library"]["arch"],
         "floor": {"source": floor["source"], "path": floor["path"]},
     }
+    native = deck_config.get("native_floor") or {}
+    if native.get("path"):  # read for the GPU's own arch: upstream's native library of it
+        out["native_floor"] = {"source": native["source"], "path": native["path"], "arch": profile["arch"]}
     if deck_config.get("workload"):
         out["workload"] = [{"source": w["source"], "path": w["path"]} for w in deck_config["workload"]]
         out["workload_share"] = float(deck_config["workload_share"])
@@ -793,6 +880,55 @@ def plan_floor(settings: Mapping[str, Any], libraries: Sequence[str]) -> tuple[s
     return plan.path, plan.files_for(libraries)
 
 
+def native_source(settings: Mapping[str, Any]) -> DeckSource | None:
+    """The source of the native floor (config ``deck.native_floor``; None: no native floor)."""
+    native = settings.get("native_floor")
+    if not native:
+        return None
+    source = make_source(native["source"], native["path"], native["arch"], "deck.native_floor")
+    if not source.ships_kernels:
+        raise DeckConfigError(
+            f"config field 'deck.native_floor.source': {native['source']!r} ships no kernel"
+        )
+    return source
+
+
+def plan_native_floor(settings: Mapping[str, Any], libraries: Sequence[str]) -> tuple[str | None, list[str]]:
+    """At plan time: the native floor's path (None without one) and the files the deck rule reads for the
+    selected libraries it ships; a library it lacks has no native floor (upstream ships it nothing)."""
+    source = native_source(settings)
+    if source is None:
+        return None, []
+    plan = source.plan()
+    served = sorted(set(libraries) & set(plan.libraries))
+    source.check(served)
+    return plan.path, plan.files_for(served)
+
+
+def attach_native_floor(deck: Deck, settings: Mapping[str, Any]) -> None:
+    """Give every library of ``deck`` that the native source ships its native floor (the Matching table of
+    upstream's own library for the GPU), carried in deck.yaml as ``native_floor``."""
+    source = native_source(settings)
+    if source is None:
+        return
+    served = sorted(set(deck.libraries) & set(source.plan().libraries))
+    if not served:
+        return
+    shipped = source.load(served)
+    where = {
+        "source": settings["native_floor"]["source"],
+        "path": str(settings["native_floor"]["path"]),
+        "arch": shipped.arch_source,
+        "label": "native",
+    }
+    try:
+        for name in served:
+            lib = shipped.libraries[name]
+            deck.libraries[name].native_floor = foreign_floor(lib, {**where, "library": name}).to_dict()
+    except FloorError as exc:
+        raise DeckError(str(exc)) from None
+
+
 def attach_floor(deck: Deck, settings: Mapping[str, Any]) -> dict[str, Any] | None:
     """Give every library of ``deck`` its floor (config ``deck.floor``); returns what the floor is for the
     deck's provenance (None: the deck's own shipped kernels)."""
@@ -846,7 +982,9 @@ def load_run_deck(
             if u.library and u.library in full.libraries:
                 u.reason = NOT_SELECTED.format(u.library)
         selected.workload = workload_summary(selected, [_file_record(source)], missing, None)
-    return full, selected, attach_floor(selected, settings)
+    floor = attach_floor(selected, settings)
+    attach_native_floor(selected, settings)
+    return full, selected, floor
 
 
 def manifest_main(argv: list[str] | None = None) -> int:

@@ -367,9 +367,11 @@ def shards_main(argv: list[str]) -> int:
     try:
         with open(args.configfile) as fh:
             cfg = validate_config(yaml.safe_load(fh) or {}, args.configfile)
-        source = run_source(deck_settings(cfg["deck"], load_profile(profile_path(cfg["arch"]))))
+        profile = load_profile(profile_path(cfg["arch"]))
+        source = run_source(deck_settings(cfg["deck"], profile))
+        stock = profile["stock_library"]["logic_prefix"]
         selected = select_libraries(
-            source.plan().libraries, cfg["families"], cfg["patterns"], args.configfile
+            source.plan().libraries, cfg["families"], cfg["patterns"], args.configfile, stock
         )
         libs = sorted(x for v in selected.values() for x in v)
     except (OSError, ValueError, PlanError, DeckError, ProfileError) as exc:

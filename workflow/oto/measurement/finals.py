@@ -19,8 +19,9 @@ from oto.gemm import Library, gemm_flops
 from oto.measurement import best_shipped
 from oto.measurement.benchmarking import race_library
 from oto.measurement.racing import RaceResult
+from oto.measurement.score_rows import missing
 from oto.measurement.scoring import measurement_summary, score_library
-from oto.measurement.selection import finalists, measurement_failures, per_size_rows, summarise
+from oto.measurement.selection import finalists, geomean, measurement_failures, per_size_rows, summarise
 from oto.numbers import finite
 from oto.tensile import legality
 from oto.tensile.params import canonical
@@ -39,6 +40,9 @@ class FinalRace:
     # the shipped kernels raced per size for the second floor, the best shipped kernel (oto.measurement.
     # best_shipped); empty with benchmark.best_shipped_shortlist 0
     shortlist: best_shipped.Shortlist = field(default_factory=best_shipped.Shortlist)
+    # deck size → the native floor's kernel (config deck.native_floor), raced beside the finalists and
+    # reported, never a winner; empty without a native floor
+    native: dict[int, str | None] = field(default_factory=dict)
 
 
 def race_finalists(
@@ -66,6 +70,11 @@ def race_finalists(
     short = best_shipped.shortlist(deck, profile, int(config["seed"]), length, reference, limits)
     for kid, kernel in short.kernels.items():
         kernels.setdefault(kid, kernel)
+    native: dict[int, str | None] = {}
+    for i, ref in deck.native_references(list(range(len(deck.sizes))), limits).items():
+        native[i] = ref["id"]
+        if ref["id"] is not None:
+            kernels.setdefault(ref["id"], Kernel(ref["id"], ref["params"]))
     problem = Problem.of(deck, profile)
     built = {b.kernel_id: b for b in backend.build(problem, list(kernels.values()), Path(workdir))}
     ok = {k for k, b in built.items() if b.status == "ok"}
@@ -77,14 +86,24 @@ def race_finalists(
         config,
         {k: kernels[k] for k in ok},
         sizes,
-        {i: _raced(tuned, short.per_size.get(i, ()), ok) for i in range(len(sizes))},
+        {
+            i: list(
+                dict.fromkeys(
+                    [
+                        *_raced(tuned, short.per_size.get(i, ()), ok),
+                        *_native_contender(native.get(i), tuned, ok),
+                    ]
+                )
+            )
+            for i in range(len(sizes))
+        },
         {i: r for i, r in reference.items() if r is not None and r in ok},
         workdir,
         "final",
         results,
     )
     substitutes = {i: r["substitute"] for i, r in refs.items() if "substitute" in r}
-    return FinalRace(tuned, kernels, reference, substitutes, built, race, short)
+    return FinalRace(tuned, kernels, reference, substitutes, built, race, short, native)
 
 
 def _shipped(final: FinalRace, deck: LibraryDeck) -> set[str]:
@@ -148,6 +167,29 @@ def workload_time(
     }
 
 
+def _native_contender(kernel: str | None, tuned: Mapping, ok: set[str]) -> list[str]:
+    """The native floor's kernel of a size as one more contender of its race (already there if tuned)."""
+    return [kernel] if kernel is not None and kernel in ok and kernel not in tuned else []
+
+
+def native_rows(rows: list[dict], scores: list[Mapping], final: FinalRace) -> dict[str, Any] | None:
+    """Each per-size row's native floor kernel, its score (against the floor) and the winner's speed-up over
+    it (``vs_native``); the summary over the sizes both ran. None without a native floor."""
+    if not final.native:
+        return None
+    score = {(int(r["size_index"]), r["kernel_id"]): r["score"] for r in scores if r["status"] == "ok"}
+    ratios = []
+    for r in rows:
+        kernel = final.native.get(r["size_index"])
+        native = score.get((r["size_index"], kernel)) if kernel else None
+        native = None if native is None or missing(native) or native <= 0 else float(native)
+        r["native"], r["native_score"] = kernel, native
+        r["vs_native"] = r["score"] / native if native and r["score"] else None
+        if r["vs_native"]:
+            ratios.append(r["vs_native"])
+    return {"geomean_vs_native": geomean(ratios) if ratios else None, "sizes": len(ratios)}
+
+
 def final_document(
     selection: Mapping, deck: LibraryDeck, final: FinalRace, backend, profile: Mapping, config: Mapping
 ) -> dict[str, Any]:
@@ -156,9 +198,12 @@ def final_document(
     library = Library.parse(deck.name)
     df = final.race.samples
     scores = score_library(df, library, [list(s[:4]) for s in deck.sizes], profile, config).to_dict("records")
+    # the native floor's kernels raced as contenders only: never a size's winner
+    native_only = {k for k in final.native.values() if k is not None and k not in final.tuned}
+    ranked = [r for r in scores if r["kernel_id"] not in native_only]
     stops = {i: d.stop for i, d in final.race.decisions.items()}
     rows = per_size_rows(
-        scores,
+        ranked,
         [list(s[:4]) for s in deck.sizes],
         library,
         profile,
@@ -173,7 +218,8 @@ def final_document(
     rows = best_shipped.judge_rows(rows, scores, _shipped(final, deck), tolerance, final.shortlist.positions)
     failures = Counter({k: v for k, v in selection["summary"]["failures"].items()})
     failures.update(b.status for b in final.built.values() if b.status != "ok")
-    failures.update(measurement_failures(scores))
+    failures.update(measurement_failures(ranked))
+    native = native_rows(rows, scores, final)
     winners = sorted({r["winner"] for r in rows if r["winner"]})
     doc = {
         "library": deck.name,
@@ -206,6 +252,11 @@ def final_document(
         doc["workload"] = workload_time(rows, deck.sizes, deck.calls, library)
     if deck.floor is not None:  # absent: the deck's own shipped kernels
         doc["floor"] = deck.reference_floor().describe()
+    if native is not None:  # absent: no native floor configured, or none shipped for this library
+        where = {
+            k: v for k, v in (deck.native_floor or {}).items() if k not in ("solutions", "sizes", "shipped")
+        }
+        doc["native_floor"] = {**where, **native}
     return doc
 
 

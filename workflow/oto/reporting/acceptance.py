@@ -53,6 +53,31 @@ def _wtl_best(r: Mapping) -> str:
     )
 
 
+def _native_markdown(rows: list[Mapping], reference: str) -> list[str]:
+    """The native floor beside the floor: what the tuned kernels gain over upstream's own library for the
+    GPU (config deck.native_floor), next to their scores against the floor."""
+    if not rows:
+        return []
+    out = [
+        "",
+        "## Against the native floor",
+        "",
+        "The tuned winners also raced, at every deck size, the solution upstream's own library for this GPU "
+        f"runs there (its Matching table's pick); the floor column repeats their scores against {reference}.",
+        "",
+        "| library | native library | sizes | geomean speed-up over native | over the floor | "
+        "sizes where native beats the floor |",
+        "|---|---|---|---|---|---|",
+    ]
+    for r in rows:
+        out.append(
+            f"| {r['library']} | {r['arch']} ({r['path']}) | {r['sizes']} | "
+            f"{fmt(r['geomean_vs_native'], '.3f', '×')} | {fmt(r['geomean_score'], '.3f', '×')} | "
+            f"{r['native_faster_than_floor']} |"
+        )
+    return out
+
+
 def render_markdown(data: Mapping, deck_source: Mapping) -> str:
     tol = data["tie_tolerance"] or 0.0
     fin, cov = data["final"], data["coverage"]
@@ -128,6 +153,7 @@ def render_markdown(data: Mapping, deck_source: Mapping) -> str:
         )
     if data.get("workload"):
         out += workload_markdown(data["workload"])
+    out += _native_markdown(fin.get("native") or [], cov["reference"])
     out += [
         "",
         "## Most left to gain (furthest below their roofline)",

@@ -272,6 +272,8 @@ def library_record(
         record["final"]["shipped_kernels"] = int(final.get("shipped_kernels") or 0)
         if final.get("workload"):  # a workload's time in this library, before and after
             record["final"]["workload"] = final["workload"]
+        if final.get("native_floor"):  # a second floor: upstream's native library (deck.native_floor)
+            record["final"]["native_floor"] = final["native_floor"]
         # final.yaml counts every generation's failures and its own measurement's: these are its own
         before = Counter(last.get("failures_cumulative") or {})
         after = {k: int(v) for k, v in ((final.get("summary") or {}).get("failures") or {}).items()}
@@ -493,6 +495,7 @@ def collect(
             "families": figures.family_rows(finals, peaks),
             "libraries": figures.library_rows(finals, tol or 0.0),
             "overall": figures.overall(finals),
+            "native": figures.native_rows(finals),
             "slowest": figures.slowest_sizes(finals),
             "failures": figures.failure_totals(finals),
             # the same failures, split into the tuning generations' and the final measurement's (the

@@ -274,6 +274,30 @@ def overall(libraries: Sequence[Mapping]) -> dict[str, Any]:
     }
 
 
+def native_rows(libraries: Sequence[Mapping]) -> list[dict[str, Any]]:
+    """One row per library raced against a native floor (config deck.native_floor: upstream's own library
+    for the GPU): the winners' geomean speed-up over the native kernels beside the one over the floor, on
+    the sizes where both ran."""
+    out = []
+    for lib in libraries:
+        native = lib.get("native_floor")
+        if not native:
+            continue
+        rows = [r for r in lib.get("per_size") or [] if finite(r.get("vs_native")) is not None]
+        out.append(
+            {
+                "library": lib["library"],
+                "arch": native.get("arch"),
+                "path": native.get("path"),
+                "sizes": len(rows),
+                "geomean_vs_native": geomean(r["vs_native"] for r in rows),
+                "geomean_score": geomean(finite(r.get("score")) for r in rows),
+                "native_faster_than_floor": sum(1 for r in rows if (finite(r.get("native_score")) or 0) > 1),
+            }
+        )
+    return out
+
+
 def roofline_text(launch_us: float | None) -> str:
     """One sentence saying what the pages' "% of roofline" is measured against."""
     if launch_us:

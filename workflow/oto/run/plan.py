@@ -14,7 +14,15 @@ from typing import Any
 from oto.config import ConfigError, validate_config
 from oto.deck.model import DeckError
 from oto.deck.shards import Shard, ShardError
-from oto.deck.sources import DeckConfigError, deck_settings, plan_floor, plan_workload, run_source
+from oto.deck.sources import (
+    DeckConfigError,
+    check_capabilities,
+    deck_settings,
+    plan_floor,
+    plan_native_floor,
+    plan_workload,
+    run_source,
+)
 from oto.gemm import Library
 from oto.hardware.device_profile import DeviceProfileError, check_device_profile
 from oto.hardware.profile import ProfileError, load_profile, profile_path
@@ -96,9 +104,30 @@ def project_path(path: str | Path, root: Path | None = None) -> str:
         return str(p)
 
 
+def stock_families(
+    families: str | Sequence[str] | Mapping[str, Any], stock: str | None, source: str
+) -> str | Sequence[str]:
+    """Config ``families`` for this run: as given, or its entry for the profile's stock library (``stock``:
+    ``stock_library.logic_prefix``) when it is given per stock library."""
+    if not isinstance(families, Mapping):
+        return families
+    if stock not in families:
+        raise PlanError(
+            f"{source}: field 'families': no entry for this arch's stock library {stock} (entries: "
+            f"{', '.join(families)}); add one, or give --config 'families=[...]'"
+        )
+    return families[stock]
+
+
 def select_libraries(
-    names: Sequence[str], families: str | Sequence[str], patterns: Sequence[str], source: str
+    names: Sequence[str],
+    families: str | Sequence[str] | Mapping[str, Any],
+    patterns: Sequence[str],
+    source: str,
+    stock: str | None = None,
 ) -> dict[str, list[str]]:
+    """The selected libraries by family; ``families`` per stock library picks ``stock``'s entry."""
+    families = stock_families(families, stock, source)
     by_family: dict[str, list[str]] = {}
     for name in names:
         lib = Library.parse(name)
@@ -147,13 +176,16 @@ def plan_run(
     except (DeckError, LogicFileError) as exc:
         raise PlanError(f"{source}: field 'deck': {exc}") from None
     names = deck_plan.libraries
-    families = select_libraries(names, cfg["families"], cfg["patterns"], source)
+    stock = profile["stock_library"]["logic_prefix"]
+    families = select_libraries(names, cfg["families"], cfg["patterns"], source, stock)
     shard, families = shard_families(families, cfg["shard"], source)
     libraries = sorted(lib for libs in families.values() for lib in libs)
     try:  # a zero or negative size fails the dry-run, naming file and row, not finalize after a night
         deck_source.check(libraries)
+        check_capabilities(deck_source, libraries, profile, project_path(profile_file))
         floor_path, floor_inputs = plan_floor(settings, libraries)
         workload_inputs = plan_workload(settings)  # every line read now: a bad one fails the dry-run
+        native_path, native_inputs = plan_native_floor(settings, libraries)
     except DeckConfigError as exc:
         raise PlanError(str(exc)) from None
     except (DeckError, LogicFileError) as exc:
@@ -163,7 +195,11 @@ def plan_run(
         settings["floor"]["path"] = project_path(floor_path)
     for entry in settings.get("workload", []):
         entry["path"] = project_path(entry["path"])
-    deck_inputs = list(dict.fromkeys([*deck_plan.files_for(), *floor_inputs, *workload_inputs]))
+    if native_path is not None:
+        settings["native_floor"]["path"] = project_path(native_path)
+    deck_inputs = list(
+        dict.fromkeys([*deck_plan.files_for(), *floor_inputs, *workload_inputs, *native_inputs])
+    )
     device_file = device_profile_path(cfg, profile, profile_file, source)
     if device_file != profile_file:
         profile, profile_file = load_profile(device_file), device_file

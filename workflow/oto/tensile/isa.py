@@ -117,5 +117,20 @@ def isa_caps(isa: Isa, caps_from: Isa | None = None) -> IsaCaps:
     return IsaCaps(isa=isa, caps_from=donor, family=family, **_ASM_CAPS[donor], **_arch_caps(isa))
 
 
+def caps_donor(isa: Isa) -> Isa:
+    """The ISA whose AsmCaps a kernel for ``isa`` takes when nothing says which: itself where Tensile has
+    them, else the nearest lower ISA of its family that Tensile knows (gfx1103 -> gfx1102), else the nearest
+    higher one. Reading a logic file needs this; a run's donor is the profile's ``tensile.caps_from``."""
+    isa = tuple(int(x) for x in isa)
+    if isa in _ASM_CAPS:
+        return isa
+    family = rule_family(isa)
+    same = sorted(i for i in _ASM_CAPS if family is not None and rule_family(i) == family)
+    if not same:
+        isa_caps(isa)  # raises, naming the ISA
+    lower = [i for i in same if i < isa]
+    return lower[-1] if lower else same[0]
+
+
 # HIP-source kernels: Tensile sets their ISA to (0, 0, 0), whose AsmCaps and ArchCaps are all false.
 SOURCE_CAPS = IsaCaps(isa=(0, 0, 0), caps_from=(0, 0, 0), family="source")

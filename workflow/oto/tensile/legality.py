@@ -244,7 +244,7 @@ def resolve(library: Library, params: Mapping[str, Any], limits: Limits | None =
     Raises CandidateError for names or values outside oto's vocabulary."""
     cand = canonical(params)
     limits = limits or Limits()
-    state = _final_state(library, cand, limits)
+    state = final_state(library, cand, limits)
     out = dict(cand)
     for key in RESOLVED_KNOBS:
         value = state.get(key, out[key])
@@ -254,12 +254,13 @@ def resolve(library: Library, params: Mapping[str, Any], limits: Limits | None =
             out[key] = value
     for key in extras(cand):
         without = {k: v for k, v in out.items() if k != key}
-        if _final_state(library, without, limits) == state:
+        if final_state(library, without, limits) == state:
             out = without
     return canonical(out)
 
 
-def _final_state(library: Library, params: Mapping[str, Any], limits: Limits) -> dict[str, Any]:
+def final_state(library: Library, params: Mapping[str, Any], limits: Limits) -> dict[str, Any]:
+    """Tensile's solution state after its derivation (as far as these rules replay it), valid or not."""
     run = _Run(library, _with_defaults(params), limits)
     with contextlib.suppress(_Stop):
         _derive(run)

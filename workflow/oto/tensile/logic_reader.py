@@ -20,6 +20,7 @@ import yaml
 
 from oto.gemm import DATATYPES, HPA_TYPES, datatype
 from oto.tensile.defaults import subset
+from oto.tensile.params import ISA_PARAMS
 
 _Loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 
@@ -76,7 +77,9 @@ class LogicFile:
 
 
 def solution_knobs(solution: Mapping[str, Any]) -> tuple[dict[str, Any], list[str]]:
-    """The tunable knobs of a raw solution dict, Tensile defaults filled in, and the names filled so."""
+    """The tunable knobs of a raw solution dict, Tensile defaults filled in, and the names filled so; plus
+    the ISA knobs (oto.tensile.params.ISA_PARAMS: wave32, WMMA, dot layouts) the solution sets, without
+    which an RDNA kernel is not the one that shipped (canonical() drops those at Tensile's default)."""
     knobs, defaulted = {}, []
     for name, default in TENSILE_KNOB_DEFAULTS.items():
         if name in solution:
@@ -84,6 +87,10 @@ def solution_knobs(solution: Mapping[str, Any]) -> tuple[dict[str, Any], list[st
         else:
             knobs[name] = default
             defaulted.append(name)
+    for name in ISA_PARAMS:
+        if name in solution:
+            value = solution[name]
+            knobs[name] = int(value) if isinstance(value, bool) else value
     return knobs, defaulted
 
 

@@ -96,6 +96,9 @@ _WIDER: dict[str, tuple] = {
     "WorkGroup": _WAVE32_WORKGROUPS,
     "ThreadTile": tuple(t for t in _WMMA_THREAD_TILES if t not in PARAMS["ThreadTile"].values),
     "GlobalReadVectorWidth": (16,),
+    # some of navi31's int8 and bf16 WMMA kernels pad LDS by 16 elements
+    "LdsPadA": (16,),
+    "LdsPadB": (16,),
 }
 
 # Knobs only some ISAs have (oto.tensile.isa): searched where the ISA runs them (:func:`space_params`), and

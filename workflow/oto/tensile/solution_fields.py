@@ -15,8 +15,10 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from oto.gemm import DATATYPES, HPA_TYPES, DataType, datatype
+from oto.gemm import DATATYPES, HPA_TYPES, DataType, FamilyCodeError, Library, datatype
+from oto.tensile import legality
 from oto.tensile.defaults import TENSILE_DEFAULTS
+from oto.tensile.isa import UnknownIsa, caps_donor
 from oto.tensile.legality import fractional_load
 
 # Tensile's defaults for every solution parameter, in its order (the order of a solution's state, which fixes
@@ -236,14 +238,14 @@ def _ceil_div(a: int, b: int) -> int:
 
 
 def derive(solution: Mapping[str, Any], pt: ProblemTypeInfo, isa: tuple[int, int, int]) -> dict[str, Any]:
-    """A solution's state after Tensile's re-derivation, for a VALU (non-MFMA) kernel.
+    """A solution's state after Tensile's re-derivation, for a VALU kernel or an RDNA3 WMMA kernel (its
+    matrix-instruction part from :func:`oto.tensile.legality.final_state`).
 
     Keys come in Tensile's state order (defaults, ISA, then the file's other keys) because TCL turns the
     ``Assert*`` keys into problem predicates in that order. Re-derived are the keys that reach the
     library or a kernel name (Solution.assignDerivedParameters and the helpers it calls).
     """
-    if solution.get("MatrixInstruction") or solution.get("EnableMatrixInstruction"):
-        raise ValueError("MFMA/WMMA solutions are not supported (no matrix cores on the target)")
+    mi = _matrix_state(solution, pt, isa) if _is_matrix(solution) else None
     s: dict[str, Any] = {k: _copy(solution.get(k, v)) for k, v in DEFAULTS.items()}
     s["ISA"] = list(isa) if s["KernelLanguage"] == "Assembly" else [0, 0, 0]
     for k, v in solution.items():
@@ -259,6 +261,9 @@ def derive(solution: Mapping[str, Any], pt: ProblemTypeInfo, isa: tuple[int, int
     s["LocalSplitU"] = wg[2] if len(wg) > 2 else 1
     s["NumThreads"] = wg[0] * wg[1] * s["LocalSplitU"]
     s["MacroTile0"], s["MacroTile1"] = wg[0] * tt[0], wg[1] * tt[1]
+    if mi is not None:  # the wave group, not the workgroup, spans the macro tile
+        s.update({k: _copy(mi[k]) for k in _MI_GEOMETRY}, EnableMatrixInstruction=True)
+        tt = [s["ThreadTile0"], s["ThreadTile1"]]
     mt = {"A": s["MacroTile0"], "B": s["MacroTile1"]}
     if pt.tensor0 == 1:
         mt = {"A": s["MacroTile1"], "B": s["MacroTile0"]}
@@ -340,6 +345,15 @@ def derive(solution: Mapping[str, Any], pt: ProblemTypeInfo, isa: tuple[int, int
     ratio = s["StaggerUStride"] / (s["DepthU"] * bpe)
     s["_staggerStrideShift"] = math.ceil(math.log2(ratio)) if ratio > 0 else 0
 
+    if mi is not None:  # vector widths, LDS layout and loads of a matrix-instruction kernel
+        s.update({k: _copy(mi[k]) for k in _MI_RESOLVED})
+        s["VectorWidthA"] = s["VectorWidth"]
+        s["AssertMinApproxSize"] = (3 if asm else 2) if s["VectorWidth"] > 1 else 0
+        if s["UnrollIncIsDepthU"] or s["PackSummationDims"] == 1:
+            s["AssertSummationElementMultiple"] = s["DepthU"]
+            s["StaggerU"] = 0
+        s["TLUA"], s["TLUB"] = pt.tlu("A"), pt.tlu("B")
+        return s
     if s["GlobalReadVectorWidth"] != -1:
         s["GlobalLoadVectorWidthA"] = s["GlobalLoadVectorWidthB"] = s["GlobalReadVectorWidth"]
     if s["VectorWidth"] < 1:
@@ -381,6 +395,47 @@ def derive(solution: Mapping[str, Any], pt: ProblemTypeInfo, isa: tuple[int, int
 
 
 _MAX_LDS = 65536  # Common.py globalParameters["MaxLDS"]
+
+# What a matrix-instruction kernel's derivation sets that a VALU kernel's does not, or sets otherwise: its
+# geometry (parameterWrapper, assignProblemIndependentDerivedParameters) and the vector widths, LDS layout
+# and global loads that follow from it. oto.tensile.legality replays Tensile's derivation for both kinds of
+# kernel (cross-checked against Tensile's Solution(), bench/RESULTS.md); its state supplies these.
+_MI_GEOMETRY = (
+    "MIBlock", "MIWaveGroup", "MIWaveTile", "MatrixInstM", "MatrixInstN",
+    "MatrixInstK", "MatrixInstB", "MatrixInstBM", "MatrixInstBN", "MIInputPerThread", "MIOutputVectorWidth",
+    "ThreadTile0", "ThreadTile1", "SubGroup0", "SubGroup1", "LocalSplitU", "NumThreads", "MacroTile0",
+    "MacroTile1",
+)  # fmt: skip
+_MI_RESOLVED = (
+    "VectorWidth", "VectorWidthB", "GlobalLoadVectorWidthA", "GlobalLoadVectorWidthB", "StoreVectorWidth",
+    "LocalReadVectorWidth", "VectorAtomicWidth", "LdsPadA", "LdsPadB", "LdsBlockSizePerPadA",
+    "LdsBlockSizePerPadB", "UnrollMajorLDSA", "UnrollMajorLDSB", "1LDSBuffer", "NumLoadsCoalescedA",
+    "NumLoadsCoalescedB", "InnerUnroll", "PrefetchLocalRead", "MIArchVgpr", "FractionalLoad",
+)  # fmt: skip
+
+
+def _is_matrix(solution: Mapping[str, Any]) -> bool:
+    return bool(solution.get("MatrixInstruction") or solution.get("EnableMatrixInstruction"))
+
+
+def _matrix_state(solution: Mapping[str, Any], pt: ProblemTypeInfo, isa: tuple[int, int, int]) -> dict:
+    """Tensile's state of a matrix-instruction (WMMA) kernel, as oto.tensile.legality derives it for ``isa``
+    (an ISA Tensile has no caps of, gfx1103, takes those of its family's nearest one). Raises ValueError for
+    a form legality does not model (MFMA ISAs, a MatrixInstruction without ThreadTile and WorkGroup)."""
+    if not solution.get("MatrixInstruction"):
+        raise ValueError(
+            "a matrix-instruction solution without MatrixInstruction (MIBlock form) is not modelled"
+        )
+    try:
+        limits = legality.Limits(isa=isa, caps_from=caps_donor(isa))
+        library = Library.parse(pt.name)
+    except (UnknownIsa, FamilyCodeError) as exc:
+        raise ValueError(f"matrix-instruction solution: {exc}") from None
+    params = {k: solution[k] for k in DEFAULTS if k in solution}
+    state = legality.final_state(library, params, limits)
+    if "MIBlock" not in state:
+        raise ValueError(f"matrix-instruction solution on {list(isa)}: the ISA has no matrix instructions")
+    return state
 
 
 def _lds_elements(s: Mapping[str, Any], tc: str, bpe: int, aligned: bool) -> int:
@@ -490,7 +545,7 @@ def problem_predicate(s: Mapping[str, Any], pt: ProblemTypeInfo) -> dict[str, An
         preds.append(_pred("DeterministicMode", value=False))
     if s["PersistentKernel"]:
         preds.append(_pred("PersistentKernelCheck"))
-    preds.append(_pred("ArithmeticUnitCompatible", value="VALU"))
+    preds.append(_pred("ArithmeticUnitCompatible", value="MFMA" if _is_matrix(s) else "VALU"))
     if s["BufferLoad"] is True or s["BufferLoad"] == 1:
         may_a = pt.tlu("A") and s["AssertFree0ElementMultiple"] < s["GlobalLoadVectorWidthA"]
         may_b = pt.tlu("B") and s["AssertFree1ElementMultiple"] < s["GlobalLoadVectorWidthB"]
@@ -645,8 +700,11 @@ def _abbrev_value(key: str, value: Any) -> str:
 
 
 def kernel_name(s: Mapping[str, Any], pt: ProblemTypeInfo, required: set[str]) -> str:
-    """Solution.getNameMin: problem type, macro tile, store flag, then the required keys sorted."""
+    """Solution.getNameMin: problem type, macro tile, matrix instruction, store flag, then the required keys
+    sorted."""
     name = f"{pt.name}_MT{s['MacroTile0']}x{s['MacroTile1']}x{s['DepthU']}_"
+    if "MatrixInstM" in s:
+        name += f"MI{s['MatrixInstM']}x{s['MatrixInstN']}x{s['MatrixInstK']}x{s['MatrixInstB']}_"
     if "LdcEqualsLdd" in s:
         name += "SE_" if s["LdcEqualsLdd"] else "SN_"
     parts = [f"{_abbrev_name(k)}{_abbrev_value(k, s[k])}" for k in sorted(s) if k in required and k[0] != "_"]

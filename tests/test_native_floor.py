@@ -1,0 +1,135 @@
+"""The native floor (config deck.native_floor): where upstream ships a folder of logic for the GPU itself
+(ROCm/rocm-libraries asm_full/gfx1103 and gfx1150: a stub SGEMM solution, navi33's logic copied), the tuned
+winners also race its Matching table's pick at every size, and the acceptance report shows the speed-up over
+it next to the score against the spoof floor (issue #30).
+
+The native folder here is a small sample this test writes itself in the format of upstream's gfx1103 files
+(one MT32x32x8 wave64 solution, one exact row, a Vega 10 device id); nothing fetched is kept."""
+
+from __future__ import annotations
+
+from collections import Counter
+from pathlib import Path
+
+import pytest
+from oto.deck.model import read_library_yaml, write_library_yaml
+from oto.deck.sources import SHIPPED_MANIFESTS, deck_settings, load_run_deck, read_manifest
+from oto.gemm import Library
+from oto.hardware.profile import load_profile
+from oto.measurement.finals import FinalRace, native_rows
+from oto.reporting.acceptance import _native_markdown
+from oto.reporting.figures import native_rows as native_table
+from oto.run.plan import PlanError, plan_run
+from oto.tensile import legality
+from oto.tensile.logic_writer import logic_file_name, solution_entry, write_logic_file
+from oto.tensile.params import canonical
+
+ROOT = Path(__file__).resolve().parents[1]
+NAVI31 = read_manifest(SHIPPED_MANIFESTS["gfx1100"])
+LIB = "Cijk_Ailk_Bljk_SB_GB"
+# The kind of solution upstream's gfx1103 SGEMM file ships: one small VALU tile, wave64, no prefetch
+STUB = canonical(
+    {
+        "KernelLanguage": "Assembly",
+        "ThreadTile": [2, 2],
+        "WorkGroup": [16, 16, 1],
+        "DepthU": 8,
+        "VectorWidth": 1,
+        "GlobalReadVectorWidth": 1,
+        "PrefetchGlobalRead": 0,
+        "WorkGroupMapping": 8,
+    }
+)
+
+
+def write_native(folder: Path, libraries=(LIB,)) -> Path:
+    """A gfx1103 logic folder with a one-solution file per library (upstream's stub, in its format)."""
+    folder.mkdir(parents=True, exist_ok=True)
+    for name in libraries:
+        lib = NAVI31.libraries[name]
+        write_logic_file(
+            folder / logic_file_name("gfx1103", name),
+            problem_type=lib.problem_type,
+            solutions=[solution_entry(lib.problem_type, STUB, 0)],
+            exact_rows=[([126, 126, 1, 66], 0, 12.5)],
+            schedule="navi33",
+            architecture="gfx1103",
+            device_names=["Device 6863"],
+        )
+    return folder
+
+
+@pytest.fixture(autouse=True)
+def _in_repo(monkeypatch):
+    monkeypatch.chdir(ROOT)
+
+
+def test_the_native_floor_is_planned_attached_and_carried_in_deck_yaml(tmp_path):
+    native = write_native(tmp_path / "gfx1103")
+    cfg = {
+        "arch": "gfx1103",
+        "families": ["SB_GB", "I8II_BH_GB"],
+        "patterns": ["NN"],
+        "deck": {"native_floor": {"path": str(native)}},
+    }
+    plan = plan_run(cfg)
+    assert plan.deck["native_floor"] == {"source": "logic", "path": str(native), "arch": "gfx1103"}
+    assert str(native / f"gfx1103_{LIB}.yaml") in plan.deck_inputs
+    _, selected, _ = load_run_deck(plan.deck, plan.libraries)
+    lib = selected.libraries[LIB]
+    assert lib.native_floor["label"] == "native" and lib.native_floor["arch"] == "gfx1103"
+    assert selected.libraries["Cijk_Ailk_Bljk_I8II_BH_GB"].native_floor is None  # upstream ships it none
+    write_library_yaml(lib, tmp_path / "deck.yaml", {})
+    again = read_library_yaml(tmp_path / "deck.yaml")
+    limits = legality.Limits.from_profile(load_profile(ROOT / "arch_profiles" / "gfx1103.yaml"))
+    refs = again.native_references(range(len(again.sizes)), limits)
+    assert {r["id"] for r in refs.values()} == {legality_id(limits)}  # the stub at every size
+    assert again.references([0], limits)[0]["id"] != legality_id(limits)  # the spoof floor is navi31's
+    # no native floor configured: nothing in the settings, nothing attached
+    assert "native_floor" not in deck_settings(
+        plan.config["deck"] | {"native_floor": {"path": None}}, plan.profile
+    )
+
+
+def legality_id(limits) -> str:
+    from oto.tensile.params import candidate_id
+
+    return candidate_id(legality.resolve(Library.parse(LIB), STUB, limits))
+
+
+def test_a_native_floor_that_is_not_there_fails_the_dry_run(tmp_path):
+    cfg = {"arch": "gfx1103", "families": ["SB_GB"], "deck": {"native_floor": {"path": str(tmp_path / "no")}}}
+    with pytest.raises(PlanError, match=r"config field 'deck.native_floor.path': .* is not a folder"):
+        plan_run(cfg)
+
+
+def test_final_rows_and_the_report_show_the_native_floor_next_to_the_floor():
+    rows = [
+        {"size_index": 0, "score": 1.2},
+        {"size_index": 1, "score": 1.5},
+        {"size_index": 2, "score": None},
+    ]
+    scores = [
+        {"size_index": 0, "kernel_id": "knative", "score": 0.6, "status": "ok"},
+        {"size_index": 1, "kernel_id": "knative", "score": 0.5, "status": "ok"},
+        {"size_index": 2, "kernel_id": "knative", "score": 0.4, "status": "ok"},
+    ]
+    final = FinalRace({}, {}, {}, {}, {}, None, {0: "knative", 1: "knative", 2: "knative"})
+    summary = native_rows(rows, scores, final)
+    assert [r["vs_native"] for r in rows] == [pytest.approx(2.0), pytest.approx(3.0), None]
+    assert summary == {"geomean_vs_native": pytest.approx(6**0.5), "sizes": 2}
+    assert native_rows(rows, scores, FinalRace({}, {}, {}, {}, {}, None)) is None
+    table = native_table(
+        [
+            {
+                "library": LIB,
+                "native_floor": {"arch": "gfx1103", "path": "upstream/gfx1103"},
+                "per_size": rows,
+            }
+        ]
+    )
+    assert table[0]["geomean_vs_native"] == pytest.approx(6**0.5) and table[0]["sizes"] == 2
+    text = "\n".join(_native_markdown(table, "the spoof floor"))
+    assert "## Against the native floor" in text and "| 2.449×" in text
+    assert _native_markdown([], "x") == []
+    assert Counter(r["native"] for r in rows) == {"knative": 3}
