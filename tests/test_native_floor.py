@@ -114,7 +114,7 @@ def test_final_rows_and_the_report_show_the_native_floor_next_to_the_floor():
         {"size_index": 1, "kernel_id": "knative", "score": 0.5, "status": "ok"},
         {"size_index": 2, "kernel_id": "knative", "score": 0.4, "status": "ok"},
     ]
-    final = FinalRace({}, {}, {}, {}, {}, None, {0: "knative", 1: "knative", 2: "knative"})
+    final = FinalRace({}, {}, {}, {}, {}, None, native={0: "knative", 1: "knative", 2: "knative"})
     summary = native_rows(rows, scores, final)
     assert [r["vs_native"] for r in rows] == [pytest.approx(2.0), pytest.approx(3.0), None]
     assert summary == {"geomean_vs_native": pytest.approx(6**0.5), "sizes": 2}
