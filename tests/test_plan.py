@@ -69,7 +69,7 @@ def test_a_negative_size_in_a_logic_deck_fails_the_dry_run(vega10_dir, tmp_path)
 
 def test_deck_inputs_are_relative_to_the_project():
     plan = plan_run(BASE)
-    assert plan.deck_inputs == ["workflow/oto/deck/data/deck_vega10.json.gz"]
+    assert set(map(tuple, plan.deck_inputs.values())) == {("workflow/oto/deck/data/deck_vega10.json.gz",)}
     assert plan.profile_file == "arch_profiles/gfx90c.yaml" and plan.profile["clock_mhz"] == 1800
     from oto.run.plan import project_path
 
@@ -204,13 +204,14 @@ def test_the_deck_rule_gets_its_source_floor_and_the_stock_librarys_arch(tmp_pat
     write_logic(floor, MANIFEST.libraries[NN], prefix="navi21", arch="gfx1030")
     plan = plan_run({**BASE, "patterns": ["NN"], "deck": {"floor": {"source": "logic", "path": str(floor)}}})
     assert plan.deck["floor"] == {"source": "logic", "path": str(floor)}
-    assert plan.deck_inputs == [manifest, str(floor / f"navi21_{NN}.yaml")]
+    assert plan.deck_inputs == {NN: [manifest, str(floor / f"navi21_{NN}.yaml")]}
     with pytest.raises(
         PlanError, match=rf"config field 'deck.floor': {floor} has no library Cijk_Ailk_Bjlk_DB"
     ):
         plan_run({**BASE, "deck": {"floor": {"source": "logic", "path": str(floor)}}})
     plan = plan_run({**BASE, "deck": {"floor": {"source": "none"}}})
-    assert plan.deck_inputs == [manifest] and plan.deck["floor"]["source"] == "none"
+    assert set(map(tuple, plan.deck_inputs.values())) == {(manifest,)}
+    assert plan.deck["floor"]["source"] == "none"
 
 
 def test_the_rocblas_deck_and_the_spoof_label_follow_the_profiles_stock_library(golden_dir):

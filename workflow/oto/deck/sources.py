@@ -500,9 +500,11 @@ def floor_source(settings: Mapping[str, Any]) -> DeckSource | None:
     return make_source(floor["source"], floor["path"], settings["arch"], "deck.floor")
 
 
-def plan_floor(settings: Mapping[str, Any], libraries: Sequence[str]) -> tuple[str | None, list[str]]:
-    """At plan time: the floor source's path (None without one) and the files the deck rule reads for the
-    selected libraries' floors; raises when the floor cannot serve them, naming the field and libraries."""
+def plan_floor(
+    settings: Mapping[str, Any], libraries: Sequence[str]
+) -> tuple[str | None, dict[str, list[str]]]:
+    """At plan time: the floor source's path (None without one) and, per selected library, the files its
+    deck job reads for its floor; raises when the floor cannot serve them, naming the field and libraries."""
     floor = settings["floor"]["source"]
     if floor == OWN:
         if not DECK_SOURCES[settings["source"]].ships_kernels:
@@ -510,10 +512,10 @@ def plan_floor(settings: Mapping[str, Any], libraries: Sequence[str]) -> tuple[s
                 f"config field 'deck.floor.source': deck source {settings['source']!r} ships no Tensile "
                 "kernel to be its own floor; name another source (with its path) or none"
             )
-        return None, []
+        return None, {lib: [] for lib in libraries}
     source = floor_source(settings)
     if source is None:
-        return None, []
+        return None, {lib: [] for lib in libraries}
     if not source.ships_kernels:
         raise DeckConfigError(f"config field 'deck.floor.source': {floor!r} ships no Tensile kernel")
     plan = source.plan()
@@ -524,7 +526,7 @@ def plan_floor(settings: Mapping[str, Any], libraries: Sequence[str]) -> tuple[s
             f"{len(plan.libraries)}); select families it ships, or take the floor from elsewhere"
         )
     source.check(libraries)
-    return plan.path, plan.files_for(libraries)
+    return plan.path, {lib: plan.files_for([lib]) for lib in libraries}
 
 
 def attach_floor(deck: Deck, settings: Mapping[str, Any]) -> dict[str, Any] | None:

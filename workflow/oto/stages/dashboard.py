@@ -10,7 +10,7 @@ from oto.reporting.dashboard import publish_live, write_dashboard
 from oto.stages import Stage
 
 STAGE = Stage(
-    name="dashboard", scope="run", home="dashboard", reads=("ceilings", "deck", "finalize", "report")
+    name="dashboard", scope="run", home="dashboard", reads=("ceilings", "coverage", "finalize", "report")
 )
 
 

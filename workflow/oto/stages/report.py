@@ -13,7 +13,7 @@ from oto.reporting.acceptance import check_finals, render_html, render_markdown
 from oto.reporting.collect import collect
 from oto.stages import Stage
 
-STAGE = Stage(name="report", scope="run", home="", reads=("ceilings", "deck", "finalize"))
+STAGE = Stage(name="report", scope="run", home="", reads=("ceilings", "coverage", "finalize"))
 log = logging.getLogger(__name__)
 
 
