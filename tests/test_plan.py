@@ -1,3 +1,4 @@
+import json
 import shutil
 from pathlib import Path
 
@@ -223,3 +224,36 @@ def test_the_rocblas_deck_and_the_spoof_label_follow_the_profiles_stock_library(
     assert plan_run({**BASE, "arch": "gfx906", "package": {"label": "spoof"}}).logic_prefix == "vega20"
     with pytest.raises(PlanError, match=r"field 'package.label': gfx900 .* gfx906's"):
         plan_run({**BASE, "arch": "gfx906", "package": {"label": "gfx900"}}, ["c.yaml"])
+
+
+def _finished(root: Path, library: str, label: str = "native", backend: str = "sim") -> None:
+    """What a run leaves for a finished library: final.yaml, the logic file and its provenance record."""
+    arch_dir = root / "gfx90c"
+    (arch_dir / library).mkdir(parents=True)
+    (arch_dir / library / "final.yaml").write_text("library: x\n")
+    (arch_dir / "logic").mkdir(exist_ok=True)
+    (arch_dir / "logic" / f"gfx90c_{library}.yaml").write_text("[]\n")
+    record = {"library": library, "label": label, "backend": backend, "numbers": "simulated"}
+    (arch_dir / "logic" / f"gfx90c_{library}.provenance.json").write_text(json.dumps(record))
+
+
+def test_libraries_earlier_runs_finished_are_delivered_and_never_planned(tmp_path):
+    """Issue #26: a library another night finished in the folder (same backend and label) is kept in the
+    deliverables and no rule matches it; one of another backend, or selected now, is not 'earlier'."""
+    import re
+
+    sb, db, other = "Cijk_Ailk_Bljk_SB", "Cijk_Ailk_Bljk_DB", "Cijk_Alik_Bljk_SB"
+    _finished(tmp_path, sb)
+    _finished(tmp_path, db)
+    _finished(tmp_path, other, backend="tensile")
+    plan = plan_run({**BASE, "backend": "sim"}, results_root=tmp_path)
+    assert plan.finished == (sb,)
+    assert sb in plan.delivered and set(plan.libraries) <= set(plan.delivered) and other not in plan.delivered
+    pattern = re.compile(rf"results/gfx90c/(?P<library>{plan.library_pattern})/final\.yaml$")
+    assert not pattern.match(f"results/gfx90c/{sb}/final.yaml")  # no job of the earlier night's library
+    assert pattern.match(f"results/gfx90c/{db}/final.yaml") and pattern.match(
+        f"results/gfx90c/{sb}c/final.yaml"
+    )
+    (tmp_path / "gfx90c" / "logic" / f"gfx90c_{sb}.provenance.json").write_text("{")
+    with pytest.raises(PlanError, match=rf"gfx90c_{sb}.provenance.json: unreadable provenance record"):
+        plan_run({**BASE, "backend": "sim"}, results_root=tmp_path)
