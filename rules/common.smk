@@ -35,7 +35,7 @@ if PROFILE_NOTE:
 
 wildcard_constraints:
     arch=ARCH,
-    library=r"Cijk_[A-Za-z0-9_]+",
+    library=PLAN.library_pattern,  # never a library an earlier run finished and this one leaves alone
     gen=r"\d+",
     family=r"[A-Za-z0-9_]+",
     prefix=r"[a-z0-9]+",
@@ -80,6 +80,12 @@ def library_dir(wc):
     if why := PLAN.not_selected(library=wc.library):
         raise WorkflowError(why)
     return f"results/{wc.arch}/{wc.library}"
+
+
+def deck_inputs(wc):
+    """The files one library's deck job reads (a library not selected: why, and how to add it)."""
+    library_dir(wc)
+    return PLAN.deck_inputs[wc.library]
 
 
 def generation_inputs(wc, **files):

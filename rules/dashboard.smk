@@ -5,7 +5,7 @@ from oto.reporting.charts import CHARTS as DASHBOARD_CHARTS
 
 rule dashboard:
     input:
-        finals=expand("results/{{arch}}/{library}/final.yaml", library=LIBRARIES),
+        finals=expand("results/{{arch}}/{library}/final.yaml", library=PLAN.delivered),
         acceptance="results/{arch}/acceptance.html",
         ceilings="results/{arch}/ceilings.yaml",
         deck="results/{arch}/deck.yaml",

@@ -35,7 +35,7 @@ rule family:
 
 rule report:
     input:
-        finals=expand("results/{{arch}}/{library}/final.yaml", library=LIBRARIES),
+        finals=expand("results/{{arch}}/{library}/final.yaml", library=PLAN.delivered),
         ceilings="results/{arch}/ceilings.yaml",
         deck="results/{arch}/deck.yaml",
         verify="results/{arch}/verify/verify.yaml",
@@ -57,8 +57,9 @@ rule report:
 
 rule package:
     input:
-        logic=[logic_path(lib) for lib in LIBRARIES],
-        provenance=[logic_provenance_path(lib) for lib in LIBRARIES],
+        # this run's libraries and those earlier runs finished in the folder (nights accumulate)
+        logic=[logic_path(lib) for lib in PLAN.delivered],
+        provenance=[logic_provenance_path(lib) for lib in PLAN.delivered],
         acceptance="results/{arch}/acceptance.md",
         # The README's one target also leaves the final dashboard and the consolidated experiment registry.
         dashboard="results/{arch}/dashboard/index.html",

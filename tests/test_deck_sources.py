@@ -258,7 +258,7 @@ def test_a_floor_from_another_folder_is_what_its_matching_table_picks(tmp_path):
     settings = deck_settings(config["deck"], PROFILE)
     assert settings["arch"] == "gfx900"  # the profile's stock library: what a rocBLAS folder is read for
     path, files = plan_floor(settings, [NN])
-    assert path == str(tmp_path / "navi21") and [Path(f).name for f in files] == [f"navi21_{NN}.yaml"]
+    assert path == str(tmp_path / "navi21") and [Path(f).name for f in files[NN]] == [f"navi21_{NN}.yaml"]
     _, selected, floor = load_run_deck(settings, [NN])
     assert floor == {"source": "logic", "path": str(tmp_path / "navi21"), "arch": "gfx1030"}
     lib = selected.libraries[NN]

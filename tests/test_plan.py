@@ -1,3 +1,4 @@
+import json
 import shutil
 from pathlib import Path
 
@@ -69,7 +70,7 @@ def test_a_negative_size_in_a_logic_deck_fails_the_dry_run(vega10_dir, tmp_path)
 
 def test_deck_inputs_are_relative_to_the_project():
     plan = plan_run(BASE)
-    assert plan.deck_inputs == ["workflow/oto/deck/data/deck_vega10.json.gz"]
+    assert set(map(tuple, plan.deck_inputs.values())) == {("workflow/oto/deck/data/deck_vega10.json.gz",)}
     assert plan.profile_file == "arch_profiles/gfx90c.yaml" and plan.profile["clock_mhz"] == 1800
     from oto.run.plan import project_path
 
@@ -214,13 +215,14 @@ def test_the_deck_rule_gets_its_source_floor_and_the_stock_librarys_arch(tmp_pat
     write_logic(floor, MANIFEST.libraries[NN], prefix="navi21", arch="gfx1030")
     plan = plan_run({**BASE, "patterns": ["NN"], "deck": {"floor": {"source": "logic", "path": str(floor)}}})
     assert plan.deck["floor"] == {"source": "logic", "path": str(floor)}
-    assert plan.deck_inputs == [manifest, str(floor / f"navi21_{NN}.yaml")]
+    assert plan.deck_inputs == {NN: [manifest, str(floor / f"navi21_{NN}.yaml")]}
     with pytest.raises(
         PlanError, match=rf"config field 'deck.floor': {floor} has no library Cijk_Ailk_Bjlk_DB"
     ):
         plan_run({**BASE, "deck": {"floor": {"source": "logic", "path": str(floor)}}})
     plan = plan_run({**BASE, "deck": {"floor": {"source": "none"}}})
-    assert plan.deck_inputs == [manifest] and plan.deck["floor"]["source"] == "none"
+    assert set(map(tuple, plan.deck_inputs.values())) == {(manifest,)}
+    assert plan.deck["floor"]["source"] == "none"
 
 
 def test_the_rocblas_deck_and_the_spoof_label_follow_the_profiles_stock_library(golden_dir):
@@ -277,7 +279,9 @@ def test_a_workload_is_an_input_of_the_deck_rule_and_a_bad_one_fails_the_dry_run
     )
     deck = {"workload": [{"source": "rocblas-log", "path": str(good)}]}
     plan = plan_run({**BASE, "patterns": ["NN"], "deck": deck})
-    assert plan.deck_inputs == ["workflow/oto/deck/data/deck_vega10.json.gz", str(good)]
+    assert plan.deck_inputs == {
+        "Cijk_Ailk_Bljk_DB": ["workflow/oto/deck/data/deck_vega10.json.gz", str(good)]
+    }
     assert plan.deck["workload"] == [{"source": "rocblas-log", "path": str(good)}]
     assert "workload" not in plan_run(BASE).deck  # no workload: the deck rule's parameters as before
     est = plan_estimate(plan, plan.profile)
@@ -291,3 +295,36 @@ def test_a_workload_is_an_input_of_the_deck_rule_and_a_bad_one_fails_the_dry_run
     bad.write_text(good.read_text()[:-20])
     with pytest.raises(PlanError, match=r"field 'deck': .*cut.yaml: 1 line\(s\) .*cut.yaml:2: truncated"):
         plan_run({**BASE, "deck": {"workload": [{"source": "rocblas-log", "path": str(bad)}]}})
+
+
+def _finished(root: Path, library: str, label: str = "native", backend: str = "sim") -> None:
+    """What a run leaves for a finished library: final.yaml, the logic file and its provenance record."""
+    arch_dir = root / "gfx90c"
+    (arch_dir / library).mkdir(parents=True)
+    (arch_dir / library / "final.yaml").write_text("library: x\n")
+    (arch_dir / "logic").mkdir(exist_ok=True)
+    (arch_dir / "logic" / f"gfx90c_{library}.yaml").write_text("[]\n")
+    record = {"library": library, "label": label, "backend": backend, "numbers": "simulated"}
+    (arch_dir / "logic" / f"gfx90c_{library}.provenance.json").write_text(json.dumps(record))
+
+
+def test_libraries_earlier_runs_finished_are_delivered_and_never_planned(tmp_path):
+    """Issue #26: a library another night finished in the folder (same backend and label) is kept in the
+    deliverables and no rule matches it; one of another backend, or selected now, is not 'earlier'."""
+    import re
+
+    sb, db, other = "Cijk_Ailk_Bljk_SB", "Cijk_Ailk_Bljk_DB", "Cijk_Alik_Bljk_SB"
+    _finished(tmp_path, sb)
+    _finished(tmp_path, db)
+    _finished(tmp_path, other, backend="tensile")
+    plan = plan_run({**BASE, "backend": "sim"}, results_root=tmp_path)
+    assert plan.finished == (sb,)
+    assert sb in plan.delivered and set(plan.libraries) <= set(plan.delivered) and other not in plan.delivered
+    pattern = re.compile(rf"results/gfx90c/(?P<library>{plan.library_pattern})/final\.yaml$")
+    assert not pattern.match(f"results/gfx90c/{sb}/final.yaml")  # no job of the earlier night's library
+    assert pattern.match(f"results/gfx90c/{db}/final.yaml") and pattern.match(
+        f"results/gfx90c/{sb}c/final.yaml"
+    )
+    (tmp_path / "gfx90c" / "logic" / f"gfx90c_{sb}.provenance.json").write_text("{")
+    with pytest.raises(PlanError, match=rf"gfx90c_{sb}.provenance.json: unreadable provenance record"):
+        plan_run({**BASE, "backend": "sim"}, results_root=tmp_path)

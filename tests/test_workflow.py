@@ -51,7 +51,8 @@ def test_dry_run_prints_otos_short_plan_unless_asked_for_snakemakes(tmp_path):
         assert counts[rule] == libs * gens, (rule, counts)
     for rule in ("finalize", "logic"):
         assert counts[rule] == libs
-    assert counts["ceilings"] == counts["deck"] == counts["report"] == counts["package"] == 1
+    assert counts["deck"] == libs  # one per library: another selection leaves a library's deck alone
+    assert counts["ceilings"] == counts["coverage"] == counts["report"] == counts["package"] == 1
     assert "  DB        NN NT        2 × 14   gen0-gen1, finalize, logic" in out.splitlines()
     assert re.search(r"^  time +about \d", out, re.M) and len(out.splitlines()) < 40
     assert "rule mutate:" not in out and "reason:" not in out and "Job stats" not in out

@@ -5,6 +5,7 @@ from __future__ import annotations
 import copy
 import difflib
 import functools
+import hashlib
 import json
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -140,3 +141,23 @@ def load_config(path: str | Path) -> dict[str, Any]:
     if not isinstance(data, dict):
         raise ConfigError(f"{path}: field '<top level>': expected a mapping")
     return validate_config(data, str(path))
+
+
+def night_record(config: Mapping[str, Any]) -> dict[str, Any]:
+    """Which run (night) tuned a library, as its final.yaml records it and the logic folder, the report, the
+    dashboard and TensileLibrary.dat repeat it: the run's selection and the settings that shape the tuning,
+    and an id, a digest of the run's whole config (the same config names the same night; no clock, so a
+    repeated run writes the same files)."""
+    text = json.dumps(config, sort_keys=True, default=str)
+    search = config.get("search") or {}
+    return {
+        "id": "night-" + hashlib.sha256(text.encode()).hexdigest()[:10],
+        "families": config.get("families"),
+        "patterns": config.get("patterns"),
+        "shard": config.get("shard"),
+        "deck": (config.get("deck") or {}).get("source"),
+        "backend": config.get("backend"),
+        "seed": config.get("seed"),
+        "strategy": search.get("strategy"),
+        "max_generations": config.get("max_generations"),
+    }

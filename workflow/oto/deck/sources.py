@@ -853,9 +853,11 @@ def floor_source(settings: Mapping[str, Any]) -> DeckSource | None:
     return make_source(floor["source"], floor["path"], settings["arch"], "deck.floor")
 
 
-def plan_floor(settings: Mapping[str, Any], libraries: Sequence[str]) -> tuple[str | None, list[str]]:
-    """At plan time: the floor source's path (None without one) and the files the deck rule reads for the
-    selected libraries' floors; raises when the floor cannot serve them, naming the field and libraries."""
+def plan_floor(
+    settings: Mapping[str, Any], libraries: Sequence[str]
+) -> tuple[str | None, dict[str, list[str]]]:
+    """At plan time: the floor source's path (None without one) and, per selected library, the files its
+    deck job reads for its floor; raises when the floor cannot serve them, naming the field and libraries."""
     floor = settings["floor"]["source"]
     if floor == OWN:
         if not DECK_SOURCES[settings["source"]].ships_kernels:
@@ -863,10 +865,10 @@ def plan_floor(settings: Mapping[str, Any], libraries: Sequence[str]) -> tuple[s
                 f"config field 'deck.floor.source': deck source {settings['source']!r} ships no Tensile "
                 "kernel to be its own floor; name another source (with its path) or none"
             )
-        return None, []
+        return None, {lib: [] for lib in libraries}
     source = floor_source(settings)
     if source is None:
-        return None, []
+        return None, {lib: [] for lib in libraries}
     if not source.ships_kernels:
         raise DeckConfigError(f"config field 'deck.floor.source': {floor!r} ships no Tensile kernel")
     plan = source.plan()
@@ -877,7 +879,7 @@ def plan_floor(settings: Mapping[str, Any], libraries: Sequence[str]) -> tuple[s
             f"{len(plan.libraries)}); select families it ships, or take the floor from elsewhere"
         )
     source.check(libraries)
-    return plan.path, plan.files_for(libraries)
+    return plan.path, {lib: plan.files_for([lib]) for lib in libraries}
 
 
 def native_source(settings: Mapping[str, Any]) -> DeckSource | None:
@@ -985,6 +987,26 @@ def load_run_deck(
     floor = attach_floor(selected, settings)
     attach_native_floor(selected, settings)
     return full, selected, floor
+
+
+def workload_coverage(settings: Mapping[str, Any], deck: Deck) -> dict[str, Any] | None:
+    """deck.yaml's ``workload`` block over the libraries ``deck`` delivers (each slice carries its own calls,
+    from its own deck job): the files, the calls covered and every GEMM none of them serves, with why; None
+    without a workload."""
+    source = run_source(settings)
+    layered = workload_sources(settings)
+    if not layered and not isinstance(source, WorkloadSource):
+        return None
+    in_source = set(source.plan().libraries)
+    files, uncovered = [], []
+    for src in layered or [source]:
+        _, missing = src.workload().covered_by(deck.libraries)
+        for u in missing:
+            if u.library:
+                u.reason = (NOT_SELECTED if u.library in in_source else NOT_IN_SOURCE).format(u.library)
+            uncovered.append(u)
+        files.append(_file_record(src))
+    return workload_summary(deck, files, uncovered, settings.get("workload_share") if layered else None)
 
 
 def manifest_main(argv: list[str] | None = None) -> int:

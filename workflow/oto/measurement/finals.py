@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from oto.backends.base import BuildResult, Kernel, Problem, Size
-from oto.config import config_block
+from oto.config import config_block, night_record
 from oto.deck.model import LibraryDeck
 from oto.gemm import Library, gemm_flops
 from oto.measurement import best_shipped
@@ -226,6 +226,7 @@ def final_document(
         "family": library.family.code,
         "pattern": library.pattern,
         "provenance": backend.provenance(),
+        "night": night_record(config),  # the run that finished this library (nights accumulate in a folder)
         "measurement": {
             **measurement_summary(df, float(profile["clock_mhz"])),
             "repetitions_per_call": backend.capabilities.repetitions_per_call,

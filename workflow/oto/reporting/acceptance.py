@@ -78,10 +78,32 @@ def _native_markdown(rows: list[Mapping], reference: str) -> list[str]:
     return out
 
 
+def _listed(value) -> str:
+    return ", ".join(map(str, value)) if isinstance(value, list | tuple) else str(value)
+
+
+def nights_markdown(nights: Mapping[str, Mapping], finished: Sequence[str]) -> list[str]:
+    """One line per run (night) that finished libraries of the report, with its settings and, when there are
+    several, its libraries; libraries finished before nights were recorded are named as such."""
+    out = []
+    for night_id, n in nights.items():
+        which = f" ({', '.join(n['libraries'])})" if len(nights) > 1 else " (every library)"
+        out.append(
+            f"- Night `{night_id}`{which}: families {_listed(n.get('families'))}; patterns "
+            f"{_listed(n.get('patterns') or [])}; strategy {n.get('strategy')}; seed {n.get('seed')}; "
+            f"{n.get('max_generations')} generations; backend {n.get('backend')}."
+        )
+    unrecorded = sorted(set(finished) - {lib for n in nights.values() for lib in n["libraries"]})
+    if unrecorded:
+        out.append(f"- Finished before nights were recorded: {', '.join(unrecorded)}.")
+    return out
+
+
 def render_markdown(data: Mapping, deck_source: Mapping) -> str:
     tol = data["tie_tolerance"] or 0.0
     fin, cov = data["final"], data["coverage"]
     libs = {lib["library"]: lib for lib in data["libraries"]}
+    finished = [name for name, lib in libs.items() if lib["final"]]
     out = [f"# oto acceptance report — {data['arch']}", ""]
     if data.get("simulated_build_banner"):
         out += [f"> **Warning:** {data['simulated_build_banner']}", ""]
@@ -102,6 +124,7 @@ def render_markdown(data: Mapping, deck_source: Mapping) -> str:
     out += [
         f"- Backend: `{', '.join(data['backends']) or '?'}`; seed {data['seed']}; deck: "
         f"{deck_source.get('kind', '?')} of the shipped {cov['deck_of']} library.",
+        *nights_markdown(data.get("nights") or {}, finished),
         f"- Scores are drift-normalised ratios to {cov['reference']}; tie tolerance ±{tol:.0%}: a size is a "
         f"win when its score is ≥ {1 + tol:.2f} with the 95% interval above 1, a loss when ≤ {1 - tol:.2f} "
         "with the interval below 1, else a tie. Scores are taken in each batch's median thermal/DVFS state "

@@ -31,7 +31,7 @@ from oto.files import StageFileError, atomic_write_text, read_yaml
 from oto.hardware.simulated.checks import model_check_for
 from oto.measurement.scoring import drift_series
 from oto.reporting import figures
-from oto.tensile.provenance import simulated_build_banner
+from oto.tensile.provenance import nights, simulated_build_banner
 
 CACHE_VERSION = 3  # 2: generations carry their drift estimator; 3: figures against the realistic roofline
 DRIFT_POINTS = 120  # per generation: the drift curve is smooth, more points only weigh the page down
@@ -256,6 +256,7 @@ def library_record(
         "backend": ((final or {}).get("provenance") or {}).get("backend") or last.get("backend"),
         # how it was measured: launch order, telemetry and the drift estimator (final, else the latest gen)
         "measurement": dict((final or {}).get("measurement") or {}) or {"drift": last.get("drift_estimator")},
+        "night": (final or {}).get("night"),  # the run (night) that finished it
         "final": None,
         "latest": None,
         "final_failures_new": {},
@@ -478,6 +479,8 @@ def collect(
         "numbers": numbers,
         "backends": backends,
         "measurement": measurement_kinds(libs),
+        # the runs that finished the libraries: nights accumulate in one folder
+        "nights": nights([lib for lib in libs if lib["final"]]),
         "simulated_build_banner": simulated_build_banner(numbers, package),
         "model_check": model_check_for(arch, config) if "simulated" in numbers else None,
         "peaks": peaks,

@@ -6,11 +6,13 @@ source) is checked here, so `snakemake -n` fails with the file and field before 
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from oto.backends import AUTO, auto_backend
 from oto.config import ConfigError, validate_config
 from oto.deck.model import DeckError
 from oto.deck.shards import Shard, ShardError
@@ -30,6 +32,7 @@ from oto.registry.transfer import WarmStartError, check_warm_start
 from oto.search.strategies import StrategyError, make_strategy
 from oto.tensile.labels import logic_label
 from oto.tensile.logic_reader import LogicFileError
+from oto.tensile.provenance import ProvenanceError, finished_libraries
 
 
 class PlanError(ValueError):
@@ -46,7 +49,7 @@ class Plan:
     # What the deck rule passes to the deck stage (oto.deck.sources.deck_settings), its paths relative to the
     # project when inside it, and the files it reads (a moved project stays the same)
     deck: dict[str, Any]
-    deck_inputs: list[str]
+    deck_inputs: dict[str, list[str]]  # per selected library: the files its deck job reads
     logic_prefix: str  # file-name prefix of logic files, like the shipped `vega10_`
     profile: dict[str, Any]  # the validated profile every rule reads, defaults filled in
     # arch_profiles/<arch>.yaml, or the device profile refining it (config device_profile), project-relative
@@ -54,6 +57,23 @@ class Plan:
     shard: Shard
 
     deck_libraries: tuple[str, ...] = ()  # every library of the deck source, selected or not
+    # Libraries an earlier run (night) finished in results/<arch>/ with this run's backend and label, not
+    # selected now: the package, report and dashboard hold them as they are; no rule plans a job of theirs.
+    finished: tuple[str, ...] = ()
+
+    @property
+    def library_pattern(self) -> str:
+        """The ``library`` wildcard's pattern: any library name but the earlier finished ones, so Snakemake
+        takes their files as they are and never plans (re-tunes) them."""
+        name = r"Cijk_[A-Za-z0-9_]+"
+        if not self.finished:
+            return name
+        return rf"(?!(?:{'|'.join(map(re.escape, self.finished))})(?![A-Za-z0-9_])){name}"
+
+    @property
+    def delivered(self) -> list[str]:
+        """Every library the deliverables cover: this run's selection and the earlier finished ones."""
+        return sorted({*self.libraries, *self.finished})
 
     def _families_fix(self, family: str) -> str:
         fams = ",".join([*self.families, family])
@@ -148,8 +168,10 @@ def plan_run(
     config: Mapping[str, Any],
     configfiles: Sequence[str | Path] = (),
     command_line: Mapping[str, Any] | None = None,
+    results_root: str | Path = "results",
 ) -> Plan:
-    """The run's plan from its config; ``command_line``: the entries of Snakemake's ``--config``."""
+    """The run's plan from its config; ``command_line``: the entries of Snakemake's ``--config``;
+    ``results_root``: where results/<arch>/ lies (the libraries earlier runs finished there are kept)."""
     source = ", ".join(str(c) for c in configfiles) or "config"
     try:
         cfg = validate_config(config, source, command_line)
@@ -197,9 +219,15 @@ def plan_run(
         entry["path"] = project_path(entry["path"])
     if native_path is not None:
         settings["native_floor"]["path"] = project_path(native_path)
-    deck_inputs = list(
-        dict.fromkeys([*deck_plan.files_for(), *floor_inputs, *workload_inputs, *native_inputs])
-    )
+    # a library's deck job reads its own files only: another library's file changing leaves it alone (the
+    # workload files and the native floor's files are every library's)
+    shared = [*workload_inputs, *native_inputs]
+    deck_inputs = {
+        lib: [
+            project_path(f) for f in dict.fromkeys([*deck_plan.files_for([lib]), *floor_inputs[lib], *shared])
+        ]
+        for lib in libraries
+    }
     device_file = device_profile_path(cfg, profile, profile_file, source)
     if device_file != profile_file:
         profile, profile_file = load_profile(device_file), device_file
@@ -211,6 +239,13 @@ def plan_run(
         prefix = logic_label(profile, cfg["package"]["label"]).prefix
     except ValueError as exc:
         raise PlanError(f"{source}: {exc}") from None
+    backend = cfg["backend"] if cfg["backend"] != AUTO else auto_backend(profile, cfg.get("tensile") or {})[0]
+    arch_dir = Path(results_root) / arch
+    try:
+        finished = finished_libraries(arch_dir / "logic", prefix, cfg["package"]["label"], backend)
+    except ProvenanceError as exc:
+        raise PlanError(f"{exc}; delete it (and its logic file) or tune the library again") from None
+    earlier = tuple(n for n in finished if n not in libraries and (arch_dir / n / "final.yaml").is_file())
     return Plan(
         config=cfg,
         arch=arch,
@@ -218,12 +253,13 @@ def plan_run(
         libraries=libraries,
         families=families,
         deck=settings,
-        deck_inputs=[project_path(f) for f in deck_inputs],
+        deck_inputs=deck_inputs,
         logic_prefix=prefix,
         profile=profile,
         profile_file=project_path(profile_file),
         shard=shard,
         deck_libraries=tuple(names),
+        finished=earlier,
     )
 
 

@@ -13,7 +13,7 @@ STAGE = Stage(
     name="dashboard",
     scope="run",
     home="dashboard",
-    reads=("ceilings", "compare", "deck", "finalize", "report", "verify"),
+    reads=("ceilings", "compare", "coverage", "finalize", "report", "verify"),
 )
 
 

@@ -14,7 +14,7 @@ from oto.reporting.collect import collect
 from oto.stages import Stage
 
 STAGE = Stage(
-    name="report", scope="run", home="", reads=("ceilings", "compare", "deck", "finalize", "verify")
+    name="report", scope="run", home="", reads=("ceilings", "compare", "coverage", "finalize", "verify")
 )
 log = logging.getLogger(__name__)
 

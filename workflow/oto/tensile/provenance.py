@@ -81,6 +81,7 @@ def logic_record(final: Mapping[str, Any], logic_file: Path, label: str) -> dict
         "provenance": facts,
         "measurement": dict(final.get("measurement") or {}),
         "generations": final.get("generations"),
+        "night": final.get("night"),  # the run that finished the library (None: a final.yaml from before)
         "oto_version": oto.__version__,
         "about": "written by oto beside the logic file; TensileCreateLibrary reads only *.yaml/*.yml logic "
         "files",
@@ -148,6 +149,18 @@ def read_records(paths: Sequence[Path]) -> list[dict[str, Any]]:
     return out
 
 
+def finished_libraries(logic_dir: Path | str, prefix: str, label: str, backend: str) -> list[str]:
+    """The libraries whose logic file (``<prefix>_<library>.yaml``) and provenance record lie in
+    ``logic_dir`` with this ``label`` and ``backend``: what earlier runs in the folder finished."""
+    out = []
+    for path in sorted(Path(logic_dir).glob(f"{prefix}_*{SUFFIX}")):
+        (record,) = read_records([path])
+        logic = path.with_name(path.name[: -len(SUFFIX)] + ".yaml")
+        if record.get("label") == label and record.get("backend") == backend and logic.is_file():
+            out.append(str(record.get("library")))
+    return out
+
+
 def deliverable_provenance(records: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
     """The manifest's ``provenance:`` block: what kinds of numbers the logic files hold, per library."""
     libraries = {}
@@ -159,12 +172,29 @@ def deliverable_provenance(records: Sequence[Mapping[str, Any]]) -> dict[str, An
             **version,
             "drift": (r.get("measurement") or {}).get("drift"),
             "logic_file": r.get("logic_file"),
+            "night": (r.get("night") or {}).get("id"),
         }
     return {
         "numbers": sorted({str(r.get("numbers")) for r in records}),
         "backends": sorted({str(r.get("backend")) for r in records}),
+        "nights": nights(records),
         "libraries": libraries,
     }
+
+
+def nights(records: Sequence[Mapping[str, Any]]) -> dict[str, dict[str, Any]]:
+    """The runs (nights) that finished the libraries of ``records`` (logic records, or final.yaml documents),
+    by id: each night's settings and the libraries it finished. Libraries recorded before nights were are
+    left out."""
+    out: dict[str, dict[str, Any]] = {}
+    for r in records:
+        night = r.get("night")
+        if isinstance(night, Mapping) and night.get("id"):
+            entry = out.setdefault(str(night["id"]), {k: v for k, v in night.items() if k != "id"})
+            entry.setdefault("libraries", []).append(str(r.get("library")))
+    for entry in out.values():
+        entry["libraries"] = sorted(entry["libraries"])
+    return dict(sorted(out.items()))
 
 
 def code_object_gate(numbers: Sequence[str], allow_simulated: bool) -> tuple[bool, str]:
