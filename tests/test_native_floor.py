@@ -74,7 +74,8 @@ def test_the_native_floor_is_planned_attached_and_carried_in_deck_yaml(tmp_path)
     }
     plan = plan_run(cfg)
     assert plan.deck["native_floor"] == {"source": "logic", "path": str(native), "arch": "gfx1103"}
-    assert str(native / f"gfx1103_{LIB}.yaml") in plan.deck_inputs
+    assert str(native / f"gfx1103_{LIB}.yaml") in plan.deck_inputs[LIB]
+    assert not any("gfx1103_" in f for f in plan.deck_inputs["Cijk_Ailk_Bljk_I8II_BH_GB"])
     _, selected, _ = load_run_deck(plan.deck, plan.libraries)
     lib = selected.libraries[LIB]
     assert lib.native_floor["label"] == "native" and lib.native_floor["arch"] == "gfx1103"

@@ -220,11 +220,16 @@ def plan_run(
     if native_path is not None:
         settings["native_floor"]["path"] = project_path(native_path)
     # a library's deck job reads its own files only: another library's file changing leaves it alone (the
-    # workload files and the native floor's files are every library's)
-    shared = [*workload_inputs, *native_inputs]
+    # workload files are every library's, as is a native floor's file named after no library)
+    native_of = {lib: [f for f in native_inputs if Path(f).stem.endswith(f"_{lib}")] for lib in libraries}
+    mine = {f for files in native_of.values() for f in files}
+    shared = [*workload_inputs, *(f for f in native_inputs if f not in mine)]
     deck_inputs = {
         lib: [
-            project_path(f) for f in dict.fromkeys([*deck_plan.files_for([lib]), *floor_inputs[lib], *shared])
+            project_path(f)
+            for f in dict.fromkeys(
+                [*deck_plan.files_for([lib]), *floor_inputs[lib], *native_of[lib], *shared]
+            )
         ]
         for lib in libraries
     }
