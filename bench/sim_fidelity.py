@@ -159,11 +159,11 @@ RIVAL_KNOBS = (
 WAVE_BINS = [0, 1, 2, 3, 4, 6, 8, 16]  # resident waves per SIMD
 
 
-def _shape(f: RecordedFile, s: int, wave: int) -> dict:
+def _shape(f: RecordedFile, s: int) -> dict:
     """A solution's knobs as the simulator reads them, with its macro/thread tile area, waves per workgroup
     and Tensile generation (``RecordedFile.generation``)."""
     p = with_defaults(f.solutions[s])
-    g = geometry(f.library.family, p, f.library.pattern, wave)
+    g = geometry(f.library.family, p, f.library.pattern)
     knobs = {k: p[k] for k in RIVAL_KNOBS if k in p}
     return {**knobs, "LocalSplitU": g.lsu, "mt": g.mt0 * g.mt1, "tt": g.tt0 * g.tt1, "waves": g.waves,
             "asm": g.asm, "gen": int(f.generation[s])}  # fmt: skip
@@ -183,7 +183,7 @@ def _waves_per_simd(
             sel = (sols == s) & (camp == c)
             m, n, b, k = f.sizes[rows[sel]].T
             resident = g.breakdown(fam, f.solutions[s], m, n, b, k, pat)["resident"]
-            out[sel] = np.broadcast_to(resident, m.shape) * shapes[s]["waves"] / g.arch.simds
+            out[sel] = np.broadcast_to(resident, m.shape) * shapes[s]["waves"] / g.arch.unit_simds
     return out
 
 
@@ -199,7 +199,7 @@ def rival_frame(gpu: SimGPU, files: list[RecordedFile]) -> pd.DataFrame:
         ok = np.isfinite(rival_t[best, rows])  # rows with at least one runnable rival
         rows, best, win = rows[ok], best[ok], f.winner[ok]
         m, n, b, k = f.sizes[rows].T
-        shapes = {s: _shape(f, int(s), gpu.arch.wave) for s in np.unique(np.concatenate([win, best]))}
+        shapes = {s: _shape(f, int(s)) for s in np.unique(np.concatenate([win, best]))}
         d = {
             "family": f.family,
             "campaign": [CAMPAIGNS[c] for c in f.campaign[rows]],

@@ -39,6 +39,7 @@ import yaml
 from oto.gemm import PATTERNS, Family, Library
 from oto.hardware.simulated.performance import (
     DATATYPE_TABLES,
+    ISA_KNOBS,
     MODEL_VERSION,
     PHYSICS_BOUNDS,
     PHYSICS_FILE,
@@ -85,8 +86,9 @@ def knobs_as_measured(solution: Mapping[str, Any]) -> dict[str, Any]:
     would build the same file with its default, 32, and that is what a spoof library runs
     (``oto.tensile.logic_reader.TENSILE_KNOB_DEFAULTS``); the recorded GFLOPS are of the kernel as it was."""
     knobs = {k: solution[k] for k in PARAMS if k in solution}
-    if "LocalDotLayout" in solution:  # not a tunable knob: it picks the HPA MAC instruction (mac_rate)
-        knobs["LocalDotLayout"] = solution["LocalDotLayout"]
+    # beyond the tunable knobs, what the model reads of a kernel: its dot layout (the MAC instruction,
+    # mac_rate), wave size, matrix instruction and LDS layout (performance.ISA_KNOBS)
+    knobs.update((k, solution[k]) for k in ISA_KNOBS if k in solution)
     if solution_campaign(solution) == 0:
         knobs["StaggerU"] = 0
     return knobs
