@@ -72,6 +72,7 @@ from oto.hardware.simulated.calibration import (  # noqa: E402
     all_times,
     campaign_gpu,
     campaign_operating_point,
+    chip_split,
     fidelity,
     figures,
     load_recorded,
@@ -355,6 +356,12 @@ def main(argv: list[str] | None = None) -> int:
         "on the same rows, beside the profile's (a before/after table)",
     )
     ap.add_argument(
+        "--chip-split",
+        action="store_true",
+        help="split the files as a chip-constant fit does (calibration.chip_split), whatever the profile's "
+        "calibration names: the fit half of a chip not yet calibrated",
+    )
+    ap.add_argument(
         "--rivals",
         choices=("fit", "held_back"),
         default=None,
@@ -381,6 +388,8 @@ def main(argv: list[str] | None = None) -> int:
         {i["name"] for i in calibration.get("inputs", [])} if calibration.get("source") == "logic" else set()
     )
     fitted |= chip_fitted  # ... and for the chip constants if the profile's calibration names it
+    if args.chip_split:  # before a chip calibration: the halves its protocol will fit and hold back
+        fitted = {f.name for f in chip_split(files)[0]}
     split_of = {f.name: "fit" if f.name in fitted else "held_back" for f in files}
     if args.splits != "both":
         files = [f for f in files if split_of[f.name] == args.splits]
@@ -407,6 +416,10 @@ def main(argv: list[str] | None = None) -> int:
     print(f"sim fidelity: {len(files)} files, {len(df)} rows, {args.profile}, model {MODEL_VERSION}")
     if old_client:
         print(f"read with the older Tensile client's flop count (8 per complex MAC): {', '.join(old_client)}")
+    out["efficiency_files"] = [f.name for f in files if f.efficiency_percent]
+    if out["efficiency_files"]:
+        names = ", ".join(out["efficiency_files"])
+        print(f"files of efficiency figures, read at the datasheet peak: {names}")
     print("rows per campaign (simulated at operating point): " + ", ".join(
         f"{c} {n} ({points[c]})" for c, n in df["campaign"].value_counts().items()
     ))  # fmt: skip
