@@ -624,7 +624,10 @@ def geometry(family: Family, p: Mapping[str, Any], pattern: str) -> Geometry:
         pads.append((0 if tlu else vw) if pad == -1 else pad)
     blocks = [max(0, int(p.get(f"LdsBlockSizePerPad{t}", -1))) // family.a.bytes for t in "AB"]
     lrvw = int(p.get("LocalReadVectorWidth", -1))
-    loops = max(1, du // lsu // int(p["InnerUnroll"]))
+    # Tensile's LoopIters (Solution: LoopUnroll / InnerUnroll, over MatrixInstK for a matrix kernel): PLR
+    # reads at most LoopIters - 1 steps ahead, and a register set is allocated per step read ahead
+    mi_k = int(p["MatrixInstruction"][2]) if mi else 1
+    loops = max(1, du // lsu // int(p["InnerUnroll"]) // mi_k)
     loads = math.ceil(mt0 * du / (threads * ga)) + math.ceil(mt1 * du / (threads * gb))
     return Geometry(
         tt0, tt1, wg0, wg1, lsu, mt0, mt1, du, threads, math.ceil(threads / wave), vw, ga, gb,
