@@ -491,11 +491,16 @@ def with_defaults(params: Mapping[str, Any]) -> dict[str, Any]:
     # The knobs only some ISAs have (wave32, WMMA, dot layouts) and the parameters of a kernel's LDS layout
     # the model reads: kept only when they are not Tensile's default, so a kernel without them (every gfx9
     # kernel) keeps its identity and its per-configuration terms.
+    # LocalReadVectorWidth is read of matrix kernels only, and a pad interval of 0 is the default's one pad
+    # per line: gfx9 files of Tensile's later generations that spell them out keep their identity too.
+    mi = bool(params.get("MatrixInstruction"))
     for name in ISA_KNOBS:
         v = params.get(name)
-        if v is None:
+        if v is None or (name == "LocalReadVectorWidth" and not mi):
             continue
         v = [int(x) for x in v] if isinstance(v, list | tuple) else int(v)
+        if name.startswith("LdsBlockSizePerPad") and v <= 0:
+            continue
         if v != _normal(TENSILE_DEFAULTS[name]):
             out[name] = v
     return out
