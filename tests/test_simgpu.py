@@ -462,8 +462,16 @@ def test_gfx9_kernels_keep_their_identity_when_isa_knobs_are_at_tensile_defaults
 
     p = {"ThreadTile": (8, 8), "WorkGroup": (16, 16, 1), "DepthU": 16, "VectorWidth": 4}
     # as vega10's _GB files spell them out
-    explicit = {**p, "WavefrontSize": 64, "MatrixInstruction": [], "TransposeLDS": 0, "LocalDotLayout": 1,
-                "LocalReadVectorWidth": 4, "LdsBlockSizePerPadA": 0, "LdsBlockSizePerPadB": 0}
+    explicit = {
+        **p,
+        "WavefrontSize": 64,
+        "MatrixInstruction": [],
+        "TransposeLDS": 0,
+        "LocalDotLayout": 1,
+        "LocalReadVectorWidth": 4,
+        "LdsBlockSizePerPadA": 0,
+        "LdsBlockSizePerPadB": 0,
+    }
     assert with_defaults(explicit) == with_defaults(p)
     sb = Library.build("SB", "NT").family
     assert config_key(sb, explicit, "gfx90c", 0) == config_key(sb, p, "gfx90c", 0)
