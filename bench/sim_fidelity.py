@@ -72,6 +72,7 @@ from oto.hardware.simulated.calibration import (  # noqa: E402
     all_times,
     campaign_gpu,
     campaign_operating_point,
+    chip_split,
     fidelity,
     figures,
     load_recorded,
@@ -159,11 +160,11 @@ RIVAL_KNOBS = (
 WAVE_BINS = [0, 1, 2, 3, 4, 6, 8, 16]  # resident waves per SIMD
 
 
-def _shape(f: RecordedFile, s: int, wave: int) -> dict:
+def _shape(f: RecordedFile, s: int) -> dict:
     """A solution's knobs as the simulator reads them, with its macro/thread tile area, waves per workgroup
     and Tensile generation (``RecordedFile.generation``)."""
     p = with_defaults(f.solutions[s])
-    g = geometry(f.library.family, p, f.library.pattern, wave)
+    g = geometry(f.library.family, p, f.library.pattern)
     knobs = {k: p[k] for k in RIVAL_KNOBS if k in p}
     return {**knobs, "LocalSplitU": g.lsu, "mt": g.mt0 * g.mt1, "tt": g.tt0 * g.tt1, "waves": g.waves,
             "asm": g.asm, "gen": int(f.generation[s])}  # fmt: skip
@@ -183,7 +184,7 @@ def _waves_per_simd(
             sel = (sols == s) & (camp == c)
             m, n, b, k = f.sizes[rows[sel]].T
             resident = g.breakdown(fam, f.solutions[s], m, n, b, k, pat)["resident"]
-            out[sel] = np.broadcast_to(resident, m.shape) * shapes[s]["waves"] / g.arch.simds
+            out[sel] = np.broadcast_to(resident, m.shape) * shapes[s]["waves"] / g.arch.unit_simds
     return out
 
 
@@ -199,7 +200,7 @@ def rival_frame(gpu: SimGPU, files: list[RecordedFile]) -> pd.DataFrame:
         ok = np.isfinite(rival_t[best, rows])  # rows with at least one runnable rival
         rows, best, win = rows[ok], best[ok], f.winner[ok]
         m, n, b, k = f.sizes[rows].T
-        shapes = {s: _shape(f, int(s), gpu.arch.wave) for s in np.unique(np.concatenate([win, best]))}
+        shapes = {s: _shape(f, int(s)) for s in np.unique(np.concatenate([win, best]))}
         d = {
             "family": f.family,
             "campaign": [CAMPAIGNS[c] for c in f.campaign[rows]],
@@ -355,6 +356,12 @@ def main(argv: list[str] | None = None) -> int:
         "on the same rows, beside the profile's (a before/after table)",
     )
     ap.add_argument(
+        "--chip-split",
+        action="store_true",
+        help="split the files as a chip-constant fit does (calibration.chip_split), whatever the profile's "
+        "calibration names: the fit half of a chip not yet calibrated",
+    )
+    ap.add_argument(
         "--rivals",
         choices=("fit", "held_back"),
         default=None,
@@ -381,6 +388,8 @@ def main(argv: list[str] | None = None) -> int:
         {i["name"] for i in calibration.get("inputs", [])} if calibration.get("source") == "logic" else set()
     )
     fitted |= chip_fitted  # ... and for the chip constants if the profile's calibration names it
+    if args.chip_split:  # before a chip calibration: the halves its protocol will fit and hold back
+        fitted = {f.name for f in chip_split(files)[0]}
     split_of = {f.name: "fit" if f.name in fitted else "held_back" for f in files}
     if args.splits != "both":
         files = [f for f in files if split_of[f.name] == args.splits]
@@ -407,6 +416,10 @@ def main(argv: list[str] | None = None) -> int:
     print(f"sim fidelity: {len(files)} files, {len(df)} rows, {args.profile}, model {MODEL_VERSION}")
     if old_client:
         print(f"read with the older Tensile client's flop count (8 per complex MAC): {', '.join(old_client)}")
+    out["efficiency_files"] = [f.name for f in files if f.efficiency_percent]
+    if out["efficiency_files"]:
+        names = ", ".join(out["efficiency_files"])
+        print(f"files of efficiency figures, read at the datasheet peak: {names}")
     print("rows per campaign (simulated at operating point): " + ", ".join(
         f"{c} {n} ({points[c]})" for c, n in df["campaign"].value_counts().items()
     ))  # fmt: skip

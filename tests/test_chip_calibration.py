@@ -149,6 +149,21 @@ def test_recorded_complex_rows_above_the_peak_are_read_as_the_older_client_count
     assert cal.client_flops_per_mac(Library.parse("Cijk_Ailk_Bljk_4xi8II_BH").family) == 8  # 2 x packing
 
 
+def test_files_of_efficiency_figures_are_read_as_gflops_at_the_datasheet_peak():
+    navi21 = load_profile(REPO / "arch_profiles" / "gfx1030.yaml")
+    gpu = SimGPU(navi21)
+    sgemm = [{"ThreadTile": (4, 4), "WorkGroup": (16, 16, 1), "DepthU": 16, "VectorWidth": 4}]
+    gflops = _synthetic(gpu, "Cijk_Ailk_Bljk_SB", sgemm, 40, 1)
+    percent = _synthetic(gpu, "Cijk_Alik_Bljk_SB", sgemm, 40, 2)
+    true_time = percent.real_time_us
+    percent.gflops_recorded = percent.gflops_recorded / gpu.peak_gflops("SB") * 100  # DeviceEfficiency
+    assert percent.gflops_recorded.max() <= 100
+    assert cal.read_efficiency([gflops, percent], navi21) == [percent.name]
+    assert percent.efficiency_percent and not gflops.efficiency_percent
+    np.testing.assert_allclose(percent.real_time_us, true_time)
+    assert cal.read_efficiency([gflops, percent], navi21) == []  # read once
+
+
 def test_hpa_half_runs_at_the_dot2_rate_only_as_tensile_writes_dot2_kernels():
     gfx906 = load_profile(REPO / "arch_profiles" / "gfx906.yaml")
     gpu = SimGPU(gfx906)

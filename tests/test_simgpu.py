@@ -426,3 +426,85 @@ def test_real_gfx90c_profile_loads_into_the_model():
     p = {"ThreadTile": (8, 8), "WorkGroup": (16, 16, 1), "DepthU": 16, "VectorWidth": 4}
     t = gpu.true_time_us("SB", p, 2048, 2048, 1, 2048)
     assert 0.4 < gpu.bound_time_us("SB", 2048, 2048, 1, 2048) / t < 0.9
+
+
+# ------------------------------------------------------------------ RDNA: wave32, the WGP, WMMA
+# A navi31 HB winner (WMMA, wave32) and a navi21 SGEMM winner (VALU, wave32), knobs as their logic files give.
+WMMA_HB = {
+    "KernelLanguage": "Assembly", "ThreadTile": [4, 64], "WorkGroup": [32, 4, 1], "DepthU": 16,
+    "VectorWidth": 2, "GlobalReadVectorWidth": 8, "PrefetchGlobalRead": 1, "PrefetchLocalRead": 1,
+    "LdsPadA": 0, "LdsPadB": 8,
+    "WorkGroupMapping": 4, "WavefrontSize": 32, "MatrixInstruction": [16, 16, 16, 1], "TransposeLDS": 1,
+    "UnrollMajorLDSB": True, "LocalReadVectorWidth": 16, "LdsBlockSizePerPadB": 128,
+}  # fmt: skip
+VALU_SB32 = {
+    "KernelLanguage": "Assembly", "ThreadTile": [8, 8], "WorkGroup": [16, 8, 1], "DepthU": 8,
+    "VectorWidth": 4, "GlobalReadVectorWidth": 4, "PrefetchGlobalRead": 1, "PrefetchLocalRead": 1,
+    "WorkGroupMapping": 8,
+    "WavefrontSize": 32, "LocalReadVectorWidth": 4,
+}  # fmt: skip
+
+
+@pytest.fixture(scope="module")
+def gfx1103_profile() -> dict:
+    from oto.hardware.profile import load_profile
+
+    return dict(load_profile(REPO / "arch_profiles" / "gfx1103.yaml"))
+
+
+@pytest.fixture(scope="module")
+def gfx1103(gfx1103_profile) -> SimGPU:
+    return SimGPU(gfx1103_profile)
+
+
+def test_gfx9_kernels_keep_their_identity_when_isa_knobs_are_at_tensile_defaults():
+    from oto.hardware.simulated.performance import config_key, with_defaults
+
+    p = {"ThreadTile": (8, 8), "WorkGroup": (16, 16, 1), "DepthU": 16, "VectorWidth": 4}
+    # as vega10's _GB files spell them out
+    explicit = {
+        **p,
+        "WavefrontSize": 64,
+        "MatrixInstruction": [],
+        "TransposeLDS": 0,
+        "LocalDotLayout": 1,
+        "LocalReadVectorWidth": 4,
+        "LdsBlockSizePerPadA": 0,
+        "LdsBlockSizePerPadB": 0,
+    }
+    assert with_defaults(explicit) == with_defaults(p)
+    sb = Library.build("SB", "NT").family
+    assert config_key(sb, explicit, "gfx90c", 0) == config_key(sb, p, "gfx90c", 0)
+
+
+def test_rdna_rates_follow_the_instructions_tensile_writes(gfx1103):
+    from oto.gemm import Family
+    from oto.hardware.simulated.performance import mac_rate, with_defaults
+
+    a = gfx1103.arch
+    assert mac_rate(a, Family.parse("SB"), with_defaults(VALU_SB32)) == 1.0  # no VOPD dual issue
+    assert mac_rate(a, Family.parse("HB"), with_defaults(WMMA_HB)) == 4.0  # wmma.rates.fp16_packed
+    valu_hb = {k: v for k, v in WMMA_HB.items() if k not in ("MatrixInstruction", "TransposeLDS")}
+    assert mac_rate(a, Family.parse("HB"), with_defaults(valu_hb)) == 2.0  # v_pk_fma_f16
+    hpa = {**VALU_SB32, "LocalDotLayout": 2, "InnerUnroll": 2}
+    assert mac_rate(a, Family.parse("HHS_BH"), with_defaults(hpa)) == 2.0  # v_dot2_f32_f16
+    assert mac_rate(a, Family.parse("HHS_BH"), with_defaults(VALU_SB32)) == 1.0  # v_fma_mix_f32
+
+
+def test_rdna_kernels_build_and_run_on_the_wgp(gfx1103, gfx1103_profile):
+    assert gfx1103.build_outcome("SB", VALU_SB32, "NT")[0] == "ok"
+    assert gfx1103.build_outcome("HB", WMMA_HB, "NN")[0] == "ok"
+    # the unit that holds workgroups is the WGP: twice a CU's SIMDs, LDS and workgroup slots
+    cu_mode = SimGPU({**gfx1103_profile, "workgroup_processor": {}})
+    assert gfx1103.occupancy("SB", VALU_SB32, "NT") == 2 * cu_mode.occupancy("SB", VALU_SB32, "NT")
+    wave64 = {**VALU_SB32, "WavefrontSize": 64}
+    assert gfx1103.build_outcome("SB", {**VALU_SB32, "WorkGroup": [16, 2, 1]}, "NT")[0] == "ok"
+    assert gfx1103.build_outcome("SB", {**wave64, "WorkGroup": [16, 2, 1]}, "NT")[0] == "rejected"
+    n = 4096
+    t_wmma = gfx1103.true_time_us("HB", WMMA_HB, n, n, 1, n)
+    t_valu = gfx1103.true_time_us("SB", VALU_SB32, n, n, 1, n)
+    peak_hb, peak_sb = gfx1103.peak_gflops("HB"), gfx1103.peak_gflops("SB")
+    eff_wmma = 2 * n**3 / t_wmma / 1e3 / peak_hb
+    eff_valu = 2 * n**3 / t_valu / 1e3 / peak_sb
+    assert t_wmma < t_valu  # the matrix path is faster than FP32 VALU ...
+    assert 0.1 < eff_wmma < 1.0 and 0.1 < eff_valu <= 0.5  # ... and FP32 reaches half the dual-issue peak

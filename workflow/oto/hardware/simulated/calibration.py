@@ -39,6 +39,7 @@ import yaml
 from oto.gemm import PATTERNS, Family, Library
 from oto.hardware.simulated.performance import (
     DATATYPE_TABLES,
+    ISA_KNOBS,
     MODEL_VERSION,
     PHYSICS_BOUNDS,
     PHYSICS_FILE,
@@ -85,8 +86,9 @@ def knobs_as_measured(solution: Mapping[str, Any]) -> dict[str, Any]:
     would build the same file with its default, 32, and that is what a spoof library runs
     (``oto.tensile.logic_reader.TENSILE_KNOB_DEFAULTS``); the recorded GFLOPS are of the kernel as it was."""
     knobs = {k: solution[k] for k in PARAMS if k in solution}
-    if "LocalDotLayout" in solution:  # not a tunable knob: it picks the HPA MAC instruction (mac_rate)
-        knobs["LocalDotLayout"] = solution["LocalDotLayout"]
+    # beyond the tunable knobs, what the model reads of a kernel: its dot layout (the MAC instruction,
+    # mac_rate), wave size, matrix instruction and LDS layout (performance.ISA_KNOBS)
+    knobs.update((k, solution[k]) for k in ISA_KNOBS if k in solution)
     if solution_campaign(solution) == 0:
         knobs["StaggerU"] = 0
     return knobs
@@ -129,6 +131,8 @@ class RecordedFile:
     generation: np.ndarray | None = None
     # flops per MAC of the client that recorded the GFLOPS (client_flops_per_mac; read_flop_counts)
     tensile_flops_per_mac: int | None = None
+    # the file records each row's % of the device's peak, read as GFLOPS at the profile's (read_efficiency)
+    efficiency_percent: bool = False
 
     def __post_init__(self) -> None:
         if self.tensile_flops_per_mac is None:
@@ -180,12 +184,51 @@ def recorded_time_us(
     return flops_per_mac * m * n * b * k / (np.asarray(gflops_recorded, dtype=np.float64) * 1e3)
 
 
+# A file of DeviceEfficiency figures: no row above 100 (%), and its rows of at least 1 GFLOP, read as GFLOPS,
+# at a median below this share of the chip's peak (GFLOPS files of navi21 put them at 30-90%). It tells the
+# two apart on chips of more than 10 TFLOPS (100% read as 100 GFLOPS is below 1% of their peak): the boards
+# AMD tunes its logic on.
+EFFICIENCY_FILE_PEAK_SHARE = 0.01
+
+
+def read_efficiency(files: Sequence[RecordedFile], profile: Mapping[str, Any]) -> list[str]:
+    """Read the files that record each row's efficiency, % of the device's peak, in place of its GFLOPS
+    (rocBLAS's navi21 and navi31 folders hold both kinds; a Tensile run with PerformanceMetric
+    DeviceEfficiency), as GFLOPS at the profile's datasheet peak of the file's type; returns their names.
+
+    A file is one when no row exceeds 100 and its rows of at least 1 GFLOP, read as GFLOPS, run at a median
+    below EFFICIENCY_FILE_PEAK_SHARE of that peak (they would take seconds): a rule on the file's own
+    numbers and the datasheet, never a fit. The client's peak was taken at the clock it measured, which the
+    files do not record: a board below its peak clock shows up in the fitted sustained clocks."""
+    gpu = SimGPU(profile)
+    out = []
+    for f in files:
+        if f.efficiency_percent or not len(f.winner) or f.gflops_recorded.max() > 100:
+            continue
+        fam = f.library.family
+        m, n, b, k = f.sizes.T
+        work = fam.flops_per_mac * m * n * b * k / 1e9
+        big = work >= MIN_EFFICIENCY_GFLOP
+        if not big.any():
+            continue
+        share = f.gflops_recorded[big] / gpu.peak_gflops(fam) * fam.flops_per_mac / f.tensile_flops_per_mac
+        if np.median(share) < EFFICIENCY_FILE_PEAK_SHARE:
+            # oto's peak in the client's flop count (they differ for complex types only)
+            peak = gpu.peak_gflops(fam) * f.tensile_flops_per_mac / fam.flops_per_mac
+            f.gflops_recorded = f.gflops_recorded / 100.0 * peak
+            f.efficiency_percent = True
+            out.append(f.name)
+    return out
+
+
 def read_flop_counts(files: Sequence[RecordedFile], profile: Mapping[str, Any]) -> list[str]:
     """Set each file's client flop count; returns the names of the files read with the old client's.
+    Files of efficiency figures are read as GFLOPS first (:func:`read_efficiency`).
 
     A complex file's rows read with Tensile's C++ client's count (2 per MAC) that put any row above the
     profile's peak (by more than PEAK_SLACK) cannot be: its GFLOPS were counted by the older client (8 per
     complex MAC). That is a fact of each file's own numbers and the chip's datasheet peak, never of a fit."""
+    read_efficiency(files, profile)
     gpu = SimGPU(profile)
     switched = []
     for f in files:
@@ -1141,9 +1184,10 @@ def chip_main(args: argparse.Namespace, argv: list[str] | None) -> int:
         return 2
     knobs = [k for k in knobs if k.name not in hold]
     rows = sum(len(f.winner) for f in fit_files)
+    efficiency = ", ".join(f.name for f in files if f.efficiency_percent) or "none"
     print(f"chip fit on {len(fit_files)} files ({rows} rows), {len(back)} held back; physics held "
-          f"({args.start}); files read with the older client's flop count: {', '.join(old_client) or 'none'}",
-          flush=True)  # fmt: skip
+          f"({args.start}); files read with the older client's flop count: {', '.join(old_client) or 'none'};"
+          f" files of efficiency figures (% of peak): {efficiency}", flush=True)  # fmt: skip
     result = fit(
         fit_files, profile, physics, knobs=knobs, iterations=args.iterations, per_file=args.per_file,
         progress=lambda s: print(s, flush=True),

@@ -14,14 +14,15 @@ import hashlib
 import json
 import math
 from collections.abc import Mapping
-from dataclasses import dataclass, fields
+from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from oto.gemm import Family
-from oto.tensile.params import PARAMS
+from oto.tensile.defaults import TENSILE_DEFAULTS
+from oto.tensile.params import PARAMS, mi_geometry
 
 MODEL_VERSION = "simgpu-6"
 
@@ -41,10 +42,16 @@ DOT4_RATE = 4
 # (KernelWriterAssembly, "Only supports LocalDotLayout == 2 for now"); every other HPA kernel issues
 # v_mad_mix_f32 / v_fma_mix_f32, one half MAC per lane per clock: the FP32 rate, whatever dot2 offers.
 DOT2_INNER_UNROLL = 2
+# A WMMA operand is MatrixInstK (16) elements of one row per lane, replicated in both halves of the wave
+# (RDNA3 ISA guide, WMMA: lanes 16-31 repeat lanes 0-15): Tensile's MIInputPerThread for WMMA.
+MI_INPUT_PER_THREAD = 16
 # Share of VALU issue slots Tensile's hand-ordered assembly fills: Vega's 4 VGPR banks and s_waitcnt on LDS
 # reads stall some. Fixed, not fitted: it and a chip's sustained clock scale the same VALU time, and the fit
 # gives that scale to the clock (docs/simulator.md).
 ISSUE_ASM = 0.94
+# KernelWriterAssembly's occupancy check (overflow error code 4): vgprPerCU = 65536 on every ISA (a GCN CU's
+# 4 x 256 x 64 lanes; an RDNA CU's 2 x 1024 x 32)
+TENSILE_VGPRS_PER_CU = 65536
 SPILL_OPS_PER_K = 2  # scratch load + store of each spilled VGPR per k step (HIP-source kernels only)
 CAMPING_STRIDE = 4096  # a leading dimension of a multiple of 4 KiB maps every column to one DRAM channel
 L2_USABLE = 0.75  # share of L2 a GEMM's panels can keep (C, page tables, associativity)
@@ -325,13 +332,22 @@ class Arch:
     l2_bytes: int
     sustained_gbs: float
     usable_bytes: int
+    sgpr_granule: int = 16
+    # RDNA's work-group processor: CUs that share one LDS (1: no WGP, a GCN CU is its own unit) and its LDS
+    wgp_cus: int = 1
+    wgp_lds: int = 0
+    dual_issue: Mapping[str, float] = field(default_factory=dict)  # rate class -> factor only VOPD reaches
+    wmma_rates: Mapping[str, float] = field(default_factory=dict)  # rate class -> rate of the WMMA path
+    dots: frozenset[str] = frozenset()  # the ISA's dot-product instructions
 
     # The profile fields read below: a change to any other field leaves the simulated GPU as it was.
     PROFILE_FIELDS = (
         "arch", "compute_units", "simds_per_cu", "lanes_per_simd", "wavefront_size", "clock_mhz", "rates",
         "lds_bytes_per_cu", "max_lds_per_workgroup", "vgprs_per_lane_max", "vgpr_budget_per_simd",
-        "vgpr_alloc_granule", "sgprs_max", "sgprs_per_simd", "max_waves_per_simd", "max_workgroup_size",
-        "l2_bytes", "memory.sustained_bandwidth_gbs", "memory.usable_device_memory_bytes", "timing",
+        "vgpr_alloc_granule", "sgprs_max", "sgprs_per_simd", "sgpr_alloc_granule", "max_waves_per_simd",
+        "max_workgroup_size", "l2_bytes", "memory.sustained_bandwidth_gbs",
+        "memory.usable_device_memory_bytes", "timing", "workgroup_processor", "dual_issue", "wmma.rates",
+        "dot_instructions",
     )  # fmt: skip
 
     @classmethod
@@ -339,6 +355,7 @@ class Arch:
         bandwidth = OperatingPoint.from_profile(p, operating_point).bandwidth
         try:
             mem = p["memory"]
+            wgp = p.get("workgroup_processor") or {}
             return cls(
                 name=str(p["arch"] if "arch" in p else p.get("name", "unnamed")),
                 cus=int(p["compute_units"]),
@@ -359,6 +376,12 @@ class Arch:
                 l2_bytes=int(p["l2_bytes"]),
                 sustained_gbs=float(mem["sustained_bandwidth_gbs"]) * bandwidth,
                 usable_bytes=int(mem["usable_device_memory_bytes"]),
+                sgpr_granule=int(p.get("sgpr_alloc_granule", 16)),
+                wgp_cus=int(wgp.get("compute_units", 1)),
+                wgp_lds=int(wgp.get("lds_bytes", p["lds_bytes_per_cu"])),
+                dual_issue={str(k): float(v) for k, v in (p.get("dual_issue") or {}).items()},
+                wmma_rates={str(k): float(v) for k, v in ((p.get("wmma") or {}).get("rates") or {}).items()},
+                dots=frozenset(p.get("dot_instructions") or ()),
             )
         except KeyError as e:
             raise ValueError(f"arch profile lacks field {e.args[0]!r} needed by the simulator") from None
@@ -367,20 +390,83 @@ class Arch:
     def lanes_per_cu(self) -> int:
         return self.simds * self.lanes
 
+    # The unit that holds a workgroup. Tensile's kernels run in WGP mode on RDNA (its kernel descriptors
+    # leave .amdhsa_workgroup_processor_mode at the assembler's GFX10+ default, and WMMA kernels require it:
+    # Solution "WMMA only suppport on WGP mode"): a workgroup's waves may run on any SIMD of the WGP's CUs
+    # and the WGP's LDS is shared by the workgroups of all of them, so the model's unit is the WGP, with
+    # every per-CU resource times its CUs. On GCN the unit is the CU (wgp_cus 1).
+    @property
+    def units(self) -> int:
+        return max(1, self.cus // self.wgp_cus)
+
+    @property
+    def unit_simds(self) -> int:
+        return self.simds * self.wgp_cus
+
+    @property
+    def unit_lds(self) -> int:
+        return self.wgp_lds if self.wgp_cus > 1 else self.lds_per_cu
+
+    def vgpr_file(self, wave: int) -> tuple[int, int]:
+        """(VGPRs per lane of one SIMD, allocation granule) for waves of ``wave`` lanes: the profile's
+        figures are for its own wavefront size, and the register file's bytes are fixed (LLVM: wave64 on
+        GFX10+ has half the VGPRs per lane of wave32, in blocks of half as many)."""
+        scale = self.wave / wave
+        return int(self.vgpr_budget * scale), max(1, int(self.vgpr_granule * scale))
+
     def peak_gflops(self, rate_class: str) -> float:
         return self.cus * self.lanes_per_cu * 2 * self.clock_mhz / 1000.0 * self.rates[rate_class]
 
 
 def mac_rate(arch: Arch, family: Family, params: Mapping[str, Any]) -> float:
-    """MACs per lane per clock the kernel's summation loop issues (relative to one FP32 FMA): the profile's
-    rate of the family's rate class, except for HPA half, whose kernels reach a dot2 rate above FP32's only
-    when Tensile writes them with v_dot2_f32_f16 (LocalDotLayout > 1 and InnerUnroll 2)."""
-    rate = float(arch.rates[family.rate_class])
+    """MACs per lane per clock the kernel's summation loop issues (relative to one FP32 FMA).
+
+    A matrix-instruction kernel (``MatrixInstruction``, RDNA3's WMMA) runs at the profile's ``wmma.rates``
+    of its class. A VALU kernel runs at the rate of the instructions Tensile writes for it
+    (:func:`valu_rate`), except that a dot-product path is taken only by the kernels Tensile writes with
+    it: HPA half reaches v_dot2_f32_f16 with LocalDotLayout > 1 and InnerUnroll 2 (KernelWriterAssembly),
+    int8 (I8, one value per element) v_dot4_i32_i8 with LocalDotLayout 4 (MAC_I8_HPA's FMA_I8_HPA_DOT4;
+    Tensile requires InnerUnroll = LocalDotLayout); every other HPA kernel issues v_mad_mix_f32, every other
+    int8 one v_mad_i32_i24, at the FP32 rate."""
+    if is_matrix_kernel(params):
+        return float(arch.wmma_rates.get(family.rate_class) or valu_rate(arch, family.rate_class))
+    rate = valu_rate(arch, family.rate_class)
+    ldl = int(params.get("LocalDotLayout") or 1)
     if family.rate_class == "fp16_hpa":
-        dot2 = int(params.get("LocalDotLayout") or 1) > 1 and int(params["InnerUnroll"]) == DOT2_INNER_UNROLL
-        if not dot2:
-            rate = min(rate, float(arch.rates.get("fp32", 1.0)))
+        if not (ldl > 1 and int(params["InnerUnroll"]) == DOT2_INNER_UNROLL):
+            rate = min(rate, valu_rate(arch, "fp32"))
+    elif family.rate_class == "int8" and family.a.packing == 1 and ldl != DOT4_LAYOUT:
+        rate = min(rate, valu_rate(arch, "fp32"))
     return rate
+
+
+# MACs per lane per clock of each rate class's VALU path relative to single-issue FP32, where the profile's
+# peak rate is a matrix path (RDNA3: rates.fp16_* and int8 are WMMA's): v_pk_fma_f16 packs two half FMAs;
+# v_dot2_f32_f16 and v_dot4_i32_i8 (where the ISA has them, dot_instructions) two and four MACs; bf16 has no
+# VALU dot path Tensile uses (its VALU kernels convert to FP32).
+VALU_PACKING = {"fp16_packed": 2.0}
+VALU_DOT = {"fp16_hpa": (2.0, ("v_dot2_f32_f16", "v_dot2c_f32_f16")),
+            "int8": (4.0, ("v_dot4_i32_i8", "v_dot4c_i32_i8", "v_dot4_i32_iu8"))}  # fmt: skip
+DOT4_LAYOUT = 4
+
+
+def valu_rate(arch: Arch, rate_class: str) -> float:
+    """The rate of a rate class's fastest VALU path as Tensile issues it: the profile's peak rate without
+    its dual-issue factor (Tensile's kernels issue no VOPD pairs: ceilings.realistic_rate), or, where that
+    peak is the WMMA path, the VALU instructions' own rate (:data:`VALU_PACKING`, :data:`VALU_DOT`)."""
+    peak = float(arch.rates[rate_class])
+    if arch.wmma_rates.get(rate_class) != peak:
+        return peak / arch.dual_issue.get(rate_class, 1.0)
+    single = float(arch.rates["fp32"]) / arch.dual_issue.get("fp32", 1.0)
+    if rate_class in VALU_DOT:
+        factor, instructions = VALU_DOT[rate_class]
+        return single * (factor if arch.dots & set(instructions) else 1.0)
+    return single * VALU_PACKING.get(rate_class, 1.0)
+
+
+def is_matrix_kernel(params: Mapping[str, Any]) -> bool:
+    """A kernel of matrix instructions (Tensile's MatrixInstruction set: on RDNA3, WMMA)."""
+    return bool(params.get("MatrixInstruction"))
 
 
 def as_family(family: Family | str) -> Family:
@@ -402,12 +488,34 @@ def with_defaults(params: Mapping[str, Any]) -> dict[str, Any]:
         elif isinstance(v, bool):
             v = int(v)
         out[name] = v
-    # Not a tunable knob (oto never emits it), read from shipped solutions: it decides the HPA MAC
-    # instruction. Kept only when it is not Tensile's default 1: other kernels' identities stay as they were.
-    ldl = int(params.get("LocalDotLayout") or 1)
-    if ldl != 1:
-        out["LocalDotLayout"] = ldl
+    # The knobs only some ISAs have (wave32, WMMA, dot layouts) and the parameters of a kernel's LDS layout
+    # the model reads: kept only when they are not Tensile's default, so a kernel without them (every gfx9
+    # kernel) keeps its identity and its per-configuration terms.
+    # LocalReadVectorWidth is read of matrix kernels only, and a pad interval of 0 is the default's one pad
+    # per line: gfx9 files of Tensile's later generations that spell them out keep their identity too.
+    mi = bool(params.get("MatrixInstruction"))
+    for name in ISA_KNOBS:
+        v = params.get(name)
+        if v is None or (name == "LocalReadVectorWidth" and not mi):
+            continue
+        v = [int(x) for x in v] if isinstance(v, list | tuple) else int(v)
+        if name.startswith("LdsBlockSizePerPad") and v <= 0:
+            continue
+        if v != _normal(TENSILE_DEFAULTS[name]):
+            out[name] = v
     return out
+
+
+# Read from a kernel beyond PARAMS (oto.tensile.params.ISA_PARAMS and a few of EXTRA_PARAMS): its wave size,
+# its matrix instruction, its dot-product layout, and how its tiles sit in LDS.
+ISA_KNOBS = (
+    "LocalDotLayout", "WavefrontSize", "MatrixInstruction", "TransposeLDS", "UnrollMajorLDSA",
+    "UnrollMajorLDSB", "LocalReadVectorWidth", "LdsBlockSizePerPadA", "LdsBlockSizePerPadB",
+)  # fmt: skip
+
+
+def _normal(v: Any) -> Any:
+    return [int(x) for x in v] if isinstance(v, list | tuple) else int(v)
 
 
 def config_key(family: Family, params: Mapping[str, Any], arch: str, seed: int) -> int:
@@ -437,9 +545,9 @@ def _mix(x: np.ndarray | np.uint64) -> np.ndarray:
 class Geometry:
     """Derived shape of one kernel (Tensile's derived parameters the model needs)."""
 
-    tt0: int
+    tt0: int  # Tensile's ThreadTile0/1: C elements per thread (a matrix kernel's accumulators per lane)
     tt1: int
-    wg0: int
+    wg0: int  # Tensile's SubGroup0/1: threads along each tile dimension (WorkGroup[0:2] for VALU kernels)
     wg1: int
     lsu: int
     mt0: int
@@ -460,13 +568,42 @@ class Geometry:
     pad_a: int
     pad_b: int
     loads: int  # global load instructions per thread per iteration (A + B)
+    wave: int = 64  # the kernel's wavefront size (Tensile's WavefrontSize)
+    # A matrix-instruction kernel (RDNA3's WMMA): its wave tile (blocks of MatrixInstM x MatrixInstN per wave
+    # along each dimension) and the instruction's M, N
+    mi: bool = False
+    wt0: int = 0
+    wt1: int = 0
+    mi_m: int = 0
+    mi_n: int = 0
+    unroll_major_a: bool = False  # the tile sits in LDS with the unroll dimension contiguous
+    unroll_major_b: bool = False
+    read_vw: int = 0  # elements one local read takes per lane (LocalReadVectorWidth; VALU: VectorWidth)
+    pad_block_a: int = 0  # elements between two pads (LdsBlockSizePerPad; 0: one pad per line)
+    pad_block_b: int = 0
 
 
-def geometry(family: Family, p: Mapping[str, Any], pattern: str, wave: int) -> Geometry:
-    tt0, tt1 = p["ThreadTile"]
+def kernel_wave(p: Mapping[str, Any]) -> int:
+    """The kernel's wavefront size: its WavefrontSize, Tensile's default 64 when it has none."""
+    return int(p.get("WavefrontSize") or TENSILE_DEFAULTS["WavefrontSize"])
+
+
+def geometry(family: Family, p: Mapping[str, Any], pattern: str) -> Geometry:
+    """The kernel's geometry from its knobs (as :func:`with_defaults` gives them)."""
+    wave = kernel_wave(p)
     wg0, wg1, lsu = p["WorkGroup"]
-    mt0, mt1, du = tt0 * wg0, tt1 * wg1, int(p["DepthU"])
+    du = int(p["DepthU"])
     threads = wg0 * wg1 * lsu
+    mi = is_matrix_kernel(p)
+    if mi:  # Tensile reads ThreadTile/WorkGroup of a matrix kernel as its wave tile and wave group
+        d = mi_geometry({**p, "WavefrontSize": wave})
+        tt0, tt1, wg0, wg1 = d["ThreadTile0"], d["ThreadTile1"], d["SubGroup0"], d["SubGroup1"]
+        mt0, mt1 = d["MacroTile0"], d["MacroTile1"]
+        (wt0, wt1), (mi_m, mi_n) = d["MIWaveTile"], d["MIBlock"][:2]
+    else:
+        tt0, tt1 = p["ThreadTile"]
+        mt0, mt1 = tt0 * wg0, tt1 * wg1
+        wt0 = wt1 = mi_m = mi_n = 0
     vw = int(p["VectorWidth"])
     grvw = int(p["GlobalReadVectorWidth"])
     grvw = vw if grvw == -1 else grvw
@@ -482,22 +619,36 @@ def geometry(family: Family, p: Mapping[str, Any], pattern: str, wave: int) -> G
     if family.initial_strides_ab:  # a run-time element stride: every element is its own load
         ga = gb = 1
     tlu_a, tlu_b = pattern[0] == "N", pattern[1] == "T"
+    # Tensile's UnrollMajorLDS: TransposeLDS stores a tensor read along the unroll dimension as it is
+    transpose = bool(p.get("TransposeLDS", 0))
+    um_a = bool(p.get("UnrollMajorLDSA", 0)) or (transpose and not tlu_a)
+    um_b = bool(p.get("UnrollMajorLDSB", 0)) or (transpose and not tlu_b)
     pads = []
     for key, tlu in (("LdsPadA", tlu_a), ("LdsPadB", tlu_b)):
         pad = int(p[key])
         pads.append((0 if tlu else vw) if pad == -1 else pad)
-    loops = max(1, du // lsu // int(p["InnerUnroll"]))
+    blocks = [max(0, int(p.get(f"LdsBlockSizePerPad{t}", -1))) // family.a.bytes for t in "AB"]
+    lrvw = int(p.get("LocalReadVectorWidth", -1))
+    # Tensile's LoopIters (Solution: LoopUnroll / InnerUnroll, over MatrixInstK for a matrix kernel): PLR
+    # reads at most LoopIters - 1 steps ahead, and a register set is allocated per step read ahead
+    mi_k = int(p["MatrixInstruction"][2]) if mi else 1
+    loops = max(1, du // lsu // int(p["InnerUnroll"]) // mi_k)
     loads = math.ceil(mt0 * du / (threads * ga)) + math.ceil(mt1 * du / (threads * gb))
     return Geometry(
         tt0, tt1, wg0, wg1, lsu, mt0, mt1, du, threads, math.ceil(threads / wave), vw, ga, gb,
         plr=min(int(p["PrefetchLocalRead"]), loops - 1), pgr=int(p["PrefetchGlobalRead"]),
         gsu=int(p["GlobalSplitU"]), iu=int(p["InnerUnroll"]), asm=p["KernelLanguage"] == "Assembly",
-        tlu_a=tlu_a, tlu_b=tlu_b, pad_a=pads[0], pad_b=pads[1], loads=loads,
+        tlu_a=tlu_a, tlu_b=tlu_b, pad_a=pads[0], pad_b=pads[1], loads=loads, wave=wave, mi=mi, wt0=wt0,
+        wt1=wt1, mi_m=mi_m, mi_n=mi_n, unroll_major_a=um_a, unroll_major_b=um_b,
+        read_vw=lrvw if lrvw > 0 else vw, pad_block_a=blocks[0], pad_block_b=blocks[1],
     )  # fmt: skip
 
 
-def _lds_elements(mt: int, du: int, pad: int, align: int | None) -> int:
-    n = mt * du + du * pad  # one pad per MacroTile-long row
+def _lds_elements(mt: int, du: int, pad: int, align: int | None, interval: int = 0) -> int:
+    """Tensile's getLdsNumElements: the tile plus one pad per ``interval`` elements (LdsBlockSizePerPad),
+    else per line (a MacroTile-long row; ``du``-long for an unroll-major tile: pass ``interval=du``)."""
+    n = mt * du
+    n += (n // (interval or mt)) * pad
     return -(-n // align) * align if align else n
 
 
@@ -539,12 +690,15 @@ class SimGPU:
     ) -> dict[str, int]:
         """VGPRs, SGPRs and LDS bytes of the kernel, as KernelWriterAssembly would allocate them."""
         f, p = as_family(family), with_defaults(params)
-        return self._resources(f, p, geometry(f, p, pattern, self.arch.wave))
+        return self._resources(f, p, geometry(f, p, pattern))
 
     def _resources(self, f: Family, p: Mapping[str, Any], g: Geometry) -> dict[str, int]:
         r_in, r_c = f.a.bytes / 4, f.compute.bytes / 4
         acc = g.tt0 * g.tt1 * r_c  # C accumulators
-        frag = (g.tt0 + g.tt1) * r_in * (1 + g.plr) * g.iu  # A/B fragments, one set per prefetched read
+        # A/B fragments, one set per prefetched read: a thread tile's row and column, or a matrix kernel's
+        # MIInputPerThread (the instruction's K) elements per block of its wave tile
+        per_k = (g.wt0 + g.wt1) * MI_INPUT_PER_THREAD if g.mi else g.tt0 + g.tt1
+        frag = per_k * r_in * (1 + g.plr) * g.iu
         g2l = (g.mt0 + g.mt1) * g.du / g.threads * r_in * (2 if g.pgr == 2 else 1)  # global->LDS staging
         addr = 5 + g.loads  # kernel args, serial ids, one buffer offset per load (fit to §6.4: exact)
         atomics = 4 if g.gsu > 1 else 0  # compare-swap old/new values
@@ -560,9 +714,11 @@ class SimGPU:
     def _lds_bytes(self, f: Family, p: Mapping[str, Any], g: Geometry) -> int:
         bpe = f.a.bytes
         align = max(1, 256 // bpe)
-        a_al = _lds_elements(g.mt0, g.du, g.pad_a, align)
-        b_al = _lds_elements(g.mt1, g.du, g.pad_b, align)
-        b = _lds_elements(g.mt1, g.du, g.pad_b, None)
+        ia = g.pad_block_a or (g.du if g.unroll_major_a else g.mt0)
+        ib = g.pad_block_b or (g.du if g.unroll_major_b else g.mt1)
+        a_al = _lds_elements(g.mt0, g.du, g.pad_a, align, ia)
+        b_al = _lds_elements(g.mt1, g.du, g.pad_b, align, ib)
+        b = _lds_elements(g.mt1, g.du, g.pad_b, None, ib)
         single = a_al + b
         double = (1 << (a_al + b_al - 1).bit_length()) + a_al + b if g.pgr else single
         one = int(p["1LDSBuffer"])
@@ -579,12 +735,12 @@ class SimGPU:
         """(status, reason, resources): status is one of backends.base.BUILD_CLASSES."""
         f, p = as_family(family), with_defaults(params)
         a = self.arch
-        g = geometry(f, p, pattern, a.wave)
+        g = geometry(f, p, pattern)
         res = self._resources(f, p, g)
         if g.threads > a.max_wg_size:
             return "rejected", f"NumThreads {g.threads} > max workgroup size {a.max_wg_size}", res
-        if g.threads % a.wave:
-            return "rejected", f"NumThreads {g.threads} is not a multiple of the wavefront ({a.wave})", res
+        if g.threads % g.wave:
+            return "rejected", f"NumThreads {g.threads} is not a multiple of the wavefront ({g.wave})", res
         if res["lds_bytes"] > a.max_lds_wg:
             return "rejected", f"Kernel Uses {res['lds_bytes']} > {a.max_lds_wg} bytes of LDS", res
         if g.asm:  # hipcc spills to scratch instead of failing; only the asm writer overflows
@@ -595,13 +751,12 @@ class SimGPU:
                     f"overflowed resources. errorCode=1, msg='too many vgprs', vgprs={v}",
                     res,
                 )
-            per_thread = a.simds * a.vgpr_budget * a.wave // g.threads
+            per_thread = TENSILE_VGPRS_PER_CU // g.threads
             if v > per_thread:
                 return (
                     "register_overflow",
                     f"overflowed resources. errorCode=4, msg='reduce occupancy: vgprs={v} > "
-                    f"{a.simds * a.vgpr_budget * a.wave}/NumThreads"
-                    f"={per_thread}'",
+                    f"{TENSILE_VGPRS_PER_CU}/NumThreads={per_thread}'",
                     res,
                 )
             if res["sgpr"] > a.sgprs_max:
@@ -637,24 +792,28 @@ class SimGPU:
         return np.maximum(compute, traffic)
 
     def occupancy(self, family: Family | str, params: Mapping[str, Any], pattern: str = "NN") -> int:
-        """Workgroups one CU holds at once: the tightest of VGPRs, SGPRs, LDS, wave slots and WG slots."""
+        """Workgroups one unit (a CU; on RDNA a WGP, :attr:`Arch.units`) holds at once: the tightest of VGPRs,
+        SGPRs, LDS, wave slots and WG slots."""
         f, p = as_family(family), with_defaults(params)
-        g = geometry(f, p, pattern, self.arch.wave)
+        g = geometry(f, p, pattern)
         return self._occupancy(g, self._resources(f, p, g))
 
     def _occupancy(self, g: Geometry, res: Mapping[str, int]) -> int:
         a = self.arch
-        vg = -(-min(res["vgpr"], a.vgprs_max) // a.vgpr_granule) * a.vgpr_granule
-        w_vgpr = min(a.max_waves, a.vgpr_budget // vg)
-        w_sgpr = min(a.max_waves, a.sgprs_per_simd // (-(-res["sgpr"] // 16) * 16))
+        budget, granule = a.vgpr_file(g.wave)
+        vg = -(-min(res["vgpr"], a.vgprs_max) // granule) * granule
+        w_vgpr = min(a.max_waves, budget // vg)
+        sg = a.sgpr_granule
+        w_sgpr = min(a.max_waves, a.sgprs_per_simd // (-(-res["sgpr"] // sg) * sg))
         # The dispatcher places waves round-robin over the SIMDs, so workgroups of fewer waves than SIMDs
         # fill all of them (simgpu-1 put each on one SIMD and so made 64-thread workgroups 4x rarer).
+        simds = a.unit_simds
         limits = [
-            w_vgpr * a.simds // g.waves,
-            w_sgpr * a.simds // g.waves,
-            a.lds_per_cu // max(1, res["lds_bytes"]),
-            a.max_waves * a.simds // g.waves,
-            MAX_WG_PER_CU,
+            w_vgpr * simds // g.waves,
+            w_sgpr * simds // g.waves,
+            a.unit_lds // max(1, res["lds_bytes"]),
+            a.max_waves * simds // g.waves,
+            MAX_WG_PER_CU * a.wgp_cus,
         ]
         return max(1, min(limits))
 
@@ -664,7 +823,7 @@ class SimGPU:
         """Every term of the timing model, vectorised over sizes (see docs/simulator.md)."""
         f, p = as_family(family), with_defaults(params)
         a, ph, chip = self.arch, self.physics, self.chip
-        g = geometry(f, p, pattern, a.wave)
+        g = geometry(f, p, pattern)
         res = self._resources(f, p, g)
         occ = self._occupancy(g, res)
         m, n, batch, k = _arrays(m, n, batch, k)
@@ -672,9 +831,10 @@ class SimGPU:
         rate = mac_rate(a, f, p)
         clock_mhz = chip.sustained_clock_mhz[f.rate_class]
         fmas = f.flops_per_mac // 2  # real FMAs per MAC (4 for complex, 4 int8 ones for Int8x4)
-        cyc = a.wave / a.lanes  # clocks one VALU instruction occupies its SIMD
+        cyc = g.wave / a.lanes  # clocks one VALU instruction occupies its SIMD
+        simds, scale = a.unit_simds, a.wgp_cus  # the unit (CU, or RDNA's WGP: Arch.units) and its CUs
 
-        # Tile, split and wave quantisation: the busiest CU does ceil(WGs / CUs) workgroups.
+        # Tile, split and wave quantisation: the busiest unit does ceil(WGs / units) workgroups.
         tiles0, tiles1 = np.ceil(m / g.mt0), np.ceil(n / g.mt1)
         wgs = tiles0 * tiles1 * batch * g.gsu
         k_split = np.ceil(k / g.gsu)
@@ -682,60 +842,81 @@ class SimGPU:
         # The last iteration loads guarded elements (Tensile's LoopTail); a K below DepthU runs the tail loop
         # alone, as one iteration (so a deeper K is never cheaper).
         tail = ((k_split % g.du) > 0) & (k_split > g.du)
-        wg_cu = np.ceil(wgs / a.cus)
+        wg_cu = np.ceil(wgs / a.units)
         resident = np.minimum(occ, wg_cu)
         res_waves = resident * g.waves
-        simd_util = res_waves / (a.simds * np.ceil(res_waves / a.simds))
-        waves_per_simd = res_waves / a.simds
+        simd_util = res_waves / (simds * np.ceil(res_waves / simds))
+        waves_per_simd = res_waves / simds
 
         # VALU cycles of one workgroup-iteration, on the whole CU.
         macs_thread = g.tt0 * g.tt1 * (g.du / g.lsu) * fmas  # real FMAs per thread per iteration
         mac_cyc = cyc * macs_thread / rate * ph.mac_cost.get(datatype_key(f), 1.0)
         extra = VALU_OVERHEAD_INSTR + g.loads
-        if not (f.a.packing > 1 and a.rates[f.rate_class] >= DOT4_RATE):
+        # Matrix instructions and v_dot4 take packed operands; other bf16/int8 MACs unpack them first.
+        if not (g.mi or (f.rate_class == "int8" and rate >= DOT4_RATE)):
             unpack = UNPACK_PER_OPERAND.get(f.rate_class, 0.0) * f.a.packing
             extra += unpack * (g.tt0 + g.tt1) * g.du / g.lsu
         if not g.asm and res["vgpr"] > a.vgprs_max:  # hipcc spills: a scratch load + store per k step
             extra += SPILL_OPS_PER_K * (res["vgpr"] - a.vgprs_max) * g.du / g.lsu
         issue = ISSUE_ASM if g.asm else ph.issue_source
-        valu = g.waves * (mac_cyc + cyc * extra) / issue / a.simds / simd_util
+        valu = g.waves * (mac_cyc + cyc * extra) / issue / simds / simd_util
 
         # LDS cycles: fragment reads (sub-dword reads lose bandwidth; lanes of a wave that read the same
         # address are served by one broadcast), tile writes (a transposed, unpadded write of a non-TLU tensor
         # serialises on banks when its row stride is a multiple of 128 bytes).
-        lanes0 = min(g.wg0, a.wave)  # distinct dim-0 thread indices in one wave (dim 0 is fastest)
-        lanes1 = min(g.wg1, max(1, a.wave // g.wg0))
-        share_a = 1 - ph.lds_broadcast * (1 - lanes0 / a.wave)  # share of A reads that cost bandwidth
-        share_b = 1 - ph.lds_broadcast * (1 - lanes1 / a.wave)
-        read_bytes = (g.mt0 * g.wg1 * share_a + g.mt1 * g.wg0 * share_b) * g.du * eb
-        # A wave's fragment read moves VW elements per lane; reads narrower than 16 B/lane take at least
-        # lds_read_cycles (address processing per instruction), so they use less of the LDS bandwidth.
-        read_clk = a.wave * min(16, g.vw * eb) / LDS_BYTES_PER_CLK
-        read_eff = read_clk / max(read_clk, ph.lds_read_cycles)
+        # A matrix kernel's lane reads one row of each block of its wave tile, K elements deep, and the two
+        # halves of a wave32 read the same rows (WMMA replicates its operands): MatrixInstM (N) distinct rows.
+        if g.mi:
+            lanes0, lanes1, per_a, per_b = g.mi_m, g.mi_n, g.wt0, g.wt1
+        else:  # distinct dim-0 (dim-1) thread indices in one wave (dim 0 is fastest)
+            lanes0, lanes1 = min(g.wg0, g.wave), min(g.wg1, max(1, g.wave // g.wg0))
+            per_a, per_b = g.tt0, g.tt1
+        share_a = 1 - ph.lds_broadcast * (1 - lanes0 / g.wave)  # share of A reads that cost bandwidth
+        share_b = 1 - ph.lds_broadcast * (1 - lanes1 / g.wave)
 
-        def conflict(tlu: bool, mt: int, pad: int, glvw: int) -> float:
-            if tlu or glvw == 1:
+        # A wave's fragment read moves VW elements per lane (a matrix kernel: LocalReadVectorWidth from an
+        # unroll-major tile, else one element at a time); reads narrower than 16 B/lane take at least
+        # lds_read_cycles (address processing per instruction), so they use less of the LDS bandwidth.
+        def read_eff(width: int) -> float:
+            read_clk = g.wave * min(16, width * eb) / LDS_BYTES_PER_CLK
+            return read_clk / max(read_clk, ph.lds_read_cycles)
+
+        if g.mi:  # per lane and block: one row, MatrixInstK deep
+            width_a, width_b = (g.read_vw if um else 1 for um in (g.unroll_major_a, g.unroll_major_b))
+            rows = g.threads / g.lsu * g.du * eb  # bytes of one element per thread over the iteration
+            read_bytes = rows * (per_a * share_a / read_eff(width_a) + per_b * share_b / read_eff(width_b))
+        else:  # each thread reads its thread tile's row of A and column of B per k
+            read_bytes = (g.mt0 * g.wg1 * share_a + g.mt1 * g.wg0 * share_b) * g.du * eb / read_eff(g.vw)
+
+        def conflict(transposed: bool, line: int, pad: int, glvw: int) -> float:
+            # a tile written to LDS along another dimension than it is read from memory scatters each load
+            # vector; unpadded, on one bank when its LDS line is a multiple of 128 bytes
+            if not transposed or glvw == 1:
                 return 1.0
             if pad == 0:
-                return float(glvw) if (mt * eb) % 128 == 0 else 1.0 + (glvw - 1) / 4
+                return float(glvw) if (line * eb) % 128 == 0 else 1.0 + (glvw - 1) / 4
             return 1.0 if pad >= glvw else 1.0 + (glvw - 1) / 8
 
+        # VALU tiles sit in LDS tile-major, so the one read along the unroll dimension (non-TLU) is written
+        # transposed; an unroll-major tile (a matrix kernel's TransposeLDS) the other way round.
         write_bytes = (
             (
-                g.mt0 * conflict(g.tlu_a, g.mt0, g.pad_a, g.glvw_a)
-                + g.mt1 * conflict(g.tlu_b, g.mt1, g.pad_b, g.glvw_b)
+                g.mt0 * conflict(g.tlu_a == g.unroll_major_a, g.du if g.unroll_major_a else g.mt0, g.pad_a,
+                                 g.glvw_a)
+                + g.mt1 * conflict(g.tlu_b == g.unroll_major_b, g.du if g.unroll_major_b else g.mt1, g.pad_b,
+                                   g.glvw_b)
             )
             * g.du
             * eb
-        )
-        lds = (read_bytes / read_eff + write_bytes) / (LDS_BYTES_PER_CLK * ph.lds_efficiency)
+        )  # fmt: skip
+        lds = (read_bytes + write_bytes) / (LDS_BYTES_PER_CLK * scale * ph.lds_efficiency)
         if not g.asm:
             lds = lds / issue
 
         # DRAM traffic. A is re-read once per group of N-tiles that run together (WorkGroupMapping bands of
         # concurrent workgroups share it in L2), B once per group of M-tiles; panels that fit in L2 are reused
         # across later workgroups too. C and D move in the epilogue (below).
-        conc = np.minimum(wgs, a.cus * occ)
+        conc = np.minimum(wgs, a.units * occ)
         g1 = np.minimum(tiles1, p["WorkGroupMapping"])
         g0 = np.clip(np.ceil(conc / g1), 1, tiles0)
         l2 = L2_USABLE * a.l2_bytes
@@ -758,9 +939,9 @@ class SimGPU:
         misaligned = ((ld_a % g.glvw_a) != 0) | ((ld_b % g.glvw_b) != 0)
         bw_eff = bw_eff / np.where(misaligned, 1 + ph.misaligned_cost, 1.0)
         clock_hz = clock_mhz * 1e6
-        active = np.minimum(a.cus, wgs)
-        cu_share = a.sustained_gbs * 1e9 / active / clock_hz  # B/clk of DRAM bandwidth per busy CU
-        cu_bw = np.minimum(L1_BYTES_PER_CLK, cu_share * bw_eff)
+        active = np.minimum(a.units, wgs)
+        cu_share = a.sustained_gbs * 1e9 / active / clock_hz  # B/clk of DRAM bandwidth per busy unit
+        cu_bw = np.minimum(L1_BYTES_PER_CLK * scale, cu_share * bw_eff)
         mem = dram / (wgs * iters) / cu_bw
         # Overlap: with more resident waves (and local-read prefetch) VALU, LDS and memory work of different
         # waves overlap; the remainder serialises. A bigger thread tile gives each wave more independent FMAs
@@ -782,10 +963,12 @@ class SimGPU:
         one_buffer = int(p["1LDSBuffer"]) == 1 and g.pgr
         # Each k step's MACs wait for that step's LDS reads, issued 1 + PLR steps ahead: a wave whose steps
         # are shorter than the LDS latency stalls on it (small thread tiles, few waves per SIMD to hide it).
-        k_step = cyc * g.tt0 * g.tt1 * fmas / rate * ph.mac_cost.get(datatype_key(f), 1.0) / issue
-        waves_simd_wg = max(1.0, g.waves / a.simds)  # one workgroup's waves sharing a SIMD
+        # (a matrix kernel's step is its instruction's K: one local read per block and MatrixInstK)
+        k_unit = MI_INPUT_PER_THREAD if g.mi else 1
+        k_step = cyc * g.tt0 * g.tt1 * k_unit * fmas / rate * ph.mac_cost.get(datatype_key(f), 1.0) / issue
+        waves_simd_wg = max(1.0, g.waves / simds)  # one workgroup's waves sharing a SIMD
         lds_stall = max(0.0, ph.lds_latency_cycles - (1 + g.plr) * k_step * waves_simd_wg)
-        lds_exposed = lds_stall * g.du / g.lsu / g.iu
+        lds_exposed = lds_stall * g.du / k_unit / g.lsu / g.iu
         chain = c + exposed + lds_exposed + BARRIER_CYCLES * (1.5 if one_buffer else 1.0) / g.iu
         t_iter = np.maximum(c, chain / resident)
         # Sizes that are not tile multiples: the partial tile's lanes run anyway (tiles are rounded up above;
@@ -806,11 +989,13 @@ class SimGPU:
             cd_bytes = 2 * g.mt0 * g.mt1 * eb_out * store
         else:
             cd_bytes = 2 * g.mt0 * g.mt1 * eb_c * (1 + ph.gsu_atomic_cost) * store
-        cd_bw = np.minimum(L1_BYTES_PER_CLK, cu_share * min(1.0, 0.7 + 0.1 * math.log2(g.vw * eb_out)))
+        store_eff = min(1.0, 0.7 + 0.1 * math.log2(g.vw * eb_out))
+        cd_bw = np.minimum(L1_BYTES_PER_CLK * scale, cu_share * store_eff)
         epi_round = EPILOGUE_CYCLES + resident * cd_bytes / cd_bw
         epilogue = epi_round * (1 + (rounds - 1) * (1 - hide))
         reduction = (
-            (ph.lsu_cost * 2 * g.mt0 * g.mt1 * g.lsu * eb_c / LDS_BYTES_PER_CLK + BARRIER_CYCLES) * wg_cu
+            (ph.lsu_cost * 2 * g.mt0 * g.mt1 * g.lsu * eb_c / LDS_BYTES_PER_CLK / scale + BARRIER_CYCLES)
+            * wg_cu
             if g.lsu > 1
             else 0
         )
