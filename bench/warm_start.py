@@ -6,8 +6,9 @@
 For each pair ``donor:target`` and each library, the workflow's loop runs without Snakemake, as
 ``bench/strategy_bench.py`` runs it (the default strategy proposes ``--per-generation`` kernels a generation
 from the evidence so far, seeded with the shipped solutions at the tuning sizes; each kernel is timed on the
-simulated GPU at the library's tuning sizes; its observed score is the geomean of reference time / kernel time
-with 3% log-normal noise; the reference is each size's shipped solution on *that* GPU):
+simulated GPU at the library's tuning sizes (each GPU's deck is its stock library's: vega10 for gfx90c and
+gfx902, navi21 for gfx1035, navi31 for gfx1103); its observed score is the geomean of reference time /
+kernel time with 3% log-normal noise; the reference is each size's shipped solution on *that* GPU):
 
 1. the donor tunes the library on its own simulated GPU; its benchmarked kernels and their observed scores are
    what its registry would hand on (``registry.warm_start``);
@@ -42,7 +43,7 @@ import yaml  # noqa: E402
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "workflow"))
 
-from oto.deck.sources import SHIPPED_MANIFEST, read_manifest  # noqa: E402
+from oto.deck.sources import read_manifest, shipped_manifest  # noqa: E402
 from oto.deck.tuning_sizes import shipped_seeds, tuning_indices  # noqa: E402
 from oto.gemm import Library  # noqa: E402
 from oto.hardware.simulated.performance import SimGPU  # noqa: E402
@@ -68,7 +69,9 @@ class Problem:
 
     def __init__(self, name: str, sizes: int, arch: str):
         profile = yaml.safe_load((ROOT / "arch_profiles" / f"{arch}.yaml").read_text())
-        deck = read_manifest(SHIPPED_MANIFEST).libraries[name]
+        # the GPU's own deck: its stock library's shipped logic (vega10 for gfx90c/gfx902, navi21 for gfx1035,
+        # navi31 for gfx1103), whose solutions are the floor and the seeds, as in the workflow
+        deck = read_manifest(shipped_manifest(profile["stock_library"]["arch"])).libraries[name]
         self.library = Library.parse(name)
         self.space = tensile_space(self.library, Limits.from_profile(profile))
         idx = tuning_indices(deck.sizes, sizes)
@@ -148,7 +151,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--generations", type=int, default=8)
     ap.add_argument("--per-generation", type=int, default=12)
     ap.add_argument("--sizes", type=int, default=32, help="tuning sizes per library")
-    ap.add_argument("--libraries", default=",".join(DEFAULT_LIBRARIES))
+    ap.add_argument(
+        "--libraries", default=",".join(DEFAULT_LIBRARIES), help="libraries both GPUs' decks hold"
+    )
     ap.add_argument("--jobs", type=int, default=os.cpu_count() or 1)
     args = ap.parse_args(argv)
     pairs = [tuple(p.split(":")) for p in args.pairs.split(",") if p]
