@@ -159,3 +159,19 @@ def test_the_budget_is_optional_and_checked():
     for bad in ({"hours": 0}, {"hours": -1}, {}, {"hours": 8, "minutes": 3}):
         with pytest.raises(ConfigError, match="budget"):
             validate_config({**base, "budget": bad}, "c.yaml")
+
+
+def test_oto_plan_shows_the_first_share_from_the_deck():
+    from oto.run.estimate import GpuJob, RunEstimate, budget_lines
+
+    est = RunEstimate("gfx90c", ["Big", "Small"], 4, {})
+    for lib, launches in (("Big", 1e6), ("Small", 1e3)):  # 100 µs launches: 100 s and 0.1 s a generation
+        est.gpu_jobs.append(GpuJob("benchmark", lib, 0, 10, 8, 80, launches, launches, 2, 100.0))
+    est.workload_seconds = {"Big": 3.0, "Small": 1.0}
+    lines = budget_lines(est, hours=250 / 3600)  # gen0 takes 100.1 s; 150 s left, 3/4 of it Big's
+    big, small = (next(x for x in lines if x.strip().startswith(n)) for n in ("Big", "Small"))
+    assert "2 of 4 generations at ~1 min 40 s each" in big and "starved" not in big
+    assert "4 of 4 generations at ~0.1 s each" in small
+    lines = budget_lines(est, hours=150 / 3600)  # 50 s left: Big's 3/4 pays for no generation
+    assert "1 of 4 generations" in next(x for x in lines if x.strip().startswith("Big"))
+    assert "(starved after gen0)" in next(x for x in lines if x.strip().startswith("Big"))
