@@ -17,6 +17,7 @@ from oto.measurement.budget import (
     allocate,
     generation_gpu_seconds,
     library_state,
+    size_flops,
 )
 
 SIZES = [[64, 64, 1, 256], [1024, 1024, 1, 1024]]
@@ -57,6 +58,10 @@ def test_the_state_weighs_the_gap_by_calls_and_time_and_reads_the_improvement():
         selection("L", 2, [10.0, 100.0], [50.0, 90.0], [1.0, 1.0], converged=True), [1, 1], [1]
     )
     assert not done.tuning
+
+
+def test_a_size_with_strides_counts_its_gemm():
+    assert size_flops([2, 3, 4, 5, 2, 2, 6, 6]) == size_flops([2, 3, 4, 5]) == 2 * 2 * 3 * 4 * 5
 
 
 def test_a_size_without_a_winner_adds_no_gain():

@@ -56,8 +56,8 @@ class Allocation:
 
 
 def size_flops(size: Sequence[int]) -> float:
-    """A deck size [m, n, batch, k] → floating-point operations of one call."""
-    m, n, batch, k = (int(v) for v in size)
+    """A deck size [m, n, batch, k, ...] (strides may follow) → floating-point operations of one call."""
+    m, n, batch, k = (int(v) for v in size[:4])
     return 2.0 * m * n * batch * k
 
 
