@@ -94,11 +94,20 @@ def test_what_a_starved_library_would_have_had_goes_to_the_others():
     assert plan["A"].share_s + plan["B"].share_s == pytest.approx(25.0)
 
 
+def test_a_cheap_library_takes_no_more_than_its_generations_cost():
+    """A library whose generations cost a tenth of a second gets those, not its gain's share of the hour; the
+    rest pays for the expensive one's generation."""
+    cheap, dear = state("A", 9.0, spent=0.0, last=0.1), state("B", 1.0, spent=0.0, last=50.0)
+    plan = allocate([cheap, dear], budget_s=60.0, generations_left=4)
+    assert plan["A"].share_s == pytest.approx(0.4) and plan["A"].generations == 4
+    assert plan["B"].share_s == pytest.approx(59.6) and plan["B"].generations == 1
+
+
 def test_improvement_counts_and_a_stalled_library_keeps_a_sliver():
     fast, slow = state("A", 1.0, improvement=0.5), state("B", 1.0, improvement=0.0)
-    plan = allocate([fast, slow], budget_s=20.0 + 51.0, generations_left=5)  # 51 s left
+    plan = allocate([fast, slow], budget_s=20.0 + 51.0, generations_left=20)  # 51 s left
     # B's share, 51 × 0.01 / 0.51 = 1 s, is short of its 5 s generation: starved, A has the 51 s
-    assert plan["A"].share_s == pytest.approx(51.0) and plan["A"].generations == 5
+    assert plan["A"].share_s == pytest.approx(51.0) and plan["A"].generations == 10
     assert plan["B"].generations == 0 and "improvement 0" in plan["B"].reason
 
 

@@ -93,19 +93,35 @@ def library_state(
     )
 
 
+def _shares(going: Sequence[LibraryState], left: float, generations_left: int) -> dict[str, float]:
+    """The time left by expected gain, no library given more than its remaining generations cost (what a
+    cheap library cannot use goes to the others, by gain again)."""
+    shares: dict[str, float] = {}
+    pool = list(going)
+    while pool:
+        total = sum(s.expected_gain for s in pool)
+        even = {s.library: left * (s.expected_gain / total if total > 0 else 1.0 / len(pool)) for s in pool}
+        full = [s for s in pool if s.last_generation_s * generations_left <= even[s.library]]
+        if not full:
+            return {**shares, **even}
+        for s in full:
+            shares[s.library] = s.last_generation_s * generations_left
+            left -= shares[s.library]
+            pool.remove(s)
+    return shares
+
+
 def allocate(states: Sequence[LibraryState], budget_s: float, generations_left: int) -> dict[str, Allocation]:
     """Each tuning library's share of the GPU time left (``budget_s`` minus what every library spent), by
-    expected gain, and how many of the ``generations_left`` (the cap, max_generations) it pays for. When a
+    expected gain (capped at what its remaining generations cost), and how many of the ``generations_left``
+    (the cap, max_generations) it pays for. When a
     share does not pay for a generation, the library with the least gain per second of those is starved and
     the time left shared again among the others, so what it would have had is not lost."""
     left = max(budget_s - sum(s.spent_s for s in states), 0.0)
     going = sorted((s for s in states if s.tuning), key=lambda s: s.library)
     starved: dict[str, str] = {}
     while True:
-        total = sum(s.expected_gain for s in going)
-        shares = {
-            s.library: left * (s.expected_gain / total if total > 0 else 1.0 / len(going)) for s in going
-        }
+        shares = _shares(going, left, generations_left)
         short = [s for s in going if shares[s.library] < s.last_generation_s]
         if not short:
             break
