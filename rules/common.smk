@@ -102,7 +102,20 @@ def mutate_inputs(wc):
     if int(wc.gen) > 0:  # the agent's digest: failure reasons and kernel resources of the last generation
         prev = f"{library_dir(wc)}/gen{int(wc.gen) - 1}"
         out.update(prev_build=f"{prev}/build.yaml", prev_candidates=f"{prev}/candidates.yaml")
+        if config["budget"]:  # a barrier: the GPU time is shared by the state of every library after gen-1
+            out.update(budget_inputs(int(wc.gen), prev))
     return out
+
+
+def budget_inputs(gen, prev):
+    """What mutate of generation ``gen`` shares the budget by (oto.measurement.budget): every library's deck
+    and gen-1 selection, and the samples.csv of every generation done."""
+    return {
+        "budget_decks": [f"{RESULTS}/{lib}/deck.yaml" for lib in LIBRARIES],
+        "budget_selections": [f"{RESULTS}/{lib}/gen{gen - 1}/selection.yaml" for lib in LIBRARIES],
+        "budget_samples": [f"{RESULTS}/{lib}/gen{g}/samples.csv" for lib in LIBRARIES for g in range(gen)],
+        "budget_proposals": f"{prev}/proposals.yaml",
+    }
 
 
 def emit_inputs(wc):

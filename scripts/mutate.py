@@ -6,6 +6,18 @@ import _oto  # noqa: F401  (puts the oto package on sys.path)
 from oto.run.context import stage
 from oto.stages import mutate
 
+budget = snakemake.config["budget"]
+if budget and hasattr(snakemake.input, "budget_proposals"):  # gen0 runs whatever the budget
+    budget = mutate.BudgetInputs(
+        hours=float(budget["hours"]),
+        decks=[Path(p) for p in snakemake.input.budget_decks],
+        selections=[Path(p) for p in snakemake.input.budget_selections],
+        samples=[Path(p) for p in snakemake.input.budget_samples],
+        previous_proposals=Path(snakemake.input.budget_proposals),
+    )
+else:
+    budget = None
+
 with stage(snakemake) as ctx:
     mutate.run(
         int(snakemake.wildcards.gen),
@@ -19,4 +31,5 @@ with stage(snakemake) as ctx:
         previous_build=ctx.optional_input(snakemake, "prev_build"),
         previous_candidates=ctx.optional_input(snakemake, "prev_candidates"),
         read_profile=ctx.full_profile,
+        budget=budget,
     )

@@ -18,6 +18,7 @@ from oto.deck.model import LibraryDeck
 from oto.files import read_yaml
 from oto.gemm import Library
 from oto.hardware.ceilings import theoretical_gflops
+from oto.measurement.budget import BudgetInputs, starved_reason
 from oto.registry.transfer import Knowledge
 from oto.search.evidence import evidence_for, topups
 from oto.search.space import Space
@@ -104,6 +105,35 @@ def frozen_proposals(library: str, generation: int, selection: Mapping[str, Any]
         "proposals": [],
         "reason": f"converged at gen{selection['generation']}: {selection['convergence']['reason']}",
     }
+
+
+def starved_proposals(
+    library: str, generation: int, budget: BudgetInputs, max_generations: int
+) -> dict | None:
+    """The frozen, empty proposals of a library config ``budget`` starves before ``generation``
+    (:func:`oto.measurement.budget.starved_reason`); None when it goes on."""
+    reason = starved_reason(library, generation, budget, max_generations)
+    if not reason:
+        return None
+    return {
+        "library": library, "generation": generation, "frozen": True, "proposer": "none", "proposals": [],
+        "reason": reason,
+    }  # fmt: skip
+
+
+def frozen_or_starved(
+    library: str,
+    generation: int,
+    selection: Mapping[str, Any] | None,
+    budget: BudgetInputs | None,
+    max_generations: int,
+) -> dict | None:
+    """The frozen proposals of a library starved by config ``budget`` (when set) or converged; None when it
+    goes on. A starved library's selection is frozen too: the starved reason comes first, to say why."""
+    starved = (
+        starved_proposals(library, generation, budget, max_generations) if budget and generation else None
+    )
+    return starved or frozen_proposals(library, generation, selection)
 
 
 def generation_proposals(

@@ -174,6 +174,14 @@ def render_markdown(data: Mapping, deck_source: Mapping) -> str:
             + f"{_wtl(r)} | {r['verdict']} | "
             f"{fmt(r.get('best_shipped_geomean'), '.3f', '×')} | {_wtl_best(r)} |"
         )
+    starved = {
+        name: next(g["starved"] for g in lib["generations"] if g.get("starved"))
+        for name, lib in libs.items()
+        if any(g.get("starved") for g in lib["generations"])
+    }
+    if starved:  # config budget: the libraries it stopped before max_generations, and why
+        out += ["", "## Starved by the time budget", ""]
+        out += [f"- {name}: {reason}" for name, reason in sorted(starved.items())]
     if data.get("workload"):
         out += workload_markdown(data["workload"])
     out += _native_markdown(fin.get("native") or [], cov["reference"])

@@ -33,7 +33,8 @@ from oto.measurement.scoring import drift_series
 from oto.reporting import figures
 from oto.tensile.provenance import nights, simulated_build_banner
 
-CACHE_VERSION = 3  # 2: generations carry their drift estimator; 3: figures against the realistic roofline
+CACHE_VERSION = 4  # 2: generations carry their drift estimator; 3: figures against the realistic roofline;
+# 4: a generation the time budget starved says why
 DRIFT_POINTS = 120  # per generation: the drift curve is smooth, more points only weigh the page down
 GEN_DIR = re.compile(r"^gen(\d+)$")
 REFERENCE = "reference"  # proposer label of the spoof-floor launches
@@ -165,6 +166,7 @@ def _generation_record(gen_dir: Path, roofline: Roofline) -> dict:
     summary = selection.get("summary") or {}
     conv = selection.get("convergence") or {}
     done = (gen_dir / "selection.yaml").stat().st_mtime
+    starved = _starved_reason(gen_dir) if selection.get("frozen") else ""
     return {
         "gen": int(selection.get("generation", GEN_DIR.match(gen_dir.name).group(1))),
         "frozen": bool(selection.get("frozen")),
@@ -189,7 +191,15 @@ def _generation_record(gen_dir: Path, roofline: Roofline) -> dict:
         },
         **digest,
         "selection": _figures_input(selection, per),
+        **({"starved": starved} if starved else {}),
     }
+
+
+def _starved_reason(gen_dir: Path) -> str:
+    """Why config ``budget`` froze this generation ('' when it did not: converged, or no budget)."""
+    path = gen_dir / "proposals.yaml"
+    reason = str((_yaml(path) or {}).get("reason", "")) if path.is_file() else ""
+    return reason if reason.startswith("starved") else ""
 
 
 def _failures_new(gens: list[dict]) -> None:

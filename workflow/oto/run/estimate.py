@@ -98,6 +98,14 @@ class RunEstimate:
     # the finalize jobs as they would be without the best-shipped shortlist (its cost is the difference)
     without_shortlist: list[GpuJob] = field(default_factory=list)
     shortlist: int = 0  # benchmark.best_shipped_shortlist
+    # per library, the workload's GPU seconds at its tuning sizes on the shipped kernel (calls, or the deck's
+    # weights, × mean kernel time): the budget's prior of what a library has to gain
+    workload_seconds: dict[str, float] = field(default_factory=dict)
+
+    def generation_gpu_seconds(self, library: str) -> float:
+        """Recorded GPU seconds (launches × kernel time, as samples.csv sums them) of one generation."""
+        job = next(j for j in self.gpu_jobs if j.rule == "benchmark" and j.library == library)
+        return job.launches * job.kernel_us * 1e-6
 
     @property
     def total_jobs(self) -> int:
@@ -201,6 +209,8 @@ def estimate_run(
         idx = deck_tuning_indices(deck_lib, int(bench["tuning_sizes"]))
         refs = _references(deck_lib, idx)
         kernel_us = _mean_kernel_us(gpu, library, deck_lib, idx)
+        weights = deck_lib.calls if deck_lib.calls is not None else deck_lib.weights
+        est.workload_seconds[name] = sum(float(weights[i]) for i in idx) * kernel_us * 1e-6
         n, most, rounds = _race(cands, len(idx), refs, racing, enabled, int(bench["repetitions"]))
         for g in range(gens):
             est.gpu_jobs.append(
@@ -259,6 +269,48 @@ def plan_estimate(plan, profile: Mapping[str, Any]) -> RunEstimate:
     est = estimate_run(plan.config, plan.libraries, deck, profile)
     est.workload = deck.workload
     return est
+
+
+def _gpu_duration(seconds: float) -> str:
+    """fmt_duration, with a small library's fraction of a second kept (0.18 s, not 0 s)."""
+    return f"{seconds:.2g} s" if seconds < 10 else fmt_duration(seconds)
+
+
+def budget_lines(est: RunEstimate, hours: float) -> list[str]:
+    """What ``oto plan`` says of config ``budget``: gen0 of every library, then the plan the first share
+    (:func:`oto.measurement.budget.allocate`) makes from the deck alone (gap to the ceiling counted whole,
+    improvement unknown); the run reallocates after every generation from what it measured."""
+    from oto.measurement.budget import UNKNOWN_IMPROVEMENT, LibraryState, allocate
+
+    budget_s = hours * 3600.0
+    states = [
+        LibraryState(
+            lib,
+            0,
+            est.workload_seconds.get(lib, 0.0),
+            UNKNOWN_IMPROVEMENT,
+            est.generation_gpu_seconds(lib),
+            est.generation_gpu_seconds(lib),
+            True,
+        )  # fmt: skip
+        for lib in est.libraries
+    ]
+    gen0 = sum(s.spent_s for s in states)
+    plan = allocate(states, budget_s, est.generations - 1)
+    lines = [
+        "",
+        f"Budget: {fmt_duration(budget_s)} of GPU time as the benchmark records it; gen0 of every library "
+        f"takes ~{fmt_duration(gen0)}, the rest is shared by expected gain (gap to the ceiling × workload "
+        "time × improvement) after every generation, max_generations the cap. Planned from the deck:",
+    ]
+    for lib in est.libraries:
+        a = plan[lib]
+        lines.append(
+            f"  {lib:<24s} share {_gpu_duration(a.share_s):>14s}   {1 + a.generations} of {est.generations} "
+            f"generations at ~{_gpu_duration(est.generation_gpu_seconds(lib))} each"
+            + ("   (starved after gen0)" if a.reason else "")
+        )
+    return lines
 
 
 def workload_lines(w: Mapping[str, Any]) -> list[str]:
@@ -390,8 +442,9 @@ def report(
     target_costs: Costs,
     job_overhead_s: float,
     overhead_source: str,
+    budget_hours: float | None = None,
 ) -> str:
-    """The text ``oto plan`` prints."""
+    """The text ``oto plan`` prints (``budget_hours``: config ``budget.hours``, if set)."""
     lines = [
         f"{len(est.libraries)} libraries × {est.generations} generations on {est.arch}: "
         f"{est.total_jobs} jobs ({', '.join(f'{r} {n}' for r, n in est.jobs.items())})",
@@ -429,6 +482,8 @@ def report(
         ]
     if est.workload:
         lines += workload_lines(est.workload)
+    if budget_hours:
+        lines += budget_lines(est, budget_hours)
     lines.append(
         "Estimates, not measurements: a library that converges early skips its later generations; the real "
         "GPU's races may stop sooner or later than the simulated ones the launch counts come from."
@@ -536,7 +591,13 @@ def main(argv: list[str] | None = None) -> int:
             "job_seconds": {"value": overhead, "source": source},
             **({"workload": est.workload} if est.workload else {}),
         }
+        if plan.config["budget"]:
+            doc["budget"] = {
+                "hours": plan.config["budget"]["hours"],
+                "plan": budget_lines(est, plan.config["budget"]["hours"])[1:],
+            }
         print(json.dumps(doc, indent=1))
         return 0
-    print(report(est, cls.name, cls.numbers, costs, target, overhead, source))
+    budget = plan.config["budget"]
+    print(report(est, cls.name, cls.numbers, costs, target, overhead, source, budget and budget["hours"]))
     return 0

@@ -1,6 +1,5 @@
-"""mutate: the evidence so far → next generation's proposals: the agent's (when it runs), deliberate
-top-ups, and the configured search strategy's for the remaining slots (:mod:`oto.agent.proposals`). A
-converged library gets a frozen, empty proposal file and costs nothing downstream."""
+"""mutate: evidence → the next proposals: the agent's, top-ups, then search.strategy's (oto.agent.proposals).
+A converged or budget-starved library gets a frozen, empty proposal file and costs nothing downstream."""
 
 from __future__ import annotations
 
@@ -8,10 +7,11 @@ import logging
 from collections.abc import Callable, Mapping
 from pathlib import Path
 
-from oto.agent.proposals import frozen_proposals, generation_proposals, ledger_path
+from oto.agent.proposals import frozen_or_starved, generation_proposals, ledger_path
 from oto.deck.model import read_library_yaml
 from oto.deck.tuning_sizes import deck_tuning_indices
 from oto.files import write_yaml
+from oto.measurement.budget import BudgetInputs
 from oto.measurement.knowledge import job_knowledge
 from oto.measurement.selection_file import read_selection
 from oto.stages import PROVENANCE_FIELDS, Stage
@@ -37,12 +37,13 @@ def run(
     previous_build: Path | None = None,
     previous_candidates: Path | None = None,
     read_profile: Callable[[], Mapping] | None = None,
+    budget: BudgetInputs | None = None,
 ) -> dict:
     """``results``: the run's folder, results/<arch>; ``read_profile``: reads the whole profile, shown to the
     agent (default: ``profile``), called only when the agent runs, as reading it validates the file."""
     deck = read_library_yaml(deck_path)
     selection = read_selection(previous_selection) if previous_selection else None
-    doc = frozen_proposals(deck.name, generation, selection)
+    doc = frozen_or_starved(deck.name, generation, selection, budget, int(config["max_generations"]))
     if doc is not None:
         write_yaml(out_proposals, doc)
         log.info("%s gen%d: frozen (%s)", deck.name, generation, doc["reason"])

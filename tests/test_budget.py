@@ -1,0 +1,191 @@
+"""The time budget (config ``budget.hours``): GPU time shared by expected gain, starved libraries frozen with
+the reason, and nothing changed without a budget."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from oto.agent.proposals import starved_proposals
+from oto.config import ConfigError, validate_config
+from oto.deck.model import LibraryDeck, write_library_yaml
+from oto.files import read_yaml, write_yaml
+from oto.measurement.budget import (
+    UNKNOWN_IMPROVEMENT,
+    BudgetInputs,
+    LibraryState,
+    allocate,
+    generation_gpu_seconds,
+    library_state,
+    size_flops,
+)
+
+SIZES = [[64, 64, 1, 256], [1024, 1024, 1, 1024]]
+
+
+def selection(library, generation, gflops, pct, history, frozen=False, converged=False):
+    return {
+        "library": library,
+        "generation": generation,
+        "frozen": frozen,
+        "sizes": SIZES,
+        "deck_indices": [0, 1],
+        "per_size": [
+            {"size_index": i, "winner": "k1", "score": 1.0, "gflops": g, "pct_ceiling": p}
+            for i, (g, p) in enumerate(zip(gflops, pct, strict=True))
+        ],
+        "kernels": {"k1": {}},
+        "summary": {"geomean_score": history[-1]},
+        "convergence": {"converged": converged, "history": history, "reason": "flat" if converged else ""},
+    }
+
+
+def state(name, gain_time, improvement=0.5, spent=10.0, last=5.0, tuning=True, generation=1):
+    return LibraryState(name, generation, gain_time, improvement, spent, last, tuning)
+
+
+def test_the_state_weighs_the_gap_by_calls_and_time_and_reads_the_improvement():
+    sel = selection("L", 2, gflops=[10.0, 100.0], pct=[50.0, 90.0], history=[1.0, 1.2, 1.5])
+    s = library_state(sel, size_weights=[3, 1], generation_seconds=[1.0, 2.0, 4.0])
+    t0 = 2 * 64 * 64 * 256 / 10e9
+    t1 = 2 * 1024**3 / 100e9
+    assert s.gap_time_s == pytest.approx(3 * t0 * 0.5 + 1 * t1 * 0.1)
+    assert s.improvement == pytest.approx(0.25)
+    assert (s.spent_s, s.last_generation_s, s.tuning) == (7.0, 4.0, True)
+    first = library_state(selection("L", 0, [10.0, 100.0], [50.0, 90.0], [1.0]), [1, 1], [1.0])
+    assert first.improvement == UNKNOWN_IMPROVEMENT
+    done = library_state(
+        selection("L", 2, [10.0, 100.0], [50.0, 90.0], [1.0, 1.0], converged=True), [1, 1], [1]
+    )
+    assert not done.tuning
+
+
+def test_a_size_with_strides_counts_its_gemm():
+    assert size_flops([2, 3, 4, 5, 2, 2, 6, 6]) == size_flops([2, 3, 4, 5]) == 2 * 2 * 3 * 4 * 5
+
+
+def test_a_size_without_a_winner_adds_no_gain():
+    sel = selection("L", 1, gflops=[None, 100.0], pct=[None, 0.0], history=[1.0, 2.0])
+    s = library_state(sel, [1000, 1], [1.0])
+    assert s.gap_time_s == pytest.approx(2 * 1024**3 / 100e9)
+
+
+def test_the_time_left_goes_by_expected_gain_and_the_weakest_starve_first():
+    states = [state("A", 9.0), state("B", 1.0), state("C", 5.0, tuning=False)]
+    # budget 40 s, spent 30 s: 10 s left; B's 1 s share pays for none of its 5 s generations: A gets all 10 s
+    plan = allocate(states, budget_s=40.0, generations_left=3)
+    assert set(plan) == {"A", "B"}  # a converged library takes no share
+    assert plan["A"].share_s == pytest.approx(10.0) and plan["A"].generations == 2 and not plan["A"].reason
+    assert plan["B"].generations == 0 and plan["B"].reason.startswith("at gen2: its share 1 s of the 10 s")
+    # plenty of time: both run, capped by the generations left
+    plan = allocate(states, budget_s=1e6, generations_left=3)
+    assert [a.generations for a in plan.values()] == [3, 3]
+    # the budget used up: every library starves
+    plan = allocate(states, budget_s=20.0, generations_left=3)
+    assert all(a.generations == 0 and a.reason for a in plan.values())
+
+
+def test_what_a_starved_library_would_have_had_goes_to_the_others():
+    """Four alike libraries, time for two of their generations: two go on (the least gain per GPU second
+    starves first), not none, though each one's even share is short of a generation."""
+    states = [state(n, g, spent=0.0, last=10.0) for n, g in zip("ABCD", (4.0, 3.0, 2.0, 1.0), strict=True)]
+    plan = allocate(states, budget_s=25.0, generations_left=4)
+    assert {n for n, a in plan.items() if a.generations} == {"A", "B"}
+    assert plan["A"].share_s + plan["B"].share_s == pytest.approx(25.0)
+
+
+def test_a_cheap_library_takes_no_more_than_its_generations_cost():
+    """A library whose generations cost a tenth of a second gets those, not its gain's share of the hour; the
+    rest pays for the expensive one's generation."""
+    cheap, dear = state("A", 9.0, spent=0.0, last=0.1), state("B", 1.0, spent=0.0, last=50.0)
+    plan = allocate([cheap, dear], budget_s=60.0, generations_left=4)
+    assert plan["A"].share_s == pytest.approx(0.4) and plan["A"].generations == 4
+    assert plan["B"].share_s == pytest.approx(59.6) and plan["B"].generations == 1
+
+
+def test_improvement_counts_and_a_stalled_library_keeps_a_sliver():
+    fast, slow = state("A", 1.0, improvement=0.5), state("B", 1.0, improvement=0.0)
+    plan = allocate([fast, slow], budget_s=20.0 + 51.0, generations_left=20)  # 51 s left
+    # B's share, 51 × 0.01 / 0.51 = 1 s, is short of its 5 s generation: starved, A has the 51 s
+    assert plan["A"].share_s == pytest.approx(51.0) and plan["A"].generations == 10
+    assert plan["B"].generations == 0 and "improvement 0" in plan["B"].reason
+
+
+def test_the_gpu_seconds_are_the_recorded_launch_times(tmp_path):
+    path = tmp_path / "samples.csv"
+    path.write_text("seq,time_us,status\n0,1000000,ok\n1,500000,ok\n2,,timeout\n3,nan,ok\n")
+    assert generation_gpu_seconds(path) == pytest.approx(1.5)
+    empty = tmp_path / "empty.csv"
+    empty.write_text("seq,time_us,status\n")
+    assert generation_gpu_seconds(empty) == 0.0
+
+
+def _library(tmp_path, name, gflops, pct, history, seconds):
+    lib_dir = tmp_path / name
+    deck = LibraryDeck(
+        name=name, family="DB", pattern="NN", problem_type={}, logic={}, solutions=[], sizes=SIZES,
+        shipped=[None, None], calls=[100, 100],
+    )  # fmt: skip
+    write_library_yaml(deck, lib_dir / "deck.yaml", {})
+    for g, s in enumerate(seconds):
+        (lib_dir / f"gen{g}").mkdir(parents=True, exist_ok=True)
+        (lib_dir / f"gen{g}" / "samples.csv").write_text(f"seq,time_us,status\n0,{s * 1e6},ok\n")
+        write_yaml(
+            lib_dir / f"gen{g}" / "proposals.yaml", {"library": name, "generation": g, "proposals": []}
+        )
+    last = len(seconds) - 1
+    write_yaml(lib_dir / f"gen{last}" / "selection.yaml", selection(name, last, gflops, pct, history))
+    return lib_dir
+
+
+def _budget(tmp_path, libs, name, gen, hours):
+    return BudgetInputs(
+        hours=hours,
+        decks=[tmp_path / lib / "deck.yaml" for lib in libs],
+        selections=[tmp_path / lib / f"gen{gen - 1}" / "selection.yaml" for lib in libs],
+        samples=[tmp_path / lib / f"gen{g}" / "samples.csv" for lib in libs for g in range(gen)],
+        previous_proposals=tmp_path / name / f"gen{gen - 1}" / "proposals.yaml",
+    )
+
+
+def test_mutate_starves_the_library_with_the_least_to_gain_and_it_stays_starved(tmp_path):
+    libs = ["Cijk_Ailk_Bljk_DB", "Cijk_Alik_Bljk_DB"]
+    _library(tmp_path, libs[0], [10.0, 100.0], [10.0, 10.0], [1.0, 2.0], [30.0, 30.0])  # far from ceiling
+    _library(tmp_path, libs[1], [10.0, 100.0], [99.0, 99.0], [1.0, 1.01], [30.0, 30.0])  # at the ceiling
+    hours = (120.0 + 40.0) / 3600  # 40 s left: one generation's 30 s, for one library
+    starved = starved_proposals(libs[1], 2, _budget(tmp_path, libs, libs[1], 2, hours), 4)
+    assert (
+        starved["frozen"] and starved["proposals"] == [] and starved["reason"].startswith("starved at gen2: ")
+    )
+    assert starved_proposals(libs[0], 2, _budget(tmp_path, libs, libs[0], 2, hours), 4) is None
+    # the next generation carries the reason forward, whatever the shares say then
+    write_yaml(tmp_path / libs[1] / "gen1" / "proposals.yaml", starved)
+    again = starved_proposals(libs[1], 2, _budget(tmp_path, libs, libs[1], 2, 1e6), 4)
+    assert again["reason"] == starved["reason"]
+    assert read_yaml(tmp_path / libs[0] / "gen1" / "proposals.yaml")["proposals"] == []
+
+
+def test_the_budget_is_optional_and_checked():
+    base = read_yaml(Path(__file__).parents[1] / "config" / "config.yaml")
+    assert "budget" not in base  # the demo runs without one
+    assert validate_config(base, "c.yaml")["budget"] is None
+    assert validate_config({**base, "budget": {"hours": 7.5}}, "c.yaml")["budget"] == {"hours": 7.5}
+    for bad in ({"hours": 0}, {"hours": -1}, {}, {"hours": 8, "minutes": 3}):
+        with pytest.raises(ConfigError, match="budget"):
+            validate_config({**base, "budget": bad}, "c.yaml")
+
+
+def test_oto_plan_shows_the_first_share_from_the_deck():
+    from oto.run.estimate import GpuJob, RunEstimate, budget_lines
+
+    est = RunEstimate("gfx90c", ["Big", "Small"], 4, {})
+    for lib, launches in (("Big", 1e6), ("Small", 1e3)):  # 100 µs launches: 100 s and 0.1 s a generation
+        est.gpu_jobs.append(GpuJob("benchmark", lib, 0, 10, 8, 80, launches, launches, 2, 100.0))
+    est.workload_seconds = {"Big": 3.0, "Small": 1.0}
+    lines = budget_lines(est, hours=250 / 3600)  # gen0 takes 100.1 s; 150 s left, 3/4 of it Big's
+    big, small = (next(x for x in lines if x.strip().startswith(n)) for n in ("Big", "Small"))
+    assert "2 of 4 generations at ~1 min 40 s each" in big and "starved" not in big
+    assert "4 of 4 generations at ~0.1 s each" in small
+    lines = budget_lines(est, hours=150 / 3600)  # 50 s left: Big's 3/4 pays for no generation
+    assert "1 of 4 generations" in next(x for x in lines if x.strip().startswith("Big"))
+    assert "(starved after gen0)" in next(x for x in lines if x.strip().startswith("Big"))

@@ -1,0 +1,190 @@
+"""The night's GPU time (config ``budget.hours``) shared across libraries by expected gain.
+
+After every generation each library still tuning gets a share of the GPU time left, in proportion to its
+expected gain: per tuned size, the gap to the ceiling (1 - pct_ceiling) × the workload's GPU time there
+(calls × the winner's time), summed, × how fast the library has been improving (the relative rise of its
+geomean score over its last generation). A library whose share no longer pays for one more generation, at
+what its last one cost, is starved: mutate freezes it the way convergence does (finalize and packaging still
+run on it; everything measured is kept). GPU time is what the benchmark recorded: samples.csv ``time_us``
+(simulated time on the simulated backend). A pure function of the selections, decks and samples of the
+generations done, so every library's decision at generation g is the same whichever job asks.
+"""
+
+from __future__ import annotations
+
+import csv
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from oto.deck.model import read_library_yaml
+from oto.files import read_yaml
+from oto.measurement.selection_file import read_selection
+
+# A library that stopped improving keeps a sliver of weight (convergence, not the budget, decides it is done).
+MIN_IMPROVEMENT = 0.01
+# Before a library has two generations its rate is unknown: count it as doubling, so gen1 is never starved
+# for lack of history.
+UNKNOWN_IMPROVEMENT = 1.0
+
+
+@dataclass(frozen=True)
+class LibraryState:
+    """What the budget knows of one library after its generation ``generation``."""
+
+    library: str
+    generation: int
+    gap_time_s: float  # Σ over tuned sizes of workload weight × winner's time × (1 - pct_ceiling/100)
+    improvement: float  # relative rise of the geomean score over the last generation
+    spent_s: float  # GPU seconds of all its generations so far
+    last_generation_s: float  # GPU seconds its last measured generation took
+    tuning: bool  # neither converged nor frozen
+
+    @property
+    def expected_gain(self) -> float:
+        return self.gap_time_s * max(self.improvement, MIN_IMPROVEMENT)
+
+
+@dataclass(frozen=True)
+class Allocation:
+    library: str
+    share_s: float  # its share of the GPU time left
+    generations: int  # further generations the share pays for (0: starved)
+    reason: str  # why it is starved, or '' when it goes on
+
+
+def size_flops(size: Sequence[int]) -> float:
+    """A deck size [m, n, batch, k, ...] (strides may follow) → floating-point operations of one call."""
+    m, n, batch, k = (int(v) for v in size[:4])
+    return 2.0 * m * n * batch * k
+
+
+def library_state(
+    selection: Mapping[str, Any],
+    size_weights: Sequence[float],
+    generation_seconds: Sequence[float],
+) -> LibraryState:
+    """One library's state from its latest selection.yaml, its deck's per-size weights (``calls`` when the
+    deck comes from a workload, else ``weights``) and the GPU seconds of each of its generations so far."""
+    sizes = selection["sizes"]
+    deck_indices = selection.get("deck_indices") or list(range(len(sizes)))
+    gap_time = 0.0
+    for row in selection["per_size"]:
+        gflops, pct = row.get("gflops"), row.get("pct_ceiling")
+        if not gflops or pct is None or not math.isfinite(float(gflops)):
+            continue  # no valid winner: nothing known to gain from
+        i = int(row["size_index"])
+        weight = float(size_weights[int(deck_indices[i])])
+        seconds = size_flops(sizes[i]) / (float(gflops) * 1e9)
+        gap_time += weight * seconds * min(max(1.0 - float(pct) / 100.0, 0.0), 1.0)
+    history = [float(h) for h in selection.get("convergence", {}).get("history", [])]
+    improvement = history[-1] / history[-2] - 1.0 if len(history) >= 2 and history[-2] > 0 else None
+    conv = selection.get("convergence", {})
+    return LibraryState(
+        library=str(selection["library"]),
+        generation=int(selection["generation"]),
+        gap_time_s=gap_time,
+        improvement=UNKNOWN_IMPROVEMENT if improvement is None else improvement,
+        spent_s=float(sum(generation_seconds)),
+        last_generation_s=float(generation_seconds[-1]) if generation_seconds else 0.0,
+        tuning=not (selection.get("frozen") or conv.get("converged")),
+    )
+
+
+def _shares(going: Sequence[LibraryState], left: float, generations_left: int) -> dict[str, float]:
+    """The time left by expected gain, no library given more than its remaining generations cost (what a
+    cheap library cannot use goes to the others, by gain again)."""
+    shares: dict[str, float] = {}
+    pool = list(going)
+    while pool:
+        total = sum(s.expected_gain for s in pool)
+        even = {s.library: left * (s.expected_gain / total if total > 0 else 1.0 / len(pool)) for s in pool}
+        full = [s for s in pool if s.last_generation_s * generations_left <= even[s.library]]
+        if not full:
+            return {**shares, **even}
+        for s in full:
+            shares[s.library] = s.last_generation_s * generations_left
+            left -= shares[s.library]
+            pool.remove(s)
+    return shares
+
+
+def allocate(states: Sequence[LibraryState], budget_s: float, generations_left: int) -> dict[str, Allocation]:
+    """Each tuning library's share of the GPU time left (``budget_s`` minus what every library spent), by
+    expected gain (capped at what its remaining generations cost), and how many of the ``generations_left``
+    (the cap, max_generations) it pays for. When a
+    share does not pay for a generation, the library with the least gain per second of those is starved and
+    the time left shared again among the others, so what it would have had is not lost."""
+    left = max(budget_s - sum(s.spent_s for s in states), 0.0)
+    going = sorted((s for s in states if s.tuning), key=lambda s: s.library)
+    starved: dict[str, str] = {}
+    while True:
+        shares = _shares(going, left, generations_left)
+        short = [s for s in going if shares[s.library] < s.last_generation_s]
+        if not short:
+            break
+        worst = min(short, key=lambda s: (s.expected_gain / s.last_generation_s, s.library))
+        w = worst
+        starved[w.library] = (
+            f"at gen{w.generation + 1}: its share {shares[w.library]:.3g} s of the {left:.3g} s of GPU time "
+            f"left (budget {budget_s:.3g} s) is less than its last generation's {w.last_generation_s:.3g} s; "
+            f"expected gain {w.expected_gain:.3g} (gap × workload time {w.gap_time_s:.3g} s × improvement "
+            f"{w.improvement:.3g}), the least per GPU second of the {len(going)} libraries left"
+        )
+        going.remove(worst)
+    out = {lib: Allocation(lib, 0.0, 0, why) for lib, why in starved.items()}
+    for s in going:
+        cost, share = s.last_generation_s, shares[s.library]
+        gens = generations_left if cost <= 0 else min(int(share // cost), generations_left)
+        out[s.library] = Allocation(s.library, share, gens, "")
+    return dict(sorted(out.items()))
+
+
+@dataclass(frozen=True)
+class BudgetInputs:
+    """What mutate of generation g reads when config ``budget`` is set: every library's deck and gen g-1
+    selection, the samples.csv of every generation done (GPU time spent), and this library's gen g-1
+    proposals (a starved library stays starved, with the reason it was starved for)."""
+
+    hours: float
+    decks: Sequence[Path]
+    selections: Sequence[Path]
+    samples: Sequence[Path]
+    previous_proposals: Path
+
+
+def starved_reason(library: str, generation: int, budget: BudgetInputs, max_generations: int) -> str:
+    """'starved: …' when the budget gives ``library`` no generation ``generation`` (or starved it before),
+    else '' (it goes on, or it converged and convergence freezes it)."""
+    reason = str(read_yaml(budget.previous_proposals).get("reason", ""))
+    if reason.startswith("starved"):
+        return reason
+    seconds: dict[str, list[tuple[int, float]]] = {}
+    for path in budget.samples:  # results/<arch>/<library>/gen<N>/samples.csv
+        gen = int(path.parent.name.removeprefix("gen"))
+        seconds.setdefault(path.parent.parent.name, []).append((gen, generation_gpu_seconds(path)))
+    states = []
+    for deck_path, selection_path in zip(budget.decks, budget.selections, strict=True):
+        deck = read_library_yaml(deck_path)
+        spent = [s for _, s in sorted(seconds.get(deck.name, []))]
+        weights = deck.calls if deck.calls is not None else deck.weights
+        states.append(library_state(read_selection(selection_path), weights, spent))
+    share = allocate(states, budget.hours * 3600.0, max_generations - generation).get(library)
+    return f"starved {share.reason}" if share is not None and share.reason else ""
+
+
+def generation_gpu_seconds(samples_csv: str) -> float:
+    """GPU seconds one generation's benchmark recorded: the sum of samples.csv ``time_us`` (a frozen
+    generation's header-only file is 0; an unparsable or missing time counts nothing)."""
+    total = 0.0
+    with open(samples_csv, newline="") as fh:
+        for row in csv.DictReader(fh):
+            try:
+                t = float(row.get("time_us") or "nan")
+            except ValueError:
+                continue
+            if math.isfinite(t) and t > 0:
+                total += t
+    return total / 1e6
