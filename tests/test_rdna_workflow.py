@@ -49,10 +49,12 @@ def test_gfx902s_whole_deck_plans(tmp_path):
         "--cores",
         "1",
         "results/gfx902/TensileLibrary.dat",
+        "--logger-oto-full",
         "--config",
         "arch=gfx902",
         "families=all",
     )
     assert proc.returncode == 0, proc.stderr[-4000:]
     counts = job_counts(proc.stdout)
-    assert counts["finalize"] == 46 and counts["logic"] == 46 and counts["total"] == 1202
+    assert counts["finalize"] == counts["logic"] == counts["deck"] == 46, counts
+    assert counts["verify"] == counts["compare"] == counts["coverage"] == 1 and counts["total"] == 1250, counts

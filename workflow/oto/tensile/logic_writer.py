@@ -18,6 +18,7 @@ import yaml
 
 from oto.files import atomic_write_text
 from oto.gemm import Library
+from oto.numbers import finite
 from oto.tensile import legality
 from oto.tensile import solution_fields as sf
 from oto.tensile.labels import logic_label
@@ -165,7 +166,9 @@ def plan_logic(
         if not kid:
             continue  # no valid kernel at this size: Tensile falls back to the nearest size's solution
         i = int(r["size_index"])
-        params, gflops = kernels[kid], float(r["gflops"])
+        # a winner whose GFLOPS were not measured (a size whose race timed out on it) still holds its size:
+        # the logic file's number is informational, and Tensile's reader wants it finite
+        params, gflops = kernels[kid], finite(r.get("gflops")) or 0.0
         why = reasons(kid, params)
         if why:
             ref = references.get(i) or {}
