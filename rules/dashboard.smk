@@ -9,7 +9,7 @@ rule dashboard:
         acceptance="results/{arch}/acceptance.html",
         ceilings="results/{arch}/ceilings.yaml",
         deck="results/{arch}/deck.yaml",
-        verify="results/{arch}/verify/verify.yaml",
+        verify=expand("results/{{arch}}/{library}/verify.yaml", library=LIBRARIES),
         compare="results/{arch}/compare/compare.yaml",
     output:
         page="results/{arch}/dashboard/index.html",

@@ -2,7 +2,7 @@ rule logic:
     input:
         final="results/{arch}/{library}/final.yaml",
         deck="results/{arch}/{library}/deck.yaml",
-        verify="results/{arch}/verify/verify.yaml",
+        verify="results/{arch}/{library}/verify.yaml",
         profile=ancient(PROFILE),
     output:
         "results/{arch}/logic/{prefix}_{library}.yaml",
@@ -38,7 +38,7 @@ rule report:
         finals=expand("results/{{arch}}/{library}/final.yaml", library=PLAN.delivered),
         ceilings="results/{arch}/ceilings.yaml",
         deck="results/{arch}/deck.yaml",
-        verify="results/{arch}/verify/verify.yaml",
+        verify=expand("results/{{arch}}/{library}/verify.yaml", library=LIBRARIES),
         compare="results/{arch}/compare/compare.yaml",
     output:
         md="results/{arch}/acceptance.md",

@@ -11,7 +11,7 @@ with stage(snakemake) as ctx:
         [Path(p) for p in snakemake.input.finals],
         [Path(p) for p in snakemake.input.decks],
         [Path(p) for p in snakemake.input.logic],
-        Path(snakemake.input.verify),
+        [Path(p) for p in snakemake.input.verify],
         ctx.profile,
         ctx.config,
         snakemake.params.label,

@@ -56,5 +56,5 @@ def test_gfx902s_whole_deck_plans(tmp_path):
     )
     assert proc.returncode == 0, proc.stderr[-4000:]
     counts = job_counts(proc.stdout)
-    assert counts["finalize"] == counts["logic"] == counts["deck"] == 46, counts
-    assert counts["verify"] == counts["compare"] == counts["coverage"] == 1 and counts["total"] == 1250, counts
+    assert counts["finalize"] == counts["logic"] == counts["deck"] == counts["verify"] == 46, counts
+    assert counts["compare"] == counts["coverage"] == 1 and counts["total"] == 1295, counts

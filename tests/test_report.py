@@ -112,9 +112,9 @@ def test_run_writes_dashboard_after_every_generation_and_at_the_end(finished_run
     assert refreshed and sorted(refreshed + paced) == logs
     live = yaml.safe_load((res / "live" / "data.json").read_text())
     assert live["state"] == "finished", "the dashboard rule brings the live page up to date at the end"
-    # The deck job wrote the first page, before any generation finished.
+    # The coverage job wrote the first page, before any generation finished.
     assert re.search(
-        r"dashboard \S+index.html: waiting, 2 libraries", (res / "logs" / "deck.log").read_text()
+        r"dashboard \S+index.html: waiting, 2 libraries", (res / "logs" / "coverage.log").read_text()
     )
     data = yaml.safe_load((res / "dashboard" / "data.json").read_text())
     assert data["state"] == "finished"

@@ -44,7 +44,7 @@ def test_verify_and_compare_run_on_the_simulated_gpu_and_the_report_shows_them_l
     )
     finals, samples, decks = paths(results)
     doc = verify.run(
-        finals, samples, decks, PROFILE, config, "spoof", results / "verify/verify.yaml", tmp_path
+        finals, samples, decks, PROFILE, config, "spoof", results / LIBRARY / "verify.yaml", tmp_path
     )
     n = len(read_yaml(finals[0])["sizes"])
     entry = doc["libraries"][LIBRARY]
@@ -55,12 +55,14 @@ def test_verify_and_compare_run_on_the_simulated_gpu_and_the_report_shows_them_l
     assert all(r["norm_error"] <= r["tolerance"] for r in entry["rows"])
 
     logic_file = results / "logic" / f"gfx90c_{LIBRARY}.yaml"
-    logic.run(finals[0], decks[0], PROFILE, "native", logic_file, verify_path=results / "verify/verify.yaml")
+    logic.run(
+        finals[0], decks[0], PROFILE, "native", logic_file, verify_path=results / LIBRARY / "verify.yaml"
+    )
     cmp = compare.run(
         finals,
         decks,
         [logic_file],
-        results / "verify/verify.yaml",
+        [results / LIBRARY / "verify.yaml"],
         PROFILE,
         config,
         "spoof",
@@ -125,7 +127,7 @@ def test_without_a_client_verify_and_compare_say_they_were_skipped_and_why(tmp_p
     )
     finals, samples, decks = paths(results)
     doc = verify.run(
-        finals, samples, decks, PROFILE, config, "native", results / "verify/verify.yaml", tmp_path
+        finals, samples, decks, PROFILE, config, "native", results / LIBRARY / "verify.yaml", tmp_path
     )
     assert doc["skipped"] and doc["reason"].startswith(
         "skipped, because backend 'replay' has no rocBLAS client"
@@ -134,7 +136,7 @@ def test_without_a_client_verify_and_compare_say_they_were_skipped_and_why(tmp_p
         finals,
         decks,
         [],
-        results / "verify/verify.yaml",
+        [results / LIBRARY / "verify.yaml"],
         PROFILE,
         config,
         "native",

@@ -31,6 +31,7 @@ from oto.files import StageFileError, atomic_write_text, read_yaml
 from oto.hardware.simulated.checks import model_check_for
 from oto.measurement.scoring import drift_series
 from oto.reporting import figures
+from oto.rocblas.verify import read_verify
 from oto.tensile.provenance import nights, simulated_build_banner
 
 CACHE_VERSION = 4  # 2: generations carry their drift estimator; 3: figures against the realistic roofline;
@@ -367,12 +368,12 @@ def _regression(g: Mapping[str, Any]) -> str:
 
 
 def rocblas_clients(results: Path) -> dict[str, Any]:
-    """What verify and compare found with rocBLAS's own client (``verify/verify.yaml``,
+    """What verify and compare found with rocBLAS's own client (every ``<library>/verify.yaml``,
     ``compare/compare.yaml``), as the pages show it: per library the sizes passed and failed and every kernel
     taken out; per baseline and family the speed-up distribution and every regression; or why a stage was
     skipped. Missing files: that stage is None (it has not run yet)."""
     out: dict[str, Any] = {"verify": None, "compare": None}
-    ver = _yaml(results / "verify" / "verify.yaml")
+    ver = read_verify(results)  # one verify.yaml per library
     if ver is not None:
         libraries = []
         for name, entry in sorted((ver.get("libraries") or {}).items()):

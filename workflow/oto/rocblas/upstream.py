@@ -40,6 +40,7 @@ from typing import Any
 import oto
 from oto.deck.model import read_library_yaml
 from oto.files import atomic_write_text, read_yaml, write_yaml
+from oto.rocblas.verify import read_verify
 from oto.tensile.create_library import tcl_command
 from oto.tensile.install import register_args
 from oto.tensile.logic_writer import logic_file_name, write_library_logic
@@ -500,7 +501,7 @@ def main(argv: Sequence[str]) -> int:
     ap.add_argument("--results", type=Path, default=Path("results"), help="the results parent folder")
     ap.add_argument("--out", type=Path, help="the kit folder (default: <results>/<arch>/upstream)")
     ap.add_argument(
-        "--verify", type=Path, help="verify results (default: <results>/<arch>/verify/verify.yaml)"
+        "--verify", type=Path, help="verify results (default: every <results>/<arch>/<library>/verify.yaml)"
     )
     ap.add_argument(
         "--compare", type=Path, help="compare results (default: <results>/<arch>/compare/compare.yaml)"
@@ -521,6 +522,8 @@ def main(argv: Sequence[str]) -> int:
     for name in ("verify", "compare"):
         path = getattr(args, name) or arch_dir / name / f"{name}.yaml"  # the verify and compare rules' files
         docs[name] = read_yaml(path) if Path(path).exists() else None
+    if args.verify is None:  # one verify job per library: their files together
+        docs["verify"] = read_verify(arch_dir)
     try:
         kit = write_kit(
             arch_dir, profile, out, docs["verify"], docs["compare"], args.allow_simulated,

@@ -22,8 +22,10 @@ from __future__ import annotations
 import math
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass
+from pathlib import Path
 from typing import Any
 
+from oto.files import read_yaml
 from oto.gemm import Library
 from oto.rocblas.clients import Arm, ClientResult, ClientRunner
 
@@ -182,3 +184,25 @@ def verify_document(
             for d in decisions
         },
     }
+
+
+def merged_verify(docs: Sequence[Mapping[str, Any] | None]) -> dict[str, Any] | None:
+    """The run's verify results from its libraries' ``<library>/verify.yaml`` (one verify job per library):
+    every library's entry, the kinds of numbers joined, the client and environment of the first that ran;
+    skipped (with the first reason) when every one was; None when there is none yet."""
+    docs = [d for d in docs if d]
+    if not docs:
+        return None
+    ran = [d for d in docs if not d.get("skipped")]
+    if not ran:
+        return dict(docs[0])
+    numbers = sorted({str(d.get("numbers")) for d in ran})
+    out = {k: v for k, v in ran[0].items() if k != "libraries"}
+    out["numbers"] = numbers[0] if len(numbers) == 1 else "+".join(numbers)
+    out["libraries"] = {n: e for d in ran for n, e in (d.get("libraries") or {}).items()}
+    return out
+
+
+def read_verify(arch_dir: Path) -> dict[str, Any] | None:
+    """:func:`merged_verify` of every ``<library>/verify.yaml`` in ``results/<arch>`` (earlier nights')."""
+    return merged_verify([read_yaml(p) for p in sorted(Path(arch_dir).glob("Cijk_*/verify.yaml"))])

@@ -2,8 +2,7 @@
 against the stock spoof library and the upstream path, on every library's deck sizes →
 ``results/<arch>/compare/compare.yaml`` (per baseline and family the speed-up distribution with its confidence
 interval, and every regression) and ``compare/samples.csv`` (every call). The client is the one the backend
-declares (``rocblas_client``); where there is none the file says why compare was skipped.
-See :mod:`oto.rocblas.night` and :mod:`oto.rocblas.compare`."""
+declares (``rocblas_client``); where there is none the file says why (:mod:`oto.rocblas.night`)."""
 
 from __future__ import annotations
 
@@ -17,6 +16,7 @@ from oto.deck.model import read_library_yaml
 from oto.files import atomic_write_text, read_yaml, write_yaml
 from oto.rocblas import night
 from oto.rocblas.clients import client_runner
+from oto.rocblas.verify import merged_verify
 from oto.stages import BACKEND_FIELDS, Stage
 from oto.tensile.labels import LABEL_FIELDS
 from oto.tensile.legality import Limits
@@ -31,7 +31,7 @@ def run(
     final_paths: Sequence[Path],
     deck_paths: Sequence[Path],
     logic_paths: Sequence[Path],
-    verify_path: Path,
+    verify_paths: Sequence[Path],
     profile: Mapping,
     config: Mapping,
     label: str,
@@ -46,7 +46,7 @@ def run(
         doc, text = night.skipped("compare", what), ""
     else:
         runner.recover()
-        verified = (read_yaml(verify_path) or {}).get("libraries") or {}
+        verified = (merged_verify([read_yaml(p) for p in verify_paths]) or {}).get("libraries") or {}
         finals = {(n := Path(p).parent.name): night.apply_replacements(read_yaml(p), verified.get(n))
                   for p in final_paths}  # fmt: skip
         decks = {Path(p).parent.name: read_library_yaml(p) for p in deck_paths}

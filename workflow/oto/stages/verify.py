@@ -1,6 +1,6 @@
 """verify: rocBLAS's own client (``rocblas-bench`` with verification) on every library's deck sizes, with
 the tuned library installed as a user installs it (``ROCBLAS_TENSILE_LIBPATH`` and the label's environment
-from the profile's ``stock_library``) → ``results/<arch>/verify/verify.yaml``: pass/fail and the norm error
+from the profile's ``stock_library``) → ``results/<arch>/<library>/verify.yaml``: pass/fail and the norm error
 per size, and per library the kernels taken out (the next verified candidate of finalize's race takes their
 sizes, else the spoof kernel; the logic stage writes what verify decided). The client is the one the backend
 declares (``rocblas_client``); where there is none the file says why verify was skipped.
@@ -25,7 +25,8 @@ from oto.tensile.labels import LABEL_FIELDS
 from oto.tensile.legality import Limits
 
 PROFILE = ("arch", BACKEND_FIELDS, *LABEL_FIELDS, *Limits.PROFILE_FIELDS)
-STAGE = Stage("verify", "run", "verify", reads=("deck", "finalize"), gpu=True, profile=PROFILE)
+# one job per library: a library's logic file (and a one-family target) needs only its own verification
+STAGE = Stage("verify", "library", "{library}", reads=("deck", "finalize"), gpu=True, profile=PROFILE)
 log = logging.getLogger(__name__)
 
 
