@@ -53,7 +53,7 @@ def test_dry_run_prints_otos_short_plan_unless_asked_for_snakemakes(tmp_path):
         assert counts[rule] == libs
     assert counts["deck"] == libs  # one per library: another selection leaves a library's deck alone
     assert counts["ceilings"] == counts["coverage"] == counts["report"] == counts["package"] == 1
-    assert "  DB        NN NT        2 × 14   gen0-gen1, finalize, logic" in out.splitlines()
+    assert "  DB        NN NT        2 × 16   gen0-gen1, deck, finalize, verify, logic" in out.splitlines()
     assert re.search(r"^  time +about \d", out, re.M) and len(out.splitlines()) < 40
     assert "rule mutate:" not in out and "reason:" not in out and "Job stats" not in out
     # Snakemake's own listing, on request

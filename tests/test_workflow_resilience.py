@@ -112,8 +112,9 @@ def test_a_figure_change_says_which_stages_it_invalidates_and_redoes_only_those(
     dry = snakemake(work, "-n", "--logger-oto-full")  # and its reasons
     note = dry.stderr[dry.stderr.index("oto: arch_profiles/gfx90c.yaml changed") :]
     assert "clock_mhz 1800 -> 1900" in note
-    assert "invalidates the results of: ceilings, compile, benchmark, normalise, select, finalize" in note
-    assert "benchmark and finalize measure again" in note
+    invalidated = "ceilings, compile, benchmark, normalise, select, finalize, verify, compare"
+    assert f"invalidates the results of: {invalidated}" in note
+    assert "benchmark, finalize, verify and compare measure again" in note
     assert "read none of these figures: mutate, emit, logic, package" in note
     assert "Params have changed" in dry.stdout and measurements(work) == before  # a dry-run deletes nothing
 
@@ -129,7 +130,7 @@ def test_a_change_that_redoes_benchmarks_of_the_same_experiment_re_measures_noth
     note = dry.stderr[dry.stderr.index("oto: arch_profiles/gfx90c.yaml changed") :]
     assert (
         '-> ["Device 1637", "Device 1636"' in note
-        and "invalidates the results of: emit, logic, package" in note
+        and "invalidates the results of: emit, verify, logic, compare, package" in note
     )
     run = snakemake(work, "--cores", "2", timeout=LONG)
     assert run.returncode == 0, run.stderr[-3000:]

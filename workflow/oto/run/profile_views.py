@@ -136,9 +136,8 @@ def change_note(
         "jobs that read their outputs)",
     ]
     if measured:
-        lines.append(
-            f"  {' and '.join(measured)} measure again: the figures their measurements depend on changed"
-        )
+        said = ", ".join(measured[:-1]) + " and " + measured[-1] if len(measured) > 1 else measured[0]
+        lines.append(f"  {said} measure again: the figures their measurements depend on changed")
     lines.append(f"  stages that read none of these figures: {', '.join(kept) or 'none'}")
     return "\n".join(lines)
 
