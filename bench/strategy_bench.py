@@ -40,7 +40,7 @@ import yaml  # noqa: E402
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "workflow"))
 
-from oto.deck.sources import SHIPPED_MANIFEST, read_manifest  # noqa: E402
+from oto.deck.sources import read_manifest, shipped_manifest  # noqa: E402
 from oto.deck.tuning_sizes import shipped_seeds, tuning_indices  # noqa: E402
 from oto.gemm import Library  # noqa: E402
 from oto.hardware.simulated.performance import SimGPU  # noqa: E402
@@ -64,7 +64,9 @@ class Problem:
     """One library on the simulated GPU at its tuning sizes: true per-size scores against the spoof floor."""
 
     def __init__(self, name: str, sizes: int, profile: dict):
-        deck = read_manifest(SHIPPED_MANIFEST).libraries[name]
+        # the GPU's own deck: its stock library's shipped logic (vega10 for gfx90c), whose solutions are the
+        # floor and the seeds, as in the workflow
+        deck = read_manifest(shipped_manifest(profile["stock_library"]["arch"])).libraries[name]
         self.library = Library.parse(name)
         self.space = tensile_space(self.library, Limits.from_profile(profile))
         idx = tuning_indices(deck.sizes, sizes)

@@ -43,51 +43,18 @@ import yaml  # noqa: E402
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "workflow"))
 
-from oto.deck.sources import read_manifest, shipped_manifest  # noqa: E402
-from oto.deck.tuning_sizes import shipped_seeds, tuning_indices  # noqa: E402
-from oto.gemm import Library  # noqa: E402
-from oto.hardware.simulated.performance import SimGPU  # noqa: E402
 from oto.search.evidence import PRIOR_KEPT, prior_label  # noqa: E402
 from oto.search.strategies import DEFAULT_STRATEGY, Evidence, Observation, make_strategy  # noqa: E402
-from oto.search.tensile_space import tensile_space  # noqa: E402
-from oto.tensile.legality import Limits  # noqa: E402
-from oto.tensile.params import canonical  # noqa: E402
+from strategy_bench import DEFAULT_LIBRARIES, NOISE, Problem  # noqa: E402  (the bench folder is the script's)
 
-DEFAULT_LIBRARIES = (
-    "Cijk_Ailk_Bljk_SB",
-    "Cijk_Ailk_Bjlk_DB",
-    "Cijk_Alik_Bljk_HHS_BH",
-    "Cijk_Alik_Bjlk_HB",
-    "Cijk_Ailk_Bljk_ZB_GB",
-)
-NOISE = 0.03  # log-normal sigma of an observed score (the measurement bench's jitter)
 REACH = 0.95  # of the cold run's final figure
 
 
-class Problem:
-    """One library on one simulated GPU at its tuning sizes: true per-size scores against the spoof floor."""
-
-    def __init__(self, name: str, sizes: int, arch: str):
-        profile = yaml.safe_load((ROOT / "arch_profiles" / f"{arch}.yaml").read_text())
-        # the GPU's own deck: its stock library's shipped logic (vega10 for gfx90c/gfx902, navi21 for gfx1035,
-        # navi31 for gfx1103), whose solutions are the floor and the seeds, as in the workflow
-        deck = read_manifest(shipped_manifest(profile["stock_library"]["arch"])).libraries[name]
-        self.library = Library.parse(name)
-        self.space = tensile_space(self.library, Limits.from_profile(profile))
-        idx = tuning_indices(deck.sizes, sizes)
-        self.seeds = shipped_seeds(deck, sizes)
-        self.gpu = SimGPU(profile, seed=1)
-        self.sizes = np.asarray([deck.sizes[i][:4] for i in idx], dtype=float).T
-        self.ref = np.asarray(
-            [self._times(canonical(deck.reference_params(i)))[j] for j, i in enumerate(idx)]
-        )
-
-    def _times(self, params) -> np.ndarray:
-        return self.gpu.true_time_us(self.library.family, params, *self.sizes, self.library.pattern)
-
-    def true_scores(self, params) -> np.ndarray | None:
-        status, _, _ = self.gpu.build_outcome(self.library.family, params, self.library.pattern)
-        return None if status != "ok" else self.ref / self._times(params)
+def problem(name: str, sizes: int, arch: str) -> Problem:
+    """strategy_bench's problem (one library at its tuning sizes on the simulated GPU, true per-size scores
+    against the spoof floor) on ``arch``'s own deck: its stock library's (vega10 for gfx90c and gfx902,
+    navi21 for gfx1035, navi31 for gfx1103)."""
+    return Problem(name, sizes, yaml.safe_load((ROOT / "arch_profiles" / f"{arch}.yaml").read_text()))
 
 
 def tune(problem: Problem, seed: int, generations: int, per_generation: int, prior=()) -> tuple[list, list]:
@@ -122,11 +89,11 @@ def to_reach(curve: list[float], target: float) -> int:
 
 def run_one(task: tuple) -> dict:
     donor_arch, target_arch, library, seed, generations, per_generation, sizes = task
-    donor_obs, _ = tune(Problem(library, sizes, donor_arch), seed + 1000, generations, per_generation)
+    donor_obs, _ = tune(problem(library, sizes, donor_arch), seed + 1000, generations, per_generation)
     kept = sorted((o for o in donor_obs if o.score), key=lambda o: -o.score)[:PRIOR_KEPT]
     label = prior_label({"numbers": "simulated", "from_arch": donor_arch})
     prior = [Observation(o.kernel_id, o.params, o.score, source=label) for o in kept]
-    target = Problem(library, sizes, target_arch)
+    target = problem(library, sizes, target_arch)
     legal = sum(1 for o in prior if target.space.index(o.params) is not None)
     _, cold = tune(target, seed, generations, per_generation)
     _, warm = tune(target, seed, generations, per_generation, prior)
