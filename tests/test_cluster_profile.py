@@ -77,8 +77,8 @@ def test_the_profile_runs_the_workflow_through_a_cluster_executor(tmp_path, monk
         j["partition"] == "cpu" and j["gpus"] == 0 and j["cpus"] == 4 for j in compiles
     )
     gpu_jobs = [j for j in jobs if j["rule"] in GPU_RULES]
-    # benchmark ×2, finalize, and the run's verify and compare (rocBLAS's client on the GPU)
-    assert len(gpu_jobs) == 6 and all(j["partition"] == "gpu" and j["gpus"] == 1 for j in gpu_jobs)
+    # per library (2) benchmark, finalize and verify, and the run's compare (rocBLAS's client on the GPU)
+    assert len(gpu_jobs) == 7 and all(j["partition"] == "gpu" and j["gpus"] == 1 for j in gpu_jobs)
     assert {j["rule"] for j in gpu_jobs} == {"benchmark", "finalize", "verify", "compare"}
     assert {j["rule"] for j in jobs} >= {
         "deck",
