@@ -59,7 +59,7 @@ from __future__ import annotations
 import re
 import shlex
 from collections import Counter
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -602,15 +602,19 @@ def _bench_call(opts: Mapping[str, str], function: str) -> GemmCall:
         a_type=a,
         c_type=c,
         compute_type=compute,
-        lda=integer("lda"),
-        ldb=integer("ldb"),
-        ldc=integer("ldc"),
-        stride_a=integer("stride_a") if batching == "strided" else None,
-        stride_b=integer("stride_b") if batching == "strided" else None,
-        stride_c=integer("stride_c") if batching == "strided" else None,
+        **_layout(integer, batching),
         alpha=value_category(number("alpha", 1.0), number("alphai", 0.0)),
         beta=value_category(number("beta", 0.0), number("betai", 0.0)),
     )
+
+
+def _layout(integer: Callable[[str], int | None], batching: str) -> dict[str, int | None]:
+    """A call's leading dimensions and, for a strided batch, its strides, read by the format's ``integer``."""
+    strided = batching == "strided"
+    return {
+        **{ld: integer(ld) for ld in ("lda", "ldb", "ldc")},
+        **{st: integer(st) if strided else None for st in ("stride_a", "stride_b", "stride_c")},
+    }
 
 
 def _profile_call(entry: Mapping[str, Any], function: str, precision: str) -> GemmCall:
@@ -653,12 +657,7 @@ def _profile_call(entry: Mapping[str, Any], function: str, precision: str) -> Ge
         a_type=a,
         c_type=c,
         compute_type=compute,
-        lda=integer("lda"),
-        ldb=integer("ldb"),
-        ldc=integer("ldc"),
-        stride_a=integer("stride_a") if batching == "strided" else None,
-        stride_b=integer("stride_b") if batching == "strided" else None,
-        stride_c=integer("stride_c") if batching == "strided" else None,
+        **_layout(integer, batching),
         alpha=category("alpha"),
         beta=category("beta"),
     )
