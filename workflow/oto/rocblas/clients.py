@@ -31,7 +31,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
-from oto.backends import backend_type
+from oto.backends import backend_type, job_stream, resolve
 from oto.backends.base import Kernel, Launch, MeasurePlan, Problem
 from oto.backends.sim import SimBackend
 from oto.config import config_defaults
@@ -427,3 +427,17 @@ def client_runner(
         str(bench), folder, journal, float(cfg["timeout_s"]), int(cfg["iters"]), int(cfg["cold_iters"])
     )
     return runner, f"rocblas-bench at {bench}"
+
+
+def stage_client(
+    config: Mapping[str, Any], profile: Mapping[str, Any], stage: str
+) -> tuple[ClientRunner | None, str]:
+    """:func:`client_runner` for ``stage`` (verify, compare) on the backend the run resolves to, journalled
+    where it runs the real binary, with any calls a dead process left in flight run first (alone,
+    quarantined if they die again)."""
+    backend = resolve(config, profile, job_stream("rocblas", stage))
+    journal = backend.journal() if backend.rocblas_client == "binary" else None  # type: ignore[attr-defined]
+    runner, what = client_runner(config, profile, backend.name, journal)
+    if runner is not None:
+        runner.recover()
+    return runner, what

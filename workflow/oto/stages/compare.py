@@ -11,11 +11,10 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from oto.backends import job_stream, resolve
 from oto.deck.model import read_library_yaml
 from oto.files import atomic_write_text, read_yaml, write_yaml
 from oto.rocblas import night
-from oto.rocblas.clients import client_runner
+from oto.rocblas.clients import stage_client
 from oto.rocblas.verify import merged_verify
 from oto.stages import BACKEND_FIELDS, Stage
 from oto.tensile.labels import LABEL_FIELDS
@@ -39,13 +38,10 @@ def run(
     out_samples: Path,
     work: Path,
 ) -> dict[str, Any]:
-    backend = resolve(config, profile, job_stream("rocblas", "compare"))
-    journal = backend.journal() if backend.rocblas_client == "binary" else None  # type: ignore[attr-defined]
-    runner, what = client_runner(config, profile, backend.name, journal)
+    runner, what = stage_client(config, profile, "compare")
     if runner is None:
         doc, text = night.skipped("compare", what), ""
     else:
-        runner.recover()
         verified = (merged_verify([read_yaml(p) for p in verify_paths]) or {}).get("libraries") or {}
         finals = {(n := Path(p).parent.name): night.apply_replacements(read_yaml(p), verified.get(n))
                   for p in final_paths}  # fmt: skip

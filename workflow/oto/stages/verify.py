@@ -15,11 +15,10 @@ from typing import Any
 
 import pandas as pd
 
-from oto.backends import job_stream, resolve
 from oto.deck.model import read_library_yaml
 from oto.files import read_yaml, write_yaml
 from oto.rocblas import night
-from oto.rocblas.clients import client_runner
+from oto.rocblas.clients import stage_client
 from oto.stages import BACKEND_FIELDS, Stage
 from oto.tensile.labels import LABEL_FIELDS
 from oto.tensile.legality import Limits
@@ -40,13 +39,10 @@ def run(
     out: Path,
     work: Path,
 ) -> dict[str, Any]:
-    backend = resolve(config, profile, job_stream("rocblas", "verify"))
-    journal = backend.journal() if backend.rocblas_client == "binary" else None  # type: ignore[attr-defined]
-    runner, what = client_runner(config, profile, backend.name, journal)
+    runner, what = stage_client(config, profile, "verify")
     if runner is None:
         doc = night.skipped("verify", what)
     else:
-        runner.recover()  # calls a dead process left in flight: run alone, quarantined if they die again
         finals = {Path(p).parent.name: read_yaml(p) for p in final_paths}
         samples = {Path(p).parent.name: pd.read_csv(p) for p in sample_paths}
         decks = {Path(p).parent.name: read_library_yaml(p) for p in deck_paths}
