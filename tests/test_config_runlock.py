@@ -5,7 +5,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from oto.config import ConfigError, validate_config
+from oto.config import ConfigError, night_record, validate_config
 from oto.run.lock import RunLockError, acquire_run_lock
 
 
@@ -59,3 +59,12 @@ def test_a_config_file_with_a_yaml_error_is_named_by_file_and_line(tmp_path):
     path.write_text("arch: gfx90c\n")
     assert checked_config_file(path) == str(path)
     assert checked_config_file(tmp_path / "absent.yaml") == str(tmp_path / "absent.yaml")  # Snakemake says
+
+
+def test_a_night_records_the_families_its_arch_selected_not_the_whole_per_library_mapping():
+    config = validate_config({"arch": "gfx90c", "families": {"vega10": ["DB"], "navi31": ["HB", "SB"]}})
+    assert night_record(config, "navi31")["families"] == ["HB", "SB"]
+    assert night_record(config, "vega10")["families"] == ["DB"]
+    # the id is the whole config's: the same config names the same night on every arch
+    assert night_record(config, "navi31")["id"] == night_record(config, "vega10")["id"]
+    assert night_record(validate_config({"arch": "gfx90c", "families": ["DB"]}))["families"] == ["DB"]

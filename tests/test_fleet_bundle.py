@@ -38,6 +38,8 @@ def test_the_tester_command_runs_preflight_then_the_shard_then_bundles(fleet_run
     assert out.index("Bundle written:") < out.index(check)
     assert "shard=1/2" in out and "device_profile=results/gfx90c/tester/device/gfx90c.yaml" in out
     assert "1 of 1 libraries of shard 1/2 finished" in out
+    # a simulated night is not pointed to as this machine's tuned library
+    assert "holds simulated numbers — not for installing" in out and "Your own tuned library" not in out
     assert fleet_runs.agent_requests >= 1  # the key was used (against the local stand-in API)
     b1 = fleet_runs.proc_b1.stdout
     assert "no ANTHROPIC_API_KEY: the run uses the surrogate search strategy alone" in b1

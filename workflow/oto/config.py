@@ -143,16 +143,23 @@ def load_config(path: str | Path) -> dict[str, Any]:
     return validate_config(data, str(path))
 
 
-def night_record(config: Mapping[str, Any]) -> dict[str, Any]:
+NIGHT_PROFILE_FIELDS = ("stock_library.logic_prefix",)  # what night_record reads (oto.run.profile_views)
+
+
+def night_record(config: Mapping[str, Any], stock: str | None = None) -> dict[str, Any]:
     """Which run (night) tuned a library, as its final.yaml records it and the logic folder, the report, the
     dashboard and TensileLibrary.dat repeat it: the run's selection and the settings that shape the tuning,
     and an id, a digest of the run's whole config (the same config names the same night; no clock, so a
-    repeated run writes the same files)."""
+    repeated run writes the same files). Families given per stock library are recorded as this arch's entry
+    (``stock``: the profile's ``stock_library.logic_prefix``), the selection this run made."""
     text = json.dumps(config, sort_keys=True, default=str)
     search = config.get("search") or {}
+    families = config.get("families")
+    if isinstance(families, Mapping) and stock in families:
+        families = families[stock]
     return {
         "id": "night-" + hashlib.sha256(text.encode()).hexdigest()[:10],
-        "families": config.get("families"),
+        "families": families,
         "patterns": config.get("patterns"),
         "shard": config.get("shard"),
         "deck": (config.get("deck") or {}).get("source"),

@@ -224,7 +224,12 @@ def _say_bundle(path: Path, descriptor: dict[str, Any]) -> bool:
         "finished" + ("; run the same command again to resume the rest" if done < total else "")
     )
     print("  Send this file to the maintainer (e-mail, shared folder, or the upload link they gave you).")
-    print(f"  Your own tuned library for this machine: results/{descriptor['arch']}/TensileLibrary.dat")
+    library = f"results/{descriptor['arch']}/TensileLibrary.dat"
+    if descriptor["numbers"] == "measured":
+        print(f"  Your own tuned library for this machine: {library}")
+    else:  # a simulated (or replayed) night tunes nothing for this machine: say so where it is pointed to
+        numbers = descriptor["numbers"]
+        print(f"  The library of this run ({library}) holds {numbers} numbers — not for installing.")
     return merge_check(path, descriptor["config"], descriptor["arch"], str(descriptor["numbers"])) is None
 
 

@@ -226,7 +226,8 @@ def final_document(
         "family": library.family.code,
         "pattern": library.pattern,
         "provenance": backend.provenance(),
-        "night": night_record(config),  # the run that finished this library (nights accumulate in a folder)
+        # the run that finished this library (nights accumulate in a folder)
+        "night": night_record(config, (profile.get("stock_library") or {}).get("logic_prefix")),
         "measurement": {
             **measurement_summary(df, float(profile["clock_mhz"])),
             "repetitions_per_call": backend.capabilities.repetitions_per_call,

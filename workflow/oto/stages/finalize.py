@@ -10,6 +10,7 @@ from collections.abc import Mapping
 from pathlib import Path
 
 from oto.backends import job_stream, resolve
+from oto.config import NIGHT_PROFILE_FIELDS
 from oto.deck.model import read_library_yaml
 from oto.files import atomic_write_text, write_yaml
 from oto.hardware import ceilings, memory
@@ -22,7 +23,7 @@ from oto.tensile.legality import Limits
 # benchmark's figures, selection's roofline, the legality limits of the references it builds and the model
 # that shortlists the best shipped kernel's contenders
 PROFILE = ("arch", BACKEND_FIELDS, *memory.PROFILE_FIELDS, *ceilings.ROOFLINE_FIELDS, *Limits.PROFILE_FIELDS,
-           *best_shipped.PROFILE_FIELDS)  # fmt: skip
+           *best_shipped.PROFILE_FIELDS, *NIGHT_PROFILE_FIELDS)  # fmt: skip
 STAGE = Stage(
     name="finalize", scope="library", home="{library}", reads=("deck", "select"), gpu=True, profile=PROFILE
 )
