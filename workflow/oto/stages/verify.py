@@ -13,10 +13,9 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-import pandas as pd
-
 from oto.deck.model import read_library_yaml
 from oto.files import read_yaml, write_yaml
+from oto.measurement.samples import read_samples
 from oto.rocblas import night
 from oto.rocblas.clients import stage_client
 from oto.stages import BACKEND_FIELDS, Stage
@@ -44,7 +43,7 @@ def run(
         doc = night.skipped("verify", what)
     else:
         finals = {Path(p).parent.name: read_yaml(p) for p in final_paths}
-        samples = {Path(p).parent.name: pd.read_csv(p) for p in sample_paths}
+        samples = {Path(p).parent.name: read_samples(Path(p)) for p in sample_paths}
         decks = {Path(p).parent.name: read_library_yaml(p) for p in deck_paths}
         doc = night.verify_night(runner, what, finals, samples, decks, profile, config, label, Path(work))
     write_yaml(out, doc)
