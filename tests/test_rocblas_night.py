@@ -4,6 +4,8 @@ out leaves the logic file; no client: a 'skipped, because ...' record; the repor
 
 from __future__ import annotations
 
+import logging
+
 import pandas as pd
 import pytest
 from fleet_helpers import LIBRARY, synthetic_bundle, variant
@@ -15,7 +17,7 @@ from oto.hardware.profile import load_profile
 from oto.reporting.acceptance import rocblas_markdown
 from oto.reporting.collect import rocblas_clients
 from oto.rocblas import night
-from oto.rocblas.verify import VerifyRow, decide
+from oto.rocblas.verify import Change, VerifyRow, changes_summary, decide, log_replacements
 from oto.stages import compare, logic, verify
 from test_replay import make_cache
 from workflow_helpers import REPO
@@ -152,3 +154,17 @@ def test_without_a_client_verify_and_compare_say_they_were_skipped_and_why(tmp_p
 @pytest.mark.parametrize("label, env", [("native", {}), ("spoof", {"HSA_OVERRIDE_GFX_VERSION": "9.0.0"})])
 def test_the_tuned_arm_is_installed_with_the_labels_environment(label, env):
     assert night.label_environment(PROFILE, label) == env
+
+
+def test_a_kernel_taken_out_at_thousands_of_sizes_is_one_terminal_line_and_each_size_is_in_the_log(caplog):
+    how = "next verified candidate"
+    changes = [Change(i, "kbad", "kgood" if i % 3 else "kspoof", how, "timeout") for i in range(5000)]
+    (line,) = changes_summary(LIBRARY, changes)
+    assert line.startswith(f"{LIBRARY}: kbad out (timeout); 5000 size(s)") and "… 4997 more" in line
+    replaced = {c.size_index: {"kernel": c.replacement, "how": c.how} for c in changes}
+    with caplog.at_level("INFO"):
+        log_replacements(logging.getLogger("oto.stages.logic"), LIBRARY, replaced)
+    warnings = [r for r in caplog.records if r.levelname == "WARNING"]
+    assert len(warnings) == 1 and "5000 size(s) given to other kernels" in warnings[0].getMessage()
+    assert "3333 to kgood" in warnings[0].getMessage() and "1667 to kspoof" in warnings[0].getMessage()
+    assert sum(r.levelname == "INFO" for r in caplog.records) == 5000

@@ -29,7 +29,7 @@ from oto.gemm import Library, gemm_flops
 from oto.rocblas.clients import Arm, ClientRunner, arm_kernels
 from oto.rocblas.compare import compare_document, compare_scores, family_summary, run_compare
 from oto.rocblas.decisions import apply_replacements  # noqa: F401  (the stages call it here)
-from oto.rocblas.verify import decide, run_verify, verify_document
+from oto.rocblas.verify import changes_summary, decide, run_verify, verify_document
 from oto.tensile.labels import StockLibrary, logic_label
 from oto.tensile.legality import Limits
 from oto.tensile.logic_writer import write_library_logic
@@ -202,9 +202,11 @@ def verify_night(
         )
         rows += lib_rows
         decisions.append(decision)
-        for c in decision.changes:
-            log.warning("verify: %s size %d: %s out (%s); %s %s", library, c.size_index, c.removed, c.why,
-                        c.how, c.replacement)  # fmt: skip
+        for c in decision.changes:  # each size in the rule's log; the terminal gets a line per kernel
+            log.info("verify: %s size %d: %s out (%s); %s %s", library, c.size_index, c.removed, c.why,
+                     c.how, c.replacement)  # fmt: skip
+        for line in changes_summary(library, decision.changes):
+            log.warning("verify: %s", line)
     doc = verify_document(rows, decisions, {**runner.provenance(), "what": what})
     doc["environment"] = arm.environment()
     for library, entry in doc["libraries"].items():

@@ -19,6 +19,7 @@ that passed verification at some size and failed at none, else to the size's shi
 
 from __future__ import annotations
 
+import logging
 import math
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass
@@ -104,6 +105,48 @@ class Change:
 
     def as_dict(self) -> dict[str, Any]:
         return asdict(self)
+
+
+def changes_summary(library: str, changes: Sequence[Change], shown: int = 3) -> list[str]:
+    """One line per kernel verification took out, with how many sizes went where and a few of them: on a
+    deck of thousands of sizes a line per size would bury the terminal (each size is in the rule's log)."""
+    by_kernel: dict[str, list[Change]] = {}
+    for c in changes:
+        by_kernel.setdefault(c.removed, []).append(c)
+    lines = []
+    for kernel, cs in by_kernel.items():
+        moved = ", ".join(f"{c.size_index} → {c.replacement}" for c in cs[:shown])
+        more = f", … {len(cs) - shown} more" if len(cs) > shown else ""
+        hows = " / ".join(sorted({c.how for c in cs}))
+        lines.append(
+            f"{library}: {kernel} out ({cs[0].why}); {len(cs)} size(s) given to the {hows} ({moved}{more})"
+        )
+    return lines
+
+
+def replacements_summary(library: str, replacements: Mapping[int, Mapping[str, Any]], shown: int = 3) -> str:
+    """One line for the sizes whose kernel verification took out, by the kernel each went to and how."""
+    by_kernel: dict[tuple[str, str], list[int]] = {}
+    for i, r in sorted(replacements.items()):
+        by_kernel.setdefault((str(r["kernel"]), str(r["how"])), []).append(int(i))
+    parts = [
+        f"{len(sizes)} to {kernel} ({how})"
+        for (kernel, how), sizes in sorted(by_kernel.items(), key=lambda x: -len(x[1]))
+    ]
+    more = f", … {len(parts) - shown} more kernels" if len(parts) > shown else ""
+    return (
+        f"{library}: {len(replacements)} size(s) given to other kernels, verify took theirs out: "
+        f"{', '.join(parts[:shown])}{more}"
+    )
+
+
+def log_replacements(log: logging.Logger, library: str, replacements: Mapping[int, Mapping[str, Any]]):
+    """Each size verification gave to another kernel in the rule's log (INFO), one line on the terminal."""
+    for i, r in sorted(replacements.items()):
+        log.info("%s: size %s given to %s (%s): verify took its kernel out", library, i, r["kernel"],
+                 r["how"])  # fmt: skip
+    if replacements:
+        log.warning("%s", replacements_summary(library, replacements))
 
 
 @dataclass(frozen=True)

@@ -12,6 +12,7 @@ from pathlib import Path
 from oto.deck.model import read_library_yaml
 from oto.files import read_yaml
 from oto.rocblas.decisions import apply_replacements
+from oto.rocblas.verify import log_replacements
 from oto.stages import Stage
 from oto.tensile.labels import LABEL_FIELDS
 from oto.tensile.legality import Limits
@@ -42,14 +43,7 @@ def run(
     if verify_path is not None:
         verified = ((read_yaml(verify_path) or {}).get("libraries") or {}).get(deck.name)
         final = apply_replacements(final, verified)
-        for i, r in sorted(((verified or {}).get("replacements") or {}).items()):
-            log.warning(
-                "%s: size %s given to %s (%s): verify took its kernel out",
-                deck.name,
-                i,
-                r["kernel"],
-                r["how"],
-            )
+        log_replacements(log, deck.name, (verified or {}).get("replacements") or {})
     solutions, rows, notes = write_library_logic(final, deck, profile, label, out, source=str(final_path))
     for note in notes:
         log.warning("%s: %s", deck.name, note)
