@@ -122,3 +122,26 @@ def test_a_prior_with_no_legal_point_is_counted_not_dropped():
     moved = map_priors([Observation("a", {"x": 2}, 1.0), Observation("b", {"x": 4}, 2.0)], space)
     assert moved.as_is == 1 and [kid for kid, _ in moved.unmapped] == ["b"]
     assert "1 with no legal point here" in moved.summary()
+
+
+def test_mutates_evidence_maps_another_gpus_priors_and_logs_the_counts(caplog):
+    """evidence_for (what mutate asks the strategy with): a gfx1035 registry's half kernels reach gfx1103's
+    search as legal WMMA points, and the job's log says how many were kept, mapped, merged or unmappable."""
+    import logging
+
+    from oto.deck.sources import SHIPPED_MANIFESTS, read_manifest
+    from oto.registry.transfer import Knowledge
+    from oto.search.evidence import evidence_for
+
+    deck = read_manifest(SHIPPED_MANIFESTS["gfx1100"]).libraries[HALF.name]
+    profile = yaml.safe_load((PROFILES / "gfx1103.yaml").read_text())
+    donor = rdna2_kernel(HALF)
+    prior = {"id": "kd", "params": donor, "score": 1.3, "numbers": "simulated", "library": HALF.name}
+    know = Knowledge(
+        set(), set(), [], [], "simulated", [{**prior, "from_arch": "gfx1035", "valu_only": True}]
+    )
+    with caplog.at_level(logging.INFO, logger="oto.search.evidence"):
+        ev = evidence_for(deck, 0, None, profile, {"benchmark": {"tuning_sizes": 4}}, know)
+    (mapped,) = ev.prior
+    assert mapped.params["MatrixInstruction"] == [16, 16, 16, 1] and ev.space.violations(mapped.params) == ()
+    assert "1 prior(s) from other GPUs: 0 legal here as they are, 1 mapped" in caplog.text
