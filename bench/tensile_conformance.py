@@ -343,7 +343,7 @@ def _check_label_files(
     python, paths, label, label_arch, work, profile, issues, merged_too, tcl_timeout_s
 ) -> list[str]:
     lib_dir = work / label / "library"
-    prefix = logic_label(profile, label)[0]
+    prefix = logic_label(profile, label).prefix
     try:
         manifest = build_library(
             paths,
