@@ -11,12 +11,13 @@ checked, not the timings) and checks its files the way a new user's GPU run woul
    generated (``after KernelWriter``), assembled (solutions of the benchmark library built into code
    objects); a kernel oto sent that Tensile did not fork, generate or assemble is a disagreement, and so is
    a run that did not end with rc 0 and a library logic file;
-2. every library's final winners are written as logic files for both labels (``native``: gfx90c, and
-   ``gfx900``) by the logic stage, and each label's set goes through TensileCreateLibrary twice: the lazy
-   build rocBLAS uses (``TensileLibrary_lazy_<label>.dat`` + one child per problem type, code objects
-   assembled) and a merged build (``--generate-sources-and-exit``: the merged ``TensileLibrary.dat`` the
-   package stage writes natively). oto's own writer (oto.tensile.native_library) must give the same
-   libraries, field by field; every differing field is a disagreement.
+2. every library's final winners are written as logic files for both labels (``native``: the arch itself,
+   gfx90c, or gfx902 with ``--arch``; and ``gfx900``, the spoof target both run as) by the logic stage, and
+   each label's set goes through TensileCreateLibrary twice: the lazy build rocBLAS uses
+   (``TensileLibrary_lazy_<label>.dat`` + one child per problem type, code objects assembled) and a merged
+   build (``--generate-sources-and-exit``: the merged ``TensileLibrary.dat`` the package stage writes
+   natively). oto's own writer (oto.tensile.native_library) must give the same libraries, field by field;
+   every differing field is a disagreement.
 
 Prints one row per family (libraries, kernels, forked, rejected, generated, assembled, logic solutions,
 disagreements) and then every disagreement. Target: zero on all 13 families. Results: bench/RESULTS.md.
@@ -28,7 +29,8 @@ emitted configs carry whatever WorkGroupMapping the strategies chose, and a WGM 
 only in the backend's tests).
 
     export OTO_TENSILE_PYTHON=...   # any Tensile install (docs/tensile.md §1)
-    python bench/tensile_conformance.py [--run RESULTS_PARENT] [--families SB HB ...] [--jobs 2]
+    python bench/tensile_conformance.py [--run RESULTS_PARENT] [--arch gfx902] [--families SB HB ...]
+                                        [--jobs 2]
 """
 
 from __future__ import annotations
@@ -72,11 +74,14 @@ _FORKED = re.compile(r"# Actual Solutions: (\d+) / (\d+) after SolutionStructs")
 _GENERATED = re.compile(r"# Actual Solutions: (\d+) / (\d+) after KernelWriter")
 
 
-def simulate(work: Path, families: list[str] | str) -> Path:
+def simulate(work: Path, families: list[str] | str, arch: str | None = None) -> Path:
     """A one-generation simulated run over ``families`` in a scratch copy of the repository (resumed when
-    ``work`` already holds one). Its GPU lock is private: other oto runs on the machine do not queue it."""
+    ``work`` already holds one), for ``arch`` (default: config/config.yaml's). Its GPU lock is private: other
+    oto runs on the machine do not queue it."""
     config = yaml.safe_load((REPO / "config" / "config.yaml").read_text())
     config.update(families=families, max_generations=1, backend="sim")
+    if arch:
+        config["arch"] = arch
     config.setdefault("package", {})["create_library"] = "never"
     # The files are what is checked, not the timings: a light measurement protocol (no racing, two launches
     # per kernel and size) keeps the run over the whole deck to minutes.
@@ -338,7 +343,7 @@ def _check_label_files(
     python, paths, label, label_arch, work, profile, issues, merged_too, tcl_timeout_s
 ) -> list[str]:
     lib_dir = work / label / "library"
-    prefix = logic_label(profile, label)[0]
+    prefix = logic_label(profile, label).prefix
     try:
         manifest = build_library(
             paths,
@@ -380,6 +385,7 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--run", type=Path, help="an earlier run's repository copy (holds results/<arch>)")
     ap.add_argument("--families", nargs="*", default=None, help="family codes (default: the whole deck)")
+    ap.add_argument("--arch", default=None, help="the GPU simulated (default: config/config.yaml's, gfx90c)")
     ap.add_argument("--jobs", type=int, default=2, help="Tensile benchmark runs at a time")
     ap.add_argument(
         "--timeout", type=float, default=3600, help="seconds per Tensile benchmark run before it is killed"
@@ -411,7 +417,7 @@ def main() -> int:
         return 0
     work = args.work or Path(tempfile.mkdtemp(prefix="oto-conformance-"))
     work.mkdir(parents=True, exist_ok=True)
-    root = args.run or simulate(work / "sim", args.families or "all")
+    root = args.run or simulate(work / "sim", args.families or "all", args.arch)
     config = yaml.safe_load((root / "config" / "config.yaml").read_text())
     arch = config["arch"]
     profile = yaml.safe_load((root / "arch_profiles" / f"{arch}.yaml").read_text())

@@ -13,8 +13,10 @@ kernel time with 3% log-normal noise; the reference is each size's shipped solut
 1. the donor tunes the library on its own simulated GPU; its benchmarked kernels and their observed scores are
    what its registry would hand on (``registry.warm_start``);
 2. the target tunes cold (no priors), and warm: the donor's kernels as labelled priors, as
-   :func:`oto.search.evidence.evidence_for` passes them (the library's best ``PRIOR_KEPT``), each re-checked
-   against the target's legality by the search space.
+   :func:`oto.search.evidence.evidence_for` passes them (the library's best ``PRIOR_KEPT``), each at its
+   nearest legal point of the target's space (:mod:`oto.search.prior_map`: unchanged where legal; a kernel of
+   an ISA without the library's matrix instruction adopts the target's), deduplicated; the table counts how
+   many were legal as they were, mapped, merged and left without a legal point.
 
 The figure is the number of benchmarked kernels each target run needs before what it would ship (per tuning
 size the best kernel benchmarked so far, graded on the truth, geomean over the sizes) reaches 95% of the
@@ -43,7 +45,9 @@ import yaml  # noqa: E402
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "workflow"))
 
+from oto.registry.transfer import valu_only  # noqa: E402
 from oto.search.evidence import PRIOR_KEPT, prior_label  # noqa: E402
+from oto.search.prior_map import map_priors  # noqa: E402
 from oto.search.strategies import DEFAULT_STRATEGY, Evidence, Observation, make_strategy  # noqa: E402
 from strategy_bench import DEFAULT_LIBRARIES, NOISE, Problem  # noqa: E402  (the bench folder is the script's)
 
@@ -94,9 +98,9 @@ def run_one(task: tuple) -> dict:
     label = prior_label({"numbers": "simulated", "from_arch": donor_arch})
     prior = [Observation(o.kernel_id, o.params, o.score, source=label) for o in kept]
     target = problem(library, sizes, target_arch)
-    legal = sum(1 for o in prior if target.space.index(o.params) is not None)
+    moved = map_priors(prior, target.space, [bool(valu_only(donor_arch, library))] * len(prior))
     _, cold = tune(target, seed, generations, per_generation)
-    _, warm = tune(target, seed, generations, per_generation, prior)
+    _, warm = tune(target, seed, generations, per_generation, moved.priors)
     goal = REACH * cold[-1]
     return {
         "pair": f"{donor_arch}:{target_arch}",
@@ -107,7 +111,10 @@ def run_one(task: tuple) -> dict:
         "cold_to_reach": to_reach(cold, goal),
         "warm_to_reach": to_reach(warm, goal),
         "priors": len(prior),
-        "priors_legal_here": legal,
+        "as_is": moved.as_is,
+        "mapped": moved.mapped,
+        "merged": moved.merged,
+        "unmapped": len(moved.unmapped),
     }
 
 
@@ -142,7 +149,7 @@ def main(argv: list[str] | None = None) -> int:
     )
     print(
         "\n| pair | library | cold final | warm final | benchmarks to 95% of cold final: cold | warm "
-        "| cold / warm | priors legal here |"
+        "| cold / warm | priors: legal as they are / mapped / merged / no legal point |"
     )
     print("|---|---|---|---|---|---|---|---|")
     for d, t in pairs:
@@ -153,7 +160,9 @@ def main(argv: list[str] | None = None) -> int:
             warm = statistics.mean(r["warm_to_reach"] for r in mine)
             ratio = math.exp(statistics.mean(math.log(r["cold_to_reach"] / r["warm_to_reach"]) for r in mine))
             ratios += [r["cold_to_reach"] / r["warm_to_reach"] for r in mine]
-            legal = f"{sum(r['priors_legal_here'] for r in mine)}/{sum(r['priors'] for r in mine)}"
+            kinds = ("as_is", "mapped", "merged", "unmapped")
+            legal = " / ".join(str(sum(r[k] for r in mine)) for k in kinds)
+            legal += f" of {sum(r['priors'] for r in mine)}"
             print(
                 f"| {d}→{t} | {lib} | {statistics.mean(r['cold_final'] for r in mine):.3f} "
                 f"| {statistics.mean(r['warm_final'] for r in mine):.3f} | {cold:.1f} | {warm:.1f} "

@@ -8,6 +8,7 @@ The native folder here is a small sample this test writes itself in the format o
 
 from __future__ import annotations
 
+import os
 from collections import Counter
 from pathlib import Path
 
@@ -134,3 +135,42 @@ def test_final_rows_and_the_report_show_the_native_floor_next_to_the_floor():
     assert "## Against the native floor" in text and "| 2.449×" in text
     assert _native_markdown([], "x") == []
     assert Counter(r["native"] for r in rows) == {"knative": 3}
+
+
+# Upstream's real gfx1103 folder (ROCm/rocm-libraries, projects/rocblas/library/src/blas3/Tensile/Logic/
+# asm_full/gfx1103), when a copy is on this machine: oto keeps none (bench/native_floor.py, bench/RESULTS.md).
+UPSTREAM = Path(os.environ.get("OTO_NATIVE_LOGIC") or "/work/data/native/gfx1103")
+
+
+@pytest.mark.skipif(
+    not (UPSTREAM / "gfx1103_Cijk_Ailk_Bljk_SB.yaml").is_file(),
+    reason=f"no copy of upstream's file in {UPSTREAM}",
+)
+def test_the_native_floor_reads_upstreams_own_gfx1103_sgemm_file():
+    """The real file: navi33's schedule, a Vega 10 device id, one wave64 MT32x32x8 stub and one exact row of
+    eight numbers (sizes and leading dimensions) with efficiency 0; every deck size races that stub."""
+    from oto.tensile.logic_reader import read_logic_file
+    from oto.tensile.params import macro_tile
+
+    name = "Cijk_Ailk_Bljk_SB"
+    lf = read_logic_file(UPSTREAM / f"gfx1103_{name}.yaml")
+    assert (lf.schedule, lf.architecture, lf.device_names) == ("navi33", "gfx1103", ["Device 6863"])
+    assert len(lf.solutions) == 1 and lf.key_length == 8 and lf.exact_rows[0][1:] == (0, 0.0)
+    cfg = {
+        "arch": "gfx1103",
+        "families": ["SB"],
+        "patterns": ["NN"],
+        "deck": {"native_floor": {"path": str(UPSTREAM)}},
+    }
+    plan = plan_run(cfg)
+    _, selected, _ = load_run_deck(plan.deck, plan.libraries)
+    lib = selected.libraries[name]
+    assert lib.native_floor["label"] == "native" and len(lib.native_floor["solutions"]) == 1
+    limits = legality.Limits.from_profile(load_profile(ROOT / "arch_profiles" / "gfx1103.yaml"))
+    refs = lib.native_references(range(0, len(lib.sizes), 97), limits)
+    (stub,) = {r["id"] for r in refs.values()}
+    params = next(iter(refs.values()))["params"]
+    assert macro_tile(params) == (32, 32) and params["DepthU"] == 8 and params.get("WavefrontSize", 64) == 64
+    assert legality.check(Library.parse(name), params, limits).valid
+    assert all("substitute" not in r for r in refs.values())
+    assert lib.references([0], limits)[0]["id"] != stub  # the spoof floor is navi31's

@@ -205,7 +205,8 @@ def warm_start_priors(
     """What other GPUs' registries (``registry.warm_start``: their results folders, each named after its arch)
     measured in ``library``'s family, scored at this run's tuning ``sizes``, as labelled priors: this
     library's kernels first, then its family's, best first. Only records of this run's kind of ``numbers``;
-    the search re-checks every prior against this GPU's legality (a prior outside the space is dropped)."""
+    each says whether its GPU had a matrix instruction for the library (``valu_only``): the search maps every
+    prior onto this GPU's space (:mod:`oto.search.prior_map`), counting those it cannot."""
     same: list[dict[str, Any]] = []
     related: list[dict[str, Any]] = []
     for folder in folders:
@@ -214,9 +215,12 @@ def warm_start_priors(
         if db is None:
             log.warning("registry.warm_start: %s holds no registry store: nothing transferred", folder)
             continue
+        valu = valu_only(path.name, library)
         try:
             for lib, k in _scored(db, path.name, family, numbers, sizes):
                 prior = {**k, "numbers": numbers, "library": lib, "from_arch": path.name}
+                if valu is not None:
+                    prior["valu_only"] = valu
                 (same if lib == library else related).append(prior)
         except sqlite3.DatabaseError as exc:
             log.warning("registry.warm_start: ignoring the registry store of %s: %s", folder, exc)
@@ -224,6 +228,24 @@ def warm_start_priors(
             db.close()
     best_first = [*sorted(same, key=_best), *sorted(related, key=_best)]
     return best_first
+
+
+def valu_only(arch: str, library: str) -> bool | None:
+    """Whether ``arch``'s ISA has no matrix instruction for ``library``'s types (gfx1035's half and int8
+    kernels, where gfx1103 has WMMA): its kernels then adopt the target's instruction when the search maps
+    them onto the target's space (:mod:`oto.search.prior_map`). None for a folder not named after an ISA the
+    legality rules know (its kernels are mapped as they are)."""
+    from oto.gemm import Library
+    from oto.tensile.isa import UnknownIsa, caps_donor, isa_caps
+    from oto.tensile.params import offers_matrix_instruction
+    from oto.tensile.runtime import isa_of
+
+    try:
+        isa = isa_of(arch)
+        caps = isa_caps(isa, caps_donor(isa))
+    except (ValueError, UnknownIsa):
+        return None
+    return not offers_matrix_instruction(caps, Library.parse(library).family)
 
 
 def _best(kernel: Mapping[str, Any]) -> tuple[float, str]:

@@ -4,7 +4,8 @@ learned; and the deliberate top-ups a fresh run re-measures."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import logging
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from oto.deck.model import LibraryDeck
@@ -12,12 +13,15 @@ from oto.deck.tuning_sizes import shipped_seeds
 from oto.gemm import Library
 from oto.registry.records import TOPUP
 from oto.registry.transfer import Knowledge
+from oto.search.prior_map import PriorTransfer, map_priors
+from oto.search.space import Space
 from oto.search.strategies import Evidence, Observation
 from oto.search.tensile_space import tensile_space
 from oto.tensile import legality
 
 PRIOR_KEPT = 48  # family kernels transferred as prior evidence
 TOPUPS = 2
+log = logging.getLogger(__name__)
 
 
 def evidence_for(
@@ -43,6 +47,7 @@ def evidence_for(
         for o in (selection or {}).get("observations", [])
     ]
     seen = set((selection or {}).get("measured", []))
+    space = tensile_space(library, legality.Limits.from_profile(profile))
     prior: list[Observation] = []
     if know is not None:
         have = {o.kernel_id for o in obs}
@@ -51,17 +56,31 @@ def evidence_for(
         seen |= know.measured | know.rejected
         prior = [Observation(k["id"], k["params"], k["score"]) for k in know.family[:PRIOR_KEPT]]
         # Opt-in priors (another kind of numbers, another GPU): labelled, weaker evidence, never observations
-        # or seen.
+        # or seen. Another GPU's kernels go to their nearest legal point of this GPU's space, counted.
         kept = know.priors[:PRIOR_KEPT]
-        prior += [Observation(k["id"], k["params"], k["score"], source=prior_label(k)) for k in kept]
+        here = [k for k in kept if not k.get("from_arch")]
+        prior += [Observation(k["id"], k["params"], k["score"], source=prior_label(k)) for k in here]
+        other = [k for k in kept if k.get("from_arch")]
+        if other:
+            moved = warm_priors(other, space)
+            log.info("%s gen%d: %s", deck.name, generation, moved.summary())
+            prior += moved.priors
     return Evidence(
-        space=tensile_space(library, legality.Limits.from_profile(profile)),
+        space=space,
         generation=generation,
         observations=obs,
         seeds=shipped_seeds(deck, int(config["benchmark"]["tuning_sizes"])),
         seen=frozenset(seen),
         prior=prior,
     )
+
+
+def warm_priors(kernels: Sequence[Mapping[str, Any]], space: Space) -> PriorTransfer:
+    """Other GPUs' kernels (``registry.warm_start``, best first) as priors of ``space``: each at its nearest
+    legal point, a kernel of an ISA without this library's matrix instruction adopting the target's
+    (:func:`oto.search.prior_map.map_priors`); what could not be mapped is counted in the result."""
+    obs = [Observation(k["id"], k["params"], k["score"], source=prior_label(k)) for k in kernels]
+    return map_priors(obs, space, [bool(k.get("valu_only")) for k in kernels])
 
 
 def prior_label(kernel: Mapping[str, Any]) -> str:

@@ -183,6 +183,13 @@ def space_params(caps: IsaCaps, family: Family | None = None) -> dict[str, Param
     return out
 
 
+def offers_matrix_instruction(caps: IsaCaps, family: Family) -> bool:
+    """Whether an ISA's space for a library of ``family`` holds matrix-instruction kernels (RDNA3's WMMA for
+    half, bf16 and int8): a kernel from an ISA without them adopts the target's when it is warm-started
+    there (:mod:`oto.search.prior_map`)."""
+    return "MatrixInstruction" in space_params(caps, family)
+
+
 # Tensile parameters beyond PARAMS that a kernel may carry (with their Tensile defaults): the ones shipped
 # vega10 and navi21/navi31 logic files set that oto.tensile.legality models. Never searched; a kernel keeps
 # them from its file.
