@@ -376,7 +376,7 @@ def record_run_estimate(
         **(plan_document(plan) or {}),
         "pid": os.getpid(),
         "written_at": time.time(),
-        "probe": None if probe is None else {"seconds": probe.seconds, "runs": probe.runs},
+        "probe": None if probe is None else probe.document(),
         "resumed": list(resumed) if resumed else None,
     }
     try:
