@@ -9,12 +9,13 @@ really left: the largest error and the spread between the highest and lowest lin
 job (Snakemake's record of each job, beyond the backend's own estimate) in probe seconds: the figure
 ``oto.run.estimate.JOB_PROBE_RATIO`` holds (``--fit``: fit it from these runs, the mean of their ratios).
 
-    python bench/estimate_bench.py [--scenarios idle,loaded] [--repeat N] [--fit] [--log DIR]
+    python bench/estimate_bench.py [--scenarios idle,loaded] [--repeat N] [--fit] [--log DIR] [--json FILE]
     python bench/estimate_bench.py --probe-check N
 
-``--probe-check N``: no demo; N times, idle then under the bench's load, the probe next to a heavier
-job-like process (pandas, numpy, yaml and oto's stage context imported): whether the probe scales as a job
-does when the cores get busy.
+``--probe-check N``: no demo; N times, idle, under a load started just before the probe and under one
+running a minute already, the probe and then eight job-like processes: the contention the jobs met against
+the probe's own wall / CPU and the load average's (load + 1) / cores (how ``oto.run.probe`` chose its term).
+``--json FILE`` keeps every run's figures (the probe's CPU and both contention figures among them).
 
 Runs get a private TMPDIR (the simulated GPU's lock is then not shared with other oto runs on the machine).
 """

@@ -9,7 +9,8 @@ CPU on the 2-core development VM) ``PROBE_MIN_RUNS`` to ``PROBE_RUNS`` times wit
 takes two things from it:
 
 * **the CPU a job costs here**: the median run's CPU seconds (the child's user + system time), which depends
-  on the machine, not on how busy it is;
+  mostly on the machine, little on how busy it is (0.52 s at a load of 11, 0.64 s at 16 on the development
+  VM: caches shared with the other processes);
 * **the share of a core a job gets now** (its contention, wall / CPU ≥ 1): what the scheduler gave the probe
   during these seconds. Over six ``--probe-check`` rows (idle, a load just started, a load running a minute;
   bench/RESULTS.md) it came within a mean factor of 1.3 of what the eight jobs after it met, where the
