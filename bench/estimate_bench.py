@@ -9,12 +9,13 @@ really left: the largest error and the spread between the highest and lowest lin
 job (Snakemake's record of each job, beyond the backend's own estimate) in probe seconds: the figure
 ``oto.run.estimate.JOB_PROBE_RATIO`` holds (``--fit``: fit it from these runs, the mean of their ratios).
 
-    python bench/estimate_bench.py [--scenarios idle,loaded] [--repeat N] [--fit] [--log DIR]
+    python bench/estimate_bench.py [--scenarios idle,loaded] [--repeat N] [--fit] [--log DIR] [--json FILE]
     python bench/estimate_bench.py --probe-check N
 
-``--probe-check N``: no demo; N times, idle then under the bench's load, the probe next to a heavier
-job-like process (pandas, numpy, yaml and oto's stage context imported): whether the probe scales as a job
-does when the cores get busy.
+``--probe-check N``: no demo; N times, idle, under a load started just before the probe and under one
+running a minute already, the probe and then eight job-like processes: the contention the jobs met against
+the probe's own wall / CPU and the load average's (load + 1) / cores (how ``oto.run.probe`` chose its term).
+``--json FILE`` keeps every run's figures (the probe's CPU and both contention figures among them).
 
 Runs get a private TMPDIR (the simulated GPU's lock is then not shared with other oto runs on the machine).
 """
@@ -36,6 +37,7 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "workflow"))
 sys.path.insert(0, str(REPO / "bench"))
 
+from oto.run.probe import Probe, load_contention  # noqa: E402
 from workflow_bench import TARGET, job_durations, scratch_copy  # noqa: E402
 
 LINE = re.compile(r"^\s*(\d+)/(\d+)  .*· (.+?) in, (?:about (.+?) left|done)$")
@@ -68,31 +70,41 @@ def job_sequence(metadata: Path) -> list[tuple[str, float, float]]:
     return sorted(((rule, s, e) for (rule, _), (s, e) in jobs.items()), key=lambda j: j[2])
 
 
-JOB_LIKE = "import sys; sys.path.insert(0, {workflow!r}); import numpy, pandas, yaml; import oto.run.context"
+def probe_check(repeat: int, jobs: int = 8, settle_s: float = 60.0) -> None:
+    """The probe, then ``jobs`` job-like processes (the probe's own code, run as the jobs that follow it would
+    be), idle, under a load started just before the probe ("fresh") and under one running ``settle_s``
+    already ("settled"): the contention the jobs met (their mean wall / CPU) against the two figures the
+    probe has for it when it starts (its own wall / CPU; (load average + 1) / cores) and their geometric
+    mean."""
+    from oto.run.probe import _run_once, load_contention, measure
 
-
-def probe_check(repeat: int) -> None:
-    from oto.run.probe import measure
-
-    def job() -> float:
-        t0 = time.perf_counter()
-        code = JOB_LIKE.format(workflow=str(REPO / "workflow"))
-        subprocess.run([sys.executable, "-c", code], check=True)
-        return time.perf_counter() - t0
-
-    print(f"{'scenario':9s} {'load':>5s} {'probe s':>8s} {'job-like s':>11s} {'ratio':>6s}")
+    cores = os.cpu_count() or 1
+    print(
+        f"{'scenario':9s} {'load':>5s} {'cpu s':>6s} {'probe w/c':>9s} {'load c':>7s} {'geo':>5s} "
+        f"{'jobs w/c':>9s} {'job cpu':>8s}",
+        flush=True,
+    )
     for _ in range(repeat):
-        for scenario in ("idle", "loaded"):
-            busy = busy_cores(os.cpu_count() or 1) if scenario == "loaded" else []
+        for scenario in ("idle", "fresh", "settled"):
+            busy = busy_cores(cores) if scenario != "idle" else []
             try:
-                time.sleep(1.0)
-                probe = measure().seconds
-                job_s = statistics.median(job() for _ in range(3))
+                time.sleep(settle_s if scenario == "settled" else 1.0)
+                probe = measure()
+                runs = [_run_once() for _ in range(jobs)]
             finally:
                 for p in busy:
                     p.kill()
                     p.wait()
-            print(f"{scenario:9s} {os.getloadavg()[0]:5.1f} {probe:8.3f} {job_s:11.3f} {job_s / probe:6.2f}")
+            wall, cpu = sum(w for w, _ in runs), sum(c for _, c in runs)
+            load_c = load_contention(probe.load, cores)
+            geo = (probe.measured_contention * load_c) ** 0.5
+            print(
+                f"{scenario:9s} {probe.load:5.1f} {probe.cpu_seconds:6.3f} {probe.measured_contention:9.2f} "
+                f"{load_c:7.2f} {geo:5.2f} {wall / cpu:9.2f} {cpu / jobs:8.3f}",
+                flush=True,
+            )
+            if scenario != "idle":
+                time.sleep(settle_s)  # let the load average fall back before the next idle row
 
 
 def run_demo(root: Path, env: dict, log: Path | None = None) -> dict:
@@ -126,6 +138,7 @@ def run_demo(root: Path, env: dict, log: Path | None = None) -> dict:
     backend = sum(s for jobs in doc["gpu_seconds"].values() for s in jobs.values())
     durations = [d for ds in job_durations(work).values() for d in ds]
     probe = doc["probe"]["seconds"]
+    parts = Probe.from_document(doc["probe"], 0.0)
     return {
         "load": load,
         "probe": probe,
@@ -137,6 +150,11 @@ def run_demo(root: Path, env: dict, log: Path | None = None) -> dict:
         "early_spread": max(errors) - min(errors),
         "jobs": len(durations),
         "ratio": (sum(durations) - backend) / len(durations) / probe,
+        # the probe's parts: a mean job in CPU seconds of the probe, and the two contention figures
+        "job": (sum(durations) - backend) / len(durations),
+        "cpu": parts.cpu_seconds,
+        "probe_contention": parts.measured_contention,
+        "load_contention": load_contention(parts.load, parts.cores) if parts.load is not None else None,
     }
 
 
@@ -146,6 +164,7 @@ def main() -> None:
     ap.add_argument("--repeat", type=int, default=1, help="runs per scenario")
     ap.add_argument("--fit", action="store_true", help="print the JOB_PROBE_RATIO these runs imply")
     ap.add_argument("--log", type=Path, help="keep each run's terminal output in this folder")
+    ap.add_argument("--json", type=Path, help="write every run's figures to this file as they finish")
     ap.add_argument("--probe-check", type=int, default=0, metavar="N", help="no demo: probe vs a job")
     args = ap.parse_args()
     if args.probe_check:
@@ -157,6 +176,8 @@ def main() -> None:
     env = {**os.environ, "PYTHONPATH": path}
     env.pop("ANTHROPIC_API_KEY", None)
     rows = []
+    if args.json:
+        args.json.parent.mkdir(parents=True, exist_ok=True)
     if args.log:
         args.log.mkdir(parents=True, exist_ok=True)
     for scenario in args.scenarios.split(","):
@@ -174,6 +195,8 @@ def main() -> None:
                     p.wait()
             rows.append((scenario, row))
             print(f"{scenario}: {row['opening']}", flush=True)
+            if args.json:
+                args.json.write_text(json.dumps(rows, indent=1))
     print(f"\nJOB_PROBE_RATIO {JOB_PROBE_RATIO:g}; early lines: jobs 1-{EARLY}")
     print(
         f"{'scenario':9s} {'load':>5s} {'probe s':>8s} {'estimate':>9s} {'wall s':>8s} {'est/wall':>9s} "

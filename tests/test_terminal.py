@@ -116,11 +116,12 @@ def test_the_probe_is_cached_for_this_machine_python_and_oto(tmp_path, monkeypat
 def test_the_probe_runs_within_its_budget():
     from oto.run.probe import measure
 
-    slow = measure(run=lambda: 0.5, runs=3, budget_s=0.6)  # a busy machine: two runs, not three
+    idle = lambda: (None, 2)  # noqa: E731  (no load average: the probe's own wall / CPU alone)
+    slow = measure(run=lambda: (0.5, 0.5), runs=3, budget_s=0.6, load=idle)  # a busy machine: two runs
     assert slow.runs == [0.5, 0.5] and slow.seconds == 0.5
-    swamped = iter([2.0, 1.0, 9.0])
-    assert measure(run=lambda: next(swamped), runs=3, budget_s=0.6).runs == [2.0, 1.0]  # at least two
-    fast = measure(run=lambda: 0.1, runs=3, budget_s=0.6)
+    swamped = iter([(2.0, 0.5), (1.0, 0.5), (9.0, 0.5)])
+    assert measure(run=lambda: next(swamped), runs=3, budget_s=0.6, load=idle).runs == [2.0, 1.0]  # two
+    fast = measure(run=lambda: (0.1, 0.1), runs=3, budget_s=0.6, load=idle)
     assert fast.runs == [0.1, 0.1, 0.1]
 
 

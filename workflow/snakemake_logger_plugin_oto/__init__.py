@@ -284,12 +284,14 @@ def _set_prior(progress, estimate: dict[str, Any] | None, fresh: bool) -> None:
 
     progress.estimate = estimate
     figure = (estimate or {}).get("probe")
-    probe = Probe(float(figure["seconds"]), list(figure["runs"]), time.time()) if figure else None
+    probe = Probe.from_document(figure, time.time()) if figure else None
     if probe is None and progress.learning:  # durations recorded in this folder come first
         probe = job_probe(max_age_s=0 if fresh else 3600)
     if probe is not None:
         progress.job_seconds = probe.seconds * JOB_PROBE_RATIO
         progress.job_seconds_note = f"{probe.describe()}; a mean job is ~{JOB_PROBE_RATIO:g}× that"
+        if probe.unsure:  # the probe and the load average disagree on how busy the cores are
+            progress.job_seconds_range = tuple(s * JOB_PROBE_RATIO for s in probe.span())
     resumed = (estimate or {}).get("resumed")
     if resumed:
         progress.resumed = (int(resumed[0]), int(resumed[1]))

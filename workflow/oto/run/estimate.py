@@ -46,9 +46,11 @@ SHORTLIST_LAUNCHES_PER_PAIR = 5.97
 ESTIMATE_FILE = ".snakemake/oto/estimate.json"  # written when a run starts, read by the progress line
 # A mean job of the demo (its seconds beyond the backend's own estimate) in units of this machine's probe
 # (oto.run.probe: a job's start-up, timed when the run starts): the expected job where this folder has no
-# recorded durations yet. bench/estimate_bench.py's four fitting runs (idle and loaded, 2026-12-03) gave
-# 5.36, 4.26, 4.10 and 6.92, geometric mean 5.0; other runs judged it (bench/RESULTS.md, issue #27).
-JOB_PROBE_RATIO = 5.0
+# recorded durations yet. The probe is a job's start-up (its imports, CPU × contention), so a mean job is
+# near one probe: bench/estimate_bench.py's fitting runs (2026-12-03 17:18-17:33 UTC) gave 1.11 (idle, a whole
+# run) and 1.30 (loaded, projected from its first 42 jobs), geometric mean 1.2; other runs judged it
+# (bench/RESULTS.md, issue #27).
+JOB_PROBE_RATIO = 1.2
 # Where the probe cannot run and nothing is recorded: the range of a mean job on the machines measured so far
 # (0.5 s idle on the 2-core development machine, 2.4 s on a 2-core VM with a dozen busy processes; RESULTS).
 LEARNING_JOB_SECONDS = (0.4, 3.0)
@@ -376,7 +378,7 @@ def record_run_estimate(
         **(plan_document(plan) or {}),
         "pid": os.getpid(),
         "written_at": time.time(),
-        "probe": None if probe is None else {"seconds": probe.seconds, "runs": probe.runs},
+        "probe": None if probe is None else probe.document(),
         "resumed": list(resumed) if resumed else None,
     }
     try:

@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from oto.run.estimate import LEARNING_JOB_SECONDS, fmt_duration
@@ -60,6 +60,8 @@ class RunProgress:
     done: dict[str, list[tuple[str, float]]] = field(default_factory=dict)  # rule → [(key, seconds)]
     job_seconds: float | None = None  # a mean job on this machine now (probe × JOB_PROBE_RATIO), if measured
     job_seconds_note: str = ""  # where job_seconds comes from, for the first line
+    # where the probe is unsure (oto.run.probe.Probe.unsure): the lower and higher mean job it allows
+    job_seconds_range: tuple[float, float] | None = None
     resumed: tuple[int, int] | None = None  # (jobs of the target done before this run, jobs of the target)
 
     @property
@@ -166,7 +168,15 @@ class RunProgress:
         left = fmt_duration(self.time_left(0.0))
         if self._recorded_jobs():
             return f"about {left} by the job durations recorded in this folder"
-        return f"about {left} ({self.job_seconds_note})" if self.job_seconds_note else f"about {left}"
+        note = self.job_seconds_note
+        if self.job_seconds_range:  # the probe is unsure how busy the cores will be: how far off it may be
+            low, high = (fmt_duration(self._prior_left(s)) for s in self.job_seconds_range)
+            note = f"between {low} and {high}; {note}" if note else f"between {low} and {high}"
+        return f"about {left} ({note})" if note else f"about {left}"
+
+    def _prior_left(self, job_seconds: float) -> float:
+        """The time left before any job ran, had the probe given ``job_seconds`` for the mean job."""
+        return replace(self, job_seconds=job_seconds).time_left(0.0)
 
     def opening(self) -> str:
         """The line before the first job: what will run and how long it should take."""
