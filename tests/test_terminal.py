@@ -143,6 +143,21 @@ def test_slow_early_jobs_move_the_time_left_by_a_part_of_their_deviation():
     assert p.expected("select") > 4.5
 
 
+def test_a_rule_of_another_kind_is_expected_at_its_own_jobs_pace():
+    """A gfx1103 run's first finalize took 5 min against a mean job of seconds, and the time left still
+    counted 3 min for the three finalizes to come (the first job was dropped, the next ones drawn towards
+    the mean job twelve to one)."""
+    planned = {"mutate": 16, "select": 16, "finalize": 4}
+    p = RunProgress(planned=planned, job_seconds=3.0)
+    p.finish("finalize", "A", 300.0)  # alone and 100x the mean job: not a cold start
+    assert p.expected("finalize") == pytest.approx(300.0)
+    assert p.time_left(elapsed=300.0) > 3 * 300.0
+    p.finish("finalize", "B", 600.0)  # from the second job on, the rule's later jobs
+    assert p.expected("finalize") == pytest.approx(600.0)
+    p.finish("select", "L/gen0", 6.0)  # a cold first select (2x) still counts for nothing
+    assert p.expected("select") == pytest.approx(p.expected("mutate"))
+
+
 def test_a_resumed_run_says_what_it_resumes():
     planned = {"mutate": 24, "emit": 24, "compile": 24, "benchmark": 24, "normalise": 24, "select": 24}
     planned.update(finalize=8, logic=1)

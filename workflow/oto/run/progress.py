@@ -32,6 +32,11 @@ from oto.stages import gpu_stages
 GPU_RULES = gpu_stages()  # the stages declared gpu=True (oto.stages): benchmark, finalize, verify, compare
 PRIOR_JOBS = 32  # weight of the prior mean job (recorded here, else the probe's) against this run's jobs
 RULE_PRIOR_JOBS = 12  # weight of the mean job against a rule's own jobs
+# A rule whose jobs run this many times longer (or shorter) than the mean job is another kind of job (a
+# finalize racing thousands of sizes, a report): its own jobs alone say what the next one costs. A first job
+# alone must be further off: in the demo a rule's first job is 2-9 times a later one (cold caches).
+OWN_KIND_FACTOR = 4.0
+FIRST_JOB_OWN_KIND_FACTOR = 10.0
 
 
 def job_key(rule: str, wildcards: Mapping[str, Any]) -> str:
@@ -114,7 +119,14 @@ class RunProgress:
         mean = self.mean_job(learning_seconds)
         recorded = self.recorded.get(rule) if rule not in GPU_RULES else None  # those hold the GPU work too
         prior = sum(recorded) / len(recorded) if recorded else mean
-        ran = self._own(rule)
+        ran, far = self._own(rule), OWN_KIND_FACTOR
+        if not ran and self.done.get(rule):  # only its first job so far
+            backend = self._backend_seconds(rule) if rule in GPU_RULES else {}
+            key, seconds = self.done[rule][0]
+            ran, far = [max(0.0, seconds - backend.get(key, 0.0))], FIRST_JOB_OWN_KIND_FACTOR
+        if ran and prior > 0 and not 1 / far <= (sum(ran) / len(ran)) / prior <= far:
+            return sum(ran) / len(ran)
+        ran = self._own(rule)  # a first job alone within its factor is a cold start: not counted
         return (sum(ran) + RULE_PRIOR_JOBS * prior) / (len(ran) + RULE_PRIOR_JOBS)
 
     def remaining_work(self, learning_seconds: float | None = None) -> float:
