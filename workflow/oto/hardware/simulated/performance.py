@@ -335,7 +335,8 @@ def with_chip(profile: Mapping[str, Any], constants: Mapping[str, Any]) -> dict[
             out["timing"][name] = float(value)
         elif name == "llc_bandwidth_gbs":
             out["memory"]["last_level_cache"] = {
-                **out["memory"]["last_level_cache"], "sustained_bandwidth_gbs": float(value)
+                **out["memory"]["last_level_cache"],
+                "sustained_bandwidth_gbs": float(value),
             }
         else:
             raise ValueError(f"not a chip constant: {name!r} (known: {', '.join(CHIP_CONSTANTS)})")
