@@ -119,3 +119,14 @@ def test_joint_fit_shares_the_physics_and_keeps_each_devices_chip_constants():
     assert results["gfx90c"].values["chip:launch_us"] == pytest.approx(4.0, rel=0.05)
     assert results["gfx90c_b"].values["chip:launch_us"] == pytest.approx(9.0, rel=0.05)
     assert results["gfx90c_b"].profile["timing"]["launch_us"] == pytest.approx(9.0, rel=0.05)
+
+
+def test_joint_command_wants_a_logic_folder_and_a_profile_per_device(tmp_path, capsys):
+    rdna, gcn = REPO / "arch_profiles" / "gfx1030.yaml", REPO / "arch_profiles" / "gfx900.yaml"
+    with pytest.raises(SystemExit):
+        cal.main(["--joint", "--device", str(rdna)])
+    assert "LOGIC_DIR=PROFILE" in capsys.readouterr().err
+    # profiles of two ISA families cannot share one physics
+    with pytest.raises(SystemExit):
+        cal.main(["--joint", "--device", f"{tmp_path}={rdna}", "--device", f"{tmp_path}={gcn}"])
+    assert "different physics" in capsys.readouterr().err

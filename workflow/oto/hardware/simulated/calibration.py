@@ -972,12 +972,18 @@ def joint_main(argv: list[str]) -> int:
     ap.add_argument("--hold", default="", help="comma-separated knobs to keep at their start values")
     args = ap.parse_args(argv)
     devices, splits = [], {}
+    specs = []
+    for spec in args.device:
+        logic, sep, prof_path = spec.partition("=")
+        if not sep:
+            ap.error(f"--device wants LOGIC_DIR=PROFILE, got {spec!r}")
+        specs.append((logic, prof_path))
     try:
-        for spec in args.device:
-            logic, sep, prof_path = spec.partition("=")
-            if not sep:
-                ap.error(f"--device wants LOGIC_DIR=PROFILE, got {spec!r}")
-            profile = load_profile(prof_path)
+        profiles = [load_profile(prof_path) for _, prof_path in specs]
+        families = {physics_file(p) for p in profiles}
+        if len(families) != 1:
+            ap.error("--device: profiles of different physics: " + ", ".join(map(str, families)))
+        for (logic, prof_path), profile in zip(specs, profiles, strict=True):
             files = load_recorded(logic)
             read_flop_counts(files, profile)
             fit_files, back = chip_split(files)
@@ -986,9 +992,6 @@ def joint_main(argv: list[str]) -> int:
             splits[tag] = {"logic": logic, "profile": prof_path,
                            "fit_files": sorted(f.name for f in fit_files),
                            "held_back_files": sorted(f.name for f in back)}  # fmt: skip
-        families = {physics_file(p) for _, _, p in devices}
-        if len(families) != 1:
-            ap.error("--device: profiles of different physics: " + ", ".join(map(str, families)))
         start_path = args.start or str(families.pop())
         start = Physics.load(start_path)
     except (ProfileError, ValueError, OSError) as exc:
