@@ -39,7 +39,7 @@ from oto.hardware.simulated.calibration import (  # noqa: E402
     rows_frame,
     sample_rows,
 )
-from oto.hardware.simulated.performance import MODEL_VERSION, PHYSICS_FILE, Physics, SimGPU  # noqa: E402
+from oto.hardware.simulated.performance import MODEL_VERSION, Physics, SimGPU, physics_file  # noqa: E402
 
 GAIN_SHARE = 0.9  # the fewest rows reaching this share of the full fit's gain
 
@@ -62,7 +62,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--json", default=None)
     args = ap.parse_args(argv)
     t0 = time.time()
-    profile, physics = load_profile(args.profile), Physics.load(PHYSICS_FILE)
+    profile = load_profile(args.profile)
+    physics = Physics.load(physics_file(profile))
     files = load_recorded(args.logic)
     read_flop_counts(files, profile)
     fit_half, held = chip_split(files)

@@ -85,6 +85,7 @@ from oto.hardware.simulated.performance import (  # noqa: E402
     Physics,
     SimGPU,
     geometry,
+    physics_file,
     with_defaults,
 )
 
@@ -333,7 +334,10 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--profile", required=True, help="arch profile of the GPU the files were measured on")
     ap.add_argument("--json", default=None, help="write the figures here")
     ap.add_argument(
-        "--physics", default=str(PHYSICS_FILE), help="physics constants (default: the shipped fit)"
+        "--physics",
+        default=None,
+        help=f"physics constants (default: the shipped fit of the profile's ISA family: {PHYSICS_FILE.name}, "
+        "or physics-rdna.json for RDNA)",
     )
     ap.add_argument(
         "--observations",
@@ -372,6 +376,7 @@ def main(argv: list[str] | None = None) -> int:
 
     t0 = time.time()
     profile = load_profile(args.profile)
+    args.physics = str(args.physics or physics_file(profile))
     if args.observations:
         return observation_table(profile, args)
     doc = json.loads(Path(args.physics).read_text())

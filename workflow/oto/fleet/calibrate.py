@@ -319,7 +319,7 @@ def load_profile_file(path: Path) -> dict[str, Any]:
 
 def main(argv: Sequence[str]) -> int:
     from oto.fleet.merge import MergeError, bundle_files
-    from oto.hardware.simulated.performance import PHYSICS_FILE, Physics
+    from oto.hardware.simulated.performance import Physics, physics_file
 
     ap = argparse.ArgumentParser(
         prog="oto calibrate --bundles",
@@ -351,7 +351,7 @@ def main(argv: Sequence[str]) -> int:
     try:
         arch_profile = load_profile(profile_path(args.arch, args.profiles))
         files = bundle_files(args.bundles)
-        physics = Physics.load(PHYSICS_FILE)
+        physics = Physics.load(physics_file(arch_profile))  # the ISA family's: gfx9's or RDNA's
     except (ProfileError, MergeError, ValueError, OSError) as exc:
         print(f"oto calibrate: {exc}", file=sys.stderr)
         return 2

@@ -43,6 +43,7 @@ from oto.hardware.simulated.performance import (
     MODEL_VERSION,
     PHYSICS_BOUNDS,
     PHYSICS_FILE,
+    PHYSICS_RDNA_FILE,
     TIMING_BOUNDS,
     Chip,
     Physics,
@@ -50,6 +51,7 @@ from oto.hardware.simulated.performance import (
     chip_bounds,
     chip_constants,
     datatype_key,
+    physics_file,
     store_key,
 )
 from oto.tensile.logic_reader import TENSILE_KNOB_DEFAULTS, read_logic_dir
@@ -521,6 +523,9 @@ def chip_knobs(
     ]
     out += [Knob(f"chip:{name}", *chip_bounds(profile, name))
             for name in ("launch_us", "memory_latency_ns", "sustained_bandwidth_gbs")]  # fmt: skip
+    if profile["memory"].get("last_level_cache"):  # RDNA's Infinity Cache: its bandwidth and hit latency
+        out += [Knob(f"chip:{name}", *chip_bounds(profile, name))
+                for name in ("llc_bandwidth_gbs", "llc_latency_ns")]  # fmt: skip
     if campaigns:
         out += _campaign_knobs(files, profile, main)
     return out
@@ -632,6 +637,8 @@ def get_value(name: str, physics: Physics, profile: Mapping[str, Any]) -> float:
         key = name[5:]
         if key == "sustained_bandwidth_gbs":
             return float(profile["memory"]["sustained_bandwidth_gbs"])
+        if key == "llc_bandwidth_gbs":
+            return float(profile["memory"]["last_level_cache"]["sustained_bandwidth_gbs"])
         chip = Chip.from_profile(profile)
         if key.startswith("sustained_clock_mhz."):
             return chip.sustained_clock_mhz[key.split(".", 1)[1]]
@@ -669,6 +676,8 @@ def with_values(
             key = name[5:]
             if key == "sustained_bandwidth_gbs":
                 prof["memory"]["sustained_bandwidth_gbs"] = v
+            elif key == "llc_bandwidth_gbs":
+                prof["memory"]["last_level_cache"]["sustained_bandwidth_gbs"] = v
             elif key.startswith("sustained_clock_mhz."):
                 timing.setdefault("sustained_clock_mhz", {})[key.split(".", 1)[1]] = v
             else:
@@ -761,6 +770,56 @@ def rank_pairs(
     return out
 
 
+def _levenberg_marquardt(
+    residuals: Callable[[np.ndarray], np.ndarray],
+    u: np.ndarray,
+    w: np.ndarray,
+    huber: float,
+    iterations: int,
+    progress: Callable[[str], None] | None,
+) -> tuple[np.ndarray, list[float], bool]:
+    """Levenberg-Marquardt with Huber weights (IRLS) on the residuals of the unbounded constants ``u``:
+    (the result, the loss of each iteration, whether it converged before the iteration cap)."""
+    r = residuals(u)
+    lam, history = 1e-2, []
+
+    def cost(res: np.ndarray) -> tuple[float, np.ndarray]:
+        a = np.abs(res)
+        hw = np.where(a <= huber, 1.0, huber / np.maximum(a, 1e-12))  # Huber as IRLS weights
+        return float(np.sum(w * np.where(a <= huber, a**2 / 2, huber * (a - huber / 2)))), w * hw
+
+    c, wt = cost(r)
+    history.append(c)
+    converged = False
+    for it in range(iterations):
+        jac = np.empty((len(r), len(u)))
+        for j in range(len(u)):
+            du = np.zeros_like(u)
+            du[j] = 1e-3
+            jac[:, j] = (residuals(u + du) - r) / 1e-3
+        sw = np.sqrt(wt)
+        jw, rw = jac * sw[:, None], r * sw
+        g, h = jw.T @ rw, jw.T @ jw
+        improved = False
+        for _ in range(8):
+            d = np.diag(h)
+            step = np.linalg.solve(h + lam * np.diag(d + 1e-3 * d.max() + 1e-12), -g)
+            r_new = residuals(u + step)
+            c_new, wt_new = cost(r_new)
+            if c_new < c:
+                u, r, c, wt, improved = u + step, r_new, c_new, wt_new, True
+                lam = max(lam / 3, 1e-6)
+                break
+            lam *= 4
+        history.append(c)
+        if progress:
+            progress(f"iteration {it + 1}: loss {c:.4f} (lambda {lam:.2g})")
+        if not improved or (len(history) > 2 and history[-2] - c < 1e-5 * history[-2]):
+            converged = True
+            break
+    return u, history, converged
+
+
 def fit(
     files: Sequence[RecordedFile],
     profile: Mapping[str, Any],
@@ -820,47 +879,156 @@ def fit(
         return np.concatenate(out)
 
     u = np.array([_to_unit(get_value(k.name, start, profile), k) for k in knobs])
-    r = residuals(u)
-    lam, history = 1e-2, []
-
-    def cost(res: np.ndarray) -> tuple[float, np.ndarray]:
-        a = np.abs(res)
-        hw = np.where(a <= huber, 1.0, huber / np.maximum(a, 1e-12))  # Huber as IRLS weights
-        return float(np.sum(w * np.where(a <= huber, a**2 / 2, huber * (a - huber / 2)))), w * hw
-
-    c, wt = cost(r)
-    history.append(c)
-    converged = False
-    for it in range(iterations):
-        jac = np.empty((len(r), len(u)))
-        for j in range(len(u)):
-            du = np.zeros_like(u)
-            du[j] = 1e-3
-            jac[:, j] = (residuals(u + du) - r) / 1e-3
-        sw = np.sqrt(wt)
-        jw, rw = jac * sw[:, None], r * sw
-        g, h = jw.T @ rw, jw.T @ jw
-        improved = False
-        for _ in range(8):
-            d = np.diag(h)
-            step = np.linalg.solve(h + lam * np.diag(d + 1e-3 * d.max() + 1e-12), -g)
-            r_new = residuals(u + step)
-            c_new, wt_new = cost(r_new)
-            if c_new < c:
-                u, r, c, wt, improved = u + step, r_new, c_new, wt_new, True
-                lam = max(lam / 3, 1e-6)
-                break
-            lam *= 4
-        history.append(c)
-        if progress:
-            progress(f"iteration {it + 1}: loss {c:.4f} (lambda {lam:.2g})")
-        if not improved or (len(history) > 2 and history[-2] - c < 1e-5 * history[-2]):
-            converged = True
-            break
+    u, history, converged = _levenberg_marquardt(residuals, u, w, huber, iterations, progress)
     values = dict(zip(names, (float(v) for v in _from_unit(u, knobs)), strict=True))
     ph, prof = with_values(names, list(values.values()), start, profile)
     n_pairs = int(sum(len(p.rows) for p in pairs))
     return FitResult(ph, prof, values, history, int(sum(len(i) for i in idx)), n_pairs, converged)
+
+
+def fit_joint(
+    devices: Sequence[tuple[str, Sequence[RecordedFile], Mapping[str, Any]]],
+    start: Physics,
+    *,
+    iterations: int = 25,
+    per_file: int = 250,
+    huber: float = 0.2,
+    hold: Sequence[str] = (),
+    progress: Callable[[str], None] | None = None,
+) -> tuple[Physics, dict[str, FitResult], list[Knob]]:
+    """One physics for several devices (``(tag, fit-half files, profile)`` each): the physics constants
+    shared, each device's chip constants (:func:`chip_knobs`) its own (knob ``<tag>/chip:...``), fitted
+    together as :func:`fit` fits one device (log(sim/real), Huber, families sqrt-balanced per device).
+    Returns the physics, each device's result (its profile with its chip constants) and the knobs."""
+    all_files = [f for _, files, _ in devices for f in files]
+    phys = [k for k in knobs_for(all_files, devices[0][2])
+            if not k.name.startswith(("chip:", OPERATING_POINT)) and k.name not in hold]  # fmt: skip
+    own = {tag: [k for k in chip_knobs(files, prof) if f"{tag}/{k.name}" not in hold]
+           for tag, files, prof in devices}  # fmt: skip
+    knobs = phys + [Knob(f"{tag}/{k.name}", k.lo, k.hi) for tag, _, _ in devices for k in own[tag]]
+    pnames = [k.name for k in phys]
+    idx = {tag: fit_rows(files, per_file) for tag, files, _ in devices}
+    real, row_w = [], []
+    for tag, files, _ in devices:
+        fam_rows: dict[str, int] = {}
+        for f, i in zip(files, idx[tag], strict=True):
+            fam_rows[f.family] = fam_rows.get(f.family, 0) + len(i)
+        for f, i in zip(files, idx[tag], strict=True):
+            real.append(np.log(f.real_time_us[i]))
+            row_w.append(np.full(len(i), 1 / math.sqrt(fam_rows[f.family])))
+    real_all, w = np.concatenate(real), np.concatenate(row_w)
+    w = w / w.mean()
+
+    def device_values(values: np.ndarray) -> dict[str, tuple[Physics, dict, list[str], list[float]]]:
+        out, off = {}, len(phys)
+        for tag, _, prof in devices:
+            names = [k.name for k in own[tag]]
+            mine = list(values[off : off + len(names)])
+            off += len(names)
+            ph, pr = with_values(pnames + names, list(values[: len(phys)]) + mine, start, prof)
+            out[tag] = (ph, pr, names, mine)
+        return out
+
+    def residuals(u: np.ndarray) -> np.ndarray:
+        per = device_values(_from_unit(u, knobs))
+        sim = []
+        for tag, files, _ in devices:
+            gpu = SimGPU(per[tag][1], physics=per[tag][0])
+            sim += [np.log(winner_times(gpu, f, i)) for f, i in zip(files, idx[tag], strict=True)]
+        return np.concatenate(sim) - real_all
+
+    u = np.array(
+        [_to_unit(get_value(k.name, start, devices[0][2]), k) for k in phys]
+        + [_to_unit(get_value(k.name, start, prof), k) for tag, _, prof in devices for k in own[tag]]
+    )
+    u, history, converged = _levenberg_marquardt(residuals, u, w, huber, iterations, progress)
+    values = _from_unit(u, knobs)
+    per = device_values(values)
+    shared = dict(zip(pnames, (float(v) for v in values[: len(phys)]), strict=True))
+    results = {}
+    for tag, _, _ in devices:
+        ph, pr, names, mine = per[tag]
+        results[tag] = FitResult(
+            ph, pr, {**shared, **dict(zip(names, map(float, mine), strict=True))}, history,
+            int(sum(len(i) for i in idx[tag])), 0, converged,
+        )  # fmt: skip
+    return per[devices[0][0]][0], results, knobs
+
+
+def joint_main(argv: list[str]) -> int:
+    """``oto calibrate --joint --device DIR=PROFILE ... --physics-out F``: one physics for an ISA family's
+    devices (RDNA: physics-rdna.json), fitted with each device's chip constants on the fit half
+    :func:`chip_split` gives of each device's own logic files."""
+    from oto.hardware.profile import ProfileError, load_profile
+
+    ap = argparse.ArgumentParser(prog="oto calibrate --joint", description=joint_main.__doc__)
+    ap.add_argument("--joint", action="store_true", required=True)
+    ap.add_argument("--device", action="append", required=True, help="LOGIC_DIR=PROFILE, once per device")
+    ap.add_argument("--start", default=None, help="physics to start from (default: the profiles' family's)")
+    ap.add_argument("--physics-out", default=None, help="write the fitted physics here")
+    ap.add_argument("--json", default=None, help="write every fitted value here")
+    ap.add_argument("--iterations", type=int, default=25)
+    ap.add_argument("--per-file", type=int, default=250)
+    ap.add_argument("--hold", default="", help="comma-separated knobs to keep at their start values")
+    args = ap.parse_args(argv)
+    devices, splits = [], {}
+    specs = []
+    for spec in args.device:
+        logic, sep, prof_path = spec.partition("=")
+        if not sep:
+            ap.error(f"--device wants LOGIC_DIR=PROFILE, got {spec!r}")
+        specs.append((logic, prof_path))
+    try:
+        profiles = [load_profile(prof_path) for _, prof_path in specs]
+        families = {physics_file(p) for p in profiles}
+        if len(families) != 1:
+            ap.error("--device: profiles of different physics: " + ", ".join(map(str, families)))
+        for (logic, prof_path), profile in zip(specs, profiles, strict=True):
+            files = load_recorded(logic)
+            read_flop_counts(files, profile)
+            fit_files, back = chip_split(files)
+            tag = str(profile["arch"])
+            devices.append((tag, fit_files, profile))
+            splits[tag] = {"logic": logic, "profile": prof_path,
+                           "fit_files": sorted(f.name for f in fit_files),
+                           "held_back_files": sorted(f.name for f in back)}  # fmt: skip
+        start_path = args.start or str(families.pop())
+        start = Physics.load(start_path)
+    except (ProfileError, ValueError, OSError) as exc:
+        print(f"oto calibrate: {exc}", file=sys.stderr)
+        return 2
+    hold = [h.strip() for h in args.hold.split(",") if h.strip()]
+    for tag, files, _ in devices:
+        print(f"{tag}: fit half {len(files)} files ({sum(len(f.winner) for f in files)} rows)", flush=True)
+    physics, results, knobs = fit_joint(
+        devices, start, iterations=args.iterations, per_file=args.per_file, hold=hold,
+        progress=lambda s: print(s, flush=True),
+    )  # fmt: skip
+    first = next(iter(results.values()))
+    for k in knobs:
+        tag, _, name = k.name.rpartition("/")
+        v = (results[tag] if tag else first).values[name]
+        print(f"  {k.name:56s} {v:12.4f}  [{k.lo:.4g}, {k.hi:.4g}]")
+    doc = {
+        "model_version": MODEL_VERSION,
+        "fitted_on": {
+            "command": "oto calibrate " + " ".join(argv),
+            "start": start_path,
+            "devices": splits,
+            "rows_used": {tag: r.rows for tag, r in results.items()},
+            "loss": first.loss_history[-1] if first.loss_history else None,
+            "converged": first.converged,
+        },
+        "physics": physics.to_dict(),
+    }
+    if args.physics_out:
+        Path(args.physics_out).write_text(json.dumps(doc, indent=2, sort_keys=True) + "\n")
+        print(f"wrote {args.physics_out}")
+    if args.json:
+        chips = {t: {k: v for k, v in r.values.items() if k.startswith("chip:")} for t, r in results.items()}
+        Path(args.json).write_text(json.dumps({**doc, "chips": chips}, indent=2) + "\n")
+        print(f"wrote {args.json}")
+    return 0
 
 
 BOUND_SHARE = 0.005  # a fitted constant this close to a bound (share of its range) sits at the bound
@@ -988,7 +1156,7 @@ def calibrated_profile(
     (``performance.chip_version``), so records simulated on two calibrations stay apart."""
     prof = copy.deepcopy(result.profile)
     timing = prof.setdefault("timing", {})
-    for key in ("launch_us", "memory_latency_ns"):
+    for key in ("launch_us", "memory_latency_ns", "llc_latency_ns"):
         if key in timing:
             timing[key] = round(float(timing[key]), 3)
     clocks = timing.get("sustained_clock_mhz") or {}
@@ -1000,6 +1168,8 @@ def calibrated_profile(
             elif isinstance(v, int | float):
                 op[key] = round(float(v), 4)
     prof["memory"]["sustained_bandwidth_gbs"] = round(float(prof["memory"]["sustained_bandwidth_gbs"]), 2)
+    if llc := prof["memory"].get("last_level_cache"):
+        llc["sustained_bandwidth_gbs"] = round(float(llc["sustained_bandwidth_gbs"]), 2)
     fitted = {k.name: round(result.values[k.name], 4) for k in knobs}
     block = {
         "source": source,
@@ -1046,6 +1216,9 @@ def file_inputs(paths: Sequence[Path]) -> list[dict[str, str]]:
 def main(argv: list[str] | None = None) -> int:
     from oto.hardware.profile import ProfileError, load_profile
 
+    argv_list = list(argv if argv is not None else sys.argv[1:])
+    if "--joint" in argv_list:
+        return joint_main(argv_list)
     ap = argparse.ArgumentParser(
         prog="oto calibrate",
         description=(
@@ -1062,7 +1235,12 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--json", default=None, help="write every fitted value and the split here")
     ap.add_argument("--iterations", type=int, default=25, help="Levenberg-Marquardt iterations at most")
     ap.add_argument("--per-file", type=int, default=400, help="rows per file the fit uses (subsampled)")
-    ap.add_argument("--start", default=str(PHYSICS_FILE), help="physics file to start from")
+    ap.add_argument(
+        "--start",
+        default=None,
+        help=f"physics file to start from (default: the profile's ISA family's: {PHYSICS_FILE.name}, or "
+        f"{PHYSICS_RDNA_FILE.name} for RDNA)",
+    )
     ap.add_argument(
         "--rank-weight",
         type=float,
@@ -1117,7 +1295,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         profile = load_profile(args.profile)
         files = load_recorded(args.logic)
-        start = Physics.load(args.start)
+        start = Physics.load(args.start or physics_file(profile))
     except (ProfileError, ValueError, OSError) as exc:
         print(f"oto calibrate: {exc}", file=sys.stderr)
         return 2
@@ -1168,6 +1346,7 @@ def chip_main(args: argparse.Namespace, argv: list[str] | None) -> int:
     try:
         profile = load_profile(args.profile)
         files = load_recorded(args.logic)
+        args.start = str(args.start or physics_file(profile))
         physics = Physics.load(args.start)
     except (ProfileError, ValueError, OSError) as exc:
         print(f"oto calibrate: {exc}", file=sys.stderr)

@@ -24,7 +24,7 @@ from oto.gemm import Family
 from oto.tensile.defaults import TENSILE_DEFAULTS
 from oto.tensile.params import PARAMS, mi_geometry
 
-MODEL_VERSION = "simgpu-6"
+MODEL_VERSION = "simgpu-7"
 
 # GCN/Vega facts (Vega ISA guide; per CU unless stated): they hold for every gfx9 chip and are not fitted.
 LDS_BYTES_PER_CLK = 128  # 32 banks x 4 bytes
@@ -55,10 +55,28 @@ TENSILE_VGPRS_PER_CU = 65536
 SPILL_OPS_PER_K = 2  # scratch load + store of each spilled VGPR per k step (HIP-source kernels only)
 CAMPING_STRIDE = 4096  # a leading dimension of a multiple of 4 KiB maps every column to one DRAM channel
 L2_USABLE = 0.75  # share of L2 a GEMM's panels can keep (C, page tables, associativity)
+# Share of a last-level cache (RDNA's Infinity Cache) a GEMM's working set can keep: assumed as L2_USABLE.
+LLC_USABLE = 0.75
 RUGGED_CONFIG = 0.05  # per-configuration unmodelled slowdown, uniform in [0, 5%]
 RUGGED_SIZE = 0.02  # per-(configuration, size) unmodelled slowdown, uniform in [0, 2%]
 
 PHYSICS_FILE = Path(__file__).resolve().parent / "physics.json"
+# The RDNA ISA families (gfx10, gfx11: wave32, WGPs, WMMA) have physics of their own, fitted on RDNA rows
+# (docs/simulator.md, "RDNA physics"); gfx9's stay in PHYSICS_FILE.
+PHYSICS_RDNA_FILE = Path(__file__).resolve().parent / "physics-rdna.json"
+RDNA_ISA_MAJOR = 10
+
+
+def is_rdna(profile: Mapping[str, Any]) -> bool:
+    """Whether a profile's ISA (``isa`` major version) is an RDNA family (10 and later)."""
+    isa = profile.get("isa") or [0]
+    return int(isa[0]) >= RDNA_ISA_MAJOR
+
+
+def physics_file(profile: Mapping[str, Any]) -> Path:
+    """The physics a profile's ISA family simulates with: :data:`PHYSICS_RDNA_FILE` for RDNA, else
+    :data:`PHYSICS_FILE`."""
+    return PHYSICS_RDNA_FILE if is_rdna(profile) else PHYSICS_FILE
 
 
 @dataclass(frozen=True)
@@ -196,6 +214,7 @@ class Chip:
     launch_us: float  # launch + completion of one kernel as a back-to-back timing loop sees it
     memory_latency_ns: float  # DRAM latency seen by a shader (L2 miss to data)
     sustained_clock_mhz: Mapping[str, float]  # clock held under a long GEMM, per rate class
+    llc_latency_ns: float = 0.0  # latency of a load the last-level cache serves (0: no such cache)
 
     @classmethod
     def from_profile(cls, p: Mapping[str, Any], operating_point: str | None = None) -> Chip:
@@ -208,10 +227,13 @@ class Chip:
         }
         launch = float(t.get("launch_us", _timing_defaults()["launch_us"]))
         latency = float(t.get("memory_latency_ns", _timing_defaults()["memory_latency_ns"]))
+        llc = (p.get("memory") or {}).get("last_level_cache")
+        llc_latency = float(t.get("llc_latency_ns", latency)) if llc else 0.0
         return cls(
             launch_us=launch * op.launch,
             memory_latency_ns=latency * op.memory_latency,
             sustained_clock_mhz=clocks,
+            llc_latency_ns=llc_latency * op.memory_latency,
         )
 
 
@@ -223,11 +245,16 @@ CHIP_CONSTANTS = {
     "memory_latency_ns": "timing.memory_latency_ns",
     "sustained_bandwidth_gbs": "memory.sustained_bandwidth_gbs",
     "sustained_clock_mhz": "timing.sustained_clock_mhz",
+    # only a profile with a memory.last_level_cache has these two
+    "llc_latency_ns": "timing.llc_latency_ns",
+    "llc_bandwidth_gbs": "memory.last_level_cache.sustained_bandwidth_gbs",
 }
 # Where a fit may put them. A GCN load that misses the L2 waits several hundred ns (micro-benchmarks of
 # Vega 10 give ~500-700 ns), so DRAM latency stays above 300 ns; a clock or bandwidth is at most the
 # datasheet peak (the roofline holds) and above 0.3 of it (lower, a fit has found a missing term, not a chip).
 TIMING_BOUNDS = {"launch_us": (0.5, 50.0), "memory_latency_ns": (300.0, 2000.0)}
+# A last-level cache hit: at least an L2 miss's fabric round trip (assumed 100 ns), at most a DRAM access.
+LLC_LATENCY_BOUNDS = (100.0, 2000.0)
 PEAK_SHARE_BOUNDS = (0.3, 1.0)
 
 
@@ -241,6 +268,10 @@ def chip_constants(profile: Mapping[str, Any]) -> dict[str, float]:
         "sustained_bandwidth_gbs": float(profile["memory"]["sustained_bandwidth_gbs"]),
     }
     out.update({f"sustained_clock_mhz.{rc}": v for rc, v in sorted(chip.sustained_clock_mhz.items())})
+    llc = profile["memory"].get("last_level_cache")
+    if llc:
+        out["llc_latency_ns"] = chip.llc_latency_ns
+        out["llc_bandwidth_gbs"] = float(llc["sustained_bandwidth_gbs"])
     return out
 
 
@@ -253,6 +284,12 @@ def chip_bounds(profile: Mapping[str, Any], name: str) -> tuple[float, float]:
     if name == "sustained_bandwidth_gbs":
         peak = float(profile["memory"]["peak_bandwidth_gbs"])
         return lo * peak, hi * peak
+    if name == "llc_bandwidth_gbs":  # between the DRAM's peak and the cache's own
+        return float(profile["memory"]["peak_bandwidth_gbs"]), float(
+            profile["memory"]["last_level_cache"]["peak_bandwidth_gbs"]
+        )
+    if name == "llc_latency_ns":
+        return LLC_LATENCY_BOUNDS
     return TIMING_BOUNDS[name]
 
 
@@ -264,6 +301,7 @@ def chip_version(profile: Mapping[str, Any], hidden: Mapping[str, Any] | None = 
     doc = {
         "timing": profile.get("timing") or {},
         "sustained_bandwidth_gbs": profile["memory"]["sustained_bandwidth_gbs"],
+        **({"last_level_cache": llc} if (llc := profile["memory"].get("last_level_cache")) else {}),
         "calibration": (profile.get("calibration") or {}).get("id"),
         "hidden": dict(hidden or {}),
     }
@@ -293,8 +331,13 @@ def with_chip(profile: Mapping[str, Any], constants: Mapping[str, Any]) -> dict[
             clocks = dict(out["timing"].get("sustained_clock_mhz") or {})
             clocks.update({rc: float(v) for rc, v in value.items()})
             out["timing"]["sustained_clock_mhz"] = clocks
-        elif name in ("launch_us", "memory_latency_ns"):
+        elif name in ("launch_us", "memory_latency_ns", "llc_latency_ns"):
             out["timing"][name] = float(value)
+        elif name == "llc_bandwidth_gbs":
+            out["memory"]["last_level_cache"] = {
+                **out["memory"]["last_level_cache"],
+                "sustained_bandwidth_gbs": float(value),
+            }
         else:
             raise ValueError(f"not a chip constant: {name!r} (known: {', '.join(CHIP_CONSTANTS)})")
     return out
@@ -339,6 +382,9 @@ class Arch:
     dual_issue: Mapping[str, float] = field(default_factory=dict)  # rate class -> factor only VOPD reaches
     wmma_rates: Mapping[str, float] = field(default_factory=dict)  # rate class -> rate of the WMMA path
     dots: frozenset[str] = frozenset()  # the ISA's dot-product instructions
+    # a last-level cache between L2 and DRAM (RDNA's Infinity Cache; 0: none) and the bandwidth it sustains
+    llc_bytes: int = 0
+    llc_gbs: float = 0.0
 
     # The profile fields read below: a change to any other field leaves the simulated GPU as it was.
     PROFILE_FIELDS = (
@@ -347,7 +393,7 @@ class Arch:
         "vgpr_alloc_granule", "sgprs_max", "sgprs_per_simd", "sgpr_alloc_granule", "max_waves_per_simd",
         "max_workgroup_size", "l2_bytes", "memory.sustained_bandwidth_gbs",
         "memory.usable_device_memory_bytes", "timing", "workgroup_processor", "dual_issue", "wmma.rates",
-        "dot_instructions",
+        "dot_instructions", "memory.last_level_cache", "isa",
     )  # fmt: skip
 
     @classmethod
@@ -356,6 +402,7 @@ class Arch:
         try:
             mem = p["memory"]
             wgp = p.get("workgroup_processor") or {}
+            llc = mem.get("last_level_cache") or {}
             return cls(
                 name=str(p["arch"] if "arch" in p else p.get("name", "unnamed")),
                 cus=int(p["compute_units"]),
@@ -382,6 +429,8 @@ class Arch:
                 dual_issue={str(k): float(v) for k, v in (p.get("dual_issue") or {}).items()},
                 wmma_rates={str(k): float(v) for k, v in ((p.get("wmma") or {}).get("rates") or {}).items()},
                 dots=frozenset(p.get("dot_instructions") or ()),
+                llc_bytes=int(llc.get("bytes", 0)),
+                llc_gbs=float(llc.get("sustained_bandwidth_gbs", 0.0)) * bandwidth,
             )
         except KeyError as e:
             raise ValueError(f"arch profile lacks field {e.args[0]!r} needed by the simulator") from None
@@ -670,7 +719,7 @@ class SimGPU:
     ):
         self.arch = Arch.from_profile(profile, operating_point)
         self.chip = chip if chip is not None else Chip.from_profile(profile, operating_point)
-        self.physics = physics if physics is not None else _default_physics()
+        self.physics = physics if physics is not None else _default_physics(physics_file(profile))
         self.seed = int(seed)
         self.operating_point = operating_point or DEFAULT_OPERATING_POINT
         self._profile = profile
@@ -940,7 +989,15 @@ class SimGPU:
         bw_eff = bw_eff / np.where(misaligned, 1 + ph.misaligned_cost, 1.0)
         clock_hz = clock_mhz * 1e6
         active = np.minimum(a.units, wgs)
-        cu_share = a.sustained_gbs * 1e9 / active / clock_hz  # B/clk of DRAM bandwidth per busy unit
+        # A last-level cache (RDNA's Infinity Cache) keeps the share of the working set it holds: Tensile's
+        # client runs each problem back to back, so those bytes come at the cache's bandwidth and latency.
+        sustained_gbs, latency_ns = a.sustained_gbs, chip.memory_latency_ns
+        if a.llc_bytes:
+            working_set = batch * ((m + n) * k * eb + 2 * m * n * eb_out)
+            hit = np.clip(LLC_USABLE * a.llc_bytes / working_set, 0.0, 1.0)
+            sustained_gbs = 1.0 / (hit / a.llc_gbs + (1 - hit) / a.sustained_gbs)
+            latency_ns = hit * chip.llc_latency_ns + (1 - hit) * chip.memory_latency_ns
+        cu_share = sustained_gbs * 1e9 / active / clock_hz  # B/clk of DRAM bandwidth per busy unit
         cu_bw = np.minimum(L1_BYTES_PER_CLK * scale, cu_share * bw_eff)
         mem = dram / (wgs * iters) / cu_bw
         # Overlap: with more resident waves (and local-read prefetch) VALU, LDS and memory work of different
@@ -958,7 +1015,7 @@ class SimGPU:
 
         # Latency chain of one workgroup: a global load prefetched PGR iterations ahead hides behind that
         # much work; resident workgroups fill each other's stalls (throughput = min(1/c, R/chain)).
-        lat = chip.memory_latency_ns * clock_mhz / 1e3
+        lat = latency_ns * clock_mhz / 1e3
         exposed = np.maximum(0.0, lat - g.pgr * c)
         one_buffer = int(p["1LDSBuffer"]) == 1 and g.pgr
         # Each k step's MACs wait for that step's LDS reads, issued 1 + PLR steps ahead: a wave whose steps
@@ -1003,7 +1060,7 @@ class SimGPU:
         streamed = (dram / wgs / cu_bw + cd_bytes / cd_bw) * wg_cu
         cycles = np.maximum(loop + prologue + epilogue + reduction, streamed)
         if g.gsu > 1:  # the beta pass over C/D, a kernel of its own launched first, streams at full bandwidth
-            cycles = cycles + batch * 2 * m * n * eb_out / (a.sustained_gbs * 1e9 / clock_hz)
+            cycles = cycles + batch * 2 * m * n * eb_out / (sustained_gbs * 1e9 / clock_hz)
 
         key = _key(f, p, a.name, self.seed)
         rugged = (1 + RUGGED_CONFIG * _unit(key, 0xC0F)) * (1 + RUGGED_SIZE * _size_unit(key, m, n, batch, k))
@@ -1055,6 +1112,6 @@ def _size_unit(key: int, m, n, batch, k) -> np.ndarray:
 
 
 @functools.cache
-def _default_physics() -> Physics:
-    """The shipped fit (read once per process: the file is package data and never changes at run time)."""
-    return Physics.load(PHYSICS_FILE)
+def _default_physics(path: Path = PHYSICS_FILE) -> Physics:
+    """A shipped fit (read once per process: the files are package data and never change at run time)."""
+    return Physics.load(path)
