@@ -6,7 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from oto.agent.proposals import starved_proposals
+from oto.agent.proposals import frozen_proposals, starved_proposals
 from oto.config import ConfigError, validate_config
 from oto.deck.model import LibraryDeck, write_library_yaml
 from oto.files import read_yaml, write_yaml
@@ -144,11 +144,10 @@ def _budget(tmp_path, libs, name, gen, hours):
         decks=[tmp_path / lib / "deck.yaml" for lib in libs],
         selections=[tmp_path / lib / f"gen{gen - 1}" / "selection.yaml" for lib in libs],
         samples=[tmp_path / lib / f"gen{g}" / "samples.csv" for lib in libs for g in range(gen)],
-        previous_proposals=tmp_path / name / f"gen{gen - 1}" / "proposals.yaml",
     )
 
 
-def test_mutate_starves_the_library_with_the_least_to_gain_and_it_stays_starved(tmp_path):
+def test_mutate_starves_the_library_with_the_least_to_gain_and_revives_it_when_time_frees(tmp_path):
     libs = ["Cijk_Ailk_Bljk_DB", "Cijk_Alik_Bljk_DB"]
     _library(tmp_path, libs[0], [10.0, 100.0], [10.0, 10.0], [1.0, 2.0], [30.0, 30.0])  # far from ceiling
     _library(tmp_path, libs[1], [10.0, 100.0], [99.0, 99.0], [1.0, 1.01], [30.0, 30.0])  # at the ceiling
@@ -158,11 +157,36 @@ def test_mutate_starves_the_library_with_the_least_to_gain_and_it_stays_starved(
         starved["frozen"] and starved["proposals"] == [] and starved["reason"].startswith("starved at gen2: ")
     )
     assert starved_proposals(libs[0], 2, _budget(tmp_path, libs, libs[0], 2, hours), 4) is None
-    # the next generation carries the reason forward, whatever the shares say then
+    # gen2: libs[0] ran (30 s) and converged; libs[1] was starved (its frozen gen2 recorded no launch). At
+    # gen3 the 10 s left pay for nothing, but a larger budget gives libs[1] its generation back: the
+    # starving is decided again, from its last measured generation's cost (30 s, not the starved 0 s).
     write_yaml(tmp_path / libs[1] / "gen1" / "proposals.yaml", starved)
-    again = starved_proposals(libs[1], 2, _budget(tmp_path, libs, libs[1], 2, 1e6), 4)
-    assert again["reason"] == starved["reason"]
-    assert read_yaml(tmp_path / libs[0] / "gen1" / "proposals.yaml")["proposals"] == []
+    for lib, secs, converged in ((libs[0], 30.0, True), (libs[1], 0.0, False)):
+        (tmp_path / lib / "gen2").mkdir()
+        (tmp_path / lib / "gen2" / "samples.csv").write_text(f"seq,time_us,status\n0,{secs * 1e6},ok\n")
+        sel = selection(lib, 2, [10.0, 100.0], [99.0, 99.0], [1.0, 1.01], frozen=not converged)
+        sel["convergence"]["converged"] = converged
+        write_yaml(tmp_path / lib / "gen2" / "selection.yaml", sel)
+    assert starved_proposals(libs[1], 3, _budget(tmp_path, libs, libs[1], 3, hours), 4) is not None
+    more = (150.0 + 30.0) / 3600  # 30 s left after the 150 s spent: libs[1]'s generation fits
+    assert starved_proposals(libs[1], 3, _budget(tmp_path, libs, libs[1], 3, more), 4) is None
+    assert frozen_proposals(libs[1], 3, read_yaml(tmp_path / libs[1] / "gen2" / "selection.yaml")) is None
+    assert frozen_proposals(libs[0], 3, read_yaml(tmp_path / libs[0] / "gen2" / "selection.yaml"))["frozen"]
+
+
+def test_a_starved_library_is_still_tuning_and_costs_its_last_measured_generation():
+    sel = selection("L", 3, [10.0, 100.0], [50.0, 90.0], [1.0, 1.2], frozen=True)  # starved at gen3
+    s = library_state(sel, [1, 1], generation_seconds=[4.0, 6.0, 5.0, 0.0])
+    assert s.tuning and s.last_generation_s == 5.0 and s.spent_s == 15.0
+
+
+def test_a_library_whose_next_generation_fits_what_is_left_runs():
+    """45 s left: the dear library's 100 s generation does not fit, the cheap one's 0.2 s do, though its gain
+    per second is the lower and its gain's share (a millionth) pays for none of them."""
+    dear, cheap = state("A", 100.0, spent=0.0, last=100.0), state("B", 0.001, spent=0.0, last=0.2)
+    plan = allocate([dear, cheap], budget_s=45.0, generations_left=4)
+    assert plan["A"].generations == 0 and plan["A"].reason
+    assert plan["B"].generations == 4 and plan["B"].share_s == pytest.approx(0.8) and not plan["B"].reason
 
 
 def test_the_budget_is_optional_and_checked():

@@ -4,10 +4,13 @@ After every generation each library still tuning gets a share of the GPU time le
 expected gain: per tuned size, the gap to the ceiling (1 - pct_ceiling) × the workload's GPU time there
 (calls × the winner's time), summed, × how fast the library has been improving (the relative rise of its
 geomean score over its last generation). A library whose share no longer pays for one more generation, at
-what its last one cost, is starved: mutate freezes it the way convergence does (finalize and packaging still
-run on it; everything measured is kept). GPU time is what the benchmark recorded: samples.csv ``time_us``
-(simulated time on the simulated backend). A pure function of the selections, decks and samples of the
-generations done, so every library's decision at generation g is the same whichever job asks.
+what its last measured one cost, is starved for that generation: mutate freezes it the way convergence does
+(finalize and packaging still run on it; everything measured is kept). Starving is decided again at every
+generation: time the others no longer use (a library converged, or every share is capped at what the
+library's remaining generations cost) goes to a starved library whose next generation fits in it, best gain
+per GPU second first. GPU time is what the benchmark recorded: samples.csv ``time_us`` (simulated time on the
+simulated backend). A pure function of the selections, decks and samples of the generations done, so every
+library's decision at generation g is the same whichever job asks.
 """
 
 from __future__ import annotations
@@ -20,7 +23,6 @@ from pathlib import Path
 from typing import Any
 
 from oto.deck.model import read_library_yaml
-from oto.files import read_yaml
 from oto.measurement.selection_file import read_selection
 
 # A library that stopped improving keeps a sliver of weight (convergence, not the budget, decides it is done).
@@ -39,8 +41,8 @@ class LibraryState:
     gap_time_s: float  # Σ over tuned sizes of workload weight × winner's time × (1 - pct_ceiling/100)
     improvement: float  # relative rise of the geomean score over the last generation
     spent_s: float  # GPU seconds of all its generations so far
-    last_generation_s: float  # GPU seconds its last measured generation took
-    tuning: bool  # neither converged nor frozen
+    last_generation_s: float  # GPU seconds its last measured generation took (a starved one costs 0: skipped)
+    tuning: bool  # not converged (a library starved before may be given generations again)
 
     @property
     def expected_gain(self) -> float:
@@ -82,14 +84,16 @@ def library_state(
     history = [float(h) for h in selection.get("convergence", {}).get("history", [])]
     improvement = history[-1] / history[-2] - 1.0 if len(history) >= 2 and history[-2] > 0 else None
     conv = selection.get("convergence", {})
+    measured = [float(s) for s in generation_seconds if s > 0]  # a starved generation's 0 s says no cost
     return LibraryState(
         library=str(selection["library"]),
         generation=int(selection["generation"]),
         gap_time_s=gap_time,
         improvement=UNKNOWN_IMPROVEMENT if improvement is None else improvement,
         spent_s=float(sum(generation_seconds)),
-        last_generation_s=float(generation_seconds[-1]) if generation_seconds else 0.0,
-        tuning=not (selection.get("frozen") or conv.get("converged")),
+        last_generation_s=measured[-1] if measured else 0.0,
+        # a frozen selection that did not converge was starved: the budget may give it generations again
+        tuning=not conv.get("converged"),
     )
 
 
@@ -114,9 +118,10 @@ def _shares(going: Sequence[LibraryState], left: float, generations_left: int) -
 def allocate(states: Sequence[LibraryState], budget_s: float, generations_left: int) -> dict[str, Allocation]:
     """Each tuning library's share of the GPU time left (``budget_s`` minus what every library spent), by
     expected gain (capped at what its remaining generations cost), and how many of the ``generations_left``
-    (the cap, max_generations) it pays for. When a
-    share does not pay for a generation, the library with the least gain per second of those is starved and
-    the time left shared again among the others, so what it would have had is not lost."""
+    (the cap, max_generations) it pays for. When a share does not pay for a generation, the library with the
+    least gain per second of those is starved and the time left shared again among the others, so what it
+    would have had is not lost; time still held by no share then goes to starved libraries whose next
+    generation fits in it."""
     left = max(budget_s - sum(s.spent_s for s in states), 0.0)
     going = sorted((s for s in states if s.tuning), key=lambda s: s.library)
     starved: dict[str, str] = {}
@@ -134,6 +139,18 @@ def allocate(states: Sequence[LibraryState], budget_s: float, generations_left: 
             f"{w.improvement:.3g}), the least per GPU second of the {len(going)} libraries left"
         )
         going.remove(worst)
+    # Time no share holds (every share capped at what its generations cost): a starved library whose next
+    # generation fits in it runs after all, the most gain per GPU second first.
+    spare = left - sum(shares.values())
+    for s in sorted(
+        (s for s in states if s.library in starved),
+        key=lambda s: (-s.expected_gain / max(s.last_generation_s, 1e-12), s.library),
+    ):
+        if s.last_generation_s <= spare:
+            shares[s.library] = min(s.last_generation_s * generations_left, spare)
+            spare -= shares[s.library]
+            going.append(s)
+            del starved[s.library]
     out = {lib: Allocation(lib, 0.0, 0, why) for lib, why in starved.items()}
     for s in going:
         cost, share = s.last_generation_s, shares[s.library]
@@ -145,22 +162,18 @@ def allocate(states: Sequence[LibraryState], budget_s: float, generations_left: 
 @dataclass(frozen=True)
 class BudgetInputs:
     """What mutate of generation g reads when config ``budget`` is set: every library's deck and gen g-1
-    selection, the samples.csv of every generation done (GPU time spent), and this library's gen g-1
-    proposals (a starved library stays starved, with the reason it was starved for)."""
+    selection, and the samples.csv of every generation done (GPU time spent)."""
 
     hours: float
     decks: Sequence[Path]
     selections: Sequence[Path]
     samples: Sequence[Path]
-    previous_proposals: Path
 
 
 def starved_reason(library: str, generation: int, budget: BudgetInputs, max_generations: int) -> str:
-    """'starved: …' when the budget gives ``library`` no generation ``generation`` (or starved it before),
-    else '' (it goes on, or it converged and convergence freezes it)."""
-    reason = str(read_yaml(budget.previous_proposals).get("reason", ""))
-    if reason.startswith("starved"):
-        return reason
+    """'starved: …' when the budget gives ``library`` no generation ``generation``, else '' (it goes on, or
+    it converged and convergence freezes it). Decided anew at every generation: a library starved before runs
+    again when the time the others leave pays for its next generation."""
     seconds: dict[str, list[tuple[int, float]]] = {}
     for path in budget.samples:  # results/<arch>/<library>/gen<N>/samples.csv
         gen = int(path.parent.name.removeprefix("gen"))
