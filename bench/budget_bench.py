@@ -38,6 +38,7 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "workflow"))
 
 from oto.deck.model import read_library_yaml  # noqa: E402
+from oto.gemm import Library  # noqa: E402
 from oto.measurement.budget import generation_gpu_seconds, size_flops  # noqa: E402
 
 TARGET = "results/gfx90c/TensileLibrary.dat"
@@ -67,11 +68,12 @@ def library_figures(final: dict, deck) -> dict:
     """One library's workload- and deck-weighted floor and winner times (seconds per pass of the workload)."""
     calls = deck.calls or [0] * len(deck.sizes)
     t = {"calls_floor": 0.0, "calls_winner": 0.0, "deck_floor": 0.0, "deck_winner": 0.0}
+    per_mac = Library.parse(final["library"]).family.flops_per_mac  # complex types count 8 flops a MAC
     for row in final["per_size"]:
         i = int(row["size_index"])
         if not (row.get("gflops") and row.get("score")):
             continue
-        winner = size_flops(final["sizes"][i]) / (float(row["gflops"]) * 1e9)
+        winner = size_flops(final["sizes"][i], per_mac) / (float(row["gflops"]) * 1e9)
         floor = float(row["score"]) * winner  # score = floor time / winner time, measured in one race
         t["calls_floor"] += calls[i] * floor
         t["calls_winner"] += calls[i] * winner

@@ -45,17 +45,21 @@ def state(name, gain_time, improvement=0.5, spent=10.0, last=5.0, tuning=True, g
 
 
 def test_the_state_weighs_the_gap_by_calls_and_time_and_reads_the_improvement():
-    sel = selection("L", 2, gflops=[10.0, 100.0], pct=[50.0, 90.0], history=[1.0, 1.2, 1.5])
+    sel = selection("Cijk_Ailk_Bljk_DB", 2, gflops=[10.0, 100.0], pct=[50.0, 90.0], history=[1.0, 1.2, 1.5])
     s = library_state(sel, size_weights=[3, 1], generation_seconds=[1.0, 2.0, 4.0])
     t0 = 2 * 64 * 64 * 256 / 10e9
     t1 = 2 * 1024**3 / 100e9
     assert s.gap_time_s == pytest.approx(3 * t0 * 0.5 + 1 * t1 * 0.1)
     assert s.improvement == pytest.approx(0.25)
     assert (s.spent_s, s.last_generation_s, s.tuning) == (7.0, 4.0, True)
-    first = library_state(selection("L", 0, [10.0, 100.0], [50.0, 90.0], [1.0]), [1, 1], [1.0])
+    first = library_state(
+        selection("Cijk_Ailk_Bljk_DB", 0, [10.0, 100.0], [50.0, 90.0], [1.0]), [1, 1], [1.0]
+    )
     assert first.improvement == UNKNOWN_IMPROVEMENT
     done = library_state(
-        selection("L", 2, [10.0, 100.0], [50.0, 90.0], [1.0, 1.0], converged=True), [1, 1], [1]
+        selection("Cijk_Ailk_Bljk_DB", 2, [10.0, 100.0], [50.0, 90.0], [1.0, 1.0], converged=True),
+        [1, 1],
+        [1],
     )
     assert not done.tuning
 
@@ -64,8 +68,17 @@ def test_a_size_with_strides_counts_its_gemm():
     assert size_flops([2, 3, 4, 5, 2, 2, 6, 6]) == size_flops([2, 3, 4, 5]) == 2 * 2 * 3 * 4 * 5
 
 
+def test_a_complex_library_times_its_sizes_at_eight_flops_a_mac():
+    """ZB's GFLOPS count 8 flops per multiply-accumulate: its time at a size is 4× what 2 flops would say."""
+    real = library_state(selection("Cijk_Ailk_Bljk_DB", 1, [10.0, 100.0], [50.0, 90.0], [1.0]), [1, 1], [1])
+    cplx = library_state(
+        selection("Cijk_Ailk_Bljk_ZB_GB", 1, [10.0, 100.0], [50.0, 90.0], [1.0]), [1, 1], [1]
+    )
+    assert cplx.gap_time_s == pytest.approx(4 * real.gap_time_s)
+
+
 def test_a_size_without_a_winner_adds_no_gain():
-    sel = selection("L", 1, gflops=[None, 100.0], pct=[None, 0.0], history=[1.0, 2.0])
+    sel = selection("Cijk_Ailk_Bljk_DB", 1, gflops=[None, 100.0], pct=[None, 0.0], history=[1.0, 2.0])
     s = library_state(sel, [1000, 1], [1.0])
     assert s.gap_time_s == pytest.approx(2 * 1024**3 / 100e9)
 
@@ -175,7 +188,9 @@ def test_mutate_starves_the_library_with_the_least_to_gain_and_revives_it_when_t
 
 
 def test_a_starved_library_is_still_tuning_and_costs_its_last_measured_generation():
-    sel = selection("L", 3, [10.0, 100.0], [50.0, 90.0], [1.0, 1.2], frozen=True)  # starved at gen3
+    sel = selection(
+        "Cijk_Ailk_Bljk_DB", 3, [10.0, 100.0], [50.0, 90.0], [1.0, 1.2], frozen=True
+    )  # starved at gen3
     s = library_state(sel, [1, 1], generation_seconds=[4.0, 6.0, 5.0, 0.0])
     assert s.tuning and s.last_generation_s == 5.0 and s.spent_s == 15.0
 

@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from oto.deck.model import read_library_yaml
+from oto.gemm import Library
 from oto.measurement.selection_file import read_selection
 
 # A library that stopped improving keeps a sliver of weight (convergence, not the budget, decides it is done).
@@ -57,10 +58,11 @@ class Allocation:
     reason: str  # why it is starved, or '' when it goes on
 
 
-def size_flops(size: Sequence[int]) -> float:
-    """A deck size [m, n, batch, k, ...] (strides may follow) → floating-point operations of one call."""
+def size_flops(size: Sequence[int], flops_per_mac: int = 2) -> float:
+    """A deck size [m, n, batch, k, ...] (strides may follow) → floating-point operations of one call, at the
+    family's flops per multiply-accumulate (8 for complex types: the GFLOPS a selection records count so)."""
     m, n, batch, k = (int(v) for v in size[:4])
-    return 2.0 * m * n * batch * k
+    return float(flops_per_mac) * m * n * batch * k
 
 
 def library_state(
@@ -72,6 +74,7 @@ def library_state(
     deck comes from a workload, else ``weights``) and the GPU seconds of each of its generations so far."""
     sizes = selection["sizes"]
     deck_indices = selection.get("deck_indices") or list(range(len(sizes)))
+    per_mac = Library.parse(str(selection["library"])).family.flops_per_mac
     gap_time = 0.0
     for row in selection["per_size"]:
         gflops, pct = row.get("gflops"), row.get("pct_ceiling")
@@ -79,7 +82,7 @@ def library_state(
             continue  # no valid winner: nothing known to gain from
         i = int(row["size_index"])
         weight = float(size_weights[int(deck_indices[i])])
-        seconds = size_flops(sizes[i]) / (float(gflops) * 1e9)
+        seconds = size_flops(sizes[i], per_mac) / (float(gflops) * 1e9)
         gap_time += weight * seconds * min(max(1.0 - float(pct) / 100.0, 0.0), 1.0)
     history = [float(h) for h in selection.get("convergence", {}).get("history", [])]
     improvement = history[-1] / history[-2] - 1.0 if len(history) >= 2 and history[-2] > 0 else None
