@@ -40,8 +40,8 @@ def selection(library, generation, gflops, pct, history, frozen=False, converged
     }
 
 
-def state(name, gain_time, improvement=0.5, spent=10.0, last=5.0, tuning=True, generation=1):
-    return LibraryState(name, generation, gain_time, improvement, spent, last, tuning)
+def state(name, gain_time, improvement=0.5, spent=10.0, last=5.0, tuning=True, generation=1, measured=1):
+    return LibraryState(name, generation, gain_time, improvement, spent, last, tuning, measured)
 
 
 def test_the_state_weighs_the_gap_by_calls_and_time_and_reads_the_improvement():
@@ -117,11 +117,26 @@ def test_a_cheap_library_takes_no_more_than_its_generations_cost():
 
 
 def test_improvement_counts_and_a_stalled_library_keeps_a_sliver():
-    fast, slow = state("A", 1.0, improvement=0.5), state("B", 1.0, improvement=0.0)
-    plan = allocate([fast, slow], budget_s=20.0 + 51.0, generations_left=20)  # 51 s left
-    # B's share, 51 × 0.01 / 0.51 = 1 s, is short of its 5 s generation: starved, A has the 51 s
+    """B has had the generations equal generations would give it (12), A is owed 10 more (50 s of the 51 s
+    left); the 1 s beyond goes by gain: B's sliver, 1 × 0.01 / 0.51 s, is short of its 5 s generation."""
+    fast = state("A", 1.0, improvement=0.5, spent=10.0, measured=2)
+    slow = state("B", 1.0, improvement=0.0, spent=60.0, measured=12)
+    plan = allocate([fast, slow], budget_s=70.0 + 51.0, generations_left=20)
     assert plan["A"].share_s == pytest.approx(51.0) and plan["A"].generations == 10
     assert plan["B"].generations == 0 and "improvement 0" in plan["B"].reason
+
+
+def test_a_library_the_workload_calls_keeps_its_equal_generations_and_the_cold_ones_pay_for_more():
+    """Time for 4 rounds of 10 s generations, 1 done: the hot library and the barely called one are owed the
+    3 generations equal generations would give them; the library the workload never calls is starved and
+    its 30 s go by gain, to the hot one."""
+    hot, warm, cold = (state(n, g, spent=10.0, last=10.0) for n, g in (("H", 100.0), ("W", 0.01), ("C", 0.0)))
+    plan = allocate([hot, warm, cold], budget_s=120.0, generations_left=7)
+    assert plan["W"].generations == 3 and not plan["W"].reason
+    assert plan["C"].generations == 0 and plan["C"].reason
+    assert plan["H"].generations == 5 and plan["H"].share_s == pytest.approx(60.0, abs=0.01)
+    # time for no more than what was spent: the guarantee lapses, gain alone decides
+    assert allocate([hot, warm, cold], budget_s=35.0, generations_left=7)["W"].generations == 0
 
 
 def test_the_gpu_seconds_are_the_recorded_launch_times(tmp_path):

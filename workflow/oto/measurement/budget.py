@@ -1,14 +1,17 @@
 """The night's GPU time (config ``budget.hours``) shared across libraries by expected gain.
 
-After every generation each library still tuning gets a share of the GPU time left, in proportion to its
-expected gain: per tuned size, the gap to the ceiling (1 - pct_ceiling) × the workload's GPU time there
-(calls × the winner's time), summed, × how fast the library has been improving (the relative rise of its
-geomean score over its last generation). A library whose share no longer pays for one more generation, at
-what its last measured one cost, is starved for that generation: mutate freezes it the way convergence does
+After every generation each library still tuning gets a share of the GPU time left: first what it is owed (a
+library the workload calls keeps the generations equal generations would give every library in the budget, so
+none is worse off than it would have been; dropped when the time left cannot pay for them all), then the rest
+(what equal generations would spend on libraries with nothing to gain, and what converged libraries leave) in
+proportion to its expected gain: per tuned size, the gap to the ceiling (1 - pct_ceiling) × the workload's GPU
+time there (calls × the winner's time), summed, × how fast the library has been improving (the relative rise
+of its geomean score over its last generation). A library whose share no longer pays for one more generation,
+at what its last measured one cost, is starved for that generation: mutate freezes it the way convergence does
 (finalize and packaging still run on it; everything measured is kept). Starving is decided again at every
-generation: time the others no longer use (a library converged, or every share is capped at what the
-library's remaining generations cost) goes to a starved library whose next generation fits in it, best gain
-per GPU second first. GPU time is what the benchmark recorded: samples.csv ``time_us`` (simulated time on the
+generation: time the others no longer use (a library converged, or every share is capped at what the library's
+remaining generations cost) goes to a starved library whose next generation fits in it, best gain per GPU
+second first. GPU time is what the benchmark recorded: samples.csv ``time_us`` (simulated time on the
 simulated backend). A pure function of the selections, decks and samples of the generations done, so every
 library's decision at generation g is the same whichever job asks.
 """
@@ -44,10 +47,18 @@ class LibraryState:
     spent_s: float  # GPU seconds of all its generations so far
     last_generation_s: float  # GPU seconds its last measured generation took (a starved one costs 0: skipped)
     tuning: bool  # not converged (a library starved before may be given generations again)
+    measured_generations: int = 1  # generations it ran (a starved one did not)
 
     @property
     def expected_gain(self) -> float:
         return self.gap_time_s * max(self.improvement, MIN_IMPROVEMENT)
+
+    @property
+    def mean_generation_s(self) -> float:
+        """What one of its generations costs on average (the equal plan's measure)."""
+        if self.spent_s > 0 and self.measured_generations > 0:
+            return self.spent_s / self.measured_generations
+        return self.last_generation_s
 
 
 @dataclass(frozen=True)
@@ -97,40 +108,72 @@ def library_state(
         last_generation_s=measured[-1] if measured else 0.0,
         # a frozen selection that did not converge was starved: the budget may give it generations again
         tuning=not conv.get("converged"),
+        measured_generations=len(measured),
     )
 
 
-def _shares(going: Sequence[LibraryState], left: float, generations_left: int) -> dict[str, float]:
-    """The time left by expected gain, no library given more than its remaining generations cost (what a
-    cheap library cannot use goes to the others, by gain again)."""
+def equal_generations(states: Sequence[LibraryState], budget_s: float) -> int:
+    """How many generations equal generations would give every library in ``budget_s``: the budget over what
+    one generation of every library costs on average."""
+    per_round = sum(s.mean_generation_s for s in states)
+    return int(budget_s / per_round + 1e-9) if per_round > 0 else 0
+
+
+def owed_seconds(states: Sequence[LibraryState], budget_s: float, generations_left: int) -> dict[str, float]:
+    """The guarantee: a tuning library the workload calls (a gap to gain on) keeps the generations equal
+    generations would give it, what they cost at its mean; the budget shares only the rest by gain (what
+    equal generations would spend on libraries with nothing to gain, and on those that converged). Empty
+    when the time left cannot pay for the guarantee (then the gain decides alone)."""
+    left = max(budget_s - sum(s.spent_s for s in states), 0.0)
+    n_equal = equal_generations(states, budget_s)
+    owed = {
+        s.library: min(max(n_equal - s.measured_generations, 0), generations_left) * s.mean_generation_s
+        for s in states
+        if s.tuning and s.gap_time_s > 0
+    }
+    return owed if sum(owed.values()) <= left else {}
+
+
+def _shares(
+    going: Sequence[LibraryState], left: float, generations_left: int, owed: Mapping[str, float]
+) -> dict[str, float]:
+    """The time left by expected gain, on top of what each library is owed, no library given more than its
+    remaining generations cost (what a cheap library cannot use goes to the others, by gain again)."""
     shares: dict[str, float] = {}
     pool = list(going)
+    cap = {
+        s.library: max(s.last_generation_s * generations_left - owed.get(s.library, 0.0), 0.0) for s in pool
+    }
     while pool:
         total = sum(s.expected_gain for s in pool)
         even = {s.library: left * (s.expected_gain / total if total > 0 else 1.0 / len(pool)) for s in pool}
-        full = [s for s in pool if s.last_generation_s * generations_left <= even[s.library]]
+        full = [s for s in pool if cap[s.library] <= even[s.library]]
         if not full:
-            return {**shares, **even}
+            shares.update(even)
+            break
         for s in full:
-            shares[s.library] = s.last_generation_s * generations_left
+            shares[s.library] = cap[s.library]
             left -= shares[s.library]
             pool.remove(s)
-    return shares
+    return {lib: share + owed.get(lib, 0.0) for lib, share in shares.items()}
 
 
 def allocate(states: Sequence[LibraryState], budget_s: float, generations_left: int) -> dict[str, Allocation]:
     """Each tuning library's share of the GPU time left (``budget_s`` minus what every library spent), by
-    expected gain (capped at what its remaining generations cost), and how many of the ``generations_left``
-    (the cap, max_generations) it pays for. When a share does not pay for a generation, the library with the
+    expected gain (capped at what its remaining generations cost) on top of what it is owed
+    (:func:`owed_seconds`: a library the workload calls keeps the generations equal generations would give
+    it), and how many of the ``generations_left`` (the cap, max_generations) it pays for. When a share does
+    not pay for a generation, the library (of those owed nothing) with the
     least gain per second of those is starved and the time left shared again among the others, so what it
     would have had is not lost; time still held by no share then goes to starved libraries whose next
     generation fits in it."""
     left = max(budget_s - sum(s.spent_s for s in states), 0.0)
     going = sorted((s for s in states if s.tuning), key=lambda s: s.library)
+    owed = owed_seconds(states, budget_s, generations_left)
     starved: dict[str, str] = {}
     while True:
-        shares = _shares(going, left, generations_left)
-        short = [s for s in going if shares[s.library] < s.last_generation_s]
+        shares = _shares(going, left - sum(owed.values()), generations_left, owed)
+        short = [s for s in going if shares[s.library] < s.last_generation_s and not owed.get(s.library)]
         if not short:
             break
         worst = min(short, key=lambda s: (s.expected_gain / s.last_generation_s, s.library))
