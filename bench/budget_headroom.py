@@ -25,6 +25,7 @@ from __future__ import annotations
 import argparse
 import glob
 import json
+import os
 import sys
 import tempfile
 import time
@@ -49,9 +50,10 @@ HOURS = (1, 2, 4, 8)
 
 
 class LibraryHeadroom:
-    """One library's workload sizes: calls, floor and best reachable times (µs), and a kernel's time there."""
+    """One library's workload sizes: calls, floor and best reachable times (µs), and a kernel's time there
+    (noise-free, on the simulated GPU the run benchmarked)."""
 
-    def __init__(self, lib_dir: Path, gpu: SimGPU, limits: legality.Limits, spaces: dict):
+    def __init__(self, lib_dir: Path, gpu: SimGPU, limits: legality.Limits, spaces: dict | None):
         self.dir = lib_dir
         self.deck = read_library_yaml(lib_dir / "deck.yaml")
         self.lib = Library.parse(self.deck.name)
@@ -63,11 +65,12 @@ class LibraryHeadroom:
         self.mnbk = tuple(sizes.T)
         refs = self.deck.references(self.index, limits) if self.index else {}
         self.floor = np.array([self.time(refs[i]["params"])[j] for j, i in enumerate(self.index)])
-        key = (self.lib.family.code.removesuffix("_GB"), self.lib.pattern)
-        if key not in spaces:
-            spaces[key] = grid(self.lib, gpu, limits)
-        self.best = self.captured(spaces[key])
-        self.beyond_grid = 0  # sizes where the run found a kernel faster than the grid's best
+        self.best = self.floor  # without ``spaces``: the floor and the run's kernels only (no grid)
+        if spaces is not None:
+            key = (self.lib.family.code.removesuffix("_GB"), self.lib.pattern)
+            if key not in spaces:
+                spaces[key] = grid(self.lib, gpu, limits)
+            self.best = self.captured(spaces[key])
 
     def time(self, params: dict) -> np.ndarray:
         if not self.index:
@@ -166,6 +169,7 @@ def main() -> int:
     print("\nper generation: " + ", ".join(curve))
     print(f"sizes where the run beat the grid's best: {beyond}; run wall {wall:.0f} s, "
           f"analysis {time.monotonic() - t0:.0f} s")  # fmt: skip
+    print(f"load average (1, 5, 15 min): {', '.join(f'{x:.1f}' for x in os.getloadavg())}")
     if args.json:
         doc = {"per_generation": per_gen, "at_hours": at_hours, "final": share(libs, final_times)}
         args.json.write_text(json.dumps({**doc, "reachable": reach}, indent=1))
