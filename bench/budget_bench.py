@@ -1,22 +1,30 @@
 """The time budget (config ``budget``, issue #31) vs equal generations, at equal GPU time, on the simulator.
 
-Equal: the demo config (every library max_generations generations, no budget). Budgeted: the same config with
+Equal: the demo config (every library max_generations generations, no budget), with the workload deck
+``--workload`` layered on the shipped footprint (config ``deck.workload``). Budgeted: the same config with
 ``budget.hours`` = the GPU time the equal run's generations recorded (samples.csv time_us, simulated) and
-``max_generations`` doubled as the cap, so the budget decides who gets the generations. Figures per run: GPU
-seconds the generations recorded, and the deck-weighted speed-up over the shipped kernels: Σ weight × shipped
-time / Σ weight × winner's time over every size of every library's final.yaml (weights: the deck's calls, else
-its weights; the demo deck weighs every size 1), plus which libraries the budget starved.
+``max_generations`` doubled as the cap, so the budget decides who gets the generations. Figures per run and
+per library, over every size of every library's final.yaml:
 
-    python bench/budget_bench.py [--equal-results DIR] [--workdir DIR]
+* workload-weighted speed-up: Σ calls × floor time / Σ calls × winner's time (the sizes the workload calls;
+  the floor is the shipped kernel the size races, its time ``score`` × the winner's, both measured in the
+  same race), and the expected time saved on one pass of the workload: Σ calls × (floor − winner time);
+* deck-weighted speed-up: the same with the deck's weights (the workload's share plus the footprint's);
+* generations run, GPU seconds spent, and which libraries the budget starved and why.
 
-``--equal-results``: a finished demo's results/<arch> folder of this code to take the equal run from (saves
-one run). Each run works in a fresh copy of this checkout (git archive HEAD) with its own TMPDIR.
+    python bench/budget_bench.py --workload bench/data/workload_ridft_rocblas_profile.yaml \
+        [--equal-results DIR] [--workdir DIR] [--cap N] [--json OUT]
+
+``--workload-source`` is rocblas-log or tunableop (from the file's name when left out). ``--equal-results``:
+a finished equal run's results/<arch> of this code with the same workload (saves one run). Each run works in
+a fresh copy of this checkout's HEAD (git archive) with its own TMPDIR.
 """
 
 from __future__ import annotations
 
 import argparse
 import glob
+import json
 import os
 import subprocess
 import sys
@@ -28,22 +36,27 @@ import yaml
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "workflow"))
+sys.path.insert(0, str(REPO / "bench"))
 
 from oto.deck.model import read_library_yaml  # noqa: E402
+from oto.gemm import Library  # noqa: E402
 from oto.measurement.budget import generation_gpu_seconds, size_flops  # noqa: E402
 
 TARGET = "results/gfx90c/TensileLibrary.dat"
 
 
-def run(workdir: Path, extra_config: dict | None) -> tuple[Path, float]:
+def workload_config(path: Path, source: str | None) -> dict:
+    src = source or ("tunableop" if path.suffix == ".csv" else "rocblas-log")
+    return {"deck": {"workload": [{"source": src, "path": str(path.resolve())}]}}
+
+
+def run(workdir: Path, extra_config: dict) -> tuple[Path, float]:
     """A fresh copy of HEAD, the demo target run in it; (its results/gfx90c, wall seconds)."""
     workdir.mkdir(parents=True)
     archive = subprocess.run(["git", "-C", str(REPO), "archive", "HEAD"], check=True, capture_output=True)
     subprocess.run(["tar", "-x", "-C", str(workdir)], input=archive.stdout, check=True)
-    cmd = ["snakemake", "--cores", "1", TARGET]
-    if extra_config:
-        (workdir / "bench.yaml").write_text(yaml.safe_dump(extra_config))
-        cmd += ["--configfile", "config/config.yaml", "bench.yaml"]
+    (workdir / "bench.yaml").write_text(yaml.safe_dump(extra_config))
+    cmd = ["snakemake", "--cores", "1", TARGET, "--configfile", "config/config.yaml", "bench.yaml"]
     env = {**os.environ, "TMPDIR": str(workdir / "tmp")}
     (workdir / "tmp").mkdir()
     start = time.monotonic()
@@ -52,56 +65,120 @@ def run(workdir: Path, extra_config: dict | None) -> tuple[Path, float]:
     return workdir / "results" / "gfx90c", time.monotonic() - start
 
 
+def library_figures(final: dict, deck) -> dict:
+    """One library's workload- and deck-weighted floor and winner times (seconds per pass of the workload)."""
+    calls = deck.calls or [0] * len(deck.sizes)
+    t = {"calls_floor": 0.0, "calls_winner": 0.0, "deck_floor": 0.0, "deck_winner": 0.0}
+    per_mac = Library.parse(final["library"]).family.flops_per_mac  # complex types count 8 flops a MAC
+    for row in final["per_size"]:
+        i = int(row["size_index"])
+        if not (row.get("gflops") and row.get("score")):
+            continue
+        winner = size_flops(final["sizes"][i], per_mac) / (float(row["gflops"]) * 1e9)
+        floor = float(row["score"]) * winner  # score = floor time / winner time, measured in one race
+        t["calls_floor"] += calls[i] * floor
+        t["calls_winner"] += calls[i] * winner
+        t["deck_floor"] += deck.weights[i] * floor
+        t["deck_winner"] += deck.weights[i] * winner
+    return t
+
+
+def true_times(results: Path) -> dict[str, tuple[float, float]]:
+    """Per library the workload's noise-free simulated time (Σ calls × true_time_us, seconds) at the floor and
+    at finalize's winners: what the measured race's noise cannot blur."""
+    from budget_headroom import LibraryHeadroom  # noqa: PLC0415 (it imports this module)
+    from oto.hardware.simulated.performance import SimGPU
+    from oto.tensile import legality
+
+    profile = json.loads((results / "arch_profile.json").read_text())["profile"]
+    gpu, limits = SimGPU(profile), legality.Limits.from_profile(profile)
+    out = {}
+    for deck_path in sorted(results.glob("Cijk_*/deck.yaml")):
+        h = LibraryHeadroom(deck_path.parent, gpu, limits, None)
+        out[h.deck.name] = (float((h.calls * h.floor).sum()) / 1e6, float((h.calls * h.final()).sum()) / 1e6)
+    return out
+
+
 def figures(results: Path) -> dict:
-    gpu_s = sum(generation_gpu_seconds(p) for p in glob.glob(f"{results}/*/gen*/samples.csv"))
-    shipped_t = winner_t = 0.0
-    gens, starved = {}, {}
+    per_lib: dict[str, dict] = {}
+    true = true_times(results)
     for final_path in sorted(results.glob("Cijk_*/final.yaml")):
         final = yaml.safe_load(final_path.read_text())
-        deck = read_library_yaml(final_path.parent / "deck.yaml")
-        weights = deck.calls if deck.calls is not None else deck.weights
-        for row in final["per_size"]:
-            i = int(row["size_index"])
-            if not (row.get("gflops") and row.get("shipped_gflops")):
-                continue
-            flops = size_flops(final["sizes"][i])
-            shipped_t += weights[i] * flops / float(row["shipped_gflops"])
-            winner_t += weights[i] * flops / float(row["gflops"])
-        lib = final["library"]
-        proposals = final_path.parent.glob("gen*/proposals.yaml")
-        proposals = sorted(proposals, key=lambda p: int(p.parent.name[3:]))
+        lib_dir = final_path.parent
+        deck = read_library_yaml(lib_dir / "deck.yaml")
+        f = library_figures(final, deck)
+        proposals = sorted(lib_dir.glob("gen*/proposals.yaml"), key=lambda p: int(p.parent.name[3:]))
         reasons = [str(yaml.safe_load(p.read_text()).get("reason", "")) for p in proposals]
-        gens[lib] = sum(1 for r in reasons if not r.startswith(("starved", "converged")))
-        if any(r.startswith("starved") for r in reasons):
-            starved[lib] = next(r for r in reasons if r.startswith("starved"))
-    return {"gpu_s": gpu_s, "speedup": shipped_t / winner_t, "generations": gens, "starved": starved}
+        f["generations"] = sum(1 for r in reasons if not r.startswith(("starved", "converged")))
+        f["starved"] = next((r for r in reasons if r.startswith("starved")), "")
+        f["converged"] = any(r.startswith("converged") for r in reasons)
+        f["gpu_s"] = sum(generation_gpu_seconds(p) for p in glob.glob(f"{lib_dir}/gen*/samples.csv"))
+        f["calls"] = sum(deck.calls or [])
+        f["true_floor"], f["true_winner"] = true[final["library"]]
+        per_lib[final["library"]] = f
+    keys = ("calls_floor", "calls_winner", "deck_floor", "deck_winner", "gpu_s", "true_floor", "true_winner")
+    total = {k: sum(f[k] for f in per_lib.values()) for k in keys}
+    return {"libraries": per_lib, "total": total}
+
+
+def ratio(a: float, b: float) -> float:
+    return a / b if b > 0 else float("nan")
+
+
+def table(equal: dict, budgeted: dict) -> str:
+    head = (
+        "| library | calls | gens equal / budgeted | GPU s equal / budgeted | workload speed-up equal | "
+        "budgeted | budgeted/equal | time saved per pass, s: equal | budgeted | noise-free workload speed-up "
+        "equal | budgeted | deck speed-up equal | budgeted |"
+    )
+    lines = [head, "|" + "---|" * 13]
+    rows = [*equal["libraries"].items(), ("**total**", equal["total"])]
+    for lib, e in rows:
+        b = budgeted["libraries"][lib] if lib in budgeted["libraries"] else budgeted["total"]
+        gens = f"{e['generations']} / {b['generations']}" if "generations" in e else ""
+        calls = e.get("calls", sum(f["calls"] for f in equal["libraries"].values()))
+        ew, bw = ratio(e["calls_floor"], e["calls_winner"]), ratio(b["calls_floor"], b["calls_winner"])
+        ed, bd = ratio(e["deck_floor"], e["deck_winner"]), ratio(b["deck_floor"], b["deck_winner"])
+        lines.append(
+            f"| {lib.removeprefix('Cijk_')} | {calls} | {gens} | {e['gpu_s']:.0f} / {b['gpu_s']:.0f} | "
+            f"{ew:.4f}× | {bw:.4f}× | {ratio(bw, ew):.4f} | {e['calls_floor'] - e['calls_winner']:.2f} | "
+            f"{b['calls_floor'] - b['calls_winner']:.2f} | {ratio(e['true_floor'], e['true_winner']):.4f}× | "
+            f"{ratio(b['true_floor'], b['true_winner']):.4f}× | {ed:.4f}× | {bd:.4f}× |"
+        )
+    return "\n".join(lines)
 
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--workload", type=Path, required=True)
+    ap.add_argument("--workload-source", choices=("tunableop", "rocblas-log"))
     ap.add_argument("--equal-results", type=Path)
     ap.add_argument("--workdir", type=Path)
+    ap.add_argument("--cap", type=int, help="budgeted max_generations (default: twice the config's)")
+    ap.add_argument("--json", type=Path)
     args = ap.parse_args()
     root = args.workdir or Path(tempfile.mkdtemp(prefix="oto-budget-bench-"))
     config = yaml.safe_load((REPO / "config" / "config.yaml").read_text())
+    workload = workload_config(args.workload, args.workload_source)
     if args.equal_results:
         equal_dir, equal_wall = args.equal_results, float("nan")
     else:
-        equal_dir, equal_wall = run(root / "equal", None)
+        equal_dir, equal_wall = run(root / "equal", workload)
     equal = figures(equal_dir)
-    cap = 2 * int(config["max_generations"])
-    budget = {"budget": {"hours": equal["gpu_s"] / 3600}, "max_generations": cap}
+    cap = args.cap or 2 * int(config["max_generations"])
+    budget = {**workload, "budget": {"hours": equal["total"]["gpu_s"] / 3600}, "max_generations": cap}
     budget_dir, budget_wall = run(root / "budgeted", budget)
     budgeted = figures(budget_dir)
-    print("| run | GPU s recorded | deck-weighted speed-up | generations run per library | wall s |")
-    print("|---|---|---|---|---|")
-    for name, f, wall in (("equal", equal, equal_wall), ("budgeted", budgeted, budget_wall)):
-        gens = ", ".join(f"{lib.removeprefix('Cijk_')} {n}" for lib, n in f["generations"].items())
-        print(f"| {name} | {f['gpu_s']:.1f} | {f['speedup']:.4f}× | {gens} | {wall:.0f} |")
-    print(f"\nbudget: {budget['budget']['hours'] * 3600:.1f} s, max_generations {budget['max_generations']}")
-    print(f"budgeted / equal speed-up: {budgeted['speedup'] / equal['speedup']:.4f}")
-    for lib, why in budgeted["starved"].items():
-        print(f"starved {lib}: {why}")
+    print(f"workload {args.workload.name}; equal: {config['max_generations']} generations each (wall "
+          f"{equal_wall:.0f} s); budgeted: {budget['budget']['hours'] * 3600:.1f} s = the equal run's GPU "
+          f"time, max_generations {cap} (wall {budget_wall:.0f} s)\n")  # fmt: skip
+    print(table(equal, budgeted))
+    print(f"\nload average at the end (1, 5, 15 min): {', '.join(f'{x:.1f}' for x in os.getloadavg())}")
+    for lib, f in budgeted["libraries"].items():
+        if f["starved"]:
+            print(f"\nstarved {lib}: {f['starved']}")
+    if args.json:
+        args.json.write_text(json.dumps({"equal": equal, "budgeted": budgeted, "budget": budget}, indent=1))
     return 0
 
 

@@ -103,18 +103,17 @@ def mutate_inputs(wc):
         prev = f"{library_dir(wc)}/gen{int(wc.gen) - 1}"
         out.update(prev_build=f"{prev}/build.yaml", prev_candidates=f"{prev}/candidates.yaml")
         if config["budget"]:  # a barrier: the GPU time is shared by the state of every library after gen-1
-            out.update(budget_inputs(int(wc.gen), prev))
+            out.update(budget_inputs(int(wc.gen)))
     return out
 
 
-def budget_inputs(gen, prev):
+def budget_inputs(gen):
     """What mutate of generation ``gen`` shares the budget by (oto.measurement.budget): every library's deck
     and gen-1 selection, and the samples.csv of every generation done."""
     return {
         "budget_decks": [f"{RESULTS}/{lib}/deck.yaml" for lib in LIBRARIES],
         "budget_selections": [f"{RESULTS}/{lib}/gen{gen - 1}/selection.yaml" for lib in LIBRARIES],
         "budget_samples": [f"{RESULTS}/{lib}/gen{g}/samples.csv" for lib in LIBRARIES for g in range(gen)],
-        "budget_proposals": f"{prev}/proposals.yaml",
     }
 
 

@@ -7,13 +7,12 @@ from oto.run.context import stage
 from oto.stages import mutate
 
 budget = snakemake.config["budget"]
-if budget and hasattr(snakemake.input, "budget_proposals"):  # gen0 runs whatever the budget
+if budget and hasattr(snakemake.input, "budget_decks"):  # gen0 runs whatever the budget
     budget = mutate.BudgetInputs(
         hours=float(budget["hours"]),
         decks=[Path(p) for p in snakemake.input.budget_decks],
         selections=[Path(p) for p in snakemake.input.budget_selections],
         samples=[Path(p) for p in snakemake.input.budget_samples],
-        previous_proposals=Path(snakemake.input.budget_proposals),
     )
 else:
     budget = None

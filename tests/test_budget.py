@@ -6,7 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from oto.agent.proposals import starved_proposals
+from oto.agent.proposals import frozen_proposals, starved_proposals
 from oto.config import ConfigError, validate_config
 from oto.deck.model import LibraryDeck, write_library_yaml
 from oto.files import read_yaml, write_yaml
@@ -40,22 +40,26 @@ def selection(library, generation, gflops, pct, history, frozen=False, converged
     }
 
 
-def state(name, gain_time, improvement=0.5, spent=10.0, last=5.0, tuning=True, generation=1):
-    return LibraryState(name, generation, gain_time, improvement, spent, last, tuning)
+def state(name, gain_time, improvement=0.5, spent=10.0, last=5.0, tuning=True, generation=1, measured=1):
+    return LibraryState(name, generation, gain_time, improvement, spent, last, tuning, measured)
 
 
 def test_the_state_weighs_the_gap_by_calls_and_time_and_reads_the_improvement():
-    sel = selection("L", 2, gflops=[10.0, 100.0], pct=[50.0, 90.0], history=[1.0, 1.2, 1.5])
+    sel = selection("Cijk_Ailk_Bljk_DB", 2, gflops=[10.0, 100.0], pct=[50.0, 90.0], history=[1.0, 1.2, 1.5])
     s = library_state(sel, size_weights=[3, 1], generation_seconds=[1.0, 2.0, 4.0])
     t0 = 2 * 64 * 64 * 256 / 10e9
     t1 = 2 * 1024**3 / 100e9
     assert s.gap_time_s == pytest.approx(3 * t0 * 0.5 + 1 * t1 * 0.1)
     assert s.improvement == pytest.approx(0.25)
     assert (s.spent_s, s.last_generation_s, s.tuning) == (7.0, 4.0, True)
-    first = library_state(selection("L", 0, [10.0, 100.0], [50.0, 90.0], [1.0]), [1, 1], [1.0])
+    first = library_state(
+        selection("Cijk_Ailk_Bljk_DB", 0, [10.0, 100.0], [50.0, 90.0], [1.0]), [1, 1], [1.0]
+    )
     assert first.improvement == UNKNOWN_IMPROVEMENT
     done = library_state(
-        selection("L", 2, [10.0, 100.0], [50.0, 90.0], [1.0, 1.0], converged=True), [1, 1], [1]
+        selection("Cijk_Ailk_Bljk_DB", 2, [10.0, 100.0], [50.0, 90.0], [1.0, 1.0], converged=True),
+        [1, 1],
+        [1],
     )
     assert not done.tuning
 
@@ -64,8 +68,17 @@ def test_a_size_with_strides_counts_its_gemm():
     assert size_flops([2, 3, 4, 5, 2, 2, 6, 6]) == size_flops([2, 3, 4, 5]) == 2 * 2 * 3 * 4 * 5
 
 
+def test_a_complex_library_times_its_sizes_at_eight_flops_a_mac():
+    """ZB's GFLOPS count 8 flops per multiply-accumulate: its time at a size is 4× what 2 flops would say."""
+    real = library_state(selection("Cijk_Ailk_Bljk_DB", 1, [10.0, 100.0], [50.0, 90.0], [1.0]), [1, 1], [1])
+    cplx = library_state(
+        selection("Cijk_Ailk_Bljk_ZB_GB", 1, [10.0, 100.0], [50.0, 90.0], [1.0]), [1, 1], [1]
+    )
+    assert cplx.gap_time_s == pytest.approx(4 * real.gap_time_s)
+
+
 def test_a_size_without_a_winner_adds_no_gain():
-    sel = selection("L", 1, gflops=[None, 100.0], pct=[None, 0.0], history=[1.0, 2.0])
+    sel = selection("Cijk_Ailk_Bljk_DB", 1, gflops=[None, 100.0], pct=[None, 0.0], history=[1.0, 2.0])
     s = library_state(sel, [1000, 1], [1.0])
     assert s.gap_time_s == pytest.approx(2 * 1024**3 / 100e9)
 
@@ -104,11 +117,26 @@ def test_a_cheap_library_takes_no_more_than_its_generations_cost():
 
 
 def test_improvement_counts_and_a_stalled_library_keeps_a_sliver():
-    fast, slow = state("A", 1.0, improvement=0.5), state("B", 1.0, improvement=0.0)
-    plan = allocate([fast, slow], budget_s=20.0 + 51.0, generations_left=20)  # 51 s left
-    # B's share, 51 × 0.01 / 0.51 = 1 s, is short of its 5 s generation: starved, A has the 51 s
+    """B has had the generations equal generations would give it (12), A is owed 10 more (50 s of the 51 s
+    left); the 1 s beyond goes by gain: B's sliver, 1 × 0.01 / 0.51 s, is short of its 5 s generation."""
+    fast = state("A", 1.0, improvement=0.5, spent=10.0, measured=2)
+    slow = state("B", 1.0, improvement=0.0, spent=60.0, measured=12)
+    plan = allocate([fast, slow], budget_s=70.0 + 51.0, generations_left=20)
     assert plan["A"].share_s == pytest.approx(51.0) and plan["A"].generations == 10
     assert plan["B"].generations == 0 and "improvement 0" in plan["B"].reason
+
+
+def test_a_library_the_workload_calls_keeps_its_equal_generations_and_the_cold_ones_pay_for_more():
+    """Time for 4 rounds of 10 s generations, 1 done: the hot library and the barely called one are owed the
+    3 generations equal generations would give them; the library the workload never calls is starved and
+    its 30 s go by gain, to the hot one."""
+    hot, warm, cold = (state(n, g, spent=10.0, last=10.0) for n, g in (("H", 100.0), ("W", 0.01), ("C", 0.0)))
+    plan = allocate([hot, warm, cold], budget_s=120.0, generations_left=7)
+    assert plan["W"].generations == 3 and not plan["W"].reason
+    assert plan["C"].generations == 0 and plan["C"].reason
+    assert plan["H"].generations == 5 and plan["H"].share_s == pytest.approx(60.0, abs=0.01)
+    # time for no more than what was spent: the guarantee lapses, gain alone decides
+    assert allocate([hot, warm, cold], budget_s=35.0, generations_left=7)["W"].generations == 0
 
 
 def test_the_gpu_seconds_are_the_recorded_launch_times(tmp_path):
@@ -144,11 +172,10 @@ def _budget(tmp_path, libs, name, gen, hours):
         decks=[tmp_path / lib / "deck.yaml" for lib in libs],
         selections=[tmp_path / lib / f"gen{gen - 1}" / "selection.yaml" for lib in libs],
         samples=[tmp_path / lib / f"gen{g}" / "samples.csv" for lib in libs for g in range(gen)],
-        previous_proposals=tmp_path / name / f"gen{gen - 1}" / "proposals.yaml",
     )
 
 
-def test_mutate_starves_the_library_with_the_least_to_gain_and_it_stays_starved(tmp_path):
+def test_mutate_starves_the_library_with_the_least_to_gain_and_revives_it_when_time_frees(tmp_path):
     libs = ["Cijk_Ailk_Bljk_DB", "Cijk_Alik_Bljk_DB"]
     _library(tmp_path, libs[0], [10.0, 100.0], [10.0, 10.0], [1.0, 2.0], [30.0, 30.0])  # far from ceiling
     _library(tmp_path, libs[1], [10.0, 100.0], [99.0, 99.0], [1.0, 1.01], [30.0, 30.0])  # at the ceiling
@@ -158,11 +185,38 @@ def test_mutate_starves_the_library_with_the_least_to_gain_and_it_stays_starved(
         starved["frozen"] and starved["proposals"] == [] and starved["reason"].startswith("starved at gen2: ")
     )
     assert starved_proposals(libs[0], 2, _budget(tmp_path, libs, libs[0], 2, hours), 4) is None
-    # the next generation carries the reason forward, whatever the shares say then
+    # gen2: libs[0] ran (30 s) and converged; libs[1] was starved (its frozen gen2 recorded no launch). At
+    # gen3 the 10 s left pay for nothing, but a larger budget gives libs[1] its generation back: the
+    # starving is decided again, from its last measured generation's cost (30 s, not the starved 0 s).
     write_yaml(tmp_path / libs[1] / "gen1" / "proposals.yaml", starved)
-    again = starved_proposals(libs[1], 2, _budget(tmp_path, libs, libs[1], 2, 1e6), 4)
-    assert again["reason"] == starved["reason"]
-    assert read_yaml(tmp_path / libs[0] / "gen1" / "proposals.yaml")["proposals"] == []
+    for lib, secs, converged in ((libs[0], 30.0, True), (libs[1], 0.0, False)):
+        (tmp_path / lib / "gen2").mkdir()
+        (tmp_path / lib / "gen2" / "samples.csv").write_text(f"seq,time_us,status\n0,{secs * 1e6},ok\n")
+        sel = selection(lib, 2, [10.0, 100.0], [99.0, 99.0], [1.0, 1.01], frozen=not converged)
+        sel["convergence"]["converged"] = converged
+        write_yaml(tmp_path / lib / "gen2" / "selection.yaml", sel)
+    assert starved_proposals(libs[1], 3, _budget(tmp_path, libs, libs[1], 3, hours), 4) is not None
+    more = (150.0 + 30.0) / 3600  # 30 s left after the 150 s spent: libs[1]'s generation fits
+    assert starved_proposals(libs[1], 3, _budget(tmp_path, libs, libs[1], 3, more), 4) is None
+    assert frozen_proposals(libs[1], 3, read_yaml(tmp_path / libs[1] / "gen2" / "selection.yaml")) is None
+    assert frozen_proposals(libs[0], 3, read_yaml(tmp_path / libs[0] / "gen2" / "selection.yaml"))["frozen"]
+
+
+def test_a_starved_library_is_still_tuning_and_costs_its_last_measured_generation():
+    sel = selection(
+        "Cijk_Ailk_Bljk_DB", 3, [10.0, 100.0], [50.0, 90.0], [1.0, 1.2], frozen=True
+    )  # starved at gen3
+    s = library_state(sel, [1, 1], generation_seconds=[4.0, 6.0, 5.0, 0.0])
+    assert s.tuning and s.last_generation_s == 5.0 and s.spent_s == 15.0
+
+
+def test_a_library_whose_next_generation_fits_what_is_left_runs():
+    """45 s left: the dear library's 100 s generation does not fit, the cheap one's 0.2 s do, though its gain
+    per second is the lower and its gain's share (a millionth) pays for none of them."""
+    dear, cheap = state("A", 100.0, spent=0.0, last=100.0), state("B", 0.001, spent=0.0, last=0.2)
+    plan = allocate([dear, cheap], budget_s=45.0, generations_left=4)
+    assert plan["A"].generations == 0 and plan["A"].reason
+    assert plan["B"].generations == 4 and plan["B"].share_s == pytest.approx(0.8) and not plan["B"].reason
 
 
 def test_the_budget_is_optional_and_checked():

@@ -94,8 +94,9 @@ def proposal_entries(outcome: Outcome) -> list[dict[str, Any]]:
 
 def frozen_proposals(library: str, generation: int, selection: Mapping[str, Any] | None) -> dict | None:
     """The frozen, empty proposals of a library that converged before ``generation`` (downstream stages carry
-    its results forward); None when it has not converged."""
-    if selection is None or not (selection.get("frozen") or selection["convergence"]["converged"]):
+    its results forward); None when it has not converged. A frozen selection that did not converge was starved
+    by the budget, which decides again whether it goes on."""
+    if selection is None or not selection["convergence"]["converged"]:
         return None
     return {
         "library": library,

@@ -1,13 +1,19 @@
 """The night's GPU time (config ``budget.hours``) shared across libraries by expected gain.
 
-After every generation each library still tuning gets a share of the GPU time left, in proportion to its
-expected gain: per tuned size, the gap to the ceiling (1 - pct_ceiling) × the workload's GPU time there
-(calls × the winner's time), summed, × how fast the library has been improving (the relative rise of its
-geomean score over its last generation). A library whose share no longer pays for one more generation, at
-what its last one cost, is starved: mutate freezes it the way convergence does (finalize and packaging still
-run on it; everything measured is kept). GPU time is what the benchmark recorded: samples.csv ``time_us``
-(simulated time on the simulated backend). A pure function of the selections, decks and samples of the
-generations done, so every library's decision at generation g is the same whichever job asks.
+After every generation each library still tuning gets a share of the GPU time left: first what it is owed (a
+library the workload calls keeps the generations equal generations would give every library in the budget, so
+none is worse off than it would have been; dropped when the time left cannot pay for them all), then the rest
+(what equal generations would spend on libraries with nothing to gain, and what converged libraries leave) in
+proportion to its expected gain: per tuned size, the gap to the ceiling (1 - pct_ceiling) × the workload's GPU
+time there (calls × the winner's time), summed, × how fast the library has been improving (the relative rise
+of its geomean score over its last generation). A library whose share no longer pays for one more generation,
+at what its last measured one cost, is starved for that generation: mutate freezes it the way convergence does
+(finalize and packaging still run on it; everything measured is kept). Starving is decided again at every
+generation: time the others no longer use (a library converged, or every share is capped at what the library's
+remaining generations cost) goes to a starved library whose next generation fits in it, best gain per GPU
+second first. GPU time is what the benchmark recorded: samples.csv ``time_us`` (simulated time on the
+simulated backend). A pure function of the selections, decks and samples of the generations done, so every
+library's decision at generation g is the same whichever job asks.
 """
 
 from __future__ import annotations
@@ -20,7 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from oto.deck.model import read_library_yaml
-from oto.files import read_yaml
+from oto.gemm import Library
 from oto.measurement.selection_file import read_selection
 
 # A library that stopped improving keeps a sliver of weight (convergence, not the budget, decides it is done).
@@ -39,12 +45,20 @@ class LibraryState:
     gap_time_s: float  # Σ over tuned sizes of workload weight × winner's time × (1 - pct_ceiling/100)
     improvement: float  # relative rise of the geomean score over the last generation
     spent_s: float  # GPU seconds of all its generations so far
-    last_generation_s: float  # GPU seconds its last measured generation took
-    tuning: bool  # neither converged nor frozen
+    last_generation_s: float  # GPU seconds its last measured generation took (a starved one costs 0: skipped)
+    tuning: bool  # not converged (a library starved before may be given generations again)
+    measured_generations: int = 1  # generations it ran (a starved one did not)
 
     @property
     def expected_gain(self) -> float:
         return self.gap_time_s * max(self.improvement, MIN_IMPROVEMENT)
+
+    @property
+    def mean_generation_s(self) -> float:
+        """What one of its generations costs on average (the equal plan's measure)."""
+        if self.spent_s > 0 and self.measured_generations > 0:
+            return self.spent_s / self.measured_generations
+        return self.last_generation_s
 
 
 @dataclass(frozen=True)
@@ -55,10 +69,11 @@ class Allocation:
     reason: str  # why it is starved, or '' when it goes on
 
 
-def size_flops(size: Sequence[int]) -> float:
-    """A deck size [m, n, batch, k, ...] (strides may follow) → floating-point operations of one call."""
+def size_flops(size: Sequence[int], flops_per_mac: int = 2) -> float:
+    """A deck size [m, n, batch, k, ...] (strides may follow) → floating-point operations of one call, at the
+    family's flops per multiply-accumulate (8 for complex types: the GFLOPS a selection records count so)."""
     m, n, batch, k = (int(v) for v in size[:4])
-    return 2.0 * m * n * batch * k
+    return float(flops_per_mac) * m * n * batch * k
 
 
 def library_state(
@@ -70,6 +85,7 @@ def library_state(
     deck comes from a workload, else ``weights``) and the GPU seconds of each of its generations so far."""
     sizes = selection["sizes"]
     deck_indices = selection.get("deck_indices") or list(range(len(sizes)))
+    per_mac = Library.parse(str(selection["library"])).family.flops_per_mac
     gap_time = 0.0
     for row in selection["per_size"]:
         gflops, pct = row.get("gflops"), row.get("pct_ceiling")
@@ -77,52 +93,87 @@ def library_state(
             continue  # no valid winner: nothing known to gain from
         i = int(row["size_index"])
         weight = float(size_weights[int(deck_indices[i])])
-        seconds = size_flops(sizes[i]) / (float(gflops) * 1e9)
+        seconds = size_flops(sizes[i], per_mac) / (float(gflops) * 1e9)
         gap_time += weight * seconds * min(max(1.0 - float(pct) / 100.0, 0.0), 1.0)
     history = [float(h) for h in selection.get("convergence", {}).get("history", [])]
     improvement = history[-1] / history[-2] - 1.0 if len(history) >= 2 and history[-2] > 0 else None
     conv = selection.get("convergence", {})
+    measured = [float(s) for s in generation_seconds if s > 0]  # a starved generation's 0 s says no cost
     return LibraryState(
         library=str(selection["library"]),
         generation=int(selection["generation"]),
         gap_time_s=gap_time,
         improvement=UNKNOWN_IMPROVEMENT if improvement is None else improvement,
         spent_s=float(sum(generation_seconds)),
-        last_generation_s=float(generation_seconds[-1]) if generation_seconds else 0.0,
-        tuning=not (selection.get("frozen") or conv.get("converged")),
+        last_generation_s=measured[-1] if measured else 0.0,
+        # a frozen selection that did not converge was starved: the budget may give it generations again
+        tuning=not conv.get("converged"),
+        measured_generations=len(measured),
     )
 
 
-def _shares(going: Sequence[LibraryState], left: float, generations_left: int) -> dict[str, float]:
-    """The time left by expected gain, no library given more than its remaining generations cost (what a
-    cheap library cannot use goes to the others, by gain again)."""
+def equal_generations(states: Sequence[LibraryState], budget_s: float) -> int:
+    """How many generations equal generations would give every library in ``budget_s``: the budget over what
+    one generation of every library costs on average."""
+    per_round = sum(s.mean_generation_s for s in states)
+    return int(budget_s / per_round + 1e-9) if per_round > 0 else 0
+
+
+def owed_seconds(states: Sequence[LibraryState], budget_s: float, generations_left: int) -> dict[str, float]:
+    """The guarantee: a tuning library the workload calls (a gap to gain on) keeps the generations equal
+    generations would give it, what they cost at its mean; the budget shares only the rest by gain (what
+    equal generations would spend on libraries with nothing to gain, and on those that converged). Empty
+    when the time left cannot pay for the guarantee (then the gain decides alone)."""
+    left = max(budget_s - sum(s.spent_s for s in states), 0.0)
+    n_equal = equal_generations(states, budget_s)
+    owed = {
+        s.library: min(max(n_equal - s.measured_generations, 0), generations_left) * s.mean_generation_s
+        for s in states
+        if s.tuning and s.gap_time_s > 0
+    }
+    return owed if sum(owed.values()) <= left else {}
+
+
+def _shares(
+    going: Sequence[LibraryState], left: float, generations_left: int, owed: Mapping[str, float]
+) -> dict[str, float]:
+    """The time left by expected gain, on top of what each library is owed, no library given more than its
+    remaining generations cost (what a cheap library cannot use goes to the others, by gain again)."""
     shares: dict[str, float] = {}
     pool = list(going)
+    cap = {
+        s.library: max(s.last_generation_s * generations_left - owed.get(s.library, 0.0), 0.0) for s in pool
+    }
     while pool:
         total = sum(s.expected_gain for s in pool)
         even = {s.library: left * (s.expected_gain / total if total > 0 else 1.0 / len(pool)) for s in pool}
-        full = [s for s in pool if s.last_generation_s * generations_left <= even[s.library]]
+        full = [s for s in pool if cap[s.library] <= even[s.library]]
         if not full:
-            return {**shares, **even}
+            shares.update(even)
+            break
         for s in full:
-            shares[s.library] = s.last_generation_s * generations_left
+            shares[s.library] = cap[s.library]
             left -= shares[s.library]
             pool.remove(s)
-    return shares
+    return {lib: share + owed.get(lib, 0.0) for lib, share in shares.items()}
 
 
 def allocate(states: Sequence[LibraryState], budget_s: float, generations_left: int) -> dict[str, Allocation]:
     """Each tuning library's share of the GPU time left (``budget_s`` minus what every library spent), by
-    expected gain (capped at what its remaining generations cost), and how many of the ``generations_left``
-    (the cap, max_generations) it pays for. When a
-    share does not pay for a generation, the library with the least gain per second of those is starved and
-    the time left shared again among the others, so what it would have had is not lost."""
+    expected gain (capped at what its remaining generations cost) on top of what it is owed
+    (:func:`owed_seconds`: a library the workload calls keeps the generations equal generations would give
+    it), and how many of the ``generations_left`` (the cap, max_generations) it pays for. When a share does
+    not pay for a generation, the library (of those owed nothing) with the
+    least gain per second of those is starved and the time left shared again among the others, so what it
+    would have had is not lost; time still held by no share then goes to starved libraries whose next
+    generation fits in it."""
     left = max(budget_s - sum(s.spent_s for s in states), 0.0)
     going = sorted((s for s in states if s.tuning), key=lambda s: s.library)
+    owed = owed_seconds(states, budget_s, generations_left)
     starved: dict[str, str] = {}
     while True:
-        shares = _shares(going, left, generations_left)
-        short = [s for s in going if shares[s.library] < s.last_generation_s]
+        shares = _shares(going, left - sum(owed.values()), generations_left, owed)
+        short = [s for s in going if shares[s.library] < s.last_generation_s and not owed.get(s.library)]
         if not short:
             break
         worst = min(short, key=lambda s: (s.expected_gain / s.last_generation_s, s.library))
@@ -134,6 +185,18 @@ def allocate(states: Sequence[LibraryState], budget_s: float, generations_left: 
             f"{w.improvement:.3g}), the least per GPU second of the {len(going)} libraries left"
         )
         going.remove(worst)
+    # Time no share holds (every share capped at what its generations cost): a starved library whose next
+    # generation fits in it runs after all, the most gain per GPU second first.
+    spare = left - sum(shares.values())
+    for s in sorted(
+        (s for s in states if s.library in starved),
+        key=lambda s: (-s.expected_gain / max(s.last_generation_s, 1e-12), s.library),
+    ):
+        if s.last_generation_s <= spare:
+            shares[s.library] = min(s.last_generation_s * generations_left, spare)
+            spare -= shares[s.library]
+            going.append(s)
+            del starved[s.library]
     out = {lib: Allocation(lib, 0.0, 0, why) for lib, why in starved.items()}
     for s in going:
         cost, share = s.last_generation_s, shares[s.library]
@@ -145,22 +208,18 @@ def allocate(states: Sequence[LibraryState], budget_s: float, generations_left: 
 @dataclass(frozen=True)
 class BudgetInputs:
     """What mutate of generation g reads when config ``budget`` is set: every library's deck and gen g-1
-    selection, the samples.csv of every generation done (GPU time spent), and this library's gen g-1
-    proposals (a starved library stays starved, with the reason it was starved for)."""
+    selection, and the samples.csv of every generation done (GPU time spent)."""
 
     hours: float
     decks: Sequence[Path]
     selections: Sequence[Path]
     samples: Sequence[Path]
-    previous_proposals: Path
 
 
 def starved_reason(library: str, generation: int, budget: BudgetInputs, max_generations: int) -> str:
-    """'starved: …' when the budget gives ``library`` no generation ``generation`` (or starved it before),
-    else '' (it goes on, or it converged and convergence freezes it)."""
-    reason = str(read_yaml(budget.previous_proposals).get("reason", ""))
-    if reason.startswith("starved"):
-        return reason
+    """'starved: …' when the budget gives ``library`` no generation ``generation``, else '' (it goes on, or
+    it converged and convergence freezes it). Decided anew at every generation: a library starved before runs
+    again when the time the others leave pays for its next generation."""
     seconds: dict[str, list[tuple[int, float]]] = {}
     for path in budget.samples:  # results/<arch>/<library>/gen<N>/samples.csv
         gen = int(path.parent.name.removeprefix("gen"))
