@@ -30,7 +30,6 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from oto.files import atomic_write_text, dump_yaml
 from oto.fleet.intake import Accepted, Expect, Rejected, open_bundle
 from oto.gemm import Library
 from oto.hardware.device_profile import DeviceProfileError, check_device_profile
@@ -319,6 +318,7 @@ def load_profile_file(path: Path) -> dict[str, Any]:
 
 def main(argv: Sequence[str]) -> int:
     from oto.fleet.merge import MergeError, bundle_files
+    from oto.hardware.simulated.calibration import write_fitted_profile
     from oto.hardware.simulated.performance import Physics, physics_file
 
     ap = argparse.ArgumentParser(
@@ -392,7 +392,10 @@ def main(argv: Sequence[str]) -> int:
             continue
         path = calibrated_path(Path(args.out), args.arch, device)
         path.parent.mkdir(parents=True, exist_ok=True)
-        atomic_write_text(path, dump_yaml(c.profile))
+        if refused := write_fitted_profile(c.profile, path):
+            rc = 1
+            print(f"oto calibrate: device {device}: {refused}", file=sys.stderr)
+            continue
         print(f"  wrote {path} (use it: --config device_profile={path})")
     if args.json:
         Path(args.json).write_text(json.dumps(report, indent=2, default=float) + "\n")

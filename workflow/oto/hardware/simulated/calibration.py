@@ -589,8 +589,8 @@ def knobs_for(files: Sequence[RecordedFile], profile: Mapping[str, Any]) -> list
 
 
 # A later campaign's operating point relative to the profile's own figures (the first campaign's board): the
-# arch profile schema's bounds of timing.operating_points.*. Bandwidth at most 1: the profile's sustained
-# bandwidth is fitted up to the peak the chip's HBM2 allows.
+# arch profile schema's bounds of timing.operating_points.*; the board's bandwidth (multiplier x sustained)
+# is bounded by the chip's peak on its own (ABSOLUTE below), so its multiplier may exceed 1.
 OPERATING_POINT_BOUNDS = {
     "clock": (0.2, 1.5), "bandwidth": (0.2, 4.0), "memory_latency": (0.2, 5.0), "launch": (0.2, 5.0)
 }  # fmt: skip
@@ -1340,7 +1340,6 @@ def main(argv: list[str] | None = None) -> int:
 def chip_main(args: argparse.Namespace, argv: list[str] | None) -> int:
     """``oto calibrate --chip --logic DIR --profile P``: the chip constants alone, fitted on the fit half of
     the chip's own logic files (:func:`chip_split`), physics held."""
-    from oto.files import atomic_write_text, dump_yaml
     from oto.hardware.profile import ProfileError, load_profile
 
     try:
@@ -1387,6 +1386,25 @@ def chip_main(args: argparse.Namespace, argv: list[str] | None) -> int:
     prof = calibrated_profile(
         result, knobs, source="logic", inputs=file_inputs(names), command=command, extra=bounds
     )
-    atomic_write_text(args.profile_out, dump_yaml(prof))
+    if refused := write_fitted_profile(prof, args.profile_out):
+        print(f"oto calibrate: {refused}", file=sys.stderr)
+        return 1
     print(f"wrote {args.profile_out}")
     return 0
+
+
+def write_fitted_profile(profile: Mapping[str, Any], path: str | Path) -> str | None:
+    """Write a fitted profile only if it loads: each knob has its own bounds, but the schema also bounds
+    their ratios (a board's launch at most 5x the chip's), which a fit can leave (a chip launch at its floor,
+    a board's at 9x it). The reason it was refused, or None once written."""
+    from oto.files import atomic_write_text, dump_yaml
+    from oto.hardware.profile import ProfileError, validate_profile
+
+    try:
+        validate_profile(copy.deepcopy(dict(profile)), str(path))
+    except ProfileError as exc:
+        return (
+            f"the fitted profile would not load, so it was not written: {exc} (hold the knob that went out)"
+        )
+    atomic_write_text(path, dump_yaml(profile))
+    return None
