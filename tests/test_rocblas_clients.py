@@ -328,3 +328,19 @@ def test_the_runner_follows_the_backend_and_says_why_when_there_is_none(tmp_path
     missing = validate_config({"arch": "gfx90c", "families": "all", "rocblas": {"bench": "/nope"}})
     none, why = client_runner(missing, profile, "tensile", journal)
     assert none is None and "'rocblas.bench': /nope does not exist" in why
+
+
+@pytest.mark.parametrize(
+    ("arch", "library"), [("gfx1103", "Cijk_Ailk_Bljk_I8II_BH"), ("gfx90c", "Cijk_Ailk_Bljk_SB")]
+)
+def test_the_simulated_client_verifies_a_correct_kernel_within_rocblas_tolerance(arch, library):
+    """An int8 GEMM accumulates in int32 exactly and rocBLAS checks it bit for bit (tolerance 0): the
+    simulated client gave it a float's rounding error, and verify took every tuned int8 kernel of a gfx1103
+    demo out."""
+    profile = yaml.safe_load((ROOT / "arch_profiles" / f"{arch}.yaml").read_text())
+    config = validate_config({"arch": arch, "families": "all", "seed": 3, "sim": {"hang_rate": 0.0}})
+    sizes = [[64, 64, 1, 64], [256, 256, 1, 512]]
+    p = canonical({"ThreadTile": [4, 4], "WorkGroup": [16, 16, 1], "DepthU": 16, "VectorWidth": 4})
+    tuned = Arm("tuned", "lib", {}, arm_kernels(library, sizes, [candidate_id(p)] * 2), {candidate_id(p): p})
+    rows = run_verify(SimulatedClientRunner(profile, config, iters=3, cold_iters=1), tuned, library, sizes)
+    assert [r.status for r in rows] == ["pass", "pass"], [r.reason for r in rows]

@@ -281,7 +281,9 @@ def read_result(
 
 # ---- the simulated GPU behind the same interface ----
 
-UNIT_ROUNDOFF = {"S": 2.0**-24, "D": 2.0**-53, "C": 2.0**-24, "Z": 2.0**-53, "H": 2.0**-11, "B": 2.0**-8}
+# Integer accumulation is exact (rocBLAS checks int8/int32 GEMMs bit for bit: sum_error_tolerance 0).
+UNIT_ROUNDOFF = {"S": 2.0**-24, "D": 2.0**-53, "C": 2.0**-24, "Z": 2.0**-53, "H": 2.0**-11, "B": 2.0**-8,
+                 "I": 0.0, "I8": 0.0}  # fmt: skip
 
 
 class SimulatedClientRunner:
