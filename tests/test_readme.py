@@ -42,6 +42,7 @@ CHECKS: list[tuple[str, str]] = [
     ),
     (r"^oto calibrate$", "named in prose; tests/test_calibration.py runs it on a folder of shipped files"),
     (r"^oto calibrate --chip$", "named in prose; tests/test_chip_calibration.py runs it on shipped files"),
+    (r"^oto calibrate --joint$", "named in prose; tests/test_rdna_physics.py runs the joint fit"),
     (r"^oto calibrate --bundles", "needs bundles: tests/test_fleet_calibrate.py calibrates a simulated one"),
     (r"^python bench/sim_fidelity\.py --logic DIR", "a template for another chip's logic files (DIR, X)"),
     (r"^python bench/tensile_conformance\.py$", "needs real Tensile (docs/tensile.md); CI has none"),
