@@ -88,12 +88,16 @@ class RunProgress:
     def _backend_seconds(self, rule: str) -> dict[str, float]:
         return dict(((self.estimate or {}).get("gpu_seconds") or {}).get(rule) or {})
 
-    def _own(self, rule: str) -> list[float]:
-        """This run's finished jobs of ``rule`` but its first: their seconds, a GPU job's beyond the backend's
-        estimate. A rule's first job is its slowest (the first benchmark and normalise load pandas from a
-        cold cache, the first select draws the live dashboard: 2-9 times a later one in the demo)."""
+    def _jobs(self, rule: str) -> list[float]:
+        """This run's finished jobs of ``rule``: their seconds, a GPU job's beyond the backend's estimate."""
         backend = self._backend_seconds(rule) if rule in GPU_RULES else {}
-        return [max(0.0, s - backend.get(k, 0.0)) for k, s in (self.done.get(rule) or [])[1:]]
+        return [max(0.0, s - backend.get(k, 0.0)) for k, s in self.done.get(rule) or []]
+
+    def _own(self, rule: str) -> list[float]:
+        """:meth:`_jobs` but the first. A rule's first job is its slowest (the first benchmark and normalise
+        load pandas from a cold cache, the first select draws the live dashboard: 2-9 times a later one in
+        the demo)."""
+        return self._jobs(rule)[1:]
 
     def _recorded_jobs(self) -> list[float]:
         """The jobs recorded in this folder, but a GPU rule's (those hold the GPU's work too)."""
@@ -119,14 +123,11 @@ class RunProgress:
         mean = self.mean_job(learning_seconds)
         recorded = self.recorded.get(rule) if rule not in GPU_RULES else None  # those hold the GPU work too
         prior = sum(recorded) / len(recorded) if recorded else mean
-        ran, far = self._own(rule), OWN_KIND_FACTOR
-        if not ran and self.done.get(rule):  # only its first job so far
-            backend = self._backend_seconds(rule) if rule in GPU_RULES else {}
-            key, seconds = self.done[rule][0]
-            ran, far = [max(0.0, seconds - backend.get(key, 0.0))], FIRST_JOB_OWN_KIND_FACTOR
-        if ran and prior > 0 and not 1 / far <= (sum(ran) / len(ran)) / prior <= far:
-            return sum(ran) / len(ran)
-        ran = self._own(rule)  # a first job alone within its factor is a cold start: not counted
+        jobs = self._jobs(rule)
+        ran = jobs[1:]  # a first job alone within its factor is a cold start: not counted
+        seen, far = (ran, OWN_KIND_FACTOR) if ran else (jobs, FIRST_JOB_OWN_KIND_FACTOR)
+        if seen and prior > 0 and not 1 / far <= (sum(seen) / len(seen)) / prior <= far:
+            return sum(seen) / len(seen)
         return (sum(ran) + RULE_PRIOR_JOBS * prior) / (len(ran) + RULE_PRIOR_JOBS)
 
     def remaining_work(self, learning_seconds: float | None = None) -> float:
