@@ -476,7 +476,10 @@ def check_with_tensile(
     """TensileCreateLibrary over the kit's ``asm_full`` folder as rocBLAS's build runs it (see the module
     doc), into ``out``: {rc, files, log, command}; {} when Tensile is not found."""
     arch = str(profile["arch"])
-    cmd = tcl_command(arch, Path(kit) / ROCBLAS_LOGIC, out, tensile_cfg, jobs, register_args(profile))
+    out = Path(out).resolve()  # TensileCreateLibrary writes build_tmp/ in its working folder: run it in out
+    cmd = tcl_command(
+        arch, Path(kit).resolve() / ROCBLAS_LOGIC, out, tensile_cfg, jobs, register_args(profile)
+    )
     if cmd is None:
         return {}
     cmd.insert(cmd.index("--merge-files") + 1, "--no-short-file-names")  # rocBLAS's default
@@ -486,7 +489,9 @@ def check_with_tensile(
         fh.write("$ " + " ".join(cmd) + "\n")
         fh.flush()
         try:
-            rc = subprocess.run(cmd, stdout=fh, stderr=subprocess.STDOUT, timeout=timeout_s).returncode
+            rc = subprocess.run(
+                cmd, stdout=fh, stderr=subprocess.STDOUT, timeout=timeout_s, cwd=out
+            ).returncode
         except subprocess.TimeoutExpired:
             rc = None
     files = sorted(p.name for p in (out / "library").glob("*") if p.suffix in (".dat", ".co", ".hsaco"))
