@@ -171,6 +171,39 @@ def test_a_resumed_run_says_what_it_resumes():
     assert fresh.opening().startswith("oto: 153 jobs to run (") and "resuming" not in fresh.opening()
 
 
+def test_recorded_durations_are_this_archs_when_the_run_names_its_arch(tmp_path, monkeypatch):
+    """A folder that ran gfx90c's demo (532 deck sizes) gives a gfx1103 run (4,096) no prior: its
+    library-wide jobs ran on another deck. Snakemake names a record after its output, urlsafe base64."""
+    import base64
+
+    from oto.run.estimate import recorded_durations
+    from snakemake_logger_plugin_oto import _set_prior
+
+    def record(output: str, rule: str, start: float, seconds: float) -> None:
+        name = base64.urlsafe_b64encode(output.encode()).decode()
+        meta = {"rule": rule, "job_hash": hash(output), "starttime": start, "endtime": start + seconds}
+        (tmp_path / name).write_text(json.dumps(meta))
+
+    record("results/gfx90c/Cijk_Ailk_Bljk_DB/final.yaml", "finalize", 0.0, 3.0)
+    record("results/gfx90c/Cijk_Ailk_Bljk_DB/gen0/candidates.yaml", "mutate", 10.0, 1.0)
+    record("results/gfx1103/Cijk_Ailk_Bljk_SB/final.yaml", "finalize", 20.0, 20.0)
+    (tmp_path / "not-base64!").write_text("{}")
+    assert recorded_durations(tmp_path) == {"finalize": [3.0, 20.0], "mutate": [1.0]}
+    assert recorded_durations(tmp_path, arch="gfx1103") == {"finalize": [20.0]}
+    assert recorded_durations(tmp_path, arch="gfx902") == {}
+
+    p = RunProgress(planned={"mutate": 4}, recorded=recorded_durations(tmp_path), job_seconds=0.5)
+    assert "recorded in this folder" in p.opening()
+    p.recorded, p.recorded_arch = {"mutate": [1.0] * 8}, "gfx1103"
+    assert "by the job durations recorded for gfx1103 in this folder" in p.opening()
+    # the logger narrows the folder's records to the arch the run's estimate names (here: none recorded)
+    (tmp_path / "workdir").mkdir()
+    monkeypatch.chdir(tmp_path / "workdir")
+    p = RunProgress(planned={"mutate": 4}, recorded={"mutate": [9.0] * 8})
+    _set_prior(p, {"arch": "gfx902", "probe": Probe(0.5, [0.5], time.time()).document()}, fresh=True)
+    assert p.recorded == {} and "recorded" not in p.opening()
+
+
 def test_job_keys_and_labels_name_what_a_job_works_on():
     wc = {"arch": "gfx90c", "library": "Cijk_Ailk_Bljk_DB", "gen": "2"}
     assert job_key("benchmark", wc) == "Cijk_Ailk_Bljk_DB/gen2"

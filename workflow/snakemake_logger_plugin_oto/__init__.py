@@ -279,10 +279,13 @@ def _set_prior(progress, estimate: dict[str, Any] | None, fresh: bool) -> None:
     """The run's estimate (GPU seconds, what it resumes) and this machine's probe on ``progress``. A run's
     onstart measured the probe just now (``estimate['probe']``); a dry-run, or a run without the hook, asks
     oto.run.probe (cached up to an hour for a dry-run)."""
-    from oto.run.estimate import JOB_PROBE_RATIO
+    from oto.run.estimate import JOB_PROBE_RATIO, recorded_durations
     from oto.run.probe import Probe, job_probe
 
     progress.estimate = estimate
+    if (estimate or {}).get("arch"):  # only this arch's jobs: another arch's deck may be far larger
+        progress.recorded = recorded_durations(arch=str(estimate["arch"]))
+        progress.recorded_arch = str(estimate["arch"])
     figure = (estimate or {}).get("probe")
     probe = Probe.from_document(figure, time.time()) if figure else None
     if probe is None and progress.learning:  # durations recorded in this folder come first

@@ -401,15 +401,21 @@ def read_estimate(path: str | Path, pid: int | None = None) -> dict[str, Any] | 
     return doc
 
 
-def recorded_durations(metadata_dir: str | Path = ".snakemake/metadata") -> dict[str, list[float]]:
+def recorded_durations(
+    metadata_dir: str | Path = ".snakemake/metadata", arch: str | None = None
+) -> dict[str, list[float]]:
     """Per rule, the durations of the jobs Snakemake recorded in this folder. Snakemake keeps one record per
     output file (the latest run's); a job's records share its job hash (their times differ by the
-    microseconds between writing them), so one job is one entry, from its earliest start to its last end."""
+    microseconds between writing them), so one job is one entry, from its earliest start to its last end.
+    With ``arch``, only the jobs whose output lies in that arch's results folder: another arch's deck may be
+    eight times larger (navi31's demo families against vega10's), and its library-wide jobs with it."""
     folder = Path(metadata_dir)
     jobs: dict[tuple, list[float]] = {}
     if not folder.is_dir():
         return {}
     for f in folder.iterdir():
+        if arch is not None and arch not in _recorded_output(f.name).parts:
+            continue
         try:
             meta = json.loads(f.read_text())
             rule, start, end = meta["rule"], float(meta["starttime"]), float(meta["endtime"])
@@ -422,6 +428,16 @@ def recorded_durations(metadata_dir: str | Path = ".snakemake/metadata") -> dict
         if end >= start:
             out.setdefault(rule, []).append(end - start)
     return out
+
+
+def _recorded_output(name: str) -> Path:
+    """The output file a Snakemake metadata record is named after (its path, urlsafe base64)."""
+    import base64
+
+    try:
+        return Path(base64.urlsafe_b64decode(name + "=" * (-len(name) % 4)).decode())
+    except ValueError:  # binascii.Error and UnicodeDecodeError are ValueErrors: not a record of a file
+        return Path()
 
 
 def fmt_duration(seconds: float) -> str:
@@ -573,7 +589,7 @@ def main(argv: list[str] | None = None) -> int:
     est = plan_estimate(plan, profile)
     cls = backend_class(plan.config, profile)
     costs, target = cls.costs(plan.config), TensileBackend.costs(plan.config)
-    overhead, source = job_overhead(recorded_durations(), job_probe())
+    overhead, source = job_overhead(recorded_durations(arch=est.arch), job_probe())
     if args.json:
         doc = {
             "arch": est.arch,

@@ -68,6 +68,7 @@ class RunProgress:
     # where the probe is unsure (oto.run.probe.Probe.unsure): the lower and higher mean job it allows
     job_seconds_range: tuple[float, float] | None = None
     resumed: tuple[int, int] | None = None  # (jobs of the target done before this run, jobs of the target)
+    recorded_arch: str | None = None  # the arch ``recorded`` was narrowed to, if it was
 
     @property
     def total(self) -> int:
@@ -180,7 +181,8 @@ class RunProgress:
             )
         left = fmt_duration(self.time_left(0.0))
         if self._recorded_jobs():
-            return f"about {left} by the job durations recorded in this folder"
+            whose = f" for {self.recorded_arch}" if self.recorded_arch else ""
+            return f"about {left} by the job durations recorded{whose} in this folder"
         note = self.job_seconds_note
         if self.job_seconds_range:  # the probe is unsure how busy the cores will be: how far off it may be
             low, high = (fmt_duration(self._prior_left(s)) for s in self.job_seconds_range)
