@@ -330,6 +330,26 @@ def test_the_runner_follows_the_backend_and_says_why_when_there_is_none(tmp_path
     assert none is None and "'rocblas.bench': /nope does not exist" in why
 
 
+def test_each_verify_job_draws_its_own_simulated_noise():
+    """One noise stream for every verify job hung each library's verify at the same launches, so at the
+    same deck sizes (the gfx1103 demo: every library lost a kernel at [256, 256, 1, 4096]). A job's
+    libraries name its stream; the same job draws the same noise again (resumable, reproducible)."""
+    from oto.rocblas.clients import client_runner
+
+    profile = yaml.safe_load((ROOT / "arch_profiles" / "gfx90c.yaml").read_text())
+    config = validate_config({"arch": "gfx90c", "families": "all", "seed": 3, "sim": {"hang_rate": 0.2}})
+    library = "Cijk_Ailk_Bljk_SB"
+    sizes, arms = sim_arms(library, 6)
+    calls = [(arm, library, size) for size in sizes for arm in arms]
+
+    def hung(job_libraries):
+        runner, _ = client_runner(config, profile, "sim", libraries=job_libraries)
+        return [r.status != "ok" for r in runner.run_calls(calls, verify=True)]
+
+    one, again, other = hung([library]), hung([library]), hung(["Cijk_Ailk_Bjlk_SB"])
+    assert any(one) and one == again and one != other
+
+
 @pytest.mark.parametrize(
     ("arch", "library"), [("gfx1103", "Cijk_Ailk_Bljk_I8II_BH"), ("gfx90c", "Cijk_Ailk_Bljk_SB")]
 )

@@ -297,10 +297,17 @@ class SimulatedClientRunner:
 
     numbers = "simulated"
 
-    def __init__(self, profile: Mapping[str, Any], config: Mapping[str, Any], iters: int, cold_iters: int):
+    def __init__(
+        self,
+        profile: Mapping[str, Any],
+        config: Mapping[str, Any],
+        iters: int,
+        cold_iters: int,
+        stream: str = "rocblas-clients",
+    ):
         self.profile = profile
         self.iters, self.cold_iters = int(iters), int(cold_iters)
-        self.backend = SimBackend.from_config(config, profile, "rocblas-clients")
+        self.backend = SimBackend.from_config(config, profile, stream)
 
     def provenance(self) -> dict[str, Any]:
         return {"client": "simulated rocblas-bench", "numbers": self.numbers, "iters": self.iters,
@@ -398,17 +405,24 @@ def arm_kernels(
 
 
 def client_runner(
-    config: Mapping[str, Any], profile: Mapping[str, Any], backend: str, journal: GpuJournal | None = None
+    config: Mapping[str, Any],
+    profile: Mapping[str, Any],
+    backend: str,
+    journal: GpuJournal | None = None,
+    libraries: Sequence[str] = (),
 ) -> tuple[ClientRunner | None, str]:
     """(the runner verify and compare use on ``backend``, or None, and what it is or why there is none), as
     the backend declares it (``rocblas_client``, :data:`oto.backends.base.ROCBLAS_CLIENTS`): ``binary`` runs
     the real ``rocblas-bench`` (config ``rocblas.bench``, else the one on PATH), journalled by ``journal``;
     ``model`` answers through the same interface from the simulated GPU; ``none`` has no client, so the
-    clients are skipped there."""
+    clients are skipped there. ``libraries``: the libraries a job's calls are for, where a job serves only
+    some (a verify job): the simulated client draws that job's own noise (with one stream for every job,
+    each library's verify hung at the same launches, so at the same deck sizes)."""
     cfg = {**config_defaults("rocblas"), **(config.get("rocblas") or {})}
     kind = backend_type(backend).rocblas_client
     if kind == "model":
-        runner = SimulatedClientRunner(profile, config, int(cfg["iters"]), int(cfg["cold_iters"]))
+        stream = "/".join(["rocblas-clients", *sorted(libraries)])
+        runner = SimulatedClientRunner(profile, config, int(cfg["iters"]), int(cfg["cold_iters"]), stream)
         return runner, "simulated rocblas-bench (the simulated GPU's model)"
     if kind != "binary":
         return (
@@ -432,14 +446,14 @@ def client_runner(
 
 
 def stage_client(
-    config: Mapping[str, Any], profile: Mapping[str, Any], stage: str
+    config: Mapping[str, Any], profile: Mapping[str, Any], stage: str, libraries: Sequence[str] = ()
 ) -> tuple[ClientRunner | None, str]:
     """:func:`client_runner` for ``stage`` (verify, compare) on the backend the run resolves to, journalled
     where it runs the real binary, with any calls a dead process left in flight run first (alone,
     quarantined if they die again)."""
     backend = resolve(config, profile, job_stream("rocblas", stage))
     journal = backend.journal() if backend.rocblas_client == "binary" else None  # type: ignore[attr-defined]
-    runner, what = client_runner(config, profile, backend.name, journal)
+    runner, what = client_runner(config, profile, backend.name, journal, libraries)
     if runner is not None:
         runner.recover()
     return runner, what

@@ -38,7 +38,7 @@ def run(
     out: Path,
     work: Path,
 ) -> dict[str, Any]:
-    runner, what = stage_client(config, profile, "verify")
+    runner, what = stage_client(config, profile, "verify", [Path(p).parent.name for p in final_paths])
     if runner is None:
         doc = night.skipped("verify", what)
     else:
