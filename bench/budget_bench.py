@@ -86,12 +86,11 @@ def library_figures(final: dict, deck) -> dict:
 def true_times(results: Path) -> dict[str, tuple[float, float]]:
     """Per library the workload's noise-free simulated time (Σ calls × true_time_us, seconds) at the floor and
     at finalize's winners: what the measured race's noise cannot blur."""
-    from budget_headroom import LibraryHeadroom  # noqa: PLC0415 (it imports this module)
-    from oto.hardware.simulated.performance import SimGPU
+    from budget_headroom import LibraryHeadroom, run_gpu  # noqa: PLC0415 (it imports this module)
     from oto.tensile import legality
 
     profile = json.loads((results / "arch_profile.json").read_text())["profile"]
-    gpu, limits = SimGPU(profile), legality.Limits.from_profile(profile)
+    gpu, limits = run_gpu(results), legality.Limits.from_profile(profile)
     out = {}
     for deck_path in sorted(results.glob("Cijk_*/deck.yaml")):
         h = LibraryHeadroom(deck_path.parent, gpu, limits, None)

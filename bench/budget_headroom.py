@@ -49,6 +49,33 @@ from spoof_headroom import grid  # noqa: E402
 HOURS = (1, 2, 4, 8)
 
 
+def run_gpu(results: Path) -> SimGPU:
+    """The simulated GPU a run's results were measured on: the profile it ran (``arch_profile.json``) and the
+    seed its backend ran with (every final.yaml's provenance). The seed picks the virtual chip's
+    per-configuration ruggedness, so ``SimGPU(profile)`` (seed 0) is another chip than a run of the default
+    seed 1: until this function the noise-free figures of this bench and budget_bench were seed 0's."""
+    from oto.hardware.simulated.performance import chip_version
+
+    profile = json.loads((results / "arch_profile.json").read_text())["profile"]
+    provenances = [
+        yaml.safe_load(p.read_text())["provenance"] for p in sorted(results.glob("Cijk_*/final.yaml"))
+    ]
+    if not provenances:
+        raise SystemExit(f"{results}: no Cijk_*/final.yaml, so no provenance to know the simulated GPU by")
+    seeds = {int(p["seed"]) for p in provenances}
+    backends = {str(p.get("backend")) for p in provenances}
+    chips = {str(p.get("chip_version")) for p in provenances}
+    if backends != {"sim"} or len(seeds) != 1:
+        raise SystemExit(
+            f"{results}: backends {sorted(backends)}, seeds {sorted(seeds)}: not one simulated GPU"
+        )
+    if chips != {chip_version(profile)}:  # a hidden device (sim.chip) or another profile: not this one
+        raise SystemExit(
+            f"{results}: chip_version {sorted(chips)} is not arch_profile.json's ({chip_version(profile)})"
+        )
+    return SimGPU(profile, seed=seeds.pop())
+
+
 class LibraryHeadroom:
     """One library's workload sizes: calls, floor and best reachable times (µs), and a kernel's time there
     (noise-free, on the simulated GPU the run benchmarked)."""
@@ -131,7 +158,7 @@ def main() -> int:
         results, wall = run(root / "budgeted", extra)
     t0 = time.monotonic()
     profile = json.loads((results / "arch_profile.json").read_text())["profile"]
-    gpu = SimGPU(profile)
+    gpu = run_gpu(results)
     limits = legality.Limits.from_profile(profile)
     spaces: dict = {}
     libs = [LibraryHeadroom(d.parent, gpu, limits, spaces) for d in sorted(results.glob("Cijk_*/deck.yaml"))]
