@@ -243,3 +243,19 @@ def test_oto_plan_shows_the_first_share_from_the_deck():
     lines = budget_lines(est, hours=150 / 3600)  # 50 s left: Big's 3/4 pays for no generation
     assert "1 of 4 generations" in next(x for x in lines if x.strip().startswith("Big"))
     assert "(starved after gen0)" in next(x for x in lines if x.strip().startswith("Big"))
+
+
+def test_oto_plan_says_what_a_budget_of_kernel_time_is_in_a_nights_hours():
+    """The budget counts samples.csv's kernel time; on the real GPU a generation also builds its kernels and
+    starts Tensile. oto plan says by how much the night exceeds the budget, from the target's costs."""
+    from oto.backends.base import Costs
+    from oto.run.estimate import GpuJob, RunEstimate, report
+
+    est = RunEstimate("gfx90c", ["Big"], 2, {"benchmark": 2})
+    for gen in (0, 1):  # 1,000 launches of 100 µs: 0.1 s of kernel time a generation; 10 kernels built
+        est.gpu_jobs.append(GpuJob("benchmark", "Big", gen, 10, 8, 80, 1e3, 1e3, 1, 100.0))
+    target = Costs(startup_s=5.0, build_s_per_kernel=2.0, launch_overhead_us=100.0, source="test")
+    text = report(est, "sim", "simulated", target, target, 0.5, "test", budget_hours=1.0)
+    # per generation: measuring 5 + 1000 × (100 + 100) µs = 5.2 s, building 5 + 10 × 2 = 25 s; kernel 0.1 s
+    assert "night ~302.0× the kernel time" in text
+    assert "budget.hours" in text.splitlines()[-2]

@@ -502,6 +502,15 @@ def report(
         lines += workload_lines(est.workload)
     if budget_hours:
         lines += budget_lines(est, budget_hours)
+        recorded = sum(j.launches * j.kernel_us * 1e-6 for j in est.gpu_jobs if j.rule == "benchmark")
+        if recorded > 0:  # the budget counts what samples.csv records; a night also builds and starts Tensile
+            night = gpu_b + est.build_seconds(target_costs)
+            lines.append(
+                f"  The budget counts kernel time only: on the real {est.arch} the benchmark stage's builds, "
+                f"Tensile's start-up and launch overheads make its night ~{night / recorded:.1f}× the kernel "
+                f"time ({fmt_duration(night)} for {fmt_duration(recorded)} here), so set budget.hours to the "
+                "night's hours divided by that."
+            )
     lines.append(
         "Estimates, not measurements: a library that converges early skips its later generations; the real "
         "GPU's races may stop sooner or later than the simulated ones the launch counts come from."
