@@ -561,7 +561,7 @@ def chip_knobs(
 
 
 def main_campaign(files: Sequence[RecordedFile]) -> int:
-    """The campaign (index into CAMPAIGNS) with the most rows in ``files``."""
+    """The board (index into CAMPAIGNS of a campaign, CAMPAIGN_BOARD) with the most rows in ``files``."""
     boards = np.asarray(CAMPAIGN_BOARD)[np.concatenate([f.campaign for f in files])]
     counts = np.bincount(boards, minlength=len(CAMPAIGNS))
     return int(np.argmax(counts))
