@@ -71,8 +71,8 @@ from oto.tensile.params import PARAMS
 # rows are second-generation winners of a file written before Tensile's new benchmark client (its
 # MinimumRequiredVersion below OLD_CLIENT_BEFORE). The old client timed each sample with host timers
 # (Tensile's Common.py: ``KernelTime: False  # T=use device timers, F=use host timers``) and one enqueue per
-# synchronisation, so its times carry the host's launch and wake-up overhead; the new client (``NewClient``
-# 2) spreads that over many enqueues. The board is the second campaign's (CAMPAIGN_BOARD): a chip fit frees
+# synchronisation (EnqueuesPerSync 1), so its times carry the host's launch and wake-up overhead; the new
+# client (``NewClient`` 2) can spread a synchronisation over many enqueues. The board is the second campaign's (CAMPAIGN_BOARD): a chip fit frees
 # only its launch (_campaign_knobs), and a profile that declares no point of its own for it simulates those
 # rows at the second campaign's point (campaign_gpu), as before the split (vega10's gfx900).
 CAMPAIGNS = ("legacy", "staggeru", "staggeru_old_client")
