@@ -72,9 +72,10 @@ from oto.tensile.params import PARAMS
 # MinimumRequiredVersion below OLD_CLIENT_BEFORE). The old client timed each sample with host timers
 # (Tensile's Common.py: ``KernelTime: False  # T=use device timers, F=use host timers``) and one enqueue per
 # synchronisation (EnqueuesPerSync 1), so its times carry the host's launch and wake-up overhead; the new
-# client (``NewClient`` 2) can spread a synchronisation over many enqueues. The board is the second campaign's (CAMPAIGN_BOARD): a chip fit frees
-# only its launch (_campaign_knobs), and a profile that declares no point of its own for it simulates those
-# rows at the second campaign's point (campaign_gpu), as before the split (vega10's gfx900).
+# client (``NewClient`` 2) can spread a synchronisation over many enqueues. The board is the second
+# campaign's (CAMPAIGN_BOARD): a chip fit frees only its launch (_campaign_knobs), and a profile that declares
+# no point of its own for it simulates those rows at the second campaign's point (campaign_gpu), as before
+# the split (vega10's gfx900).
 CAMPAIGNS = ("legacy", "staggeru", "staggeru_old_client")
 CAMPAIGN_BOARD = (0, 1, 1)  # the campaign whose board each campaign's rows ran on
 # vega10's and vega20's files are Tensile 4.6-4.11 (old client) or 4.24-4.26 (new client only): any bound in
