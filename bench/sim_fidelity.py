@@ -403,7 +403,9 @@ def main(argv: list[str] | None = None) -> int:
     # The operating point each campaign's rows are simulated at (absent from the profile: its default).
     points = {
         c: (name if name in gpu.operating_points else "default")
-        for c, name in ((c, campaign_operating_point(i)) for i, c in enumerate(CAMPAIGNS))
+        for c, name in (
+            (c, campaign_operating_point(i, gpu.operating_points)) for i, c in enumerate(CAMPAIGNS)
+        )
     }
     out = {
         "model_version": MODEL_VERSION,

@@ -12,6 +12,7 @@ import shutil
 
 import numpy as np
 import pytest
+import yaml
 from oto.gemm import Library
 from oto.hardware.profile import ProfileError, load_profile, load_schema, validate_profile
 from oto.hardware.simulated import calibration as cal
@@ -210,7 +211,9 @@ def test_first_generation_solutions_are_timed_as_they_ran_without_stagger(vega10
     assert set(sb.generation) == {0, 1}
     for s, gen in zip(sb.solutions, sb.generation, strict=True):
         assert (s["StaggerU"] == 0) if gen == 0 else (s["StaggerU"] > 0)
-    assert (sb.campaign == sb.generation[sb.winner]).all()
+    # a 4.6.0 file: the old client timed its second-generation rows (CAMPAIGNS[2]), on the second board
+    assert (np.asarray(cal.CAMPAIGN_BOARD)[sb.campaign] == sb.generation[sb.winner]).all()
+    assert set(sb.campaign) == {0, 2}
     built = sb.solutions_as_built()  # what a spoof library built from the file today runs
     assert all(s["StaggerU"] == 32 for s in built)
     assert [s for s, g in zip(built, sb.generation, strict=True) if g] == [
@@ -501,3 +504,24 @@ def test_simulator_reads_operating_points_through_its_declared_profile_view():
     assert at_point.chip == SimGPU(profile, operating_point="staggeru").chip
     assert at_point.operating_points == ("staggeru",)
     assert at_point.chip.sustained_clock_mhz["fp32"] < SimGPU(view).chip.sustained_clock_mhz["fp32"]
+
+
+def test_rows_timed_by_the_old_client_are_a_campaign_of_the_second_board(vega10_dir, tmp_path):
+    """Tensile's old client (files before OLD_CLIENT_BEFORE) timed with host timers: its second-generation
+    rows are a campaign of their own on the second board. A profile that declares no point for it (gfx900)
+    simulates them at the second campaign's point, as before the split; one that does (gfx906) at its own."""
+    assert cal.old_client("4.6.0") and cal.old_client("4.11.0") and not cal.old_client("4.24.0")
+    files = {f.name: f for f in cal.load_recorded(vega10_dir)}
+    assert set(files["vega10_Cijk_Ailk_Bjlk_SB_GB.yaml"].campaign) == {1}  # 4.26.0: the new client
+    gfx900 = load_profile(REPO / "arch_profiles" / "gfx900.yaml")
+    assert cal.campaign_gpu(SimGPU(gfx900), 2).operating_point == "staggeru"
+    assert cal.campaign_operating_point(2, {"staggeru"}) == "staggeru"
+    assert cal.campaign_operating_point(2, {"staggeru", "staggeru_old_client"}) == "staggeru_old_client"
+    raw = yaml.safe_load((REPO / "arch_profiles" / "gfx906.yaml").read_text())
+    raw["timing"]["operating_points"]["staggeru_old_client"] = {"source": "fit", "launch": 8.0}
+    (tmp_path / "gfx906.yaml").write_text(yaml.safe_dump(raw))
+    gpu = SimGPU(load_profile(tmp_path / "gfx906.yaml"))
+    old = cal.campaign_gpu(gpu, 2)
+    assert old.operating_point == "staggeru_old_client"
+    assert old.chip.launch_us == pytest.approx(8.0 * gpu.chip.launch_us)
+    assert old.chip.sustained_clock_mhz == gpu.chip.sustained_clock_mhz  # the same board, timed another way

@@ -310,13 +310,13 @@ def test_predict_names_the_spoof_the_best_shipped_and_a_given_kernel_with_their_
 
 
 def test_a_fitted_profile_the_schema_refuses_is_not_written_and_says_which_field(tmp_path):
-    """A chip fit took the chip's launch to its floor and a board's to 9x it; the schema allows a board 5x,
-    so the profile oto calibrate wrote would not load."""
+    """A chip fit took the chip's launch to its floor and a board's to 9x it; the schema then allowed a board
+    5x (now 10x: an old-client campaign's launch), so the profile oto calibrate wrote would not load."""
     raw = yaml.safe_load((REPO / "arch_profiles" / "gfx906.yaml").read_text())
     out = tmp_path / "fit" / "gfx906.yaml"
     out.parent.mkdir()
     assert cal.write_fitted_profile(raw, out) is None and load_profile(out)["arch"] == "gfx906"
-    raw["timing"]["operating_points"]["legacy"]["launch"] = 9.2
+    raw["timing"]["operating_points"]["legacy"]["launch"] = 12.0
     bad = tmp_path / "gfx906-refused.yaml"
     why = cal.write_fitted_profile(raw, bad)
     assert why and "timing.operating_points.legacy.launch" in why and not bad.exists()

@@ -26,8 +26,9 @@ import dataclasses
 import hashlib
 import json
 import math
+import re
 import sys
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Container, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -65,19 +66,42 @@ from oto.tensile.params import PARAMS
 # calibration fits that board as an operating point of the chip (the profile's
 # timing.operating_points.<campaign name>) instead of bending the physics to it. The first campaign's board
 # is the one the profile's own timing figures describe (the default operating point).
-CAMPAIGNS = ("legacy", "staggeru")
+#
+# A third entry splits the second generation's rows by the client that timed them: "staggeru_old_client"
+# rows are second-generation winners of a file written before Tensile's new benchmark client (its
+# MinimumRequiredVersion below OLD_CLIENT_BEFORE). The old client timed each sample with host timers
+# (Tensile's Common.py: ``KernelTime: False  # T=use device timers, F=use host timers``) and one enqueue per
+# synchronisation (EnqueuesPerSync 1), so its times carry the host's launch and wake-up overhead; the new
+# client (``NewClient`` 2) can spread a synchronisation over many enqueues. The board is the second
+# campaign's (CAMPAIGN_BOARD): a chip fit frees only its launch (_campaign_knobs), and a profile that declares
+# no point of its own for it simulates those rows at the second campaign's point (campaign_gpu), as before
+# the split (vega10's gfx900).
+CAMPAIGNS = ("legacy", "staggeru", "staggeru_old_client")
+CAMPAIGN_BOARD = (0, 1, 1)  # the campaign whose board each campaign's rows ran on
+# vega10's and vega20's files are Tensile 4.6-4.11 (old client) or 4.24-4.26 (new client only): any bound in
+# (4.11, 4.24] splits them alike
+OLD_CLIENT_BEFORE = (4, 20, 0)
 
 
-def campaign_operating_point(campaign: int) -> str:
+def campaign_operating_point(campaign: int, declared: Container[str] | None = None) -> str:
     """Name of the profile operating point a campaign's rows were measured at, where the profile declares
-    one under it; a campaign the profile declares none for ran at the profile's own figures (vega10's first
-    campaign; vega20's second, whose board the gfx906 profile describes: :func:`chip_knobs`)."""
+    one under it (``declared``: the profile's operating points; a client variant falls back to its board's
+    point, CAMPAIGN_BOARD); a campaign the profile declares none for ran at the profile's own figures
+    (vega10's first campaign; vega20's second, whose board the gfx906 profile describes: chip_knobs)."""
+    if declared is not None and CAMPAIGNS[campaign] not in declared:
+        return CAMPAIGNS[CAMPAIGN_BOARD[campaign]]
     return CAMPAIGNS[campaign]
 
 
 def solution_campaign(solution: Mapping[str, Any]) -> int:
-    """Index into CAMPAIGNS of the Tensile generation a shipped solution comes from."""
+    """Index into CAMPAIGNS of the Tensile generation a shipped solution comes from (0 or 1)."""
     return int("StaggerU" in solution)
+
+
+def old_client(minimum_required_version: str) -> bool:
+    """Whether a logic file of this MinimumRequiredVersion was timed by Tensile's old benchmark client."""
+    parts = [int(x) for x in re.findall(r"\d+", str(minimum_required_version))[:3]]
+    return tuple(parts + [0] * (3 - len(parts))) < OLD_CLIENT_BEFORE
 
 
 def knobs_as_measured(solution: Mapping[str, Any]) -> dict[str, Any]:
@@ -266,6 +290,8 @@ def load_recorded(logic_dir: str | Path) -> list[RecordedFile]:
         gflops = np.array([r[2] for r in rows], dtype=np.float64)
         generation = np.array([solution_campaign(s) for s in lf.solutions], dtype=np.int64)
         campaign = generation[winner]
+        if old_client(lf.minimum_required_version):  # the second generation's rows, timed by the old client
+            campaign = np.where(campaign == 1, 2, campaign)
         keep = gflops > 0  # a zero-GFLOPS row records no measurement
         out.append(
             RecordedFile(
@@ -356,7 +382,7 @@ def campaign_gpu(gpu: SimGPU, campaign: int) -> SimGPU:
     ``timing.operating_points.<campaign name>`` (its clock per rate class, bandwidth, DRAM latency and launch
     relative to the profile's own figures). A campaign the profile declares no operating point for runs at
     the profile's own figures."""
-    name = campaign_operating_point(campaign)
+    name = campaign_operating_point(campaign, gpu.operating_points)
     return gpu.at(name) if name in gpu.operating_points else gpu
 
 
@@ -515,7 +541,11 @@ def chip_knobs(
     the profile's own clocks are fitted only for the rate classes that campaign has rows of."""
     main = main_campaign(files) if campaigns else None
     classes = sorted(
-        {f.library.family.rate_class for f in files if main is None or np.any(f.campaign == main)}
+        {
+            f.library.family.rate_class
+            for f in files
+            if main is None or np.any(np.asarray(CAMPAIGN_BOARD)[f.campaign] == main)
+        }
     )
     out = [
         Knob(f"chip:sustained_clock_mhz.{rc}", *chip_bounds(profile, f"sustained_clock_mhz.{rc}"))
@@ -532,17 +562,25 @@ def chip_knobs(
 
 
 def main_campaign(files: Sequence[RecordedFile]) -> int:
-    """The campaign (index into CAMPAIGNS) with the most rows in ``files``."""
-    counts = np.bincount(np.concatenate([f.campaign for f in files]), minlength=len(CAMPAIGNS))
+    """The board (index into CAMPAIGNS of a campaign, CAMPAIGN_BOARD) with the most rows in ``files``."""
+    boards = np.asarray(CAMPAIGN_BOARD)[np.concatenate([f.campaign for f in files])]
+    counts = np.bincount(boards, minlength=len(CAMPAIGNS))
     return int(np.argmax(counts))
 
 
 def _campaign_knobs(files: Sequence[RecordedFile], profile: Mapping[str, Any], main: int) -> list[Knob]:
     """A later campaign's operating point, every figure absolute (:data:`ABSOLUTE`) within the chip
-    constants' bounds: no board runs above the datasheet peak, whatever the profile's own figures are."""
+    constants' bounds: no board runs above the datasheet peak, whatever the profile's own figures are. A
+    client variant of the main campaign's board (CAMPAIGN_BOARD) gets its launch alone: the same board, timed
+    another way; a variant of another board is simulated at that board's point."""
     out = []
     present = sorted({CAMPAIGNS[c] for f in files for c in np.unique(f.campaign)} - {CAMPAIGNS[main]})
     for c in present:
+        board = CAMPAIGN_BOARD[CAMPAIGNS.index(c)]
+        if board != CAMPAIGNS.index(c):
+            if board == main:
+                out.append(Knob(f"operating_point:{c}.launch_us", *chip_bounds(profile, "launch_us")))
+            continue
         mine = [f for f in files if np.any(CAMPAIGNS.index(c) == f.campaign)]
         rcs = sorted({f.library.family.rate_class for f in mine})
         out += [
@@ -567,9 +605,15 @@ def knobs_for(files: Sequence[RecordedFile], profile: Mapping[str, Any]) -> list
     out += [Knob(name, *b) for name, b in PHYSICS_BOUNDS.items() if name not in DATATYPE_TABLES]
     peak = float(profile["clock_mhz"])
     out += [Knob(f"chip:sustained_clock_mhz.{rc}", 0.3 * peak, peak) for rc in classes]
-    present = sorted({CAMPAIGNS[c] for f in files for c in np.unique(f.campaign)} - {CAMPAIGNS[0]})
+    # boards only: a client variant's rows are simulated at its board's point (campaign_gpu)
+    boards = {CAMPAIGN_BOARD[c] for f in files for c in np.unique(f.campaign)}
+    present = sorted({CAMPAIGNS[b] for b in boards} - {CAMPAIGNS[0]})
     for c in present:
-        mine = [f for f in files if np.any(CAMPAIGNS.index(c) == f.campaign)]
+        mine = [
+            f
+            for f in files
+            if np.any(CAMPAIGN_BOARD[CAMPAIGNS.index(c)] == np.asarray(CAMPAIGN_BOARD)[f.campaign])
+        ]
         rcs = sorted({f.library.family.rate_class for f in mine} & set(RATE_CLASSES_FITTED))
         out += [Knob(f"operating_point:{c}.clock.{rc}", *OPERATING_POINT_BOUNDS["clock"]) for rc in rcs]
         out += [
@@ -592,7 +636,7 @@ def knobs_for(files: Sequence[RecordedFile], profile: Mapping[str, Any]) -> list
 # arch profile schema's bounds of timing.operating_points.*; the board's bandwidth (multiplier x sustained)
 # is bounded by the chip's peak on its own (ABSOLUTE below), so its multiplier may exceed 1.
 OPERATING_POINT_BOUNDS = {
-    "clock": (0.2, 1.5), "bandwidth": (0.2, 4.0), "memory_latency": (0.2, 5.0), "launch": (0.2, 5.0)
+    "clock": (0.2, 1.5), "bandwidth": (0.2, 4.0), "memory_latency": (0.2, 5.0), "launch": (0.2, 10.0)
 }  # fmt: skip
 OPERATING_POINT = "operating_point:"  # knob name prefix
 
