@@ -126,7 +126,7 @@ def main(argv: list[str] | None = None) -> int:
         "--first-seed",
         type=int,
         default=0,
-        help="seeds first-seed .. first-seed + seeds - 1 (the donor's: each + 1000); fresh seeds judge a change",
+        help="seeds first-seed .. first-seed + seeds - 1 (donors: each + 1000); fresh seeds judge a change",
     )
     ap.add_argument("--generations", type=int, default=8)
     ap.add_argument("--per-generation", type=int, default=12)
