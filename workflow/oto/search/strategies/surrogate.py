@@ -64,6 +64,7 @@ PRIOR_NOISE = 0.3  # variance added to transferred points (standardised units)
 # gfx1035->gfx1150 and gfx1035->gfx1103's seen seeds (bench/RESULTS.md, "Mapped priors weighed ...")
 MAPPED_PRIOR_RELEVEL = 1.0  # share of the measured offset of mapped priors applied to all of them
 MAPPED_FIRST_BETS = 2  # of the first generation's bets on priors, how many may be mapped ones
+MAPPED_PRIORS_IN_DESIGN = False  # mapped priors do not stand in for the initial design's random kernels
 POOL_RANDOM = 600  # random valid configurations scored per ask (enumerated spaces)
 TOP_NEIGHBOURHOODS = 8  # best configurations whose one-step neighbourhood is always scored
 LINE_TOPS = 3  # best configurations whose one-parameter lines (any value of one knob) are scored
@@ -109,8 +110,8 @@ def relevel_mapped_priors(hist: History, share: float) -> float:
     offset between what those of them measured here cost and their labels; returns the shift applied.
 
     Their labels are the donor GPU's scores against the donor's own reference: the ranking among them may
-    carry over where the level does not (RDNA2's VALU kernels mapped to RDNA3 WMMA kernels score about half
-    of what their labels say), and a level that is too good makes the model spend the first generations in
+    carry over where the level does not (RDNA2's VALU kernels mapped to RDNA3 WMMA kernels score well below
+    what their labels say), and a level that is too good makes the model spend the first generations in
     their region. Priors legal here as they are keep their labels."""
     measured = {p: c for p, c in hist.ok()}
     gaps = [
@@ -259,7 +260,7 @@ class SurrogateStrategy(BaseStrategy):
         ),
         Option(
             "mapped_priors_in_design",
-            False,
+            MAPPED_PRIORS_IN_DESIGN,
             "whether priors moved from another GPU's space count towards the initial design (then the model, "
             "trained on them alone, picks the rest of the first batch in their region); if not, the first "
             "batch's other picks are random valid configurations, as in a cold run",
@@ -268,7 +269,7 @@ class SurrogateStrategy(BaseStrategy):
             "mapped_first_bets",
             MAPPED_FIRST_BETS,
             "how many of the first generation's bets on priors (a third of the batch) may be priors moved "
-            "from another GPU's space; the slots left go to the shipped solutions",
+            "from another GPU's space; the slots left go to the shipped solutions or the initial design",
             0,
             200,
         ),
