@@ -281,3 +281,56 @@ def test_certify_picks_flip_switches_on_each_settings_best_before_certifying():
     flips = [space.index(p.params) for p in props if p.rationale.startswith("local: switch flip")]
     assert len(flips) == 1 and flips[0] in set(switch_flips(history(ev, space)))
     assert flips[0] in {(2, 0, 1), (2, 0, 0), (9, 1, 1), (9, 0, 0)}
+
+
+def bowl_priors(distance: float) -> list[Observation]:
+    """Eight priors near the bowl's bottom; ``distance`` > 0: moved from another GPU's space."""
+    out = []
+    for x, y, z in [(8, 3, 4), (7, 3, 4), (8, 4, 4), (9, 3, 4), (8, 2, 4), (7, 4, 4), (9, 4, 4), (7, 2, 4)]:
+        c = {"x": x, "y": y, "z": z}
+        out.append(Observation(f"p{x}{y}{z}", c, 1.0 / bowl_time(c), distance=distance))
+    return out
+
+
+def test_mapped_priors_are_relevelled_by_what_those_measured_here_scored():
+    """Another GPU's labels are on its own scale: once some mapped priors are measured here, every mapped
+    prior's cost moves by the mean gap; priors legal here as they are keep their labels."""
+    from oto.search.strategies.surrogate import relevel_mapped_priors
+
+    space = bowl_space(True)
+    mapped, native = bowl_priors(1.0)[:2], bowl_priors(0.0)[2:3]
+    # the first mapped prior measured here at half its label's score: cost + log 2
+    measured = Observation(mapped[0].kernel_id, mapped[0].params, mapped[0].score / 2)
+    ev = Evidence(space, 1, [measured], (), frozenset(), prior=mapped + native)
+    hist = history(ev, space)
+    before = list(hist.prior_costs)
+    assert relevel_mapped_priors(hist, 0.0) == 0.0 and hist.prior_costs == before
+    shift = relevel_mapped_priors(hist, 1.0)
+    assert shift == pytest.approx(math.log(2))
+    assert hist.prior_costs == pytest.approx([before[0] + shift, before[1] + shift, before[2]])
+    # none measured yet: nothing to relevel by
+    hist0 = history(Evidence(space, 0, [], (), frozenset(), prior=mapped), space)
+    assert relevel_mapped_priors(hist0, 1.0) == 0.0
+
+
+@pytest.mark.parametrize("distance", [0.0, 1.0])
+def test_mapped_priors_leave_the_first_batch_its_random_design(distance):
+    """Mapped priors (distance > 0) get two of the first batch's bets and leave the rest to the random
+    initial design; priors legal here as they are keep four bets and the model's picks around them."""
+    space = bowl_space(True)
+    prior = bowl_priors(distance)
+    at = {tuple(o.params.values()) for o in prior}
+    props = make_strategy("surrogate", 3).ask(Evidence(space, 0, [], (), frozenset(), prior=prior), 12)
+    bets = [p for p in props if "related problem" in p.rationale]
+    assert all(tuple(p.params[k] for k in "xyz") in at for p in bets)
+    if distance:
+        assert len(bets) == 2
+        assert sum("initial design" in p.rationale for p in props) == 10
+    else:
+        assert len(bets) == 4
+        assert not any("initial design" in p.rationale for p in props)
+    # the old behaviour for mapped priors, as options
+    old = make_strategy("surrogate", 3, {"mapped_first_bets": 4, "mapped_priors_in_design": True})
+    props = old.ask(Evidence(space, 0, [], (), frozenset(), prior=bowl_priors(1.0)), 12)
+    assert sum("related problem" in p.rationale for p in props) == 4
+    assert not any("initial design" in p.rationale for p in props)

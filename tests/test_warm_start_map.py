@@ -68,6 +68,7 @@ def test_an_rdna2_prior_maps_to_a_legal_wmma_point_of_gfx1103():
     assert prior.score == 1.4 and prior.kernel_id == target.id_of(prior.params)
     assert "gfx1035's registry" in prior.source and "mapped from kdonor" in prior.source
     assert moved.distances[0] > 0 and "1 mapped to their nearest legal point" in moved.summary()
+    assert prior.distance == moved.distances[0]  # the search weighs a mapped prior by it
     # the search takes it as a prior point of its space
     hist = history(Evidence(target, 0, prior=moved.priors), target)
     assert len(hist.prior_points) == 1

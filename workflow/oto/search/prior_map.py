@@ -109,7 +109,9 @@ def map_priors(priors: Sequence[Observation], space: Space, valu_only: Sequence[
         out.distances.append(distance)
         where = f"mapped from {prior.kernel_id} to the nearest legal point here (distance {distance:.2f})"
         source = f"{prior.source}, {where}" if prior.source else where
-        out.priors.append(replace(prior, kernel_id=key, params=space.config(idx), source=source))
+        out.priors.append(
+            replace(prior, kernel_id=key, params=space.config(idx), source=source, distance=distance)
+        )
     return out
 
 

@@ -93,6 +93,9 @@ class Observation:
     failure: str = ""  # failure class when it did not run or failed a launch
     failure_reason: str = ""  # what the compiler, Tensile or the validation said
     source: str = ""  # "" for this run's and same-kind evidence; else what it is (e.g. "simulated prior ...")
+    # a prior from another GPU moved to its nearest legal point of this space (oto.search.prior_map): how far
+    # it moved; 0 for everything else (measured here, or legal here as it is)
+    distance: float = 0.0
 
 
 @dataclass(frozen=True)

@@ -36,6 +36,7 @@ class History:
     costs: list[float | None]
     prior_points: list[Index]
     prior_costs: list[float]
+    prior_distances: list[float]  # how far each prior was moved onto this space (0: legal here as it is)
     taken: set[str]  # ids never to propose again (measured, rejected or proposed in this ask)
     seeds: list[Index]
 
@@ -47,7 +48,7 @@ class History:
 
 
 def history(evidence: Evidence, space: Space) -> History:
-    pts, costs, ppts, pcosts = [], [], [], []
+    pts, costs, ppts, pcosts, pdist = [], [], [], [], []
     for o in evidence.observations:
         # the observed parameters first: several configurations may share an id (Tensile builds them as one
         # kernel), and which of them the space met first depends on its cache
@@ -60,9 +61,10 @@ def history(evidence: Evidence, space: Space) -> History:
         if idx is not None and c is not None:
             ppts.append(idx)
             pcosts.append(c)
+            pdist.append(float(o.distance))
     seeds = [i for i in (space.index(_listify(s)) for s in evidence.seeds) if i is not None]
     taken = set(evidence.seen) | {space.key(p) for p in pts}
-    return History(space, pts, costs, ppts, pcosts, taken, seeds)
+    return History(space, pts, costs, ppts, pcosts, pdist, taken, seeds)
 
 
 def _listify(params: Mapping[str, Any]) -> dict[str, Any]:

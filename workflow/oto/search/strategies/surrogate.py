@@ -27,7 +27,11 @@ changes, random walks and (enumerated spaces) random members; where validity is 
 
 Generation 0 proposes the shipped solutions and their legal neighbourhood. Knowledge transfers through
 ``Evidence.prior`` (the family's other patterns, earlier runs): those points enter the GP with extra
-noise, so they shape the model early and are overruled by this library's own measurements.
+noise, so they shape the model early and are overruled by this library's own measurements. Priors moved
+from another GPU's space (:mod:`oto.search.prior_map`) are weaker still: their labels are on the other GPU's
+scale, so once some of them are measured here all of them are shifted by the mean gap
+(:func:`relevel_mapped_priors`); they do not replace the first batch's random configurations, and only
+``mapped_first_bets`` of them are among its first bets.
 Deterministic for a given (seed, evidence): every ask rebuilds its state from the evidence.
 """
 
@@ -56,6 +60,11 @@ HYPER_TRAIN = 100  # points used to pick lengthscale and noise
 ARD_FACTORS = (0.5, 2.0, 8.0)
 REFIT_GROWTH = 1.1
 PRIOR_NOISE = 0.3  # variance added to transferred points (standardised units)
+# Priors moved from another GPU's space (oto.search.prior_map, distance > 0): chosen on gfx1030->gfx1100,
+# gfx1035->gfx1150 and gfx1035->gfx1103's seen seeds (bench/RESULTS.md, "Mapped priors weighed ...")
+MAPPED_PRIOR_RELEVEL = 1.0  # share of the measured offset of mapped priors applied to all of them
+MAPPED_FIRST_BETS = 2  # of the first generation's bets on priors, how many may be mapped ones
+MAPPED_PRIORS_IN_DESIGN = False  # mapped priors do not stand in for the initial design's random kernels
 POOL_RANDOM = 600  # random valid configurations scored per ask (enumerated spaces)
 TOP_NEIGHBOURHOODS = 8  # best configurations whose one-step neighbourhood is always scored
 LINE_TOPS = 3  # best configurations whose one-parameter lines (any value of one knob) are scored
@@ -94,6 +103,29 @@ def switch_flips(hist: History) -> list[Index]:
             if space.key(nb) not in hist.taken and space.valid(nb):
                 out[nb] = None
     return list(out)
+
+
+def relevel_mapped_priors(hist: History, share: float) -> float:
+    """Shift the costs of the priors moved from another GPU's space (distance > 0) by ``share`` of the mean
+    offset between what those of them measured here cost and their labels; returns the shift applied.
+
+    Their labels are the donor GPU's scores against the donor's own reference: the ranking among them may
+    carry over where the level does not (RDNA2's VALU kernels mapped to RDNA3 WMMA kernels score well below
+    what their labels say), and a level that is too good makes the model spend the first generations in
+    their region. Priors legal here as they are keep their labels."""
+    measured = {p: c for p, c in hist.ok()}
+    gaps = [
+        measured[p] - c
+        for p, c, d in zip(hist.prior_points, hist.prior_costs, hist.prior_distances, strict=True)
+        if d > 0 and p in measured
+    ]
+    if not gaps or share <= 0:
+        return 0.0
+    shift = share * float(np.mean(gaps))
+    hist.prior_costs = [
+        c + shift if d > 0 else c for c, d in zip(hist.prior_costs, hist.prior_distances, strict=True)
+    ]
+    return shift
 
 
 def _matern52_d2(d2: np.ndarray) -> np.ndarray:
@@ -218,6 +250,30 @@ class SurrogateStrategy(BaseStrategy):
             10.0,
         ),
         Option(
+            "mapped_prior_relevel",
+            MAPPED_PRIOR_RELEVEL,
+            "share (0 off, 1 all) of the offset between the labels of the priors moved from another GPU's "
+            "space and what those of them measured here scored, applied to all of them: their labels are on "
+            "the other GPU's scale",
+            0.0,
+            1.0,
+        ),
+        Option(
+            "mapped_priors_in_design",
+            MAPPED_PRIORS_IN_DESIGN,
+            "whether priors moved from another GPU's space count towards the initial design (then the model, "
+            "trained on them alone, picks the rest of the first batch in their region); if not, the first "
+            "batch's other picks are random valid configurations, as in a cold run",
+        ),
+        Option(
+            "mapped_first_bets",
+            MAPPED_FIRST_BETS,
+            "how many of the first generation's bets on priors (a third of the batch) may be priors moved "
+            "from another GPU's space; the slots left go to the shipped solutions or the initial design",
+            0,
+            200,
+        ),
+        Option(
             "initial_design",
             8,
             "random configurations before the model is trusted (no seeds, no priors)",
@@ -243,18 +299,32 @@ class SurrogateStrategy(BaseStrategy):
         pick = Picker(hist, n, self.name)
         rng = rng_for(self.seed, space, len(hist.points), f"g{evidence.generation}")
         ok = hist.ok()
+        relevel_mapped_priors(hist, self.settings["mapped_prior_relevel"])
         if not ok and hist.prior_points:  # transfer: a related problem's best kernels are the first bets
-            order = np.argsort(hist.prior_costs, kind="stable")[: max(1, n // 3)]
-            for i in order:
+            bets, mapped = 0, 0
+            for i in np.argsort(hist.prior_costs, kind="stable"):
+                if bets >= max(1, n // 3):
+                    break
+                moved = hist.prior_distances[int(i)] > 0
+                if moved and mapped >= self.settings["mapped_first_bets"]:
+                    continue
                 pick.offer(hist.prior_points[int(i)], "best kernel of a related problem (transfer)")
+                bets += 1
+                mapped += moved
         if not ok and hist.seeds:
             self._seed_generation(pick, hist)
-        elif len(ok) + len(hist.prior_points) < self.settings["initial_design"]:
+        elif len(ok) + self._design_priors(hist) < self.settings["initial_design"]:
             fill_random(pick, rng, "initial design: random valid configuration")
         else:
             self._model_step(pick, hist, rng)
         fill_random(pick, rng, "random valid configuration (pool exhausted)")
         return pick.out
+
+    def _design_priors(self, hist: History) -> int:
+        """The priors that stand in for the initial design's random configurations."""
+        if self.settings["mapped_priors_in_design"]:
+            return len(hist.prior_points)
+        return sum(1 for d in hist.prior_distances if d == 0)
 
     @staticmethod
     def _seed_generation(pick: Picker, hist: History) -> None:
