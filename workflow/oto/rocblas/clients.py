@@ -354,18 +354,18 @@ class SimulatedClientRunner:
         plan = MeasurePlan(kernels, [list(s) for s in sizes], launches)
         run = self.backend.simulate(problem, plan)
         times, status, reason = run.times.tolist(), run.status.tolist(), run.reason.tolist()
-        if run.launches == launches:  # ran in plan order: call j's launches are j*runs ... j*runs + runs-1
-            at = range(len(launches))
-        else:
+        if run.launches != launches:  # the backend ran them in its own order: put them back in the calls'
             where = {(la.kernel_id, la.size_index, la.rep): i for i, la in enumerate(run.launches)}
             at = [where[(la.kernel_id, la.size_index, la.rep)] for la in launches]
+            times, status, reason = [times[i] for i in at], [status[i] for i in at], [reason[i] for i in at]
         out = []
-        for j, (arm, _, size) in enumerate(calls):
+        for j, (arm, _, size) in enumerate(calls):  # call j's launches: j*runs ... j*runs + runs-1
             size = tuple(int(x) for x in size)  # type: ignore[assignment]
+            mine = slice(j * runs, (j + 1) * runs)
             kid = launches[j * runs].kernel_id
-            mine = at[j * runs : (j + 1) * runs]
-            out.append(self._result(arm, lib, size, kid, [times[i] for i in mine], [status[i] for i in mine],
-                                    [reason[i] for i in mine], problem, verify))  # fmt: skip
+            out.append(
+                self._result(arm, lib, size, kid, times[mine], status[mine], reason[mine], problem, verify)
+            )
         return out
 
     def _result(self, arm: Arm, lib: Library, size: Size, kid: str, times: list[float], status: list[str],
