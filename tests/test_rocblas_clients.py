@@ -364,3 +364,31 @@ def test_the_simulated_client_verifies_a_correct_kernel_within_rocblas_tolerance
     tuned = Arm("tuned", "lib", {}, arm_kernels(library, sizes, [candidate_id(p)] * 2), {candidate_id(p): p})
     rows = run_verify(SimulatedClientRunner(profile, config, iters=3, cold_iters=1), tuned, library, sizes)
     assert [r.status for r in rows] == ["pass", "pass"], [r.reason for r in rows]
+
+
+@pytest.mark.parametrize("order", ["plan", "sweeps"])
+def test_the_simulated_client_times_each_call_by_its_own_launches(order):
+    """A call's time is the mean of its warm launches, read from the simulated GPU's arrays in either
+    launch order the simulator offers: the same figure as the samples measure() returns."""
+    from oto.backends.base import Kernel, Launch, MeasurePlan, Problem
+    from oto.gemm import Library
+
+    profile = yaml.safe_load((ROOT / "arch_profiles" / "gfx90c.yaml").read_text())
+    config = validate_config({"arch": "gfx90c", "families": "all", "seed": 5, "sim": {"launch_order": order}})
+    library = "Cijk_Ailk_Bljk_SB"
+    sizes, arms = sim_arms(library, 4)
+    calls = [(arm, library, tuple(int(x) for x in s[:4])) for s in sizes for arm in arms]
+    got = SimulatedClientRunner(profile, config, iters=3, cold_iters=1).run_calls(calls, verify=False)
+    # the same plan through measure() on a twin of the runner's backend: one Sample per launch
+    twin = SimulatedClientRunner(profile, config, iters=3, cold_iters=1).backend
+    index = {s: i for i, s in enumerate(dict.fromkeys(size for _, _, size in calls))}
+    launches = [Launch(arm.kernel(library, size), "candidate", index[size], j * 4 + r)
+                for j, (arm, _, size) in enumerate(calls) for r in range(4)]  # fmt: skip
+    kernels = {la.kernel_id: Kernel(la.kernel_id, dict(arms[0].params[la.kernel_id])) for la in launches}
+    plan = MeasurePlan(kernels, [list(s) for s in index], launches)
+    samples = {(s.kernel_id, s.size_index, s.rep): s for s in twin.measure(Problem(Library.parse(library),
+               profile, {}), plan, Path("."))}  # fmt: skip
+    assert [r.status for r in got] == ["ok"] * len(calls)
+    for j, (result, (arm, _, size)) in enumerate(zip(got, calls, strict=True)):
+        warm = [samples[(arm.kernel(library, size), index[size], j * 4 + r)].time_us for r in (1, 2, 3)]
+        assert result.time_us == sum(warm) / 3 and result.kernel_id == arm.kernel(library, size)

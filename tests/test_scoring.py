@@ -5,9 +5,12 @@ from oto.measurement.benchmarking import interleave
 from oto.measurement.samples import read_samples
 from oto.measurement.scoring import (
     SAMPLE_COLUMNS,
+    ImplausibleReference,
+    check_reference,
     clock_drift,
     flag_bad_timings,
     median_ci,
+    median_last,
     normalise_times,
     score_samples,
 )
@@ -271,3 +274,43 @@ def test_samples_written_before_capabilities_read_with_defaults_and_bad_values_a
     )
     with pytest.raises(ValueError, match=r"bad.csv: field 'clock_telemetry' row 5: 'hourly'"):
         read_samples(bad)
+
+
+def _reference_rows(bad_by_group: dict[tuple[int, str], tuple[int, int]]) -> pd.DataFrame:
+    """Reference launches: per (size, kernel) (bad, total) timings, the bad ones flagged with a reason
+    naming the group, plus a candidate's bad timings that must not count."""
+    rows = []
+    for (size, kid), (bad, total) in bad_by_group.items():
+        for j in range(total):
+            status = "bad_timing" if j >= total - bad else "ok"
+            rows.append({"role": "reference", "size_index": size, "kernel_id": kid, "status": status,
+                         "reason": f"bad at {size} {kid}" if status != "ok" else ""})  # fmt: skip
+    rows += [
+        {"role": "candidate", "size_index": 0, "kernel_id": "c", "status": "bad_timing", "reason": "x"}
+    ] * 9
+    rows.append({"role": "reference", "size_index": 0, "kernel_id": "r0", "status": "timeout", "reason": "h"})
+    return pd.DataFrame(rows).sample(frac=1.0, random_state=4)  # any order: the groups decide
+
+
+def test_check_reference_names_the_first_size_whose_reference_is_mostly_implausible():
+    sizes = [[64, 64, 1, 64], [128, 64, 1, 64], [256, 64, 1, 64], [512, 64, 1, 64]]
+    half = {(0, "r0"): (2, 4), (1, "r1"): (1, 3)}  # at most half bad: scored
+    check_reference(_reference_rows(half), "lib", sizes)
+    check_reference(_reference_rows({(0, "r0"): (0, 5)}).iloc[:0], "lib", sizes)  # nothing timed
+    broken = {**half, (3, "r3"): (3, 4), (2, "r2"): (2, 3), (2, "r1"): (3, 3)}
+    with pytest.raises(ImplausibleReference) as err:
+        check_reference(_reference_rows(broken), "lib", sizes)
+    assert str(err.value) == (
+        "lib: the reference (shipped kernel r1) at size 2 [256, 64, 1, 64] has 3 implausible timing(s) of 3 "
+        "(bad at 2 r1); this batch is not scored against it"
+    )
+
+
+@pytest.mark.parametrize("n", [1, 2, 3, 4, 7, 8])
+def test_median_last_is_np_median_bit_for_bit(n):
+    rng = np.random.default_rng(n)
+    x = rng.lognormal(0.0, 0.4, (5, 50, n)) * rng.choice([1e-3, 1.0, 1e4], (5, 1, 1))
+    x[0, 0, -1] = np.inf
+    expected = np.median(x, axis=-1)
+    got = median_last(x.copy())
+    assert got.shape == expected.shape and got.tobytes() == expected.tobytes()

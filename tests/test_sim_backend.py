@@ -244,3 +244,24 @@ def test_sweeps_order_runs_the_plan_as_tensiles_client_would(tmp_path):
     assert backend(launch_order="sweeps", clock_telemetry=0).capabilities.clock_telemetry == "none"
     with pytest.raises(ValueError, match="sim.launch_order"):
         backend(launch_order="random")
+
+
+@pytest.mark.parametrize("order", ["plan", "sweeps"])
+def test_simulate_is_measure_as_arrays(tmp_path, order):
+    """The rocBLAS client reads simulate's arrays; the stages read measure's samples: the same launches,
+    the same draws, outcomes of every kind (too large, hung, failed validation, ok) in the same order."""
+    sizes = [*SIZES, Size(16384, 16384, 1, 16384)]  # the last one does not fit in memory
+    cfg = {"launch_order": order, "hang_rate": 0.1, "timeout_us": 3e3, "validation_fail_rate": 0.3}
+    the_plan = plan(reps=4, sizes=sizes)
+    samples = backend(**cfg).measure(PROBLEM, the_plan, tmp_path)
+    run = backend(**cfg).simulate(PROBLEM, the_plan)
+    assert {s.status for s in samples} >= {"ok", "timeout", "too_large"}
+    assert [(la.kernel_id, la.size_index, la.rep) for la in run.launches] == [
+        (s.kernel_id, s.size_index, s.rep) for s in samples
+    ]
+    assert run.status.tolist() == [s.status for s in samples]
+    assert run.reason.tolist() == [s.reason for s in samples]
+    np.testing.assert_array_equal(run.times, [s.time_us for s in samples])
+    np.testing.assert_array_equal(run.clock_mhz, [s.clock_mhz for s in samples])
+    assert run.sweep.tolist() == [s.sweep for s in samples]
+    assert backend(**cfg).simulate(PROBLEM, MeasurePlan({}, SIZES, [])).launches == []

@@ -13,12 +13,23 @@ from __future__ import annotations
 
 import time
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from oto.backends.base import BuildResult, Capabilities, Costs, Kernel, MeasurePlan, Problem, Sample, Size
+from oto.backends.base import (
+    BuildResult,
+    Capabilities,
+    Costs,
+    Kernel,
+    Launch,
+    MeasurePlan,
+    Problem,
+    Sample,
+    Size,
+)
 from oto.backends.sweeps import plan_sweeps, roles_of, sweep_launches, sweep_of_launch
 from oto.config import config_defaults
 from oto.hardware.simulated.noise import NOISE_KEYS, NoiseModel
@@ -133,10 +144,33 @@ class SimBackend:
         return bd["time_us"] * self.noise.factor_at_clock(ratio, bd["alu_fraction"])
 
     def measure(self, problem: Problem, plan: MeasurePlan, workdir: Path) -> list[Sample]:
+        run = self.simulate(problem, plan)
+        times, status, reason = run.times.tolist(), run.status.tolist(), run.reason.tolist()
+        clock, sweep = run.clock_mhz.tolist(), run.sweep.tolist()
+        return [
+            Sample(
+                seq,
+                la.kernel_id,
+                la.role,
+                la.size_index,
+                la.rep,
+                times[seq],
+                status[seq],
+                reason[seq],
+                clock[seq],
+                sweep[seq],
+            )  # fmt: skip
+            for seq, la in enumerate(run.launches)
+        ]
+
+    def simulate(self, problem: Problem, plan: MeasurePlan) -> SimRun:
+        """:meth:`measure` as arrays over the launches in the order they ran: what the simulated rocBLAS
+        client reads, which times a big deck's calls by the million and needs no Sample per launch."""
         fam, pattern = problem.library.family, problem.library.pattern
         launches = list(plan.launches)
         if not launches:
-            return []
+            empty = np.array([], dtype=object)
+            return SimRun([], np.array([]), empty, empty, np.array([]), np.array([], dtype=int))
         sweep_id = np.full(len(launches), -1)
         if self.launch_order == "sweeps":  # the order Tensile's client would run the plan in
             sweeps = plan_sweeps(launches, self.stream)
@@ -179,37 +213,41 @@ class SimBackend:
                 at = sweep_id == sw
                 clock[at] = np.nanmedian(clock[at]) if np.isfinite(clock[at]).any() else np.nan
 
-        samples = []
-        for seq, la in enumerate(launches):
-            s = la.size_index
-            t, status, reason = float(times[seq]), "ok", ""
-            if too_large[s]:
-                status = "too_large"
+        # Each launch's outcome, the first that applies: too large, hung, the kernel's own verdict, ok.
+        status = np.full(len(launches), "ok", dtype=object)
+        reason = np.full(len(launches), "", dtype=object)
+        for kid, (what, why) in verdict.items():
+            at = ki == row[kid]
+            status[at], reason[at] = what, why
+        status[timed_out] = "timeout"
+        reason[timed_out] = f"no completion within {self.settings['timeout_us']:.0f} us"
+        for s in np.flatnonzero(too_large):
+            at = si == s
+            if at.any():
                 need = float(self.gpu.problem_bytes(fam, m[s], n[s], b[s], k[s]))
-                reason = f"A+B+C+D need {need / 2**30:.2f} GiB > usable device memory {usable_gib:.2f} GiB"
-            elif timed_out[seq]:  # a hang hides whatever the kernel would have computed
-                status, reason = "timeout", f"no completion within {self.settings['timeout_us']:.0f} us"
-            elif la.kernel_id in verdict:
-                status, reason = verdict[la.kernel_id]
-            if status != "ok":
-                t = float("nan")
-            samples.append(
-                Sample(
-                    seq,
-                    la.kernel_id,
-                    la.role,
-                    s,
-                    la.rep,
-                    t,
-                    status,
-                    reason,
-                    float(clock[seq]),
-                    int(sweep_id[seq]),
-                )  # fmt: skip
-            )
+                status[at] = "too_large"
+                reason[at] = (
+                    f"A+B+C+D need {need / 2**30:.2f} GiB > usable device memory {usable_gib:.2f} GiB"
+                )
+        out = np.where(status == "ok", np.asarray(times, dtype=np.float64), np.nan)
         if self.settings["pace"] > 0:  # completed kernel time only: a paced hang would sleep for hours
             time.sleep(self.settings["pace"] * float(np.nansum(times)) / 1e6)
-        return samples
+        return SimRun(
+            launches, out, status, reason, np.asarray(clock, dtype=np.float64), sweep_id.astype(int)
+        )
+
+
+@dataclass(frozen=True)
+class SimRun:
+    """One plan on the simulated GPU, per launch in the order it ran: time (µs; NaN unless ok), status,
+    reason, clock reading (NaN without telemetry) and sweep (-1: none)."""
+
+    launches: list[Launch]
+    times: np.ndarray
+    status: np.ndarray
+    reason: np.ndarray
+    clock_mhz: np.ndarray
+    sweep: np.ndarray
 
 
 def _size_arrays(sizes: Sequence) -> tuple[np.ndarray, ...]:

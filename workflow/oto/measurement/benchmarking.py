@@ -261,7 +261,7 @@ def run_race(
     if not len(result.samples):  # nothing to launch: samples.csv still gets its header
         result.samples = pd.DataFrame(columns=[*SAMPLE_COLUMNS, *MEASUREMENT_COLUMNS, "round"])
     if kept is not None:
-        atomic_write_text(kept, result.samples.to_csv(index=False))
+        atomic_write_text(kept, result.samples_csv())
     return result
 
 

@@ -79,6 +79,14 @@ class RaceResult:
     rounds: int
     launches: int
     log: list[str] = field(default_factory=list)
+    _csv: str | None = field(default=None, repr=False, compare=False)
+
+    def samples_csv(self) -> str:
+        """``samples`` as samples.csv holds them, rendered once: the job's output and the measurement archive
+        are the same text, and a big deck's final race renders millions of cells."""
+        if self._csv is None:
+            self._csv = self.samples.to_csv(index=False)
+        return self._csv
 
 
 def _half_log_width(lo: float, hi: float) -> float:

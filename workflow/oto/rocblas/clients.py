@@ -359,32 +359,41 @@ class SimulatedClientRunner:
             si = sizes.setdefault(size, len(sizes))
             launches += [Launch(kid, "candidate", si, j * runs + r) for r in range(runs)]
         plan = MeasurePlan(kernels, [list(s) for s in sizes], launches)
-        by_cell = {
-            (s.kernel_id, s.size_index, s.rep): s for s in self.backend.measure(problem, plan, Path("."))
-        }
+        run = self.backend.simulate(problem, plan)
+        times, status, reason = run.times.tolist(), run.status.tolist(), run.reason.tolist()
+        if run.launches != launches:  # the backend ran them in its own order: put them back in the calls'
+            where = {(la.kernel_id, la.size_index, la.rep): i for i, la in enumerate(run.launches)}
+            at = [where[(la.kernel_id, la.size_index, la.rep)] for la in launches]
+            times, status, reason = [times[i] for i in at], [status[i] for i in at], [reason[i] for i in at]
         out = []
-        for j, (arm, _, size) in enumerate(calls):
+        for j, (arm, _, size) in enumerate(calls):  # call j's launches: j*runs ... j*runs + runs-1
             size = tuple(int(x) for x in size)  # type: ignore[assignment]
-            kid = arm.kernel(library, size)
-            samples = [by_cell[(kid, sizes[size], j * runs + r)] for r in range(runs)]
-            out.append(self._result(arm, lib, size, kid, samples, problem, verify))
+            mine = slice(j * runs, (j + 1) * runs)
+            kid = launches[j * runs].kernel_id
+            out.append(
+                self._result(arm, lib, size, kid, times[mine], status[mine], reason[mine], problem, verify)
+            )
         return out
 
-    def _result(self, arm: Arm, lib: Library, size: Size, kid: str, samples: list, problem: Problem,
-                verify: bool) -> ClientResult:  # fmt: skip
+    def _result(self, arm: Arm, lib: Library, size: Size, kid: str, times: list[float], status: list[str],
+                reason: list[str], problem: Problem, verify: bool) -> ClientResult:  # fmt: skip
+        """One call's result from its launches (cold ones first), in the order they ran."""
+
         def result(status: str, reason: str, **kw: Any) -> ClientResult:
             fields = {"time_us": math.nan, "gflops": math.nan, "norm_error": None, **kw}
             return ClientResult(arm.name, lib.name, size, status, reason=reason, numbers=self.numbers,
                                 kernel_id=kid, **fields)  # fmt: skip
 
-        failed = [s for s in samples if s.status not in ("ok", "validation_failed")]
+        failed = [i for i, st in enumerate(status) if st not in ("ok", "validation_failed")]
         if failed:  # a hang, a crash, a problem too large for the device: the call reports no time
-            status = failed[0].status if failed[0].status in RESULT_CLASSES else "crash"
-            return result(status, failed[0].reason)
-        wrong = any(s.status == "validation_failed" for s in samples)
-        times = [s.time_us for s in samples[self.cold_iters :] if s.status == "ok"]
-        if times:
-            t = sum(times) / len(times)
+            first = status[failed[0]]
+            return result(first if first in RESULT_CLASSES else "crash", reason[failed[0]])
+        wrong = "validation_failed" in status
+        timed = [
+            t for t, st in zip(times[self.cold_iters :], status[self.cold_iters :], strict=True) if st == "ok"
+        ]
+        if timed:
+            t = sum(timed) / len(timed)
         else:  # a kernel with wrong results still takes its time: the model's, without noise
             t = float(self.backend.ground_truth(problem, arm.params[kid], [list(size)])[0])
         flops = lib.family.flops_per_mac * size[0] * size[1] * size[2] * size[3]

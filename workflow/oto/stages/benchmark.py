@@ -48,7 +48,7 @@ def run(
     result = race_library(
         backend, deck, profile, config, kernels, sizes, per_size, reference, workdir, job, results
     )
-    atomic_write_text(out_samples, result.samples.to_csv(index=False))
+    atomic_write_text(out_samples, result.samples_csv())
     stops = dict(sorted(Counter(d.stop for d in result.decisions.values()).items()))
     log.info(
         "%s %s: %d launches (%s) in %d round(s), %d kernels x %d sizes; sizes stopped: %s", deck.name, job,

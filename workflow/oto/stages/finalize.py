@@ -44,7 +44,7 @@ def run(
     deck = read_library_yaml(deck_path)
     backend = resolve(config, profile, job_stream(deck.name, "final"))
     final = race_finalists(backend, selection, deck, profile, config, Path(workdir), Path(results))
-    atomic_write_text(out_samples, final.race.samples.to_csv(index=False))
+    atomic_write_text(out_samples, final.race.samples_csv())
     for line in final.race.log:
         log.info("%s final: %s", deck.name, line)
     doc = final_document(selection, deck, final, backend, profile, config)

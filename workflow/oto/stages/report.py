@@ -11,6 +11,7 @@ from typing import Any
 from oto.files import atomic_write_text, read_yaml
 from oto.reporting.acceptance import check_finals, render_html, render_markdown
 from oto.reporting.collect import collect
+from oto.reporting.dashboard import LIVE_DIR
 from oto.stages import Stage
 
 STAGE = Stage(
@@ -31,7 +32,10 @@ def run(
     final_paths = [Path(p) for p in final_paths]
     check_finals(final_paths)
     results = Path(ceilings_path).parent
-    data: dict[str, Any] = collect(results, config, libraries=[p.parent.name for p in final_paths])
+    # The generation digests the live page's refreshes cached (keyed on their files' sizes and times): a
+    # big deck's 32 generations are read once a run, not once per page.
+    names = [p.parent.name for p in final_paths]
+    data: dict[str, Any] = collect(results, config, cache_dir=results / LIVE_DIR / "cache", libraries=names)
     deck_source = ((read_yaml(deck_path) or {}).get("provenance") or {}).get("deck_source") or {}
     text = render_markdown(data, deck_source)
     atomic_write_text(out, text)
