@@ -3,8 +3,10 @@
 Equal: the demo config (every library max_generations generations, no budget), with the workload deck
 ``--workload`` layered on the shipped footprint (config ``deck.workload``). Budgeted: the same config with
 ``budget.hours`` = the GPU time the equal run's generations recorded (samples.csv time_us, simulated) and
-``max_generations`` doubled as the cap, so the budget decides who gets the generations. Figures per run and
-per library, over every size of every library's final.yaml:
+``max_generations`` doubled as the cap, so the budget decides who gets the generations. ``--families all``
+runs the full deck (every library of the stock deck) instead of the demo's families, ``--generations N``
+gives the equal run N generations each (default: the config's). Figures per run and per library, over every
+size of every library's final.yaml:
 
 * workload-weighted speed-up: Σ calls × floor time / Σ calls × winner's time (the sizes the workload calls;
   the floor is the shipped kernel the size races, its time ``score`` × the winner's, both measured in the
@@ -13,7 +15,8 @@ per library, over every size of every library's final.yaml:
 * generations run, GPU seconds spent, and which libraries the budget starved and why.
 
     python bench/budget_bench.py --workload bench/data/workload_ridft_rocblas_profile.yaml \
-        [--equal-results DIR] [--workdir DIR] [--cap N] [--json OUT]
+        [--families all] [--generations N] [--cores N] [--equal-results DIR] [--workdir DIR] [--cap N] \
+        [--json OUT]
 
 ``--workload-source`` is rocblas-log or tunableop (from the file's name when left out). ``--equal-results``:
 a finished equal run's results/<arch> of this code with the same workload (saves one run). Each run works in
@@ -50,13 +53,13 @@ def workload_config(path: Path, source: str | None) -> dict:
     return {"deck": {"workload": [{"source": src, "path": str(path.resolve())}]}}
 
 
-def run(workdir: Path, extra_config: dict) -> tuple[Path, float]:
+def run(workdir: Path, extra_config: dict, cores: int = 1) -> tuple[Path, float]:
     """A fresh copy of HEAD, the demo target run in it; (its results/gfx90c, wall seconds)."""
     workdir.mkdir(parents=True)
     archive = subprocess.run(["git", "-C", str(REPO), "archive", "HEAD"], check=True, capture_output=True)
     subprocess.run(["tar", "-x", "-C", str(workdir)], input=archive.stdout, check=True)
     (workdir / "bench.yaml").write_text(yaml.safe_dump(extra_config))
-    cmd = ["snakemake", "--cores", "1", TARGET, "--configfile", "config/config.yaml", "bench.yaml"]
+    cmd = ["snakemake", "--cores", str(cores), TARGET, "--configfile", "config/config.yaml", "bench.yaml"]
     env = {**os.environ, "TMPDIR": str(workdir / "tmp")}
     (workdir / "tmp").mkdir()
     start = time.monotonic()
@@ -154,22 +157,29 @@ def main() -> int:
     ap.add_argument("--workload-source", choices=("tunableop", "rocblas-log"))
     ap.add_argument("--equal-results", type=Path)
     ap.add_argument("--workdir", type=Path)
-    ap.add_argument("--cap", type=int, help="budgeted max_generations (default: twice the config's)")
+    ap.add_argument("--families", help="config families for both runs, e.g. all (default: the demo's)")
+    ap.add_argument("--generations", type=int, help="the equal run's max_generations (default: the config's)")
+    ap.add_argument("--cores", type=int, default=1, help="snakemake --cores of each run")
+    ap.add_argument("--cap", type=int, help="budgeted max_generations (default: twice the equal run's)")
     ap.add_argument("--json", type=Path)
     args = ap.parse_args()
     root = args.workdir or Path(tempfile.mkdtemp(prefix="oto-budget-bench-"))
     config = yaml.safe_load((REPO / "config" / "config.yaml").read_text())
     workload = workload_config(args.workload, args.workload_source)
+    if args.families:
+        workload["families"] = args.families if args.families == "all" else args.families.split(",")
+    generations = args.generations or int(config["max_generations"])
     if args.equal_results:
         equal_dir, equal_wall = args.equal_results, float("nan")
     else:
-        equal_dir, equal_wall = run(root / "equal", workload)
+        equal_dir, equal_wall = run(root / "equal", {**workload, "max_generations": generations}, args.cores)
     equal = figures(equal_dir)
-    cap = args.cap or 2 * int(config["max_generations"])
+    cap = args.cap or 2 * generations
     budget = {**workload, "budget": {"hours": equal["total"]["gpu_s"] / 3600}, "max_generations": cap}
-    budget_dir, budget_wall = run(root / "budgeted", budget)
+    budget_dir, budget_wall = run(root / "budgeted", budget, args.cores)
     budgeted = figures(budget_dir)
-    print(f"workload {args.workload.name}; equal: {config['max_generations']} generations each (wall "
+    families = args.families or "the demo's"
+    print(f"workload {args.workload.name}; families {families}; equal: {generations} generations each (wall "
           f"{equal_wall:.0f} s); budgeted: {budget['budget']['hours'] * 3600:.1f} s = the equal run's GPU "
           f"time, max_generations {cap} (wall {budget_wall:.0f} s)\n")  # fmt: skip
     print(table(equal, budgeted))
