@@ -3,8 +3,10 @@
 Equal: the demo config (every library max_generations generations, no budget), with the workload deck
 ``--workload`` layered on the shipped footprint (config ``deck.workload``). Budgeted: the same config with
 ``budget.hours`` = the GPU time the equal run's generations recorded (samples.csv time_us, simulated) and
-``max_generations`` doubled as the cap, so the budget decides who gets the generations. Figures per run and
-per library, over every size of every library's final.yaml:
+``max_generations`` doubled as the cap, so the budget decides who gets the generations. ``--families all``
+runs the full deck (every library of the stock deck) instead of the demo's families, ``--generations N``
+gives the equal run N generations each (default: the config's). Figures per run and per library, over every
+size of every library's final.yaml:
 
 * workload-weighted speed-up: Σ calls × floor time / Σ calls × winner's time (the sizes the workload calls;
   the floor is the shipped kernel the size races, its time ``score`` × the winner's, both measured in the
@@ -13,7 +15,8 @@ per library, over every size of every library's final.yaml:
 * generations run, GPU seconds spent, and which libraries the budget starved and why.
 
     python bench/budget_bench.py --workload bench/data/workload_ridft_rocblas_profile.yaml \
-        [--equal-results DIR] [--workdir DIR] [--cap N] [--json OUT]
+        [--families all] [--generations N] [--cores N] [--equal-results DIR] [--workdir DIR] [--cap N] \
+        [--json OUT]
 
 ``--workload-source`` is rocblas-log or tunableop (from the file's name when left out). ``--equal-results``:
 a finished equal run's results/<arch> of this code with the same workload (saves one run). Each run works in
@@ -25,6 +28,7 @@ from __future__ import annotations
 import argparse
 import glob
 import json
+import math
 import os
 import subprocess
 import sys
@@ -50,13 +54,13 @@ def workload_config(path: Path, source: str | None) -> dict:
     return {"deck": {"workload": [{"source": src, "path": str(path.resolve())}]}}
 
 
-def run(workdir: Path, extra_config: dict) -> tuple[Path, float]:
+def run(workdir: Path, extra_config: dict, cores: int = 1) -> tuple[Path, float]:
     """A fresh copy of HEAD, the demo target run in it; (its results/gfx90c, wall seconds)."""
     workdir.mkdir(parents=True)
     archive = subprocess.run(["git", "-C", str(REPO), "archive", "HEAD"], check=True, capture_output=True)
     subprocess.run(["tar", "-x", "-C", str(workdir)], input=archive.stdout, check=True)
     (workdir / "bench.yaml").write_text(yaml.safe_dump(extra_config))
-    cmd = ["snakemake", "--cores", "1", TARGET, "--configfile", "config/config.yaml", "bench.yaml"]
+    cmd = ["snakemake", "--cores", str(cores), TARGET, "--configfile", "config/config.yaml", "bench.yaml"]
     env = {**os.environ, "TMPDIR": str(workdir / "tmp")}
     (workdir / "tmp").mkdir()
     start = time.monotonic()
@@ -85,7 +89,8 @@ def library_figures(final: dict, deck) -> dict:
 
 def true_times(results: Path) -> dict[str, tuple[float, float]]:
     """Per library the workload's noise-free simulated time (Σ calls × true_time_us, seconds) at the floor and
-    at finalize's winners: what the measured race's noise cannot blur."""
+    at finalize's winners: what the measured race's noise cannot blur. Libraries without a final.yaml are
+    left out."""
     from budget_headroom import LibraryHeadroom, run_gpu  # noqa: PLC0415 (it imports this module)
     from oto.tensile import legality
 
@@ -93,30 +98,44 @@ def true_times(results: Path) -> dict[str, tuple[float, float]]:
     gpu, limits = run_gpu(results), legality.Limits.from_profile(profile)
     out = {}
     for deck_path in sorted(results.glob("Cijk_*/deck.yaml")):
+        if not (deck_path.parent / "final.yaml").exists():
+            continue
         h = LibraryHeadroom(deck_path.parent, gpu, limits, None)
         out[h.deck.name] = (float((h.calls * h.floor).sum()) / 1e6, float((h.calls * h.final()).sum()) / 1e6)
     return out
 
 
+SPEED_KEYS = ("calls_floor", "calls_winner", "deck_floor", "deck_winner", "true_floor", "true_winner")
+
+
 def figures(results: Path) -> dict:
+    """Every library's generations and GPU seconds (samples.csv), and its speed-ups from final.yaml. A
+    library the workload does not call may lack a final.yaml (a full-deck run that finalized only the called
+    libraries: their finalize races decide no workload figure); it then counts in the GPU time and
+    generations only. A called library without one is an error."""
     per_lib: dict[str, dict] = {}
     true = true_times(results)
-    for final_path in sorted(results.glob("Cijk_*/final.yaml")):
-        final = yaml.safe_load(final_path.read_text())
-        lib_dir = final_path.parent
-        deck = read_library_yaml(lib_dir / "deck.yaml")
-        f = library_figures(final, deck)
+    for deck_path in sorted(results.glob("Cijk_*/deck.yaml")):
+        lib_dir = deck_path.parent
+        deck = read_library_yaml(deck_path)
+        calls = sum(deck.calls or [])
+        if (lib_dir / "final.yaml").exists():
+            f = library_figures(yaml.safe_load((lib_dir / "final.yaml").read_text()), deck)
+            f["true_floor"], f["true_winner"] = true[deck.name]
+            f["finalized"] = True
+        elif calls:
+            raise SystemExit(f"{lib_dir}/final.yaml: missing; the workload calls {deck.name} {calls} times")
+        else:
+            f = {**dict.fromkeys(SPEED_KEYS, 0.0), "finalized": False}
         proposals = sorted(lib_dir.glob("gen*/proposals.yaml"), key=lambda p: int(p.parent.name[3:]))
         reasons = [str(yaml.safe_load(p.read_text()).get("reason", "")) for p in proposals]
         f["generations"] = sum(1 for r in reasons if not r.startswith(("starved", "converged")))
         f["starved"] = next((r for r in reasons if r.startswith("starved")), "")
         f["converged"] = any(r.startswith("converged") for r in reasons)
         f["gpu_s"] = sum(generation_gpu_seconds(p) for p in glob.glob(f"{lib_dir}/gen*/samples.csv"))
-        f["calls"] = sum(deck.calls or [])
-        f["true_floor"], f["true_winner"] = true[final["library"]]
-        per_lib[final["library"]] = f
-    keys = ("calls_floor", "calls_winner", "deck_floor", "deck_winner", "gpu_s", "true_floor", "true_winner")
-    total = {k: sum(f[k] for f in per_lib.values()) for k in keys}
+        f["calls"] = calls
+        per_lib[deck.name] = f
+    total = {k: sum(f[k] for f in per_lib.values()) for k in (*SPEED_KEYS, "gpu_s")}
     return {"libraries": per_lib, "total": total}
 
 
@@ -124,25 +143,54 @@ def ratio(a: float, b: float) -> float:
     return a / b if b > 0 else float("nan")
 
 
-def table(equal: dict, budgeted: dict) -> str:
+def times(x: float) -> str:
+    return "–" if math.isnan(x) else f"{x:.4f}×"
+
+
+def generation_counts(libs: list[dict]) -> str:
+    """'2×40, 1×3': how many libraries ran how many generations, most generations first."""
+    counts: dict[int, int] = {}
+    for f in libs:
+        counts[f["generations"]] = counts.get(f["generations"], 0) + 1
+    return ", ".join(f"{g}×{n}" for g, n in sorted(counts.items(), reverse=True))
+
+
+def table(equal: dict, budgeted: dict, collapse_uncalled: bool = False) -> str:
+    """One row per library and a total; with ``collapse_uncalled`` the libraries the workload does not call
+    share one row (their generations as 'generations×libraries'; on the full deck they are most of it)."""
     head = (
         "| library | calls | gens equal / budgeted | GPU s equal / budgeted | workload speed-up equal | "
         "budgeted | budgeted/equal | time saved per pass, s: equal | budgeted | noise-free workload speed-up "
         "equal | budgeted | deck speed-up equal | budgeted |"
     )
     lines = [head, "|" + "---|" * 13]
-    rows = [*equal["libraries"].items(), ("**total**", equal["total"])]
-    for lib, e in rows:
+    rows = list(equal["libraries"].items())
+    uncalled = [lib for lib, e in rows if collapse_uncalled and not e["calls"]]
+    rows = [(lib, e) for lib, e in rows if lib not in uncalled]
+    rows.sort(key=lambda r: -r[1]["calls"] if collapse_uncalled else 0)
+    for lib, e in [*rows, ("**total**", equal["total"])]:
         b = budgeted["libraries"][lib] if lib in budgeted["libraries"] else budgeted["total"]
         gens = f"{e['generations']} / {b['generations']}" if "generations" in e else ""
         calls = e.get("calls", sum(f["calls"] for f in equal["libraries"].values()))
         ew, bw = ratio(e["calls_floor"], e["calls_winner"]), ratio(b["calls_floor"], b["calls_winner"])
         ed, bd = ratio(e["deck_floor"], e["deck_winner"]), ratio(b["deck_floor"], b["deck_winner"])
+        if lib == "**total**" and uncalled:
+            e_un = [equal["libraries"][u] for u in uncalled]
+            b_un = [budgeted["libraries"][u] for u in uncalled]
+            lines.append(
+                f"| {len(uncalled)} libraries the workload does not call | 0 | {generation_counts(e_un)} / "
+                f"{generation_counts(b_un)} | {sum(f['gpu_s'] for f in e_un):.0f} / "
+                f"{sum(f['gpu_s'] for f in b_un):.0f} | – | – | – | 0 | 0 | – | – | – | – |"
+            )
+        if not e.get("finalized", True):
+            ed = bd = float("nan")  # not finalized: no deck figure
+        if lib == "**total**" and not all(f["finalized"] for f in equal["libraries"].values()):
+            ed = bd = float("nan")  # the deck total would leave the unfinalized libraries out
         lines.append(
             f"| {lib.removeprefix('Cijk_')} | {calls} | {gens} | {e['gpu_s']:.0f} / {b['gpu_s']:.0f} | "
             f"{ew:.4f}× | {bw:.4f}× | {ratio(bw, ew):.4f} | {e['calls_floor'] - e['calls_winner']:.2f} | "
             f"{b['calls_floor'] - b['calls_winner']:.2f} | {ratio(e['true_floor'], e['true_winner']):.4f}× | "
-            f"{ratio(b['true_floor'], b['true_winner']):.4f}× | {ed:.4f}× | {bd:.4f}× |"
+            f"{ratio(b['true_floor'], b['true_winner']):.4f}× | {times(ed)} | {times(bd)} |"
         )
     return "\n".join(lines)
 
@@ -153,29 +201,44 @@ def main() -> int:
     ap.add_argument("--workload-source", choices=("tunableop", "rocblas-log"))
     ap.add_argument("--equal-results", type=Path)
     ap.add_argument("--workdir", type=Path)
-    ap.add_argument("--cap", type=int, help="budgeted max_generations (default: twice the config's)")
+    ap.add_argument("--families", help="config families for both runs, e.g. all (default: the demo's)")
+    ap.add_argument("--generations", type=int, help="the equal run's max_generations (default: the config's)")
+    ap.add_argument("--cores", type=int, default=1, help="snakemake --cores of each run")
+    ap.add_argument("--cap", type=int, help="budgeted max_generations (default: twice the equal run's)")
+    ap.add_argument(
+        "--budgeted-results",
+        type=Path,
+        help="a finished budgeted run's results/<arch> (its budget.hours must be the equal run's GPU time)",
+    )
     ap.add_argument("--json", type=Path)
     args = ap.parse_args()
     root = args.workdir or Path(tempfile.mkdtemp(prefix="oto-budget-bench-"))
     config = yaml.safe_load((REPO / "config" / "config.yaml").read_text())
     workload = workload_config(args.workload, args.workload_source)
+    if args.families:
+        workload["families"] = args.families if args.families == "all" else args.families.split(",")
+    generations = args.generations or int(config["max_generations"])
     if args.equal_results:
         equal_dir, equal_wall = args.equal_results, float("nan")
     else:
-        equal_dir, equal_wall = run(root / "equal", workload)
+        equal_dir, equal_wall = run(root / "equal", {**workload, "max_generations": generations}, args.cores)
     equal = figures(equal_dir)
-    cap = args.cap or 2 * int(config["max_generations"])
+    cap = args.cap or 2 * generations
     budget = {**workload, "budget": {"hours": equal["total"]["gpu_s"] / 3600}, "max_generations": cap}
-    budget_dir, budget_wall = run(root / "budgeted", budget)
+    if args.budgeted_results:
+        budget_dir, budget_wall = args.budgeted_results, float("nan")
+    else:
+        budget_dir, budget_wall = run(root / "budgeted", budget, args.cores)
     budgeted = figures(budget_dir)
-    print(f"workload {args.workload.name}; equal: {config['max_generations']} generations each (wall "
+    families = args.families or "the demo's"
+    print(f"workload {args.workload.name}; families {families}; equal: {generations} generations each (wall "
           f"{equal_wall:.0f} s); budgeted: {budget['budget']['hours'] * 3600:.1f} s = the equal run's GPU "
           f"time, max_generations {cap} (wall {budget_wall:.0f} s)\n")  # fmt: skip
-    print(table(equal, budgeted))
+    print(table(equal, budgeted, collapse_uncalled=len(equal["libraries"]) > 8))
     print(f"\nload average at the end (1, 5, 15 min): {', '.join(f'{x:.1f}' for x in os.getloadavg())}")
     for lib, f in budgeted["libraries"].items():
         if f["starved"]:
-            print(f"\nstarved {lib}: {f['starved']}")
+            print(f"\nstarved {lib} ({f['calls']} calls): {f['starved']}")
     if args.json:
         args.json.write_text(json.dumps({"equal": equal, "budgeted": budgeted, "budget": budget}, indent=1))
     return 0
