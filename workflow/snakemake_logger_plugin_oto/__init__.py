@@ -198,16 +198,14 @@ class LogHandler(LogHandlerBase):
         self.stream.flush()
 
     def _run_info(self, record: logging.LogRecord) -> None:
-        from oto.run.estimate import recorded_durations
         from oto.run.progress import RunProgress
 
         if self.dryrun or self.progress is not None:
             return  # a dry-run's plan is printed at its end; a run logs its job stats once
         stats = dict(getattr(record, "stats", {}) or {})
         stats.pop("total", None)
-        self.progress = RunProgress(
-            planned={k: int(v) for k, v in stats.items()}, recorded=recorded_durations()
-        )
+        # the jobs recorded in this folder are read with the estimate, which names the arch (_set_prior)
+        self.progress = RunProgress(planned={k: int(v) for k, v in stats.items()})
         self.started = record.created
 
     def _job_info(self, record: logging.LogRecord) -> None:
@@ -249,12 +247,12 @@ class LogHandler(LogHandlerBase):
         from collections import Counter
 
         from oto.run.dry_run import plan_lines, remembered, stage_jobs
-        from oto.run.estimate import plan_document, recorded_durations
+        from oto.run.estimate import plan_document
         from oto.run.progress import RunProgress
 
         plan, jobs_done = remembered()
         planned = Counter(rule for rule, _ in stage_jobs(self.planned_jobs))
-        progress = RunProgress(planned=dict(planned), recorded=recorded_durations())
+        progress = RunProgress(planned=dict(planned))
         estimate = {"gpu_seconds": {}} if plan is None else plan_document(plan)
         _set_prior(progress, estimate, fresh=False)
         resumed = jobs_done() if jobs_done is not None else None
@@ -276,16 +274,18 @@ class LogHandler(LogHandlerBase):
 
 
 def _set_prior(progress, estimate: dict[str, Any] | None, fresh: bool) -> None:
-    """The run's estimate (GPU seconds, what it resumes) and this machine's probe on ``progress``. A run's
-    onstart measured the probe just now (``estimate['probe']``); a dry-run, or a run without the hook, asks
-    oto.run.probe (cached up to an hour for a dry-run)."""
+    """The run's estimate (GPU seconds, what it resumes), the jobs recorded in this folder and this machine's
+    probe on ``progress``. A run's onstart measured the probe just now (``estimate['probe']``); a dry-run, or
+    a run without the hook, asks oto.run.probe (cached up to an hour for a dry-run)."""
     from oto.run.estimate import JOB_PROBE_RATIO, recorded_durations
     from oto.run.probe import Probe, job_probe
 
     progress.estimate = estimate
-    if (estimate or {}).get("arch"):  # only this arch's jobs: another arch's deck may be far larger
-        progress.recorded = recorded_durations(arch=str(estimate["arch"]))
-        progress.recorded_arch = str(estimate["arch"])
+    # the jobs recorded in this folder, only this arch's where the estimate names it: another arch's deck
+    # may be far larger
+    arch = (estimate or {}).get("arch")
+    progress.recorded = recorded_durations(arch=str(arch) if arch else None)
+    progress.recorded_arch = str(arch) if arch else None
     figure = (estimate or {}).get("probe")
     probe = Probe.from_document(figure, time.time()) if figure else None
     if probe is None and progress.learning:  # durations recorded in this folder come first
