@@ -210,11 +210,14 @@ def main() -> int:
         type=Path,
         help="a finished budgeted run's results/<arch> (its budget.hours must be the equal run's GPU time)",
     )
+    ap.add_argument("--seed", type=int, help="config seed of both runs (default: the config's)")
     ap.add_argument("--json", type=Path)
     args = ap.parse_args()
     root = args.workdir or Path(tempfile.mkdtemp(prefix="oto-budget-bench-"))
     config = yaml.safe_load((REPO / "config" / "config.yaml").read_text())
     workload = workload_config(args.workload, args.workload_source)
+    if args.seed is not None:
+        workload["seed"] = args.seed
     if args.families:
         workload["families"] = args.families if args.families == "all" else args.families.split(",")
     generations = args.generations or int(config["max_generations"])
