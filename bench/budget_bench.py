@@ -16,7 +16,7 @@ size of every library's final.yaml:
 
     python bench/budget_bench.py --workload bench/data/workload_ridft_rocblas_profile.yaml \
         [--families all] [--generations N] [--cores N] [--equal-results DIR] [--workdir DIR] [--cap N] \
-        [--json OUT]
+        [--seed N] [--json OUT]
 
 ``--workload-source`` is rocblas-log or tunableop (from the file's name when left out). ``--equal-results``:
 a finished equal run's results/<arch> of this code with the same workload (saves one run). Each run works in
