@@ -78,7 +78,14 @@ def library_figures(final: dict, deck) -> dict:
         i = int(row["size_index"])
         if not (row.get("gflops") and row.get("score")):
             continue
-        winner = size_flops(final["sizes"][i], per_mac) / (float(row["gflops"]) * 1e9)
+        # the winner's time in the race's median thermal state, where its score is (final.yaml of a workload
+        # deck since the finalnoise branch), else at the peak state from its GFLOPS
+        state = row.get("time_us_median_state")
+        winner = (
+            float(state) * 1e-6
+            if state
+            else size_flops(final["sizes"][i], per_mac) / (float(row["gflops"]) * 1e9)
+        )
         floor = float(row["score"]) * winner  # score = floor time / winner time, measured in one race
         t["calls_floor"] += calls[i] * floor
         t["calls_winner"] += calls[i] * winner

@@ -15,6 +15,11 @@ open:
    * ``budget`` — every contender has ``max_repetitions`` samples, or the race's launch budget
      (``budget_per_pair`` × candidates × sizes candidate launches; the bracketing references come on top)
      is spent.
+
+   With a workload (finalize of a deck with call counts, ``workload_precision`` > 0) a size that would stop
+   stays open, its leader alone topped up, while its score is less precise than the size's weight asks:
+   see :func:`precision_targets`. Deciding *who* wins needs few launches where the winner is clear; the
+   workload's time saved needs the winner's *margin*, and most where the workload spends its time.
 3. **Top up** the contenders of open sizes by ``round_repetitions``, again bracketed by the reference, and go
    to 2. Each round is one ``measure`` call; execution order (``seq``), repetition and sweep numbers continue
    across rounds so the drift model sees one timeline.
@@ -25,6 +30,7 @@ Kernels with any failed launch (validation, crash, timeout) have status != ok an
 from __future__ import annotations
 
 import math
+from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
@@ -33,6 +39,7 @@ import pandas as pd
 
 from oto.backends.base import Launch
 from oto.config import config_block, config_defaults
+from oto.measurement.scoring import t95
 
 SEPARATED, TIE, BUDGET, FIXED, NO_VALID = "separated", "tie", "budget", "fixed", "no_valid"
 
@@ -47,6 +54,9 @@ class RaceSettings:
     max_repetitions: int = _BENCHMARK["racing"]["max_repetitions"]  # per (kernel, size)
     budget_per_pair: float = _BENCHMARK["racing"]["budget_per_pair"]  # candidate launches per pair, mean
     tie_tolerance: float = _BENCHMARK["tie_tolerance"]
+    # the workload's precision (finalize only): 0 off; see precision_targets
+    workload_precision: float = _BENCHMARK["racing"]["workload_precision"]
+    workload_max_repetitions: int = _BENCHMARK["racing"]["workload_max_repetitions"]  # the leader's, per size
 
     @classmethod
     def from_config(cls, benchmark: Mapping) -> RaceSettings:
@@ -58,6 +68,8 @@ class RaceSettings:
             max_repetitions=int(r["max_repetitions"]),
             budget_per_pair=float(r["budget_per_pair"]),
             tie_tolerance=float(bench["tie_tolerance"]),
+            workload_precision=float(r["workload_precision"]),
+            workload_max_repetitions=int(r["workload_max_repetitions"]),
         )
 
 
@@ -79,6 +91,8 @@ class RaceResult:
     rounds: int
     launches: int
     log: list[str] = field(default_factory=list)
+    # the sizes whose leader was topped up for the workload's precision (precision_targets): their launches
+    refined: dict[int, int] = field(default_factory=dict)
     _csv: str | None = field(default=None, repr=False, compare=False)
 
     def samples_csv(self) -> str:
@@ -131,6 +145,46 @@ def decide_size(scores: pd.DataFrame, size_index: int, tolerance: float) -> Size
     return decide_sizes(scores, tolerance, [size_index])[size_index]
 
 
+def precision_targets(
+    workload: Mapping[int, float], floor_us: Mapping[int, float], precision: float
+) -> dict[int, float]:
+    """Per size the workload calls, the half-width (in log) its leader's score interval must reach: the
+    precision over the square root of the size's share of the library's workload time at the floor (calls ×
+    the floor's time). The library's workload speed-up is Σ calls × floor / Σ calls × winner, so a size's
+    relative score error moves it by that share × the error, and the sizes' errors add in quadrature: these
+    targets hold the library's figure to ``precision`` (95%) whatever the number of sizes, with launches in
+    proportion to the shares (the cheapest allocation for that bound). A size with 90% of the time is raced
+    to ~1.05 × ``precision``, one with 1% to 10 ×, which the probe mostly reaches already. Sizes without
+    calls or without a measured floor get no target."""
+    time = {i: workload[i] * floor_us[i] for i in workload if workload[i] > 0 and i in floor_us}
+    time = {i: t for i, t in time.items() if math.isfinite(t) and t > 0}
+    total = sum(time.values())
+    if precision <= 0 or total <= 0:
+        return {}
+    return {i: precision / math.sqrt(t / total) for i, t in time.items()}
+
+
+def _row_half_widths(
+    scores: pd.DataFrame,
+) -> tuple[dict[tuple[str, int], float], dict[tuple[str, int], float]]:
+    """Per (kernel, size) of a scores table: the interval's half-width in log, and the time (µs)."""
+    ok = scores[(scores["status"] == "ok") & scores["score"].notna()]
+    keys = list(zip(ok["kernel_id"].astype(str), ok["size_index"].astype(int), strict=True))
+    half = [_half_log_width(lo, hi) for lo, hi in zip(ok["ci_low"], ok["ci_high"], strict=True)]
+    return dict(zip(keys, half, strict=True)), dict(zip(keys, ok["time_us"].astype(float), strict=True))
+
+
+def _launches_for(width: float, n: int, target: float, s: RaceSettings) -> int:
+    """The leader's launches that should bring its interval's half-width ``width`` (from ``n`` launches) to
+    ``target``: the interval is the robust t-interval, t95(n - 1) · spread / sqrt(n), so the spread is taken
+    from it and the count solved at the large-n quantile, with a fifth more for the floor's interval, which
+    narrows along but not as fast (and the t quantile still above 1.96)."""
+    if not math.isfinite(width) or n < 2:
+        return s.round_repetitions
+    spread = width * math.sqrt(n) / t95(n - 1)
+    return max(1, math.ceil(1.2 * (1.96 * spread / target) ** 2) - n)
+
+
 def race(
     measure: Callable[[list[Launch]], pd.DataFrame],
     score: Callable[[pd.DataFrame, set[int] | None], pd.DataFrame],
@@ -138,6 +192,7 @@ def race(
     candidates: Mapping[int, Sequence[str]],
     reference: Mapping[int, str],
     settings: RaceSettings,
+    workload: Mapping[int, float] | None = None,
 ) -> RaceResult:
     """Run the race.
 
@@ -146,7 +201,16 @@ def race(
       (scores.csv layout) of the given sizes (None: every size);
     * ``plan(per_size, repetitions, rep_offset, round)`` orders the launches of one round (interleaved with
       the reference);
-    * ``candidates[size]`` are the kernels to race at each size (the reference is added as a contender).
+    * ``candidates[size]`` are the kernels to race at each size (the reference is added as a contender);
+    * ``workload[size]``: the workload's calls of each size (finalize of a workload deck; None: no workload).
+      With ``settings.workload_precision`` > 0, a size that would stop (separated or tie) while its
+      leader's interval, with the reference's own in quadrature (the floor's median is noisy too), is wider
+      than its :func:`precision_targets` target stays open with its leader alone topped up, up to
+      ``workload_max_repetitions`` of the leader's launches (a round of only such sizes takes the launches
+      their widths ask for at once, not ``round_repetitions``). A leader that is the reference saves
+      nothing, so needs no precision. These top-ups are outside the race's launch budget (a small deck's
+      budget is spent deciding its close sizes; the shares bound the top-ups: ~``workload_max_repetitions``
+      leader launches for a size with all the time, far fewer for the others).
     """
     s = settings
     frames: list[pd.DataFrame] = []
@@ -158,14 +222,45 @@ def race(
     reps = s.probe_repetitions
     log: list[str] = []
     scores = pd.DataFrame()
+    refine = bool(workload) and s.workload_precision > 0
+    floor_us: dict[int, float] = {}  # each size's reference time when it was last scored
+    refined: dict[int, int] = {}
+    precision: set[int] = set()  # the open sizes whose leader alone is topped up for the workload
+    exhausted = False  # the race's budget is spent: only the workload's precision top-ups go on
+    half: dict[tuple[str, int], float] = {}
+    targets: dict[int, float] = {}
+    counts = pd.Series(dtype=int)
+
+    def still_wanted(i: int, d: SizeDecision) -> int | None:
+        """The launches a size's leader still needs for the workload's precision (None: none)."""
+        ref = reference.get(i)
+        if i not in targets or d.leader in (None, ref):
+            return None
+        width = math.hypot(half.get((d.leader, i), math.inf), half.get((ref, i), 0.0) if ref else 0.0)
+        n = int(counts.get((d.leader, i), 0))
+        if width <= targets[i] or n >= s.workload_max_repetitions:
+            return None
+        return min(_launches_for(width, n, targets[i], s), s.workload_max_repetitions - n)
+
     while per_size:
         launch_plan = plan(per_size, reps, next_rep, rnd)
-        paired = sum(la.role == "candidate" for la in launch_plan)
+        # the workload's precision top-ups have their own cap (workload_max_repetitions), not the budget
+        paired = sum(la.role == "candidate" and la.size_index not in precision for la in launch_plan)
         if rnd > 0 and spent + paired > budget:
             for i in per_size:
                 decisions[i] = SizeDecision(i, decisions[i].leader, decisions[i].contenders, BUDGET)
             log.append(f"round {rnd}: budget of {budget:.0f} candidate launches spent ({spent} used)")
-            break
+            wanted = {i: still_wanted(i, decisions[i]) for i in per_size} if refine and not exhausted else {}
+            wanted = {i: w for i, w in wanted.items() if w is not None}
+            if not wanted:
+                break
+            exhausted = True
+            per_size = {i: [decisions[i].leader] for i in wanted}
+            precision = set(wanted)
+            refined.update({i: refined.get(i, 0) for i in wanted})
+            reps = max(s.round_repetitions, max(wanted.values()))
+            log.append(f"round {rnd}: {len(wanted)} size(s) go on for the workload's precision")
+            continue
         df = measure(launch_plan).copy()
         if len(df):
             df["seq"] = df["seq"].astype(int) + next_seq
@@ -178,6 +273,10 @@ def race(
             frames.append(df)
         launches += len(launch_plan)
         spent += paired
+        if refined:
+            at = Counter(la.size_index for la in launch_plan)
+            for i in refined:
+                refined[i] += at.get(i, 0)
         next_rep += reps
         samples = pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
         if samples.empty:
@@ -186,11 +285,18 @@ def race(
         counts = samples[samples["status"] == "ok"].groupby(["kernel_id", "size_index"]).size()
         open_sizes: dict[int, list[str]] = {}
         decided = decide_sizes(scores, s.tie_tolerance, per_size)
+        half, row_us = _row_half_widths(scores) if refine else ({}, {})
+        floor_us.update({i: row_us[(r, i)] for i, r in reference.items() if (r, i) in row_us})
+        targets = precision_targets(workload or {}, floor_us, s.workload_precision) if refine else {}
+        wants: list[int] = []  # launches each size raced for precision still asks for
+        precision = set()
         for i in sorted(per_size):
             d = decided[i]
+            ref = reference.get(i)
+            if d.stop is None and exhausted:
+                d = SizeDecision(i, d.leader, d.contenders, BUDGET)
             if d.stop is None:
                 hungry = [k for k in d.contenders if counts.get((k, i), 0) < s.max_repetitions]
-                ref = reference.get(i)
                 # The reference is timed in every round that touches its size (it brackets the candidates),
                 # so it only needs candidates to travel with.
                 top_up = [k for k in hungry if k != ref]
@@ -198,14 +304,24 @@ def race(
                     d = SizeDecision(i, d.leader, d.contenders, BUDGET)
                 else:
                     open_sizes[i] = top_up
+            # Decided (or its contenders all at max_repetitions): the workload may still want the leader's
+            # score more precise than that.
+            if i not in open_sizes and (more := still_wanted(i, d)) is not None:
+                open_sizes[i] = [d.leader]
+                precision.add(i)
+                refined[i] = refined.get(i, 0)
+                wants.append(more)
             decisions[i] = d
-        log.append(f"round {rnd}: {len(launch_plan)} launches, {len(open_sizes)} size(s) still open")
+        precise = f" ({len(wants)} for the workload's precision)" if wants else ""
+        log.append(f"round {rnd}: {len(launch_plan)} launches, {len(open_sizes)} size(s) still open{precise}")
+        # a round of only precision top-ups takes what their widths ask for at once (fewer rescoring rounds)
+        only_precision = bool(wants) and len(wants) == len(open_sizes)
+        reps = max(s.round_repetitions, max(wants)) if only_precision else s.round_repetitions
         per_size = open_sizes
-        reps = s.round_repetitions
         rnd += 1
     samples = pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
     scores = score(samples, None) if len(samples) else scores
-    return RaceResult(samples, scores, decisions, rnd, launches, log)
+    return RaceResult(samples, scores, decisions, rnd, launches, log, refined=refined)
 
 
 def annotate_scores(scores: pd.DataFrame, tolerance: float, open_label: str = BUDGET) -> pd.DataFrame:
