@@ -185,6 +185,69 @@ def _launches_for(width: float, n: int, target: float, s: RaceSettings) -> int:
     return max(1, math.ceil(1.2 * (1.96 * spread / target) ** 2) - n)
 
 
+@dataclass
+class _WorkloadPrecision:
+    """The race's state for a workload's precision (see :func:`race`): each size's target and what its
+    leader still needs, the sizes kept open for it this round, and the launches spent at them."""
+
+    workload: Mapping[int, float]
+    reference: Mapping[int, str]
+    settings: RaceSettings
+    floor_us: dict[int, float] = field(default_factory=dict)  # each size's reference time, last scored
+    half: dict[tuple[str, int], float] = field(default_factory=dict)
+    targets: dict[int, float] = field(default_factory=dict)
+    counts: pd.Series = field(default_factory=lambda: pd.Series(dtype=int))
+    refined: dict[int, int] = field(default_factory=dict)
+    sizes: set[int] = field(default_factory=set)  # the open sizes whose leader alone is topped up
+    exhausted: bool = False  # the race's budget is spent: only these top-ups go on
+
+    @property
+    def on(self) -> bool:
+        return bool(self.workload) and self.settings.workload_precision > 0
+
+    def update(self, scores: pd.DataFrame, counts: pd.Series) -> None:
+        self.counts = counts
+        if self.on:
+            self.half, row_us = _row_half_widths(scores)
+            self.floor_us.update({i: row_us[(r, i)] for i, r in self.reference.items() if (r, i) in row_us})
+            self.targets = precision_targets(self.workload, self.floor_us, self.settings.workload_precision)
+
+    def wanted(self, i: int, d: SizeDecision) -> int | None:
+        """The launches a size's leader still needs for the workload's precision (None: none)."""
+        ref, s = self.reference.get(i), self.settings
+        if i not in self.targets or d.leader in (None, ref):
+            return None
+        width = math.hypot(
+            self.half.get((d.leader, i), math.inf), self.half.get((ref, i), 0.0) if ref else 0.0
+        )
+        n = int(self.counts.get((d.leader, i), 0))
+        if width <= self.targets[i] or n >= s.workload_max_repetitions:
+            return None
+        return min(_launches_for(width, n, self.targets[i], s), s.workload_max_repetitions - n)
+
+    def keep(self, wants: Mapping[int, int]) -> None:
+        self.sizes = set(wants)
+        self.refined.update({i: self.refined.get(i, 0) for i in wants})
+
+    def count(self, launch_plan: Sequence[Launch]) -> None:
+        at = Counter(la.size_index for la in launch_plan if la.size_index in self.refined)
+        for i, n in at.items():
+            self.refined[i] += n
+
+
+def _continue_timeline(df: pd.DataFrame, rnd: int, next_seq: int, next_sweep: int) -> tuple[int, int]:
+    """A round's samples put after the earlier rounds' (``seq`` and ``sweep`` continue; ``round`` set, in
+    place); the next round's first seq and sweep."""
+    df["seq"] = df["seq"].astype(int) + next_seq
+    df["round"] = rnd
+    next_seq = int(df["seq"].max()) + 1
+    if "sweep" in df.columns:  # sweeps too continue across rounds (-1: the backend has none)
+        sweep = df["sweep"].astype(int)
+        df["sweep"] = sweep.where(sweep < 0, sweep + next_sweep)
+        next_sweep = max(next_sweep, int(df["sweep"].max()) + 1)
+    return next_seq, next_sweep
+
+
 def race(
     measure: Callable[[list[Launch]], pd.DataFrame],
     score: Callable[[pd.DataFrame, set[int] | None], pd.DataFrame],
@@ -202,15 +265,11 @@ def race(
     * ``plan(per_size, repetitions, rep_offset, round)`` orders the launches of one round (interleaved with
       the reference);
     * ``candidates[size]`` are the kernels to race at each size (the reference is added as a contender);
-    * ``workload[size]``: the workload's calls of each size (finalize of a workload deck; None: no workload).
-      With ``settings.workload_precision`` > 0, a size that would stop (separated or tie) while its
-      leader's interval, with the reference's own in quadrature (the floor's median is noisy too), is wider
-      than its :func:`precision_targets` target stays open with its leader alone topped up, up to
-      ``workload_max_repetitions`` of the leader's launches (a round of only such sizes takes the launches
-      their widths ask for at once, not ``round_repetitions``). A leader that is the reference saves
-      nothing, so needs no precision. These top-ups are outside the race's launch budget (a small deck's
-      budget is spent deciding its close sizes; the shares bound the top-ups: ~``workload_max_repetitions``
-      leader launches for a size with all the time, far fewer for the others).
+    * ``workload[size]``: the workload's calls per size (finalize of a workload deck). With
+      ``settings.workload_precision`` > 0 a size that would stop while its leader's interval (the reference's
+      in quadrature) is wider than its :func:`precision_targets` target stays open, its leader alone topped
+      up (at most ``workload_max_repetitions``; a leader that is the reference saves nothing), outside the
+      race's budget (a small deck spends it on close sizes; the shares bound these top-ups).
     """
     s = settings
     frames: list[pd.DataFrame] = []
@@ -222,106 +281,72 @@ def race(
     reps = s.probe_repetitions
     log: list[str] = []
     scores = pd.DataFrame()
-    refine = bool(workload) and s.workload_precision > 0
-    floor_us: dict[int, float] = {}  # each size's reference time when it was last scored
-    refined: dict[int, int] = {}
-    precision: set[int] = set()  # the open sizes whose leader alone is topped up for the workload
-    exhausted = False  # the race's budget is spent: only the workload's precision top-ups go on
-    half: dict[tuple[str, int], float] = {}
-    targets: dict[int, float] = {}
-    counts = pd.Series(dtype=int)
-
-    def still_wanted(i: int, d: SizeDecision) -> int | None:
-        """The launches a size's leader still needs for the workload's precision (None: none)."""
-        ref = reference.get(i)
-        if i not in targets or d.leader in (None, ref):
-            return None
-        width = math.hypot(half.get((d.leader, i), math.inf), half.get((ref, i), 0.0) if ref else 0.0)
-        n = int(counts.get((d.leader, i), 0))
-        if width <= targets[i] or n >= s.workload_max_repetitions:
-            return None
-        return min(_launches_for(width, n, targets[i], s), s.workload_max_repetitions - n)
-
+    precision = _WorkloadPrecision(workload or {}, reference, s)
     while per_size:
         launch_plan = plan(per_size, reps, next_rep, rnd)
         # the workload's precision top-ups have their own cap (workload_max_repetitions), not the budget
-        paired = sum(la.role == "candidate" and la.size_index not in precision for la in launch_plan)
+        paired = sum(la.role == "candidate" and la.size_index not in precision.sizes for la in launch_plan)
         if rnd > 0 and spent + paired > budget:
             for i in per_size:
                 decisions[i] = SizeDecision(i, decisions[i].leader, decisions[i].contenders, BUDGET)
             log.append(f"round {rnd}: budget of {budget:.0f} candidate launches spent ({spent} used)")
-            wanted = {i: still_wanted(i, decisions[i]) for i in per_size} if refine and not exhausted else {}
-            wanted = {i: w for i, w in wanted.items() if w is not None}
-            if not wanted:
+            wants = (
+                {i: precision.wanted(i, decisions[i]) for i in per_size} if not precision.exhausted else {}
+            )
+            wants = {i: w for i, w in wants.items() if w is not None}
+            if not wants:
                 break
-            exhausted = True
-            per_size = {i: [decisions[i].leader] for i in wanted}
-            precision = set(wanted)
-            refined.update({i: refined.get(i, 0) for i in wanted})
-            reps = max(s.round_repetitions, max(wanted.values()))
-            log.append(f"round {rnd}: {len(wanted)} size(s) go on for the workload's precision")
+            precision.exhausted = True
+            precision.keep(wants)
+            per_size = {i: [decisions[i].leader] for i in wants}
+            reps = max(s.round_repetitions, *wants.values())
+            log.append(f"round {rnd}: {len(wants)} size(s) go on for the workload's precision")
             continue
         df = measure(launch_plan).copy()
         if len(df):
-            df["seq"] = df["seq"].astype(int) + next_seq
-            df["round"] = rnd
-            next_seq = int(df["seq"].max()) + 1
-            if "sweep" in df.columns:  # sweeps too continue across rounds (-1: the backend has none)
-                sweep = df["sweep"].astype(int)
-                df["sweep"] = sweep.where(sweep < 0, sweep + next_sweep)
-                next_sweep = max(next_sweep, int(df["sweep"].max()) + 1)
+            next_seq, next_sweep = _continue_timeline(df, rnd, next_seq, next_sweep)
             frames.append(df)
         launches += len(launch_plan)
         spent += paired
-        if refined:
-            at = Counter(la.size_index for la in launch_plan)
-            for i in refined:
-                refined[i] += at.get(i, 0)
+        precision.count(launch_plan)
         next_rep += reps
         samples = pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
         if samples.empty:
             break
         scores = score(samples, set(per_size))
         counts = samples[samples["status"] == "ok"].groupby(["kernel_id", "size_index"]).size()
+        precision.update(scores, counts)
         open_sizes: dict[int, list[str]] = {}
         decided = decide_sizes(scores, s.tie_tolerance, per_size)
-        half, row_us = _row_half_widths(scores) if refine else ({}, {})
-        floor_us.update({i: row_us[(r, i)] for i, r in reference.items() if (r, i) in row_us})
-        targets = precision_targets(workload or {}, floor_us, s.workload_precision) if refine else {}
-        wants: list[int] = []  # launches each size raced for precision still asks for
-        precision = set()
+        wants = {}  # the launches each size kept for the workload's precision still asks for
         for i in sorted(per_size):
             d = decided[i]
             ref = reference.get(i)
-            if d.stop is None and exhausted:
-                d = SizeDecision(i, d.leader, d.contenders, BUDGET)
-            if d.stop is None:
+            if d.stop is None and not precision.exhausted:
                 hungry = [k for k in d.contenders if counts.get((k, i), 0) < s.max_repetitions]
                 # The reference is timed in every round that touches its size (it brackets the candidates),
                 # so it only needs candidates to travel with.
                 top_up = [k for k in hungry if k != ref]
-                if not top_up:
-                    d = SizeDecision(i, d.leader, d.contenders, BUDGET)
-                else:
+                if top_up:
                     open_sizes[i] = top_up
-            # Decided (or its contenders all at max_repetitions): the workload may still want the leader's
-            # score more precise than that.
-            if i not in open_sizes and (more := still_wanted(i, d)) is not None:
-                open_sizes[i] = [d.leader]
-                precision.add(i)
-                refined[i] = refined.get(i, 0)
-                wants.append(more)
+            if d.stop is None and i not in open_sizes:
+                d = SizeDecision(i, d.leader, d.contenders, BUDGET)
+            # Decided (or its contenders all at max_repetitions): the workload may want the leader's score
+            # more precise than that.
+            if i not in open_sizes and (more := precision.wanted(i, d)) is not None:
+                open_sizes[i], wants[i] = [d.leader], more
             decisions[i] = d
+        precision.keep(wants)
         precise = f" ({len(wants)} for the workload's precision)" if wants else ""
         log.append(f"round {rnd}: {len(launch_plan)} launches, {len(open_sizes)} size(s) still open{precise}")
         # a round of only precision top-ups takes what their widths ask for at once (fewer rescoring rounds)
         only_precision = bool(wants) and len(wants) == len(open_sizes)
-        reps = max(s.round_repetitions, max(wants)) if only_precision else s.round_repetitions
+        reps = max(s.round_repetitions, *wants.values()) if only_precision else s.round_repetitions
         per_size = open_sizes
         rnd += 1
     samples = pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
     scores = score(samples, None) if len(samples) else scores
-    return RaceResult(samples, scores, decisions, rnd, launches, log, refined=refined)
+    return RaceResult(samples, scores, decisions, rnd, launches, log, refined=precision.refined)
 
 
 def annotate_scores(scores: pd.DataFrame, tolerance: float, open_label: str = BUDGET) -> pd.DataFrame:
