@@ -257,8 +257,8 @@ def estimate_run(
 
 # finalize of a workload deck (benchmark.racing.workload_precision): the spread in log of one launch of a
 # size's winner against the floor, the floor's median in quadrature, as finalize's races on the simulated
-# gfx90c took it (~115 winner launches to +-1% at a size with all of a library's workload time; bench/RESULTS.md,
-# "Finalize's measured workload figure")
+# gfx90c took it (~115 winner launches to +-1% at a size with all of a library's workload time;
+# bench/RESULTS.md, "Finalize's measured workload figure")
 PRECISION_SPREAD = 0.05
 
 
