@@ -7,14 +7,16 @@ read with defaults. A file that is not valid YAML/CSV raises an error naming it 
 the last good page stays).
 
 Per finished generation the digest of its samples (launches per proposer, reference drift, failure classes)
-is cached under ``live/cache/`` keyed by the files' size and mtime, so refreshing after every generation
-of a 46-library run re-reads only the generation that just finished. The cache belongs to the live page: its
-writers (the coverage, select and dashboard jobs) add entries; any other reader (the report) passes
-``write_cache=False`` and only reads them, as a rule writes nothing but its declared outputs.
+is cached under ``live/cache/`` keyed by the files' size and mtime (the selection's by its content), so
+refreshing after every generation of a 46-library run re-reads only the generation that just finished. The
+cache belongs to the live page: its writers (the coverage, select and dashboard jobs) add entries; any other
+reader (the report) passes ``write_cache=False`` and only reads them, as a rule writes nothing but its
+declared outputs.
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
 import math
 import re
@@ -36,8 +38,8 @@ from oto.reporting import figures
 from oto.rocblas.verify import read_verify
 from oto.tensile.provenance import nights, simulated_build_banner
 
-CACHE_VERSION = 4  # 2: generations carry their drift estimator; 3: figures against the realistic roofline;
-# 4: a generation the time budget starved says why
+CACHE_VERSION = 5  # 2: generations carry their drift estimator; 3: figures against the realistic roofline;
+# 4: a generation the time budget starved says why; 5: selection.yaml keyed by its content
 DRIFT_POINTS = 120  # per generation: the drift curve is smooth, more points only weigh the page down
 GEN_DIR = re.compile(r"^gen(\d+)$")
 REFERENCE = "reference"  # proposer label of the spoof-floor launches
@@ -155,10 +157,19 @@ def generation_record(
 ) -> dict | None:
     """One finished generation (None while its selection.yaml is not written), cached on its files
     (``write_cache=False``: a computed entry is not stored)."""
-    inputs = [gen_dir / n for n in ("selection.yaml", "candidates.yaml", "build.yaml", "samples.csv")]
-    if not inputs[0].is_file():
+    selection = gen_dir / "selection.yaml"
+    if not selection.is_file():
         return None
-    key = {"version": CACHE_VERSION, "roofline": asdict(roofline), "inputs": _stamp(inputs)}
+    inputs = [gen_dir / n for n in ("candidates.yaml", "build.yaml", "samples.csv")]
+    # selection.yaml by its content: the select job that writes it caches the entry (its live refresh), and
+    # Snakemake touches a job's outputs when the job ends, so a key on its mtime would be stale at once.
+    # The other files are earlier jobs' outputs, touched before select starts.
+    key = {
+        "version": CACHE_VERSION,
+        "roofline": asdict(roofline),
+        "selection": hashlib.blake2b(selection.read_bytes(), digest_size=16).hexdigest(),
+        "inputs": _stamp(inputs),
+    }
     cache = cache_dir / gen_dir.parent.name / f"{gen_dir.name}.json" if cache_dir else None
     return _cached(cache, key, lambda: _generation_record(gen_dir, roofline), write_cache)
 
