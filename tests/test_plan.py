@@ -328,3 +328,14 @@ def test_libraries_earlier_runs_finished_are_delivered_and_never_planned(tmp_pat
     (tmp_path / "gfx90c" / "logic" / f"gfx90c_{sb}.provenance.json").write_text("{")
     with pytest.raises(PlanError, match=rf"gfx90c_{sb}.provenance.json: unreadable provenance record"):
         plan_run({**BASE, "backend": "sim"}, results_root=tmp_path)
+
+
+def test_oto_plans_recorded_seconds_are_what_the_budget_sums_from_samples(tmp_path):
+    """oto plan counts a benchmark job's GPU time as config budget will: the time_us samples.csv records."""
+    from oto.measurement.budget import generation_gpu_seconds
+    from oto.run.estimate import GpuJob
+
+    job = GpuJob("benchmark", "Big", 0, 10, 8, 80, 1e3, 1e3, 1, 100.0)  # 1,000 launches of 100 µs
+    path = tmp_path / "samples.csv"
+    path.write_text("seq,time_us\n" + "".join(f"{i},100.0\n" for i in range(1000)))
+    assert job.recorded_seconds == pytest.approx(generation_gpu_seconds(path)) == pytest.approx(0.1)
