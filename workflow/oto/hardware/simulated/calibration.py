@@ -872,8 +872,10 @@ def fit(
     rank_margin: float = 0.01,
     rivals_per_row: int = 8,
     progress: Callable[[str], None] | None = None,
+    chip_seed: int = 0,
 ) -> FitResult:
-    """Fit the constants to the rows of ``files`` (pass the fit split only).
+    """Fit the constants to the rows of ``files`` (pass the fit split only), simulated on the virtual chip
+    ``chip_seed`` (SimGPU's seed: the one simulated rows ran on; 0 for measured rows, which have none).
 
     Least squares on log(sim time / real time) by Levenberg-Marquardt over bounded constants (logistic
     transform), with Huber weights (``huber`` in log units) so a few rows the model cannot explain do not pull
@@ -909,7 +911,7 @@ def fit(
     def residuals(u: np.ndarray) -> np.ndarray:
         values = _from_unit(u, knobs)
         ph, prof = with_values(names, values, start, profile)
-        gpu = SimGPU(prof, physics=ph)
+        gpu = SimGPU(prof, chip_seed, physics=ph)
         sim = [np.log(winner_times(gpu, f, i)) for f, i in zip(files, idx, strict=True)]
         out = [np.concatenate(sim) - np.concatenate(real)]
         for f, i, p, t_win in zip(files, idx, pairs, sim, strict=False):
@@ -1090,16 +1092,20 @@ def at_bounds(values: Mapping[str, float], knobs: Sequence[Knob]) -> dict[str, s
 
 
 def relative_errors(
-    files: Sequence[RecordedFile], profile: Mapping[str, Any], physics: Physics, names: Sequence[str]
+    files: Sequence[RecordedFile],
+    profile: Mapping[str, Any],
+    physics: Physics,
+    names: Sequence[str],
+    chip_seed: int = 0,
 ) -> dict[str, float]:
     """Relative standard error of each named constant at the profile's values: the linearised least-squares
     covariance sigma^2 (J^T J)^-1 of log(constant), J = d log(simulated time) / d log(constant) over the rows,
     sigma the residuals' spread. Correlated constants (DRAM latency against launch, say) show up here even
-    when each moves the times on its own."""
+    when each moves the times on its own. ``chip_seed``: as :func:`fit`'s."""
     real = np.concatenate([np.log(f.real_time_us) for f in files])
 
     def log_times(prof: Mapping[str, Any]) -> np.ndarray:
-        gpu = SimGPU(prof, physics=physics)
+        gpu = SimGPU(prof, chip_seed, physics=physics)
         return np.concatenate([np.log(winner_times(gpu, f)) for f in files])
 
     base = log_times(profile)
