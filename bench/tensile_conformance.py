@@ -284,12 +284,31 @@ def write_logic(
     return paths
 
 
+MERGED_MARK = ".oto-merged-build"  # in a scratch folder tcl_merged made: a rerun may clear it
+
+
+def merged_scratch(work: Path) -> None:
+    """``work`` as an empty scratch folder of tcl_merged's. One an earlier run made (``--work`` kept) is
+    cleared, so its logic copies and TensileLibrary.dat are never read as this run's; a folder it did not
+    make is used only when empty, else refused and left as it is."""
+    if work.is_dir() and not work.is_symlink() and (work / MERGED_MARK).is_file():
+        shutil.rmtree(work)
+    elif work.exists() and (not work.is_dir() or any(work.iterdir())):
+        raise RuntimeError(
+            f"{work}: exists and is not a merged build's scratch folder; remove it or pick --work"
+        )
+    work.mkdir(parents=True, exist_ok=True)
+    (work / MERGED_MARK).touch()
+
+
 def tcl_merged(
     python: str, arch: str, paths: list[Path], work: Path, profile: dict, timeout_s: float = 6 * 3600
 ) -> Path:
-    """TensileCreateLibrary's merged TensileLibrary.dat (the package stage's layout), sources only."""
+    """TensileCreateLibrary's merged TensileLibrary.dat (the package stage's layout), sources only, built in
+    ``work`` (:func:`merged_scratch`)."""
+    merged_scratch(work)
     logic_dir, out = work / "logic", work / "out"
-    logic_dir.mkdir(parents=True)
+    logic_dir.mkdir()
     for p in paths:
         shutil.copy(p, logic_dir / p.name)
     cmd = tcl_command(arch, logic_dir, out, {"python": python}, 2, register_args(profile))

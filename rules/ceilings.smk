@@ -5,6 +5,8 @@ rule ceilings:
         "results/{arch}/ceilings.yaml",
     log:
         "results/{arch}/logs/ceilings.log",
+    # First: the live page's rooflines and the digests it caches for the report and dashboard need it.
+    priority: 50
     conda:
         "../workflow/envs/oto.yaml"
     params:

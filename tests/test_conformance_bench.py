@@ -9,6 +9,7 @@ import shutil
 from pathlib import Path
 
 import msgpack
+import pytest
 import yaml
 from oto.tensile.native_library import build_master_library
 
@@ -70,3 +71,35 @@ def test_no_lazy_runs_the_merged_build_alone_and_counts_its_differences(vega10_d
     found = bench._check_label_files(*args, [], True, 60, lazy_too=False)
     assert calls == ["merged"]
     assert len(found) == 1 and "TensileLibrary.dat (merged)/solutions[0]/name" in found[0]
+
+
+def test_the_merged_build_reuses_its_own_scratch_folder_and_refuses_any_other(tmp_path, monkeypatch):
+    """A rerun with --work kept builds again in the folder the first run made (a stale TensileLibrary.dat is
+    gone first, so a failed rebuild is never read as a success); a folder it did not make is left alone."""
+    bench = _bench()
+    rcs = [0, 0, 1]
+
+    def fake_tcl(cmd, log, timeout_s, cwd=None):  # TensileCreateLibrary: the merged .dat, or a failure
+        log.write_text(" ".join(cmd))
+        rc = rcs.pop(0)
+        if rc == 0:
+            (cwd / "out" / "library").mkdir(parents=True)
+            (cwd / "out" / "library" / "TensileLibrary.dat").write_bytes(msgpack.packb({"solutions": []}))
+        return rc
+
+    monkeypatch.setattr(bench, "run_killable", fake_tcl)
+    monkeypatch.setattr(bench, "tcl_command", lambda *a, **k: ["tcl", "--separate-architectures"])
+    logic = tmp_path / "x.yaml"
+    logic.write_text("[]")
+    work = tmp_path / "label" / "merged"
+    for _ in range(2):
+        assert bench.tcl_merged("python", "gfx900", [logic], work, {}).is_file()
+    with pytest.raises(RuntimeError, match="rc 1"):
+        bench.tcl_merged("python", "gfx900", [logic], work, {})
+    assert not (work / "out").exists()
+    other = tmp_path / "mine"
+    other.mkdir()
+    (other / "keep.txt").write_text("not the bench's")
+    with pytest.raises(RuntimeError, match="not a merged build's scratch folder"):
+        bench.tcl_merged("python", "gfx900", [logic], other, {})
+    assert sorted(p.name for p in other.iterdir()) == ["keep.txt"]

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import re
 
 import pytest
@@ -145,9 +146,20 @@ def test_generation_digests_are_cached_on_the_files(results):
     data = collect(results, CONFIG, cache_dir=results / "live" / "cache")
     assert data["libraries"][1]["generations"][0]["geomean_score"] == 99.0
     sel = results / "Cijk_Ailk_Bljk_DB" / "gen0" / "selection.yaml"
-    sel.write_text(sel.read_text())  # touched: new mtime, so recomputed
+    # Snakemake touches a job's outputs when it ends, after the select job's live refresh cached them.
+    os.utime(sel, ns=(sel.stat().st_atime_ns, sel.stat().st_mtime_ns + 10**9))
+    data = collect(results, CONFIG, cache_dir=results / "live" / "cache")
+    assert data["libraries"][1]["generations"][0]["geomean_score"] == 99.0
+    sel.write_text(sel.read_text() + "# edited\n")  # a new selection: recomputed
     data = collect(results, CONFIG, cache_dir=results / "live" / "cache")
     assert data["libraries"][1]["generations"][0]["geomean_score"] != 99.0
+    samples = results / "Cijk_Ailk_Bljk_DB" / "gen0" / "samples.csv"
+    write_dashboard(results, CONFIG)
+    entry = json.loads(cache.read_text())
+    cache.write_text(json.dumps({**entry, "value": {**entry["value"], "geomean_score": 99.0}}))
+    os.utime(samples, ns=(samples.stat().st_atime_ns, samples.stat().st_mtime_ns + 10**9))
+    data = collect(results, CONFIG, cache_dir=results / "live" / "cache")
+    assert data["libraries"][1]["generations"][0]["geomean_score"] != 99.0  # the samples: size and mtime
 
 
 def test_waiting_state_before_any_generation_finished(tmp_path):

@@ -130,3 +130,48 @@ def test_a_calibration_is_carried_only_to_the_device_it_was_fitted_on(tmp_path):
     got, note = fc.carry_calibration(other, path)
     assert "calibration" not in got and "other device facts" in note
     assert fc.carry_calibration(device, tmp_path / "none.yaml") == (device, None)
+
+
+def _simulated_device_bundle(seed: int, provenance_seed: int | None):
+    """An accepted simulated bundle whose races are SimGPU(gfx90c, seed)'s noise-free times: 8 shipped SGEMM
+    kernels at 12 deck sizes, its finals' provenance naming ``provenance_seed``."""
+    from pathlib import Path
+
+    import numpy as np
+    from oto.deck.sources import SHIPPED_MANIFEST, read_manifest
+    from oto.fleet.intake import Accepted
+    from oto.gemm import Library
+    from oto.hardware.simulated.performance import SimGPU
+
+    name = "Cijk_Ailk_Bljk_SB"
+    lib, deck = Library.parse(name), read_manifest(SHIPPED_MANIFEST).libraries[name]
+    gpu = SimGPU(ARCH, seed=seed)
+    records = []
+    for i, sol in enumerate(deck.solutions[:8]):
+        for size in deck.sizes[:12]:
+            m, n, b, k = (np.array([float(x)]) for x in size[:4])
+            t = float(gpu.true_time_us(lib.family, sol["params"], m, n, b, k, lib.pattern)[0])
+            key = ",".join(str(int(x)) for x in size[:4])
+            records.append({"kind": "benchmarked", "status": "ok", "time_us": t, "params": sol["params"],
+                            "kernel_id": f"k{i}", "size": key})  # fmt: skip
+    prov = {"backend": "sim", "numbers": "simulated", "model_version": 1}
+    if provenance_seed is not None:
+        prov["seed"] = provenance_seed
+    descriptor = {"created_at": "2026-12-04T00:00:00Z", "numbers": "simulated"}
+    finals = {name: {"library": name, "provenance": prov}}
+    return Accepted(Path("b.oto.tar.gz"), "0" * 64, descriptor, copy.deepcopy(ARCH), {name: records}, finals)
+
+
+def test_simulated_races_are_judged_on_the_virtual_chip_that_ran_them():
+    """SimGPU's seed picks the virtual chip (its per-configuration ruggedness): a night of seed 3 graded on
+    seed 0 misorders kernel pairs the run's own chip orders exactly (bench/RESULTS.md, "Correction: the
+    noise-free figures above were another virtual chip's"). The seed comes from the finals' provenance."""
+    from oto.hardware.simulated.performance import Physics
+
+    physics = Physics.load()
+    calib = fc.calibrate_device("dev", [_simulated_device_bundle(3, 3)], physics)
+    assert calib.before["pairs"] > 100 and calib.before["pair_agreement"] == 1.0
+    assert calib.before["winner_rank_pct_median"] == 0.0
+    # a simulated bundle that does not say which chip ran it is not graded on a guessed one
+    calib = fc.calibrate_device("dev", [_simulated_device_bundle(3, None)], physics)
+    assert calib.profile is None and any("seed" in p for p in calib.problems)

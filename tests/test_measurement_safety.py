@@ -3,6 +3,7 @@ outlive the jobs that took them (kept per experiment, reused instead of re-measu
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from pathlib import Path
 
@@ -186,6 +187,32 @@ def test_a_rerun_of_the_same_experiment_reuses_its_measurements(tmp_path):
     pd.testing.assert_frame_equal(reused.samples, read_samples(next(archive.glob("*.csv"))))
     assert reused.samples["time_us"].tolist() == pytest.approx(taken.samples["time_us"].tolist())
     assert {d.leader for d in reused.decisions.values()} == {"ka"}
+
+
+class NoisyBackend(StubBackend):
+    """Each launch ±10% (lognormal, seeded by the plan's length): intervals wide enough to stay open."""
+
+    def measure(self, problem, plan, workdir):
+        rng = np.random.default_rng(len(plan.launches))
+        return [
+            dataclasses.replace(s, time_us=s.time_us * rng.lognormal(0, 0.1))
+            for s in super().measure(problem, plan, workdir)
+        ]
+
+
+@pytest.mark.parametrize("racing", [True, False])
+def test_a_size_left_open_is_labelled_by_what_stopped_it_reused_or_not(tmp_path, racing):
+    """docs/architecture.md: race is budget (the racing budget) for a raced size left open, fixed without
+    racing; a rerun reusing the kept samples says the same as the run that measured them."""
+    config = validate_config({**CONFIG, "benchmark": {"racing": {"enabled": racing}, "repetitions": 3}})
+    archive = tmp_path / "measurements" / "lib" / "gen0"
+    backend = NoisyBackend({"ka": 100.0, "kb": 104.0, "ref": 120.0})
+    taken = race(backend, tmp_path, archive, config=config)
+    reused = race(NoisyBackend(backend.times), tmp_path, archive, config=config)
+    assert "none re-measured" in reused.log[0]
+    want = "budget" if racing else "fixed"
+    assert [d.stop for d in taken.decisions.values()] == [want, want]
+    assert [d.stop for d in reused.decisions.values()] == [want, want]
 
 
 def test_another_experiment_or_reuse_off_measures_again(tmp_path):

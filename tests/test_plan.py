@@ -355,3 +355,14 @@ def test_the_plan_counts_finalize_s_launches_for_a_workload_s_precision(tmp_path
     # they go to the 1024^3 size, far slower than the library's mean size: the GPU time grows more
     gpu = lambda j: j.launches * j.kernel_us  # noqa: E731
     assert gpu(on[called]) - gpu(off[called]) > extra * off[called].kernel_us
+
+
+def test_oto_plans_recorded_seconds_are_what_the_budget_sums_from_samples(tmp_path):
+    """oto plan counts a benchmark job's GPU time as config budget will: the time_us samples.csv records."""
+    from oto.measurement.budget import generation_gpu_seconds
+    from oto.run.estimate import GpuJob
+
+    job = GpuJob("benchmark", "Big", 0, 10, 8, 80, 1e3, 1e3, 1, 100.0)  # 1,000 launches of 100 µs
+    path = tmp_path / "samples.csv"
+    path.write_text("seq,time_us\n" + "".join(f"{i},100.0\n" for i in range(1000)))
+    assert job.recorded_seconds == pytest.approx(generation_gpu_seconds(path)) == pytest.approx(0.1)

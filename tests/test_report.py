@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import os
 import re
 import zipfile
 from collections import Counter
+from pathlib import Path
 
 import pytest
 import yaml
@@ -13,6 +15,7 @@ from dashboard_helpers import CONFIG, make_results
 from oto.files import StageFileError
 from oto.reporting import charts
 from oto.reporting.collect import collect
+from oto.reporting.dashboard import write_dashboard
 from oto.stages import report
 from workflow_helpers import FAST_CONFIG, make_workdir, snakemake
 
@@ -53,6 +56,22 @@ def test_report_figures_are_the_dashboards(tmp_path):
     assert html.count("<svg") == 2 and "Simulated numbers." in html
     assert 'data-test="headlines"' in html and '<tr data-family="DB">' in html
     assert "Vs the best shipped kernel" in html and f"{1.2**0.25:.3f}×" in html
+
+
+def test_report_reads_the_live_pages_digest_cache_and_writes_none(tmp_path):
+    """The cache is the live page's; the report rule writes only its declared outputs."""
+    res = make_results(tmp_path)
+    cache = res / "live" / "cache"
+    _run(res, tmp_path)
+    assert not cache.exists()
+    write_dashboard(res, CONFIG, res / "live")  # a live refresh caches every finished generation
+    entries = {p: p.read_bytes() for p in cache.rglob("*.json")}
+    assert entries
+    for sel in res.glob("*/gen*/selection.yaml"):
+        os.utime(sel, ns=(sel.stat().st_atime_ns, sel.stat().st_mtime_ns + 10**9))  # every entry stale
+    text, _ = _run(res, tmp_path)
+    assert {p: p.read_bytes() for p in cache.rglob("*.json")} == entries
+    assert "| DB | NN | 4 |" in text
 
 
 def test_report_names_the_broken_final(tmp_path):
@@ -99,6 +118,26 @@ def finished_run(tmp_path_factory):
     proc = snakemake(work, "--cores", "2")
     assert proc.returncode == 0, proc.stderr[-4000:]
     return work
+
+
+def _log_times(log: Path, marker: str = "") -> list[str]:
+    """The timestamps (sortable text) of a rule log's lines containing ``marker``."""
+    return [line[:23] for line in log.read_text().splitlines() if marker in line and line[:4].isdigit()]
+
+
+@pytest.mark.slow
+def test_the_ceilings_are_written_before_any_live_refresh(finished_run):
+    """The live page's rooflines and the generation digests it caches for the report and the dashboard (keyed
+    on the roofline) need ceilings.yaml; nothing but those two needs it otherwise, so without its priority the
+    ceilings job ran last and every digest the live page cached was stale when the report read it."""
+    res = finished_run / "results" / "gfx90c"
+    ceilings_done = max(_log_times(res / "logs" / "ceilings.log"))
+    refreshes = [
+        t
+        for log in [res / "logs" / "coverage.log", *res.glob("logs/*/gen*/select.log")]
+        for t in _log_times(log, "oto.reporting.dashboard: dashboard ")
+    ]
+    assert refreshes and ceilings_done < min(refreshes)
 
 
 @pytest.mark.slow

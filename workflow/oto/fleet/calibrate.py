@@ -8,6 +8,7 @@ device profile are fitted to the races at the fit sizes with the physics held
 (:func:`oto.hardware.simulated.calibration.fit`, only the constants these races pin down:
 :func:`identifiable`), and judged on the held-out sizes — the share of kernel pairs at a size the model orders
 as measured, and the measured winner's rank under the model, before and after (:func:`race_agreement`).
+Simulated races are fitted and judged on the virtual chip that ran them (:func:`chip_seed`).
 
 The calibrated device profile names the bundles it came from (``calibration.inputs``) and goes to
 ``results/<arch>/calibrated/<device id>.yaml`` (``--out``): the runs, ``oto plan`` and the tester's next night
@@ -146,16 +147,20 @@ def race_agreement(gpu: SimGPU, races: Sequence[Race], rows: Sequence[np.ndarray
 
 
 def identifiable(
-    files: Sequence[RecordedFile], profile: Mapping[str, Any], physics: Physics, knobs: Sequence[Knob]
+    files: Sequence[RecordedFile],
+    profile: Mapping[str, Any],
+    physics: Physics,
+    knobs: Sequence[Knob],
+    chip_seed: int = 0,
 ) -> tuple[list[Knob], dict[str, float]]:
     """The knobs these races pin down: RMS over the rows of d log(simulated time) / d log(constant), at the
     profile's own figures, of at least MIN_SENSITIVITY (a 10% error in the constant moves the times by 0.5%
-    RMS or more); the rest are held at the profile's figures."""
+    RMS or more); the rest are held at the profile's figures. ``chip_seed``: :func:`chip_seed`."""
     from oto.hardware.simulated.calibration import get_value, winner_times, with_values
     from oto.hardware.simulated.performance import SimGPU
 
     def times(prof: Mapping[str, Any]) -> np.ndarray:
-        gpu = SimGPU(prof, physics=physics)
+        gpu = SimGPU(prof, chip_seed, physics=physics)
         return np.concatenate([np.log(winner_times(gpu, f)) for f in files])
 
     base = times(profile)
@@ -168,6 +173,23 @@ def identifiable(
         if sens[k.name] >= MIN_SENSITIVITY:
             keep.append(k)
     return keep, sens
+
+
+def chip_seed(bundles: Sequence[Accepted]) -> int | None:
+    """The virtual chip a device's races are simulated on for the fit and its grading. Simulated races ran on
+    the SimGPU of their run's seed, which picks the per-configuration ruggedness: judged on another seed they
+    are another chip's (bench/RESULTS.md, "Correction: the noise-free figures above were another virtual
+    chip's"); the seed is the one their finals' provenance names, None when they name none or several.
+    Measured races have no seed: 0, the model's own chip, as ``oto calibrate`` fits logic files."""
+    if all(b.descriptor.get("numbers") != "simulated" for b in bundles):
+        return 0
+    seeds = {
+        int(prov["seed"])
+        for b in bundles
+        for final in b.finals.values()
+        if isinstance(prov := final.get("provenance"), Mapping) and prov.get("seed") is not None
+    }
+    return seeds.pop() if len(seeds) == 1 else None
 
 
 @dataclass
@@ -219,29 +241,51 @@ def calibrate_device(
     fit_files = [r.as_recorded(np.flatnonzero(~h)) for r, h in zip(races, held, strict=True) if (~h).any()]
     rows = sum(len(f.winner) for f in fit_files)
     empty = {"pairs": 0, "pair_agreement": float("nan"), "sizes": 0, "winner_rank_pct_median": float("nan")}
-    before = race_agreement(SimGPU(profile, physics=physics), races, held) if races else empty
+    seed = chip_seed(bundles)
+    before = (
+        race_agreement(SimGPU(profile, seed, physics=physics), races, held)
+        if races and seed is not None
+        else empty
+    )
     calib = DeviceCalibration(device, list(bundles), None, None, [], {}, {}, rows, before, empty, [])
+    if seed is None:
+        seeds = sorted(
+            {str((f.get("provenance") or {}).get("seed")) for b in bundles for f in b.finals.values()}
+        )
+        calib.problems.append(
+            f"simulated bundles whose finals name no single seed (seeds: {', '.join(seeds) or 'no final'}): "
+            "the virtual chip their races ran on is unknown, and another seed's is another chip"
+        )
     if rows < MIN_CHIP_ROWS:
         calib.problems.append(
             f"{rows} measured races at the fit sizes: a chip fit needs at least {MIN_CHIP_ROWS} (the "
             f"learning curve, bench/RESULTS.md), {MIN_CHIP_ROWS - rows} more; tune more libraries, sizes or "
             "generations (benchmark.tuning_sizes, max_generations) or add the next night's bundle"
         )
+    if calib.problems:
         return calib
-    knobs, calib.sensitivity = identifiable(fit_files, profile, physics, chip_knobs(fit_files, profile))
+    knobs, calib.sensitivity = identifiable(fit_files, profile, physics, chip_knobs(fit_files, profile), seed)
     while True:  # fit; hold the constant the races determine worst, if any is worse than MAX_RELATIVE_ERROR
         if not knobs:
             calib.problems.append("no chip constant moves these races' times enough to be fitted")
             return calib
-        result = fit(fit_files, profile, physics, knobs=knobs, iterations=iterations, per_file=1_000_000)
-        errors = relative_errors(fit_files, result.profile, physics, [k.name for k in knobs])
+        result = fit(
+            fit_files,
+            profile,
+            physics,
+            knobs=knobs,
+            iterations=iterations,
+            per_file=1_000_000,
+            chip_seed=seed,
+        )
+        errors = relative_errors(fit_files, result.profile, physics, [k.name for k in knobs], seed)
         calib.errors.update(errors)
         worst = max(errors, key=errors.__getitem__)
         if errors[worst] <= MAX_RELATIVE_ERROR:
             break
         knobs = [k for k in knobs if k.name != worst]
     calib.knobs, calib.result = knobs, result
-    calib.after = race_agreement(SimGPU(result.profile, physics=physics), races, held)
+    calib.after = race_agreement(SimGPU(result.profile, seed, physics=physics), races, held)
     calib.problems = fit_problems(result, knobs)
     bounds = sorted(at_bounds(result.values, knobs))
     if calib.problems and not (allow_bounds and result.converged):

@@ -39,7 +39,7 @@ from oto.gemm import Library
 from oto.hardware import memory
 from oto.hardware.memory import oversize
 from oto.hardware.profile import profile_view
-from oto.measurement.racing import BUDGET, RaceResult, RaceSettings, decide_sizes, race
+from oto.measurement.racing import BUDGET, FIXED, RaceResult, RaceSettings, decide_sizes, race
 from oto.measurement.samples import read_samples
 from oto.measurement.scoring import MEASUREMENT_COLUMNS, SAMPLE_COLUMNS, ImplausibleReference, score_library
 from oto.registry.records import protocol_of
@@ -208,10 +208,12 @@ def _kept_samples(path: Path, kernels: Mapping[str, Kernel], n_sizes: int) -> pd
     return df
 
 
-def _reused(samples: pd.DataFrame, score, settings: RaceSettings, path: Path) -> RaceResult:
+def _reused(samples: pd.DataFrame, score, settings: RaceSettings, path: Path, open_label: str) -> RaceResult:
+    """The earlier race's result from its kept samples, decided on their final scores (as normalise does). A
+    size still open on them is one that race stopped open: on its racing budget, or at the fixed count."""
     scores = score(samples, None) if len(samples) else pd.DataFrame()
     decisions = decide_sizes(scores, settings.tie_tolerance) if len(scores) else {}
-    decisions = {i: d if d.stop else replace(d, stop=BUDGET) for i, d in decisions.items()}
+    decisions = {i: d if d.stop else replace(d, stop=open_label) for i, d in decisions.items()}
     rounds = int(samples["round"].max()) + 1 if "round" in samples and len(samples) else 0
     note = f"reused {len(samples)} launches measured earlier for this experiment ({path}): none re-measured"
     return RaceResult(samples, scores, decisions, rounds, len(samples), [note])
@@ -237,6 +239,8 @@ def run_race(
     ``workload``: the workload's calls per size (finalize of a workload deck: ``racing.race``)."""
     bench = config_block(config, "benchmark")
     settings = RaceSettings.from_config(bench)
+    # what stopped a size left open: the racing budget, or (racing off) the fixed count; race() says budget
+    open_label = BUDGET if bench["racing"]["enabled"] else FIXED
     if not bench["racing"]["enabled"]:
         reps = int(bench["repetitions"])
         settings = replace(settings, probe_repetitions=reps, max_repetitions=0)
@@ -246,7 +250,7 @@ def run_race(
         kept = Path(archive) / f"{key}.csv"
         earlier = _kept_samples(kept, kernels, len(sizes)) if bench["reuse_measurements"] else None
         if earlier is not None:
-            return _reused(earlier, score, settings, kept)
+            return _reused(earlier, score, settings, kept, open_label)
 
     def plan(per_size, reps, rep_offset, rnd):
         return interleave_sizes(per_size, reference, reps, f"{seed}:r{rnd}", rep_offset)
@@ -263,6 +267,10 @@ def run_race(
             raise ImplausibleReference(f"{exc} (its {len(samples)} launches are kept in {aside})") from None
 
     result = race(measure, checked_score, plan, candidates, reference, settings, workload)
+    if open_label != BUDGET:
+        result.decisions = {
+            i: replace(d, stop=open_label) if d.stop == BUDGET else d for i, d in result.decisions.items()
+        }
     if not len(result.samples):  # nothing to launch: samples.csv still gets its header
         result.samples = pd.DataFrame(columns=[*SAMPLE_COLUMNS, *MEASUREMENT_COLUMNS, "round"])
     if kept is not None:

@@ -7,12 +7,16 @@ read with defaults. A file that is not valid YAML/CSV raises an error naming it 
 the last good page stays).
 
 Per finished generation the digest of its samples (launches per proposer, reference drift, failure classes)
-is cached under ``dashboard/cache/`` keyed by the files' size and mtime, so refreshing after every generation
-of a 46-library run re-reads only the generation that just finished.
+is cached under ``live/cache/`` keyed by the files' size and mtime (the selection's by its content), so
+refreshing after every generation of a 46-library run re-reads only the generation that just finished. The
+cache belongs to the live page: its writers (the coverage, select and dashboard jobs) add entries; any other
+reader (the report) passes ``write_cache=False`` and only reads them, as a rule writes nothing but its
+declared outputs.
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
 import math
 import re
@@ -34,8 +38,8 @@ from oto.reporting import figures
 from oto.rocblas.verify import read_verify
 from oto.tensile.provenance import nights, simulated_build_banner
 
-CACHE_VERSION = 4  # 2: generations carry their drift estimator; 3: figures against the realistic roofline;
-# 4: a generation the time budget starved says why
+CACHE_VERSION = 5  # 2: generations carry their drift estimator; 3: figures against the realistic roofline;
+# 4: a generation the time budget starved says why; 5: selection.yaml keyed by its content
 DRIFT_POINTS = 120  # per generation: the drift curve is smooth, more points only weigh the page down
 GEN_DIR = re.compile(r"^gen(\d+)$")
 REFERENCE = "reference"  # proposer label of the spoof-floor launches
@@ -118,7 +122,7 @@ def samples_digest(samples_path: Path, cands: Mapping | None, build: Mapping | N
     }
 
 
-def _cached(cache: Path | None, key: Mapping, compute) -> dict[str, Any]:
+def _cached(cache: Path | None, key: Mapping, compute, write: bool = True) -> dict[str, Any]:
     if cache is not None and cache.is_file():
         try:
             hit = json.loads(cache.read_text())
@@ -127,7 +131,7 @@ def _cached(cache: Path | None, key: Mapping, compute) -> dict[str, Any]:
         except (ValueError, KeyError, AttributeError):
             pass  # a torn or old cache entry is recomputed
     value = compute()
-    if cache is not None:
+    if cache is not None and write:
         atomic_write_text(cache, json.dumps({"key": key, "value": value}))
     return value
 
@@ -148,14 +152,26 @@ class Roofline:
         )
 
 
-def generation_record(gen_dir: Path, roofline: Roofline, cache_dir: Path | None) -> dict | None:
-    """One finished generation (None while its selection.yaml is not written), cached on its files."""
-    inputs = [gen_dir / n for n in ("selection.yaml", "candidates.yaml", "build.yaml", "samples.csv")]
-    if not inputs[0].is_file():
+def generation_record(
+    gen_dir: Path, roofline: Roofline, cache_dir: Path | None, write_cache: bool = True
+) -> dict | None:
+    """One finished generation (None while its selection.yaml is not written), cached on its files
+    (``write_cache=False``: a computed entry is not stored)."""
+    selection = gen_dir / "selection.yaml"
+    if not selection.is_file():
         return None
-    key = {"version": CACHE_VERSION, "roofline": asdict(roofline), "inputs": _stamp(inputs)}
+    inputs = [gen_dir / n for n in ("candidates.yaml", "build.yaml", "samples.csv")]
+    # selection.yaml by its content: the select job that writes it caches the entry (its live refresh), and
+    # Snakemake touches a job's outputs when the job ends, so a key on its mtime would be stale at once.
+    # The other files are earlier jobs' outputs, touched before select starts.
+    key = {
+        "version": CACHE_VERSION,
+        "roofline": asdict(roofline),
+        "selection": hashlib.blake2b(selection.read_bytes(), digest_size=16).hexdigest(),
+        "inputs": _stamp(inputs),
+    }
     cache = cache_dir / gen_dir.parent.name / f"{gen_dir.name}.json" if cache_dir else None
-    return _cached(cache, key, lambda: _generation_record(gen_dir, roofline))
+    return _cached(cache, key, lambda: _generation_record(gen_dir, roofline), write_cache)
 
 
 def _generation_record(gen_dir: Path, roofline: Roofline) -> dict:
@@ -231,6 +247,7 @@ def library_record(
     max_gen: int | None,
     cache_dir: Path | None,
     launch_us: float | None = None,
+    write_cache: bool = True,
 ) -> dict:
     """One library: its deck entry (counts from deck.yaml), every finished generation, the latest
     selection and the final; sizes judged against the realistic roofline (``launch_us``: the arch's launch
@@ -246,7 +263,7 @@ def library_record(
         (int(m.group(1)), p) for p in lib_dir.iterdir() if p.is_dir() and (m := GEN_DIR.match(p.name))
     )
     for _, gdir in gen_dirs:
-        record = generation_record(gdir, roofline, cache_dir)
+        record = generation_record(gdir, roofline, cache_dir, write_cache)
         if record is not None:  # else still running
             gens.append(record)
     latest = gens[-1].pop("selection") if gens else None
@@ -435,10 +452,12 @@ def collect(
     config: Mapping | None = None,
     cache_dir: str | Path | None = None,
     libraries: list[str] | None = None,
+    write_cache: bool = True,
 ) -> dict[str, Any]:
     """Everything the pages show, from the files under ``results/<arch>/`` (missing files: empty parts).
 
-    ``libraries``: only these (default: those of deck.yaml, else every library folder on disk)."""
+    ``libraries``: only these (default: those of deck.yaml, else every library folder on disk);
+    ``write_cache=False``: read the digests cached in ``cache_dir``, store none."""
     results = Path(results)
     config = config or {}
     ceilings = _yaml(results / "ceilings.yaml") or {}
@@ -463,7 +482,9 @@ def collect(
         entry = (deck.get("libraries") or {}).get(name) or {}
         fam = entry.get("family")
         libs.append(
-            library_record(lib_dir, entry, peaks.get(fam) if fam else None, max_gen, cache, launch_us)
+            library_record(
+                lib_dir, entry, peaks.get(fam) if fam else None, max_gen, cache, launch_us, write_cache
+            )
         )
     for lib in libs:  # the family is certain only after the record is read
         if peaks.get(lib["family"]) is not None:

@@ -88,6 +88,12 @@ class GpuJob:
     def build_seconds(self, costs: Costs) -> float:
         return costs.startup_s + self.kernels * costs.build_s_per_kernel
 
+    @property
+    def recorded_seconds(self) -> float:
+        """The GPU seconds its samples.csv would record: launches × kernel time, the sum of ``time_us`` that
+        the budget counts (:func:`oto.measurement.budget.generation_gpu_seconds`)."""
+        return self.launches * self.kernel_us * 1e-6
+
 
 @dataclass
 class RunEstimate:
@@ -107,7 +113,7 @@ class RunEstimate:
     def generation_gpu_seconds(self, library: str) -> float:
         """Recorded GPU seconds (launches × kernel time, as samples.csv sums them) of one generation."""
         job = next(j for j in self.gpu_jobs if j.rule == "benchmark" and j.library == library)
-        return job.launches * job.kernel_us * 1e-6
+        return job.recorded_seconds
 
     @property
     def total_jobs(self) -> int:
@@ -535,7 +541,7 @@ def report(
         lines += workload_lines(est.workload)
     if budget_hours:
         lines += budget_lines(est, budget_hours)
-        recorded = sum(j.launches * j.kernel_us * 1e-6 for j in est.gpu_jobs if j.rule == "benchmark")
+        recorded = sum(j.recorded_seconds for j in est.gpu_jobs if j.rule == "benchmark")
         if recorded > 0:  # the budget counts what samples.csv records; a night also builds and starts Tensile
             night = gpu_b + est.build_seconds(target_costs)
             lines.append(

@@ -33,9 +33,12 @@ def run(
     check_finals(final_paths)
     results = Path(ceilings_path).parent
     # The generation digests the live page's refreshes cached (keyed on their files' sizes and times): a
-    # big deck's 32 generations are read once a run, not once per page.
+    # big deck's 32 generations are read once a run, not once per page. Read only: the cache is the live
+    # page's, and this rule writes nothing but its declared outputs.
     names = [p.parent.name for p in final_paths]
-    data: dict[str, Any] = collect(results, config, cache_dir=results / LIVE_DIR / "cache", libraries=names)
+    data: dict[str, Any] = collect(
+        results, config, cache_dir=results / LIVE_DIR / "cache", libraries=names, write_cache=False
+    )
     deck_source = ((read_yaml(deck_path) or {}).get("provenance") or {}).get("deck_source") or {}
     text = render_markdown(data, deck_source)
     atomic_write_text(out, text)

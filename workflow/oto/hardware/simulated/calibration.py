@@ -173,6 +173,11 @@ class RecordedFile:
         return self.library.family.code
 
     @property
+    def board(self) -> np.ndarray:
+        """(rows,): the board each row ran on (index into CAMPAIGNS: its campaign's CAMPAIGN_BOARD)."""
+        return np.asarray(CAMPAIGN_BOARD)[self.campaign]
+
+    @property
     def real_time_us(self) -> np.ndarray:
         return recorded_time_us(self.sizes, self.gflops_recorded, self.tensile_flops_per_mac)
 
@@ -540,13 +545,7 @@ def chip_knobs(
     the campaign with the most rows, and every other campaign present gets an operating point under its name;
     the profile's own clocks are fitted only for the rate classes that campaign has rows of."""
     main = main_campaign(files) if campaigns else None
-    classes = sorted(
-        {
-            f.library.family.rate_class
-            for f in files
-            if main is None or np.any(np.asarray(CAMPAIGN_BOARD)[f.campaign] == main)
-        }
-    )
+    classes = sorted({f.library.family.rate_class for f in files if main is None or np.any(f.board == main)})
     out = [
         Knob(f"chip:sustained_clock_mhz.{rc}", *chip_bounds(profile, f"sustained_clock_mhz.{rc}"))
         for rc in classes
@@ -563,7 +562,7 @@ def chip_knobs(
 
 def main_campaign(files: Sequence[RecordedFile]) -> int:
     """The board (index into CAMPAIGNS of a campaign, CAMPAIGN_BOARD) with the most rows in ``files``."""
-    boards = np.asarray(CAMPAIGN_BOARD)[np.concatenate([f.campaign for f in files])]
+    boards = np.concatenate([f.board for f in files])
     counts = np.bincount(boards, minlength=len(CAMPAIGNS))
     return int(np.argmax(counts))
 
@@ -606,14 +605,10 @@ def knobs_for(files: Sequence[RecordedFile], profile: Mapping[str, Any]) -> list
     peak = float(profile["clock_mhz"])
     out += [Knob(f"chip:sustained_clock_mhz.{rc}", 0.3 * peak, peak) for rc in classes]
     # boards only: a client variant's rows are simulated at its board's point (campaign_gpu)
-    boards = {CAMPAIGN_BOARD[c] for f in files for c in np.unique(f.campaign)}
+    boards = {int(b) for f in files for b in np.unique(f.board)}
     present = sorted({CAMPAIGNS[b] for b in boards} - {CAMPAIGNS[0]})
     for c in present:
-        mine = [
-            f
-            for f in files
-            if np.any(CAMPAIGN_BOARD[CAMPAIGNS.index(c)] == np.asarray(CAMPAIGN_BOARD)[f.campaign])
-        ]
+        mine = [f for f in files if np.any(f.board == CAMPAIGN_BOARD[CAMPAIGNS.index(c)])]
         rcs = sorted({f.library.family.rate_class for f in mine} & set(RATE_CLASSES_FITTED))
         out += [Knob(f"operating_point:{c}.clock.{rc}", *OPERATING_POINT_BOUNDS["clock"]) for rc in rcs]
         out += [
@@ -877,8 +872,10 @@ def fit(
     rank_margin: float = 0.01,
     rivals_per_row: int = 8,
     progress: Callable[[str], None] | None = None,
+    chip_seed: int = 0,
 ) -> FitResult:
-    """Fit the constants to the rows of ``files`` (pass the fit split only).
+    """Fit the constants to the rows of ``files`` (pass the fit split only), simulated on the virtual chip
+    ``chip_seed`` (SimGPU's seed: the one simulated rows ran on; 0 for measured rows, which have none).
 
     Least squares on log(sim time / real time) by Levenberg-Marquardt over bounded constants (logistic
     transform), with Huber weights (``huber`` in log units) so a few rows the model cannot explain do not pull
@@ -914,7 +911,7 @@ def fit(
     def residuals(u: np.ndarray) -> np.ndarray:
         values = _from_unit(u, knobs)
         ph, prof = with_values(names, values, start, profile)
-        gpu = SimGPU(prof, physics=ph)
+        gpu = SimGPU(prof, chip_seed, physics=ph)
         sim = [np.log(winner_times(gpu, f, i)) for f, i in zip(files, idx, strict=True)]
         out = [np.concatenate(sim) - np.concatenate(real)]
         for f, i, p, t_win in zip(files, idx, pairs, sim, strict=False):
@@ -1095,16 +1092,20 @@ def at_bounds(values: Mapping[str, float], knobs: Sequence[Knob]) -> dict[str, s
 
 
 def relative_errors(
-    files: Sequence[RecordedFile], profile: Mapping[str, Any], physics: Physics, names: Sequence[str]
+    files: Sequence[RecordedFile],
+    profile: Mapping[str, Any],
+    physics: Physics,
+    names: Sequence[str],
+    chip_seed: int = 0,
 ) -> dict[str, float]:
     """Relative standard error of each named constant at the profile's values: the linearised least-squares
     covariance sigma^2 (J^T J)^-1 of log(constant), J = d log(simulated time) / d log(constant) over the rows,
     sigma the residuals' spread. Correlated constants (DRAM latency against launch, say) show up here even
-    when each moves the times on its own."""
+    when each moves the times on its own. ``chip_seed``: as :func:`fit`'s."""
     real = np.concatenate([np.log(f.real_time_us) for f in files])
 
     def log_times(prof: Mapping[str, Any]) -> np.ndarray:
-        gpu = SimGPU(prof, physics=physics)
+        gpu = SimGPU(prof, chip_seed, physics=physics)
         return np.concatenate([np.log(winner_times(gpu, f)) for f in files])
 
     base = log_times(profile)
