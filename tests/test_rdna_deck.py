@@ -10,10 +10,14 @@ from pathlib import Path
 import pytest
 import yaml
 from oto.deck.sources import SHIPPED_MANIFEST, SHIPPED_MANIFESTS, library_from_logic, read_manifest
+from oto.deck.tuning_sizes import shipped_seeds
 from oto.gemm import Family, Library
 from oto.hardware.ceilings import family_peak_gflops
 from oto.hardware.profile import load_profile
 from oto.run.plan import PlanError, plan_run
+from oto.search.strategies import Evidence, make_strategy
+from oto.search.strategies.common import history
+from oto.search.tensile_space import tensile_space
 from oto.tensile import legality
 from oto.tensile import solution_fields as sf
 from oto.tensile.baseline import baseline_kernel
@@ -197,3 +201,24 @@ def test_the_navi31_manifest_is_its_shipped_logic(navi31_dir, code):
     for sol in raw[5]:
         state = sf.derive(sol, pt, (11, 0, 0))
         assert {k: state[k] for k in keys if k in sol} == {k: sol[k] for k in keys if k in sol}
+
+
+@pytest.mark.parametrize("arch", ["gfx1100", "gfx1103"])
+@pytest.mark.parametrize("name", ["Cijk_Alik_Bljk_HHS_BH", "Cijk_Ailk_Bljk_I8II_BH", "Cijk_Alik_Bjlk_HB"])
+def test_navi31s_shipped_wmma_seeds_are_points_of_rdna3s_space(arch, name):
+    """A shipped solution's canonical form omits the ISA knobs at Tensile's default (navi31's half kernels
+    carry no LocalDotLayout, many no ScheduleIterAlg) and navi31's int8 kernels pad LDS by 16: every one of
+    them was no point of RDNA3's space, so cold and warm runs started those libraries from random kernels.
+    Each now indexes, is legal, and reaches the first generation as a shipped solution."""
+
+    seeds = shipped_seeds(NAVI31.libraries[name], 32)
+    space = tensile_space(Library.parse(name), legality.Limits.from_profile(profile(arch)))
+    if name == "Cijk_Alik_Bljk_HHS_BH":
+        assert not any("LocalDotLayout" in s for s in seeds)  # Tensile's default, 1, left out
+    hist = history(Evidence(space, 0, [], seeds, frozenset()), space)
+    assert len(hist.seeds) == len(seeds) > 0 and all(space.valid(i) for i in hist.seeds)
+    for seed, idx in zip(seeds, hist.seeds, strict=True):
+        assert all(space.config(idx)[k] == v for k, v in seed.items() if k in space.names)
+    props = make_strategy("surrogate", 0).ask(Evidence(space, 0, [], seeds, frozenset()), 12)
+    shipped = [p for p in props if p.proposer == "seed"]
+    assert len(shipped) == 6 and [space.index(p.params) for p in shipped] == hist.seeds[:6]

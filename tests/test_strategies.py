@@ -334,3 +334,56 @@ def test_mapped_priors_leave_the_first_batch_its_random_design(distance):
     props = old.ask(Evidence(space, 0, [], (), frozenset(), prior=bowl_priors(1.0)), 12)
     assert sum("related problem" in p.rationale for p in props) == 4
     assert not any("initial design" in p.rationale for p in props)
+
+
+def test_a_configuration_that_leaves_a_parameter_out_indexes_at_its_default():
+    """As in a proposal, a parameter left out takes its default (Tensile's canonical form omits ISA knobs at
+    their default); a value the space lacks still indexes nowhere."""
+    space = Space("d", (Parameter("x", (1, 2, 4)), Parameter("y", (8, 16), default=16)))
+    assert space.index({"x": 2}) == (1, 1)
+    assert space.index({"y": 8}) == (0, 0)
+    assert space.index({"x": 3}) is None
+
+
+def test_mapped_priors_can_rank_the_shipped_seeds_neighbours():
+    """mapped_rank_neighbours (the default): the first generation takes the shipped seed's one-knob
+    neighbours in the order a model of the mapped priors gives them (the donor's ranking inside this GPU's
+    own region), not the space's order; the priors themselves are not proposed."""
+    space = bowl_space(True)
+    seed = {"x": 6, "y": 2, "z": 4}
+    # another GPU's kernels on both sides of the seed along x, better the larger x
+    prior = [
+        Observation(f"p{x}{y}", {"x": x, "y": y, "z": 4}, 0.1 * x, distance=1.0)
+        for x in (2, 3, 9, 10)
+        for y in (1, 2, 3)
+    ]
+    ev = Evidence(space, 0, [], [seed], frozenset(), prior=prior)
+    ranked = [p.params for p in make_strategy("surrogate", 0, {"mapped_first_bets": 0}).ask(ev, 4)]
+    off = {"mapped_first_bets": 0, "mapped_rank_neighbours": False}
+    plain = [p.params for p in make_strategy("surrogate", 0, off).ask(ev, 4)]
+    assert ranked[0] == plain[0] == seed
+    assert ranked[1] == {**seed, "x": 7} != plain[1]
+    assert all(sum(p[k] != seed[k] for k in seed) == 1 for p in ranked[1:])  # one-knob neighbours
+    at = {tuple(o.params.values()) for o in prior}
+    assert not any(tuple(p.values()) in at for p in ranked)
+
+
+def test_mapped_priors_can_stay_out_of_the_model():
+    """mapped_priors_in_model false: the mapped priors' labels do not shape the Gaussian process, so scaling
+    them changes no proposal of a later generation; in the model it does."""
+    space = bowl_space(True)
+    measured = [{"x": x, "y": y, "z": 2} for x, y in [(2, 2), (4, 6), (6, 9), (10, 1), (1, 10), (3, 3)]]
+    obs = sorted(
+        (Observation(f"m{i}", c, 1.0 / bowl_time(c)) for i, c in enumerate(measured)), key=lambda o: -o.score
+    )
+    seen = frozenset(o.kernel_id for o in obs)
+    scaled = [Observation(o.kernel_id, o.params, o.score * 10, distance=1.0) for o in bowl_priors(1.0)]
+
+    def asked(options, prior):
+        ev = Evidence(space, 1, obs, (), seen, prior=prior)
+        return [p.params for p in make_strategy("surrogate", 2, options).ask(ev, 6)]
+
+    out = {"mapped_priors_in_model": False, "initial_design": 1}
+    assert asked(out, bowl_priors(1.0)) == asked(out, scaled)
+    inside = {"initial_design": 1}
+    assert asked(inside, bowl_priors(1.0)) != asked(inside, scaled)

@@ -9,7 +9,7 @@ import yaml
 from oto.gemm import Library
 from oto.registry.transfer import valu_only
 from oto.search.evidence import warm_priors
-from oto.search.prior_map import map_priors
+from oto.search.prior_map import KNOB_WEIGHT, map_priors
 from oto.search.space import Parameter, Space
 from oto.search.strategies import Evidence, Observation
 from oto.search.strategies.common import history
@@ -42,12 +42,14 @@ def rdna2_kernel(library: Library, **knobs) -> dict:
 
 
 def test_an_rdna2_prior_maps_to_a_legal_wmma_point_of_gfx1103():
-    """gfx1035's half kernels are no point of gfx1103's space (it has WMMA knobs they lack), so before the
-    mapping the search dropped every one; now each lands on a legal gfx1103 kernel with the target's matrix
-    instruction, the donor's macro tile and depth, and is labelled with where it came from."""
+    """gfx1035's half kernels lack gfx1103's WMMA knobs; before the mapping the search dropped every one
+    (their ids were no points of its space); now each lands on a legal gfx1103 kernel with the target's
+    matrix instruction, the donor's macro tile and depth, and is labelled with where it came from."""
     donor = rdna2_kernel(HALF, LocalDotLayout=2, InnerUnroll=2)
     target = tensile_space(HALF, limits("gfx1103"))
-    assert target.index(donor) is None  # what the search dropped
+    # as it is, a VALU dot2 kernel of gfx1103 too (its missing WMMA knobs index at their defaults); a donor
+    # ISA without WMMA makes it adopt the target's instruction all the same
+    assert target.valid(target.index(donor))
     know = [
         {
             "id": "kdonor",
@@ -88,6 +90,21 @@ def test_int8_dot_kernels_map_onto_gfx1103_which_has_no_dot4():
     assert moved.priors[0].score == 1.2  # the better-scored prior keeps the point
     assert legality.check(INT8, moved.priors[0].params, limits("gfx1103")).valid
     assert macro_tile(moved.priors[0].params) == (32, 32)
+
+
+def test_a_moved_prior_is_never_at_distance_zero():
+    """navi21's HB kernel [8, 8] x [16, 8] keeps its macro tile, depth and knobs on gfx1103 and only adopts
+    WMMA: the geometry terms give 0, which the surrogate took for a prior legal here as it is (four first bets
+    before the shipped seeds, a full place in the model, never relevelled). A moved prior is one knob away."""
+    hb = Library.parse("Cijk_Alik_Bjlk_HB")
+    donor = rdna2_kernel(hb, GlobalReadVectorWidth=8)
+    target = tensile_space(hb, limits("gfx1103"))
+    moved = map_priors([Observation("kvalu", donor, 1.3)], target, [valu_only("gfx1035", hb.name)])
+    assert moved.mapped == 1 and moved.priors[0].params["MatrixInstruction"] == [16, 16, 16, 1]
+    assert macro_tile(moved.priors[0].params) == macro_tile(donor)
+    assert moved.distances == [KNOB_WEIGHT] and moved.priors[0].distance == KNOB_WEIGHT
+    hist = history(Evidence(target, 0, [], (), frozenset(), prior=moved.priors), target)
+    assert hist.prior_distances == [KNOB_WEIGHT]
 
 
 def test_priors_legal_here_pass_through_unchanged():

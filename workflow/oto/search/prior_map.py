@@ -22,7 +22,8 @@ The rules come from the target's legality (:mod:`oto.tensile.legality`, through 
 
 The **distance** of a mapped prior is its geometry distance + ``|log2 DepthU'/DepthU|`` + 0.25 for each other
 knob whose value differs from the donor's (snapped ones included); the instruction and wave size of rule 2
-count nothing. Geometries are tried in order of distance (at most :data:`GEOMETRIES_TRIED`), stopping once no
+count nothing; a mapped prior is at least 0.25 away (one knob), so that distance 0 means legal here as it is.
+Geometries are tried in order of distance (at most :data:`GEOMETRIES_TRIED`), stopping once no
 further one can be nearer than the best legal point found. A prior legal here as it is passes **unchanged**
 (the same observation, distance 0).
 
@@ -105,6 +106,10 @@ def map_priors(priors: Sequence[Observation], space: Space, valu_only: Sequence[
             out.as_is += 1
             out.priors.append(prior)
             continue
+        # a moved kernel is at least one knob away: the geometry terms leave the adopted instruction and the
+        # vector widths out, and a distance of 0 would pass it off as legal here as it is (the surrogate
+        # weighs priors with distance 0 as this GPU's own)
+        distance = max(distance, KNOB_WEIGHT)
         out.mapped += 1
         out.distances.append(distance)
         where = f"mapped from {prior.kernel_id} to the nearest legal point here (distance {distance:.2f})"

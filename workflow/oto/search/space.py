@@ -160,10 +160,13 @@ class Space:
         return self.complete(out) if self.complete is not None else out
 
     def index(self, config: Mapping[str, Any]) -> Index | None:
-        """Index tuple of a configuration, or None when a value is not in the space."""
+        """Index tuple of a configuration, or None when a value is not in the space. A parameter the
+        configuration leaves out takes its default, as in a proposal: Tensile's canonical form omits the ISA
+        knobs at Tensile's default (LocalDotLayout 1, ScheduleIterAlg 1), so navi31's shipped half and int8
+        kernels carry none and would otherwise be no point of RDNA3's space."""
         out = []
         for p in self.parameters:
-            v = config.get(p.name)
+            v = config.get(p.name, p.default_value)
             v = tuple(v) if isinstance(v, list) else v
             try:
                 out.append(p.values.index(v))

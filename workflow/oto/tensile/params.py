@@ -170,6 +170,8 @@ def space_params(caps: IsaCaps, family: Family | None = None) -> dict[str, Param
     if wmma:
         wider["ThreadTile"] = _WIDER["ThreadTile"]
         wider["GlobalReadVectorWidth"] = _WIDER["GlobalReadVectorWidth"]
+        # navi31's shipped WMMA kernels pad LDS by 16: without it they would be no point of the space
+        wider["LdsPadA"], wider["LdsPadB"] = _WIDER["LdsPadA"], _WIDER["LdsPadB"]
         names = ("MatrixInstruction", "SourceSwap", "TransposeLDS", "WaveSeparateGlobalReadA")
         names += ("WaveSeparateGlobalReadB", "ScheduleIterAlg")
         knobs += [ISA_PARAMS[name] for name in names if family is None or name != "SourceSwap"]

@@ -31,7 +31,9 @@ noise, so they shape the model early and are overruled by this library's own mea
 from another GPU's space (:mod:`oto.search.prior_map`) are weaker still: their labels are on the other GPU's
 scale, so once some of them are measured here all of them are shifted by the mean gap
 (:func:`relevel_mapped_priors`); they do not replace the first batch's random configurations, and only
-``mapped_first_bets`` of them are among its first bets.
+``mapped_first_bets`` of them are among its first bets; where the library has shipped seeds, the first
+generation takes the seeds' one-knob neighbours in the order a model of the mapped priors alone ranks them
+(``mapped_rank_neighbours``: the donor's ranking inside this GPU's own region).
 Deterministic for a given (seed, evidence): every ask rebuilds its state from the evidence.
 """
 
@@ -65,6 +67,10 @@ PRIOR_NOISE = 0.3  # variance added to transferred points (standardised units)
 MAPPED_PRIOR_RELEVEL = 1.0  # share of the measured offset of mapped priors applied to all of them
 MAPPED_FIRST_BETS = 2  # of the first generation's bets on priors, how many may be mapped ones
 MAPPED_PRIORS_IN_DESIGN = False  # mapped priors do not stand in for the initial design's random kernels
+MAPPED_PRIORS_IN_MODEL = True  # mapped priors are training points of the Gaussian process
+# the shipped seeds' neighbours in the mapped priors' order: chosen on the same development pairs once the
+# RDNA3 seeds indexed (bench/RESULTS.md, "The shipped RDNA3 seeds indexed ...")
+MAPPED_RANK_NEIGHBOURS = True
 POOL_RANDOM = 600  # random valid configurations scored per ask (enumerated spaces)
 TOP_NEIGHBOURHOODS = 8  # best configurations whose one-step neighbourhood is always scored
 LINE_TOPS = 3  # best configurations whose one-parameter lines (any value of one knob) are scored
@@ -274,6 +280,20 @@ class SurrogateStrategy(BaseStrategy):
             200,
         ),
         Option(
+            "mapped_priors_in_model",
+            MAPPED_PRIORS_IN_MODEL,
+            "whether priors moved from another GPU's space are training points of the Gaussian process (its "
+            "picture of this space); if not, they act only through their ranking among themselves: the first "
+            "bets and ``mapped_rank_neighbours``",
+        ),
+        Option(
+            "mapped_rank_neighbours",
+            MAPPED_RANK_NEIGHBOURS,
+            "whether the first generation takes the shipped solutions' one-knob neighbours in the order a "
+            "model of the priors moved from another GPU's space ranks them (the donor's ranking inside this "
+            "GPU's own region), rather than seed by seed",
+        ),
+        Option(
             "initial_design",
             8,
             "random configurations before the model is trusted (no seeds, no priors)",
@@ -326,13 +346,24 @@ class SurrogateStrategy(BaseStrategy):
             return len(hist.prior_points)
         return sum(1 for d in hist.prior_distances if d == 0)
 
-    @staticmethod
-    def _seed_generation(pick: Picker, hist: History) -> None:
+    def _seed_generation(self, pick: Picker, hist: History) -> None:
         for s in hist.seeds[: max(1, pick.n // 2)]:
             pick.offer(s, "shipped solution used at a tuning size", proposer="seed")
-        for s in hist.seeds:
-            for nb in hist.space.neighbours(s):
-                pick.offer(nb, "one-knob neighbour of a shipped solution")
+        neighbours = list(dict.fromkeys(nb for s in hist.seeds for nb in hist.space.neighbours(s)))
+        priors = zip(hist.prior_points, hist.prior_costs, hist.prior_distances, strict=True)
+        mapped = [(p, c) for p, c, d in priors if d > 0]
+        why = "one-knob neighbour of a shipped solution"
+        if self.settings["mapped_rank_neighbours"] and len(mapped) >= 2 and neighbours:
+            # a model of the mapped priors alone: only the order it gives this GPU's own candidates is used
+            ys = np.asarray([c for _, c in mapped])
+            gp = GP(hist.space.encode([p for p, _ in mapped]), ys, np.zeros(len(ys)))
+            mean, _ = gp.predict(hist.space.encode(neighbours))
+            neighbours = [neighbours[int(i)] for i in np.argsort(mean, kind="stable")]
+            why += ", in the order of the mapped priors' model"
+        for nb in neighbours:
+            if pick.full:
+                break
+            pick.offer(nb, why)
 
     def _pool(self, hist: History, rng: np.random.Generator) -> list[Index]:
         space = hist.space
@@ -412,8 +443,10 @@ class SurrogateStrategy(BaseStrategy):
         if len(ok) > MAX_TRAIN:  # the best half, then an even spread over the rest
             rest = ok[MAX_TRAIN // 2 :]
             ok = ok[: MAX_TRAIN // 2] + rest[:: max(1, len(rest) // (MAX_TRAIN // 2))][: MAX_TRAIN // 2]
-        pts = [p for p, _ in ok] + hist.prior_points
-        ys = [c for _, c in ok] + hist.prior_costs
+        keep = [self.settings["mapped_priors_in_model"] or d == 0 for d in hist.prior_distances]
+        prior_pts = [p for p, k in zip(hist.prior_points, keep, strict=True) if k]
+        pts = [p for p, _ in ok] + prior_pts
+        ys = [c for _, c in ok] + [c for c, k in zip(hist.prior_costs, keep, strict=True) if k]
         # Clipping the worst costs (warping, as in HEBO/SMAC's log-transforms): the model spends its
         # capacity on the good region instead of on how bad the worst kernels are, which otherwise
         # makes a slightly worse-on-average region that holds the optimum look hopeless.
@@ -426,7 +459,7 @@ class SurrogateStrategy(BaseStrategy):
         ys += [worst] * len(failed)
         extra = np.r_[
             np.zeros(len(ok)),
-            np.full(len(hist.prior_points), self.settings["prior_noise"]),
+            np.full(len(prior_pts), self.settings["prior_noise"]),
             np.zeros(len(failed)),
         ]
         memo = self._hyper.get(space.name)
