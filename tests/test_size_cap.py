@@ -5,6 +5,7 @@ plan; a bad cap fails the dry-run naming the field."""
 
 from __future__ import annotations
 
+import copy
 import json
 from pathlib import Path
 
@@ -72,8 +73,15 @@ def test_a_workload_size_is_never_dropped():
         calls[i] = c
     keep = SizeCap(10).sample(lib.sizes, calls)
     assert {5, 300, 511} <= set(keep) and len(keep) == 10
-    # the workload alone exceeds the cap: every size it calls is kept, nothing else
+    # the workload alone exceeds the cap: every size it calls is kept, nothing else, and the record says so
     assert SizeCap(2).sample(lib.sizes, calls) == [5, 300, 511]
+    called = copy.deepcopy(lib)
+    called.calls = calls
+    record = cap_library(called, SizeCap(2))
+    assert record["kept"] == 3 and record["workload_sizes"] == 3 and called.calls == [7, 100, 1]
+    assert record["note"] == "the workload calls 3 sizes, more than the cap: every one is kept"
+    md = "\n".join(size_cap_markdown(cap_summary({lib.name: called}, 2)))
+    assert f"{lib.name} 3 of 512 (the workload calls 3 sizes, more than the cap: every one is kept)" in md
 
 
 def test_a_capped_library_carries_its_record_and_round_trips(tmp_path):

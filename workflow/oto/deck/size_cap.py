@@ -118,13 +118,12 @@ def cap_library(lib: LibraryDeck, cap: SizeCap) -> dict[str, Any] | None:
     if len(keep) == len(lib.sizes):
         return None
     called = sum(1 for c in lib.calls or [] if c > 0)
+    shipped = bool(lib.solutions) and all(s is not None for s in lib.shipped)  # no size a workload added
     record = {
         "max_sizes": cap.max_sizes,
         "kept": len(keep),
         "of": len(lib.sizes),
-        "of_what": "shipped sizes"
-        if all(s is not None for s in lib.shipped) and lib.solutions
-        else "deck sizes",
+        "of_what": "shipped sizes" if shipped else "deck sizes",
         "workload_sizes": called,
     }
     if called > cap.max_sizes:
@@ -139,7 +138,7 @@ def cap_library(lib: LibraryDeck, cap: SizeCap) -> dict[str, Any] | None:
 
 
 def kept_text(kept: int, of: int, caps: Iterable[int], of_what: str = "shipped sizes") -> str:
-    """ "N of M shipped sizes kept (deck.max_sizes: K)"."""
+    """The sentence every page repeats: N of M shipped sizes kept (deck.max_sizes: K)."""
     shown = ", ".join(str(c) for c in sorted(set(caps)))
     return f"{kept:,} of {of:,} {of_what} kept ({FIELD}: {shown})"
 

@@ -104,7 +104,10 @@ def size_cap_markdown(cap: Mapping | None) -> list[str]:
     footprint (nothing without a capped library)."""
     if not cap:
         return []
-    per = "; ".join(f"{n} {r['kept']} of {r['of']}" for n, r in cap["libraries_capped"].items())
+    per = "; ".join(
+        f"{n} {r['kept']} of {r['of']}" + (f" ({r['note']})" if r.get("note") else "")
+        for n, r in cap["libraries_capped"].items()
+    )
     return [
         f"**Capped deck: {cap['text']}.** Each capped library keeps every size a workload calls, then "
         "sizes spread over its flops and batch counts (oto.deck.size_cap); every figure of this report is "

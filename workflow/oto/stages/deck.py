@@ -35,4 +35,6 @@ def run(settings: Mapping[str, Any], library: str, out: str | Path) -> LibraryDe
     if lib.size_cap:  # a demo's sample, not the footprint: said wherever the deck is read
         cap = lib.size_cap
         log.info("%s: %s", library, kept_text(cap["kept"], cap["of"], [cap["max_sizes"]], cap["of_what"]))
+        if cap.get("note"):
+            log.warning("%s: deck.max_sizes %d: %s", library, cap["max_sizes"], cap["note"])
     return lib
