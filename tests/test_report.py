@@ -220,3 +220,30 @@ def test_report_gives_the_workloads_time_saved_and_the_weighted_geomean(tmp_path
     assert "| Cijk_Ailk_Bljk_DB | 40 | 2 ms | 1.5 ms | 0.5 ms | 0.4 ms … 0.6 ms | 25.0 |" in text
     assert "- t.csv:2: GemmAndBiasTunableOp_float_TN,tn_8_8_8 (3 calls): GEMM with a bias epilogue" in text
     assert 'data-test="workload"' in html and "400 … 600" in html and "3 calls not covered" in html
+
+
+def test_a_capped_deck_is_stated_in_both_reports_and_a_whole_one_adds_nothing(tmp_path):
+    """config deck.max_sizes kept a sample: acceptance.md and .html say "N of M shipped sizes kept"; a cap
+    no library reached (deck.yaml says so) leaves the pages as they were."""
+    res = make_results(tmp_path)
+    before, before_html = _run(res, tmp_path)
+    deck = yaml.safe_load((res / "deck.yaml").read_text())
+    deck["size_cap"] = {"max_sizes": 8, "kept": 16, "of": 16, "text": "16 of 16 shipped sizes kept "
+                        "(deck.max_sizes: 8): every library within the cap, the whole footprint",
+                        "libraries_capped": {}}  # fmt: skip
+    (res / "deck.yaml").write_text(yaml.safe_dump(deck))
+    again, again_html = _run(res, tmp_path)
+    assert again == before and 'data-test="size-cap"' not in again_html and "Capped deck" not in again_html
+    assert len(again_html) == len(before_html)  # as before, but for the time it was generated
+    deck["size_cap"] = {"max_sizes": 4, "kept": 8, "of": 16, "text": "8 of 16 shipped sizes kept "
+                        "(deck.max_sizes: 4)", "libraries_capped": {"Cijk_Ailk_Bljk_DB": {"kept": 4, "of": 8},
+                        "Cijk_Ailk_Bjlk_DB": {"kept": 4, "of": 8}}}  # fmt: skip
+    (res / "deck.yaml").write_text(yaml.safe_dump(deck))
+    text, html = _run(res, tmp_path)
+    assert "**Capped deck: 8 of 16 shipped sizes kept (deck.max_sizes: 4).**" in text
+    assert text.index("## Coverage of the deck") < text.index("Capped deck") < text.index("## Per family")
+    assert (
+        'data-test="size-cap"' in html
+        and "Capped deck: 8 of 16 shipped sizes kept (deck.max_sizes: 4)." in html
+    )
+    assert "Cijk_Ailk_Bljk_DB 4 of 8" in html

@@ -152,7 +152,12 @@ def night_record(config: Mapping[str, Any], stock: str | None = None) -> dict[st
     and an id, a digest of the run's whole config (the same config names the same night; no clock, so a
     repeated run writes the same files). Families given per stock library are recorded as this arch's entry
     (``stock``: the profile's ``stock_library.logic_prefix``), the selection this run made."""
-    text = json.dumps(config, sort_keys=True, default=str)
+    digested = dict(config)
+    if isinstance(config.get("deck"), Mapping) and config["deck"].get("max_sizes") is None:
+        # no size cap (the schema's default): digested as before the field existed, so an uncapped run
+        # keeps the night id it had
+        digested["deck"] = {k: v for k, v in config["deck"].items() if k != "max_sizes"}
+    text = json.dumps(digested, sort_keys=True, default=str)
     search = config.get("search") or {}
     families = config.get("families")
     if isinstance(families, Mapping) and stock in families:

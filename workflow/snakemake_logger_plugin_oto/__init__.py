@@ -256,7 +256,8 @@ class LogHandler(LogHandlerBase):
         estimate = {"gpu_seconds": {}} if plan is None else plan_document(plan)
         _set_prior(progress, estimate, fresh=False)
         resumed = jobs_done() if jobs_done is not None else None
-        for line in plan_lines(self.planned_jobs, progress.how_long(), resumed):
+        cap = (estimate or {}).get("size_cap")
+        for line in plan_lines(self.planned_jobs, progress.how_long(), resumed, cap):
             self._write(line)
 
     def _summary(self) -> None:

@@ -95,6 +95,9 @@ class LibraryDeck:
     # a second floor raced in finalize and reported beside the floor: upstream's native library for the GPU
     # (config deck.native_floor), as deck.yaml carries it; None: none
     native_floor: dict | None = None
+    # what config deck.max_sizes kept of a library with more sizes (oto.deck.size_cap.cap_library: kept, of,
+    # max_sizes...); None: every size of its source
+    size_cap: dict | None = None
     # the floor object of ``floor``, rebuilt when ``floor`` is replaced (emit asks once per reference kernel)
     _floor_cache: tuple | None = field(default=None, init=False, repr=False, compare=False)
 
@@ -114,6 +117,8 @@ class LibraryDeck:
             out["floor"] = self.floor
         if self.native_floor is not None:
             out["native_floor"] = self.native_floor
+        if self.size_cap is not None:
+            out["size_cap"] = self.size_cap
         return out
 
     @classmethod
@@ -130,7 +135,10 @@ class LibraryDeck:
             calls=data.get("calls"),
             floor=data.get("floor"),
             native_floor=data.get("native_floor"),
+            size_cap=data.get("size_cap"),
         )
+        if lib.size_cap is not None and not isinstance(lib.size_cap, Mapping):
+            raise DeckError(f"{where}: {lib.name}: field 'size_cap' is not a mapping")
         for key in ("solutions", "sizes", "shipped", "weights"):
             if not isinstance(getattr(lib, key), list):
                 raise DeckError(f"{where}: {lib.name}: field '{key}' is not a list")
@@ -244,6 +252,8 @@ class Deck:
     # a workload's record (oto.deck.sources.workload_summary: its files, the calls covered, the uncovered
     # GEMMs with why); None: no workload
     workload: dict | None = None
+    # what config deck.max_sizes kept over the libraries (oto.deck.size_cap.cap_summary); None: no cap
+    size_cap: dict | None = None
 
     def __post_init__(self) -> None:
         self.libraries = dict(sorted(self.libraries.items()))
@@ -298,6 +308,7 @@ def write_deck_yaml(deck: Deck, path: str | Path, provenance: Mapping[str, Any])
             "pattern": lib.pattern,
             "key_length": lib.logic.get("key_length"),
             **lib.stats(),
+            **({"size_cap": lib.size_cap} if lib.size_cap else {}),
         }
         for n, lib in deck.libraries.items()
     }
@@ -311,6 +322,7 @@ def write_deck_yaml(deck: Deck, path: str | Path, provenance: Mapping[str, Any])
             "families": deck.families(),
             "libraries": libs,
             **({"workload": deck.workload} if deck.workload is not None else {}),
+            **({"size_cap": deck.size_cap} if deck.size_cap is not None else {}),
         },
     )
 

@@ -33,6 +33,7 @@ from typing import Any, ClassVar, Protocol
 
 from oto.deck.floors import NONE, OWN, BaselineFloor, FloorError, foreign_floor
 from oto.deck.model import Deck, DeckError, LibraryDeck, check_sizes
+from oto.deck.size_cap import SizeCap, cap_library, cap_summary
 from oto.deck.workload import Uncovered, Workload, WorkloadError, read_workload
 from oto.gemm import FamilyCodeError, Library
 from oto.tensile import legality
@@ -707,9 +708,10 @@ def check_capabilities(
 
 def deck_settings(deck_config: Mapping[str, Any], profile: Mapping[str, Any]) -> dict[str, Any]:
     """What the deck rule needs from config ``deck`` (validated: defaults filled in) and the profile: the
-    source and path, the floor's, the arch a rocBLAS folder is read for (the profile's stock library) and,
-    when config ``deck.workload`` names files, those and the workload's share of the weight (absent without
-    them, so a run without a workload keeps the deck rule's parameters of before)."""
+    source and path, the floor's, the arch a rocBLAS folder is read for (the profile's stock library),
+    when config ``deck.workload`` names files, those and the workload's share of the weight, and the size cap
+    when config ``deck.max_sizes`` sets one (each absent otherwise, so a run without them keeps the deck
+    rule's parameters of before)."""
     floor = deck_config["floor"]
     out = {
         "source": deck_config["source"],
@@ -723,6 +725,9 @@ def deck_settings(deck_config: Mapping[str, Any], profile: Mapping[str, Any]) ->
     if deck_config.get("workload"):
         out["workload"] = [{"source": w["source"], "path": w["path"]} for w in deck_config["workload"]]
         out["workload_share"] = float(deck_config["workload_share"])
+    cap = SizeCap.from_config(deck_config)
+    if cap.max_sizes is not None:
+        out["max_sizes"] = cap.max_sizes
     return out
 
 
@@ -967,14 +972,17 @@ def attach_floor(deck: Deck, settings: Mapping[str, Any]) -> dict[str, Any] | No
 def load_run_deck(
     settings: Mapping[str, Any], libraries: Sequence[str] | None = None
 ) -> tuple[Deck, Deck, dict[str, Any] | None]:
-    """The source's whole deck, the selected libraries (None: every one) with their floors attached and the
-    workload layered on (``selected.workload``: its record, None without one), and what the floor is (None:
-    the deck's own shipped kernels)."""
+    """The source's whole deck, the selected libraries (None: every one) with their floors attached, the
+    workload layered on (``selected.workload``: its record, None without one) and config ``deck.max_sizes``
+    applied (``selected.size_cap``: what it kept, None without a cap), and what the floor is (None: the
+    deck's own shipped kernels)."""
     source = run_source(settings)
     full = source.load()
     selected = _selected(full, sorted(libraries) if libraries is not None else None, str(settings["path"]))
     layered = workload_sources(settings)
-    libs = {n: copy.deepcopy(lib) for n, lib in selected.libraries.items()} if layered else selected.libraries
+    cap = SizeCap.from_settings(settings)
+    changed = layered or cap.max_sizes is not None  # the source's own libraries (its stats) stay as read
+    libs = {n: copy.deepcopy(lib) for n, lib in selected.libraries.items()} if changed else selected.libraries
     selected = Deck(full.source, full.arch_source, dict(libs))
     if layered:
         selected.workload = add_workload(selected, layered, settings["workload_share"], full.libraries)
@@ -984,9 +992,28 @@ def load_run_deck(
             if u.library and u.library in full.libraries:
                 u.reason = NOT_SELECTED.format(u.library)
         selected.workload = workload_summary(selected, [_file_record(source)], missing, None)
+    cap_deck(selected, cap, settings["workload_share"] if layered else 1.0)
+    selected.size_cap = cap_summary(selected.libraries, cap.max_sizes)
     floor = attach_floor(selected, settings)
     attach_native_floor(selected, settings)
     return full, selected, floor
+
+
+def cap_deck(deck: Deck, cap: SizeCap, share: float = 1.0) -> dict[str, dict[str, Any]]:
+    """Apply config ``deck.max_sizes`` to every library of ``deck`` (:mod:`oto.deck.size_cap`: the sizes a
+    workload calls first, then a spread over the rest), in place, after the workload is layered on (so its
+    sizes are known) and before the floors. A workload's library gets its weights again from the calls it
+    kept (``share``: config ``deck.workload_share``; 1 for a workload source), mean 1 over its kept sizes.
+    Returns each capped library's record."""
+    out = {}
+    for name, lib in deck.libraries.items():
+        record = cap_library(lib, cap)
+        if record is None:
+            continue
+        if lib.calls is not None:
+            lib.weights = weights_from_calls(lib.calls, share)
+        out[name] = record
+    return out
 
 
 def workload_coverage(settings: Mapping[str, Any], deck: Deck) -> dict[str, Any] | None:

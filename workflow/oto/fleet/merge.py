@@ -34,7 +34,8 @@ from typing import Any
 import oto
 from oto.deck.model import Deck, DeckError, LibraryDeck, write_deck_yaml, write_library_yaml
 from oto.deck.shards import Shard
-from oto.deck.sources import attach_floor, deck_settings, run_source
+from oto.deck.size_cap import SizeCap
+from oto.deck.sources import attach_floor, cap_deck, deck_settings, run_source
 from oto.files import atomic_write_text, read_yaml, write_yaml
 from oto.fleet import split_passthrough
 from oto.fleet.archive import Budget, Limits, Rejected
@@ -255,6 +256,7 @@ def _merge_into(
     pinned = settings.tensile_version or state.get("tensile_version")
     deck_setup = deck_settings(settings.config["deck"], settings.arch_profile)
     deck = run_source(deck_setup).load()
+    cap_deck(deck, SizeCap.from_settings(deck_setup))  # config deck.max_sizes: the sizes the run tuned
     floor = attach_floor(deck, deck_setup)  # each merged library races the floor the config names
     kept = KeptBundles(arch_dir / "fleet" / "bundles", staging / "fleet" / "bundles")
     kept.carry(list(known.values()), before.get("lost") or [])

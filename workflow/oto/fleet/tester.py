@@ -353,7 +353,8 @@ def shards_main(argv: list[str]) -> int:
 
     from oto.config import validate_config
     from oto.deck.model import DeckError
-    from oto.deck.sources import deck_settings, run_source
+    from oto.deck.size_cap import SizeCap
+    from oto.deck.sources import cap_deck, deck_settings, run_source
     from oto.hardware.profile import ProfileError
     from oto.run.plan import PlanError, select_libraries
 
@@ -373,7 +374,8 @@ def shards_main(argv: list[str]) -> int:
         with open(args.configfile) as fh:
             cfg = validate_config(yaml.safe_load(fh) or {}, args.configfile)
         profile = load_profile(profile_path(cfg["arch"]))
-        source = run_source(deck_settings(cfg["deck"], profile))
+        settings = deck_settings(cfg["deck"], profile)
+        source = run_source(settings)
         stock = profile["stock_library"]["logic_prefix"]
         selected = select_libraries(
             source.plan().libraries, cfg["families"], cfg["patterns"], args.configfile, stock
@@ -383,6 +385,7 @@ def shards_main(argv: list[str]) -> int:
         print(f"oto shards: {exc}")
         return 2
     deck = source.load(libs)
+    cap_deck(deck, SizeCap.from_settings(settings))  # config deck.max_sizes: the sizes a shard tunes
     for i in range(1, args.count + 1):
         mine = Shard(i, args.count).select(libs)
         sizes = sum(len(deck.libraries[x].sizes) for x in mine)

@@ -99,6 +99,24 @@ def nights_markdown(nights: Mapping[str, Mapping], finished: Sequence[str]) -> l
     return out
 
 
+def size_cap_markdown(cap: Mapping | None) -> list[str]:
+    """What config deck.max_sizes kept, under the coverage table: the tuned deck is a sample, not the
+    footprint (nothing without a capped library)."""
+    if not cap:
+        return []
+    per = "; ".join(
+        f"{n} {r['kept']} of {r['of']}" + (f" ({r['note']})" if r.get("note") else "")
+        for n, r in cap["libraries_capped"].items()
+    )
+    return [
+        f"**Capped deck: {cap['text']}.** Each capped library keeps every size a workload calls, then "
+        "sizes spread over its flops and batch counts (oto.deck.size_cap); every figure of this report is "
+        "over the kept sizes, not the shipped footprint (set `deck.max_sizes: null` for the whole deck). "
+        f"Per library: {per}.",
+        "",
+    ]
+
+
 def render_markdown(data: Mapping, deck_source: Mapping) -> str:
     tol = data["tie_tolerance"] or 0.0
     fin, cov = data["final"], data["coverage"]
@@ -143,6 +161,7 @@ def render_markdown(data: Mapping, deck_source: Mapping) -> str:
         f"| solutions in the tuned libraries | — | {cov['shipped_solutions_selected']} of "
         f"{cov['solutions_in_source'] or '?'} |",
         "",
+        *size_cap_markdown(cov.get("size_cap")),
         "## Per family: % of the theoretical ceiling",
         "",
         "| family | patterns | sizes | theoretical GFLOPS | best % | median % | median % of roofline |",

@@ -359,6 +359,9 @@ def _coverage(deck: Mapping, libs: list[dict]) -> dict[str, Any]:
         "final_sizes_with_winner": sum(1 for f in finals for r in f["per_size"] if r.get("winner")),
         "final_kernels": sum(len(f["kernels"]) for f in finals),
         "final_shipped_kernels": sum(f.get("shipped_kernels", 0) for f in finals),
+        # config deck.max_sizes kept a sample of some library's sizes: every page says so (a demo's deck is
+        # not the footprint); absent when every library has all its sizes
+        **({"size_cap": deck["size_cap"]} if (deck.get("size_cap") or {}).get("libraries_capped") else {}),
     }
 
 

@@ -180,6 +180,9 @@ def _whole_run(results: Path, outs: set[Path] | None) -> list[str]:
     if not library_built:
         lines.append(f"  {'library':<10s} not built by this run (target {results / LIBRARY} builds it)")
     lines += [f"  {label:<10s} {text}" for label, text in _headlines(doc)]
+    cap = (doc.get("coverage") or {}).get("size_cap")
+    if cap:  # a demo's sample of the deck: the figures above are not the footprint's
+        lines.append(f"  {'deck':<10s} capped: {cap['text']}; the figures are over the kept sizes")
     return lines + numbers_lines(numbers)
 
 
@@ -249,4 +252,20 @@ def _library_figures(path: Path) -> tuple[str, str, str | None]:
     b = s.get("best_shipped") or {}
     counts = (b.get(k) for k in ("wins", "ties", "losses", "kept_by_best_shipped"))
     best = _best_shipped(b.get("geomean_score"), b.get("sizes"), counts)
-    return label, ", ".join(p for p in parts if p) + best, str(kind) if kind else None
+    deck = (path.parent if final else path.parent.parent) / "deck.yaml"
+    return label, ", ".join(p for p in parts if p) + best + _library_cap(deck), str(kind) if kind else None
+
+
+def _library_cap(deck_path: Path) -> str:
+    """The tail a capped library's figures get: its deck is a sample (config deck.max_sizes)."""
+    from oto.deck.size_cap import kept_text
+
+    try:
+        cap = (read_yaml(deck_path) or {}).get("size_cap")
+    except (OSError, StageFileError, AttributeError):
+        return ""
+    if not isinstance(cap, Mapping):
+        return ""
+    return "; capped: " + kept_text(
+        cap["kept"], cap["of"], [cap["max_sizes"]], cap.get("of_what", "shipped sizes")
+    )

@@ -67,9 +67,13 @@ def library_plans(jobs: Sequence[tuple[str, Mapping[str, Any]]]) -> list[tuple[s
 
 
 def plan_lines(
-    jobs: Sequence[tuple[str, Mapping[str, Any]]], how_long: str, resumed: tuple[int, int] | None = None
+    jobs: Sequence[tuple[str, Mapping[str, Any]]],
+    how_long: str,
+    resumed: tuple[int, int] | None = None,
+    size_cap: Mapping[str, Any] | None = None,
 ) -> list[str]:
-    """The dry-run's plan: jobs per stage and per library, the time it should take (``how_long``)."""
+    """The dry-run's plan: jobs per stage and per library, the time it should take (``how_long``) and, with
+    config deck.max_sizes, the sizes the deck keeps (``size_cap``: oto.deck.size_cap.cap_summary)."""
     names = [s.name for s in stages()]
     jobs = stage_jobs(jobs)
     counts = Counter(rule for rule, _ in jobs)
@@ -85,5 +89,7 @@ def plan_lines(
             libs = f"{family:<9s} {' '.join(patterns)}".rstrip()
             many = f"{len(patterns)} × {n}" if len(patterns) > 1 else f"{n}"
             lines.append(f"  {libs:<21s} {many:>7s}   {what}")
+    if size_cap:
+        lines.append(f"  {'deck':<14s} {size_cap['text']}")
     lines.append(f"  {'time':<14s} {how_long}")
     return lines

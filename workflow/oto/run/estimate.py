@@ -109,6 +109,8 @@ class RunEstimate:
     # per library, the workload's GPU seconds at its tuning sizes on the shipped kernel (calls, or the deck's
     # weights, × mean kernel time): the budget's prior of what a library has to gain
     workload_seconds: dict[str, float] = field(default_factory=dict)
+    # what config deck.max_sizes kept of the deck (oto.deck.size_cap.cap_summary); None: no cap
+    size_cap: dict | None = None
 
     def generation_gpu_seconds(self, library: str) -> float:
         """Recorded GPU seconds (launches × kernel time, as samples.csv sums them) of one generation."""
@@ -309,6 +311,7 @@ def plan_estimate(plan, profile: Mapping[str, Any]) -> RunEstimate:
     deck = load_run_deck(plan.deck, plan.libraries)[1]  # with its floor and workload, as the deck rule has it
     est = estimate_run(plan.config, plan.libraries, deck, profile)
     est.workload = deck.workload
+    est.size_cap = deck.size_cap
     return est
 
 
@@ -374,6 +377,7 @@ def estimate_document(est: RunEstimate, backend: str, numbers: str, costs: Costs
         "costs": asdict(costs),
         "jobs": est.jobs,
         "gpu_seconds": est.job_seconds(costs),
+        **({"size_cap": est.size_cap} if est.size_cap else {}),
     }
 
 
@@ -508,6 +512,7 @@ def report(
         f"timed launches: ~{est.launches():,.0f} expected, at most {est.launches(bound=True):,.0f} under the "
         f"racing budget (benchmark ~{est.launches('benchmark'):,.0f}, "
         f"finalize ~{est.launches('finalize'):,.0f})",
+        *([f"deck: {est.size_cap['text']}"] if est.size_cap else []),
         "",
         f"On the real {est.arch} (kernel times from the performance model; Tensile's start-up, build and "
         "cool-down costs):",
@@ -656,6 +661,7 @@ def main(argv: list[str] | None = None) -> int:
             "backend": {"name": cls.name, "numbers": cls.numbers, "seconds": est.gpu_seconds(costs)},
             "job_seconds": {"value": overhead, "source": source},
             **({"workload": est.workload} if est.workload else {}),
+            **({"size_cap": est.size_cap} if est.size_cap else {}),
         }
         if plan.config["budget"]:
             doc["budget"] = {

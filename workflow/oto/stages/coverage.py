@@ -8,6 +8,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from oto.deck.model import Deck, read_library_yaml, write_deck_yaml
+from oto.deck.size_cap import cap_summary
 from oto.deck.sources import workload_coverage
 from oto.files import read_yaml
 from oto.stages import Stage
@@ -23,6 +24,9 @@ def run(slice_paths: Sequence[str | Path], current: str | Path, settings: Mappin
     libs = {lib.name: lib for lib in map(read_library_yaml, sorted(map(str, slice_paths)))}
     deck = Deck(dict(provenance.get("deck_source") or {}), provenance.get("deck_of"), libs)
     deck.workload = workload_coverage(settings, deck)
+    deck.size_cap = cap_summary(libs, settings.get("max_sizes"))  # capped slices of earlier nights count too
+    if deck.size_cap is not None:
+        log.info("size cap: %s", deck.size_cap["text"])
     if deck.workload is not None:
         w = deck.workload
         log.info("workload: %d calls covered, %d uncovered", w["calls_covered"], w["calls_uncovered"])

@@ -1,5 +1,6 @@
 """deck: the configured deck source (manifest, logic folder, rocBLAS install...) → one library's coverage
-deck, its sizes, weights and floor. One job per library: a run selecting other libraries leaves it alone."""
+deck, its sizes (config deck.max_sizes: a sample of them), weights and floor. One job per library: a run
+selecting other libraries leaves it alone."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from oto.deck.model import LibraryDeck, write_library_yaml
+from oto.deck.size_cap import kept_text
 from oto.deck.sources import load_run_deck
 from oto.stages import Stage
 
@@ -30,4 +32,9 @@ def run(settings: Mapping[str, Any], library: str, out: str | Path) -> LibraryDe
     lib = selected.libraries[library]
     write_library_yaml(lib, out, provenance)
     log.info("%s: deck from %s %s: %s", library, settings["source"], settings["path"], lib.stats())
+    if lib.size_cap:  # a demo's sample, not the footprint: said wherever the deck is read
+        cap = lib.size_cap
+        log.info("%s: %s", library, kept_text(cap["kept"], cap["of"], [cap["max_sizes"]], cap["of_what"]))
+        if cap.get("note"):
+            log.warning("%s: deck.max_sizes %d: %s", library, cap["max_sizes"], cap["note"])
     return lib
