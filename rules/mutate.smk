@@ -34,5 +34,6 @@ rule mutate:
         profile=profile_view("mutate"),
         strategy=lookup(dpath="search/strategy", within=config),
         agent=f"{config['agent']['provider']}:{config['agent']['model'] or 'default'}",
+        budget_libraries=LIBRARIES if config["budget"] else [],  # the set the budget file must name
     script:
         "../scripts/mutate.py"
