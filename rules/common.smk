@@ -126,6 +126,12 @@ def budget_inputs(wc):
     }
 
 
+def budget_libraries(wc):
+    """The library set a budget file must name, as mutate's param: gen0 reads no budget, so setting one
+    re-plans no gen0."""
+    return LIBRARIES if config["budget"] and int(wc.gen) > 0 else []
+
+
 def emit_inputs(wc):
     return {
         "deck": f"{library_dir(wc)}/deck.yaml",
