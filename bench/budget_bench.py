@@ -10,13 +10,16 @@ size of every library's final.yaml:
 
 * workload-weighted speed-up: Σ calls × floor time / Σ calls × winner's time (the sizes the workload calls;
   the floor is the shipped kernel the size races, its time ``score`` × the winner's, both measured in the
-  same race), and the expected time saved on one pass of the workload: Σ calls × (floor − winner time);
+  same race; the winner's time its median in the race's median thermal state, final.yaml's
+  ``time_us_median_state``, where finalize recorded it, else from its GFLOPS at the peak state: both runs
+  must be finalized by the same code), and the expected time saved on one pass of the workload: Σ calls ×
+  (floor − winner time);
 * deck-weighted speed-up: the same with the deck's weights (the workload's share plus the footprint's);
 * generations run, GPU seconds spent, and which libraries the budget starved and why.
 
     python bench/budget_bench.py --workload bench/data/workload_ridft_rocblas_profile.yaml \
         [--families all] [--generations N] [--cores N] [--equal-results DIR] [--workdir DIR] [--cap N] \
-        [--json OUT]
+        [--seed N] [--json OUT]
 
 ``--workload-source`` is rocblas-log or tunableop (from the file's name when left out). ``--equal-results``:
 a finished equal run's results/<arch> of this code with the same workload (saves one run). Each run works in
@@ -78,7 +81,14 @@ def library_figures(final: dict, deck) -> dict:
         i = int(row["size_index"])
         if not (row.get("gflops") and row.get("score")):
             continue
-        winner = size_flops(final["sizes"][i], per_mac) / (float(row["gflops"]) * 1e9)
+        # the winner's time in the race's median thermal state, where its score is (final.yaml of a workload
+        # deck since the finalnoise branch), else at the peak state from its GFLOPS
+        state = row.get("time_us_median_state")
+        winner = (
+            float(state) * 1e-6
+            if state
+            else size_flops(final["sizes"][i], per_mac) / (float(row["gflops"]) * 1e9)
+        )
         floor = float(row["score"]) * winner  # score = floor time / winner time, measured in one race
         t["calls_floor"] += calls[i] * floor
         t["calls_winner"] += calls[i] * winner
@@ -120,9 +130,13 @@ def figures(results: Path) -> dict:
         deck = read_library_yaml(deck_path)
         calls = sum(deck.calls or [])
         if (lib_dir / "final.yaml").exists():
-            f = library_figures(yaml.safe_load((lib_dir / "final.yaml").read_text()), deck)
+            final = yaml.safe_load((lib_dir / "final.yaml").read_text())
+            f = library_figures(final, deck)
             f["true_floor"], f["true_winner"] = true[deck.name]
             f["finalized"] = True
+            # which state the winners' times are in: the race's median (finalize since the finalnoise branch)
+            median = any("time_us_median_state" in r for r in final["per_size"])
+            f["times_at"] = "median" if median else "peak"
         elif calls:
             raise SystemExit(f"{lib_dir}/final.yaml: missing; the workload calls {deck.name} {calls} times")
         else:
@@ -210,11 +224,14 @@ def main() -> int:
         type=Path,
         help="a finished budgeted run's results/<arch> (its budget.hours must be the equal run's GPU time)",
     )
+    ap.add_argument("--seed", type=int, help="config seed of both runs (default: the config's)")
     ap.add_argument("--json", type=Path)
     args = ap.parse_args()
     root = args.workdir or Path(tempfile.mkdtemp(prefix="oto-budget-bench-"))
     config = yaml.safe_load((REPO / "config" / "config.yaml").read_text())
     workload = workload_config(args.workload, args.workload_source)
+    if args.seed is not None:
+        workload["seed"] = args.seed
     if args.families:
         workload["families"] = args.families if args.families == "all" else args.families.split(",")
     generations = args.generations or int(config["max_generations"])
@@ -230,6 +247,13 @@ def main() -> int:
     else:
         budget_dir, budget_wall = run(root / "budgeted", budget, args.cores)
     budgeted = figures(budget_dir)
+    states = {f.get("times_at") for run in (equal, budgeted) for f in run["libraries"].values() if f["calls"]}
+    if len(states) > 1:  # a ratio of sums weighs its sizes by these times: both runs must weigh alike
+        raise SystemExit(
+            f"{equal_dir}, {budget_dir}: the called libraries' final.yaml weigh sizes by times in different "
+            "thermal states (time_us_median_state in some, GFLOPS at the peak state in others): finalize "
+            "both runs with the same code"
+        )
     families = args.families or "the demo's"
     print(f"workload {args.workload.name}; families {families}; equal: {generations} generations each (wall "
           f"{equal_wall:.0f} s); budgeted: {budget['budget']['hours'] * 3600:.1f} s = the equal run's GPU "

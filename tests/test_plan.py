@@ -328,3 +328,30 @@ def test_libraries_earlier_runs_finished_are_delivered_and_never_planned(tmp_pat
     (tmp_path / "gfx90c" / "logic" / f"gfx90c_{sb}.provenance.json").write_text("{")
     with pytest.raises(PlanError, match=rf"gfx90c_{sb}.provenance.json: unreadable provenance record"):
         plan_run({**BASE, "backend": "sim"}, results_root=tmp_path)
+
+
+def test_the_plan_counts_finalize_s_launches_for_a_workload_s_precision(tmp_path):
+    from oto.run.estimate import plan_estimate
+
+    good = tmp_path / "profile.yaml"
+    good.write_text(
+        "- { rocblas_function: \"rocblas_dgemm\", atomics_mode: 1, transA: 'N', transB: 'N', M: 1024, "
+        "N: 1024, K: 1024, alpha: 1.0, lda: 1024, ldb: 1024, beta: 0.0, ldc: 1024, call_count: 40 }\n"
+    )
+    deck = {"workload": [{"source": "rocblas-log", "path": str(good)}]}
+
+    def finalize(config):
+        est = plan_estimate(plan_run(config), plan_run(config).profile)
+        return {j.library: j for j in est.gpu_jobs if j.rule == "finalize"}
+
+    on = finalize({**BASE, "patterns": ["NN", "TN"], "deck": deck})
+    off = finalize(
+        {**BASE, "patterns": ["NN", "TN"], "deck": deck, "benchmark": {"racing": {"workload_precision": 0}}}
+    )
+    called, uncalled = "Cijk_Ailk_Bljk_DB", "Cijk_Alik_Bljk_DB"
+    assert on[uncalled] == off[uncalled]  # a library the workload does not call: as before
+    extra = on[called].launches - off[called].launches
+    assert 300 <= extra <= 3 * 120  # ~115 winner launches to +-1%, each with its two references
+    # they go to the 1024^3 size, far slower than the library's mean size: the GPU time grows more
+    gpu = lambda j: j.launches * j.kernel_us  # noqa: E731
+    assert gpu(on[called]) - gpu(off[called]) > extra * off[called].kernel_us

@@ -203,3 +203,70 @@ def test_failures_are_counted_and_reach_the_evidence():
     )
     got = {o.kernel_id: (o.failure, o.failure_reason) for o in ev.observations}
     assert got["c"] == ("compile_error", "VGPR > 256") and got["v"] == ("validation_failed", "results differ")
+
+
+def _workload_race(seed, precision, workload=None, cap=120, budget_per_pair=40):
+    settings = RaceSettings(
+        budget_per_pair=budget_per_pair, workload_precision=precision, workload_max_repetitions=cap
+    )
+    reference = dict.fromkeys(range(3), "ref")
+    return race(
+        FakeGPU(seed=seed).measure,
+        lambda df, only: score_samples(df, dict.fromkeys(range(3), 1e6), bootstrap=100, seed=0, sizes=only),
+        lambda per, reps, off, rnd: interleave_sizes(per, reference, reps, f"t:{rnd}", off),
+        {i: ["fast", "slow", "mid"] for i in range(3)},
+        reference,
+        settings,
+        {0: 1, 1: 2, 2: 100} if workload is None else workload,
+    )
+
+
+def _leader_n_and_width(res, size):
+    s, sc = res.samples, res.scores
+    n = int(((s.kernel_id == "fast") & (s.size_index == size) & (s.status == "ok")).sum())
+    row = lambda k: sc[(sc.kernel_id == k) & (sc.size_index == size)].iloc[0]  # noqa: E731
+    half = lambda r: (np.log(r.ci_high) - np.log(r.ci_low)) / 2  # noqa: E731
+    return n, float(np.hypot(half(row("fast")), half(row("ref")))), float(row("fast").score)
+
+
+def test_workload_precision_races_the_heavy_size_to_its_target():
+    off = _workload_race(7, 0.0)
+    on = _workload_race(7, 0.01)
+    # Decided after the probe either way: the winner is clear at every size.
+    assert {d.leader for d in on.decisions.values()} == {"fast"} == {d.leader for d in off.decisions.values()}
+    n_off, width_off, _ = _leader_n_and_width(off, 2)
+    n_on, width_on, _ = _leader_n_and_width(on, 2)
+    assert n_off == 3 and not off.refined  # off: the probe decided it, and that was all
+    # Size 2 has ~97% of the workload's time: its interval (the floor's in quadrature) within ~1% (the
+    # race's last scores; the final rescoring refits the drift on every sample and may move it a little).
+    target = 0.01 / np.sqrt(100 * 1.2 / (1 * 1.0 + 2 * 1.1 + 100 * 1.2))
+    assert width_off > 3 * target and width_on <= 1.15 * target
+    assert n_on > 20 and 2 in on.refined and on.refined[2] >= n_on - 3
+    # The light sizes ask for 10x the precision, mostly met by the probe: far fewer launches there.
+    assert _leader_n_and_width(on, 0)[0] < n_on / 3
+    # Top-ups of only precision sizes come in few rounds, not round_repetitions at a time.
+    assert on.rounds <= 6
+
+
+def test_workload_precision_stops_at_its_cap_and_is_off_without_a_workload():
+    capped = _workload_race(7, 0.001, cap=30)  # 0.1%: out of reach at 3% jitter
+    n, width, _ = _leader_n_and_width(capped, 2)
+    assert 30 <= n <= 30 + 4 and width > 0.001
+    assert all(d.stop in (SEPARATED, TIE) for d in capped.decisions.values())  # not budget: its own cap
+    # Precision launches are not the race's budget's: a budget the probe nearly spends still gets them.
+    tight = _workload_race(7, 0.01, budget_per_pair=4)
+    assert _leader_n_and_width(tight, 2)[1] <= 1.15 * 0.01 and BUDGET not in {
+        d.stop for d in tight.decisions.values()
+    }
+    none = _workload_race(7, 0.01, workload={})
+    assert not none.refined and _leader_n_and_width(none, 2)[0] == 3
+
+
+def test_workload_precision_brings_the_heavy_score_closer_to_the_truth():
+    """Over seeds, the heavy size's measured score (floor / winner) is nearer the true 100/70: the error
+    the workload's figure inherits from the probe alone is what the option removes."""
+    truth = np.log(100 / 70)
+    err_off = [abs(np.log(_leader_n_and_width(_workload_race(s, 0.0), 2)[2]) - truth) for s in range(8)]
+    err_on = [abs(np.log(_leader_n_and_width(_workload_race(s, 0.01), 2)[2]) - truth) for s in range(8)]
+    assert np.sqrt(np.mean(np.square(err_on))) < 0.6 * np.sqrt(np.mean(np.square(err_off)))
+    assert max(err_on) < 0.02

@@ -58,6 +58,15 @@ def test_time_saved_on_the_workload_with_its_interval():
     assert w["saved_us"] == pytest.approx(10 * t0, abs=1e-3)  # the tie at size 1 saves nothing
     half = Z95 * math.hypot(10 * t0 * 0.4 / (2 * Z95), 4 * t1 * 0.04 / (2 * Z95))
     assert w["saved_ci_us"] == pytest.approx([10 * t0 - half, 10 * t0 + half], abs=2e-3)
+    # the floor's own interval widens the saving's (in quadrature, on the score's scale), not where the
+    # floor itself won
+    floor = {0: 0.05, 1: 0.02}
+    rows[0].update(winner="k1", shipped="ref")
+    rows[1]["winner"] = rows[1]["shipped"] = "ref"
+    wider = workload_time(rows, sizes, calls, LIB, floor)
+    half_f = Z95 * math.hypot(10 * t0 * math.hypot(0.2, 2.0 * 0.05) / Z95, 4 * t1 * 0.04 / (2 * Z95))
+    assert wider["saved_ci_us"] == pytest.approx([10 * t0 - half_f, 10 * t0 + half_f], abs=2e-3)
+    assert wider["saved_us"] == w["saved_us"]
     # a called size without a winner saves nothing and is counted apart
     rows[1] = {**_row(1, None, None), "score": None, "gflops": None}
     assert workload_time(rows, sizes, calls, LIB)["calls_unmeasured"] == 4

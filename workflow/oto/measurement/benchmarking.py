@@ -166,6 +166,7 @@ def measurement_key(
     reference: Mapping[int, str],
     config: Mapping,
     seed: str,
+    workload: Mapping[int, float] | None = None,
 ) -> str:
     """The identity of one race's experiment: equal keys, the same measurement."""
     bench = {k: v for k, v in config_block(config, "benchmark").items() if k != "reuse_measurements"}
@@ -182,6 +183,8 @@ def measurement_key(
         "candidates": {str(i): list(c) for i, c in sorted(candidates.items())},
         "reference": {str(i): r for i, r in sorted(reference.items())},
     }
+    if workload:  # finalize of a workload deck: the calls steer the race (racing.workload_precision)
+        facts["workload"] = {str(i): float(c) for i, c in sorted(workload.items())}
     text = json.dumps(facts, sort_keys=True, default=str)
     return hashlib.sha256(text.encode()).hexdigest()[:16]
 
@@ -226,10 +229,12 @@ def run_race(
     workdir: Path,
     seed: str,
     archive: Path | None = None,
+    workload: Mapping[int, float] | None = None,
 ) -> RaceResult:
     """Race (or, with ``benchmark.racing.enabled: false``, time every kernel ``repetitions`` times).
 
-    ``archive``: the folder that keeps this job's measurements (see the module doc); None: keep nothing."""
+    ``archive``: the folder that keeps this job's measurements (see the module doc); None: keep nothing.
+    ``workload``: the workload's calls per size (finalize of a workload deck: ``racing.race``)."""
     bench = config_block(config, "benchmark")
     settings = RaceSettings.from_config(bench)
     if not bench["racing"]["enabled"]:
@@ -237,7 +242,7 @@ def run_race(
         settings = replace(settings, probe_repetitions=reps, max_repetitions=0)
     kept = None
     if archive is not None:
-        key = measurement_key(backend, problem, kernels, sizes, candidates, reference, config, seed)
+        key = measurement_key(backend, problem, kernels, sizes, candidates, reference, config, seed, workload)
         kept = Path(archive) / f"{key}.csv"
         earlier = _kept_samples(kept, kernels, len(sizes)) if bench["reuse_measurements"] else None
         if earlier is not None:
@@ -257,7 +262,7 @@ def run_race(
             atomic_write_text(aside, samples.to_csv(index=False))
             raise ImplausibleReference(f"{exc} (its {len(samples)} launches are kept in {aside})") from None
 
-    result = race(measure, checked_score, plan, candidates, reference, settings)
+    result = race(measure, checked_score, plan, candidates, reference, settings, workload)
     if not len(result.samples):  # nothing to launch: samples.csv still gets its header
         result.samples = pd.DataFrame(columns=[*SAMPLE_COLUMNS, *MEASUREMENT_COLUMNS, "round"])
     if kept is not None:
@@ -277,11 +282,13 @@ def race_library(
     workdir: Path,
     job: str,
     results: Path,
+    workload: Mapping[int, float] | None = None,
 ) -> RaceResult:
     """One benchmark or finalize job's race of ``kernels`` (built) on one library of the deck at ``sizes``:
     scored as normalise scores (with fewer resamples: :data:`RACE_BOOTSTRAP`), the launch plan seeded by the
     run's seed, library and ``job`` (``gen<N>`` or ``final``), the samples kept in
-    ``results/measurements/<library>/<job>`` (``results``: the run's folder, results/<arch>)."""
+    ``results/measurements/<library>/<job>`` (``results``: the run's folder, results/<arch>). ``workload``:
+    the workload's calls per size, which finalize's race follows (``racing.workload_precision``)."""
     library = Library.parse(deck.name)
     size_lists = [s.as_list() for s in sizes]
     return run_race(
@@ -296,4 +303,5 @@ def race_library(
         workdir,
         f"{config['seed']}:{deck.name}:{job}",
         archive=Path(results) / "measurements" / deck.name / job,
+        workload=workload,
     )

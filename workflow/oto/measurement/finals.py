@@ -20,7 +20,7 @@ from oto.measurement import best_shipped
 from oto.measurement.benchmarking import race_library
 from oto.measurement.racing import RaceResult
 from oto.measurement.score_rows import missing
-from oto.measurement.scoring import measurement_summary, score_library
+from oto.measurement.scoring import measurement_summary, score_library, score_state_times
 from oto.measurement.selection import finalists, geomean, measurement_failures, per_size_rows, summarise
 from oto.numbers import finite
 from oto.tensile import legality
@@ -101,6 +101,8 @@ def race_finalists(
         workdir,
         "final",
         results,
+        # a workload deck: its calls steer the race's precision (benchmark.racing.workload_precision)
+        dict(enumerate(deck.calls)) if deck.calls is not None else None,
     )
     substitutes = {i: r["substitute"] for i, r in refs.items() if "substitute" in r}
     return FinalRace(tuned, kernels, reference, substitutes, built, race, short, native)
@@ -125,16 +127,23 @@ Z95 = 1.959964  # a 95% interval's half-width in standard deviations
 
 
 def workload_time(
-    rows: Sequence[Mapping], sizes: Sequence[Sequence[int]], calls: Sequence[int], library: Library
+    rows: Sequence[Mapping],
+    sizes: Sequence[Sequence[int]],
+    calls: Sequence[int],
+    library: Library,
+    floor_half: Mapping[int, float] | None = None,
 ) -> dict[str, Any]:
     """The workload's time in this library, per run of all its calls, with the shipped floor and with the
     winners, and the time saved with its 95% interval.
 
-    At a size the winner takes flops / GFLOPS per call and the reference ``score`` times that (score =
-    reference time / winner time), so a call saves winner time × (score − 1); the score's interval
-    [ci_low, ci_high] gives the saving's, and the sizes' intervals combine as independent (root sum of
-    squares of their half-widths, each taken as 1.96 σ). A called size without a winner (nothing valid ran)
-    saves nothing and is counted apart."""
+    At a size the winner takes ``time_us_median_state`` per call (its median time in the race's median
+    thermal state, where its score is taken: every size's time in one state, so the sizes weigh as they
+    measured; rows without it: flops / GFLOPS, the peak state's) and the reference ``score`` times that
+    (score = reference time / winner time), so a call saves winner time × (score − 1); the score's interval
+    [ci_low, ci_high] gives the saving's, widened by the floor's own (``floor_half``: per size the half-width
+    in log of the reference's median, which every score at the size divides by; absent: not counted), and
+    the sizes' intervals combine as independent (root sum of squares of their half-widths, each taken as
+    1.96 σ). A called size without a winner (nothing valid ran) saves nothing and is counted apart."""
     before = after = var = 0.0
     called = unmeasured = 0
     for r in rows:
@@ -148,12 +157,18 @@ def workload_time(
             unmeasured += n
             continue
         m, nn, b, k = (int(v) for v in sizes[i][:4])
-        t_win = gemm_flops(library.family, m, nn, b, k) / (gflops * 1e3)  # µs
+        # the winner's time in the race's median thermal state where final_document recorded it (the
+        # state its score is in), else at the peak state its GFLOPS are taken in
+        t_win = finite(r.get("time_us_median_state")) or gemm_flops(library.family, m, nn, b, k) / (
+            gflops * 1e3
+        )
         before += n * t_win * score
         after += n * t_win
         lo, hi = finite(r.get("ci_low")), finite(r.get("ci_high"))
         if lo is not None and hi is not None:
-            var += (n * t_win * (hi - lo) / (2 * Z95)) ** 2
+            # the floor's relative half-width, on the score's scale (a winner that is the floor has none)
+            f = (floor_half or {}).get(i, 0.0) if r.get("winner") != r.get("shipped") else 0.0
+            var += (n * t_win * math.hypot((hi - lo) / 2, score * f) / Z95) ** 2
     saved = before - after
     half = Z95 * math.sqrt(var)
     return {
@@ -165,6 +180,18 @@ def workload_time(
         "saved_ci_us": [round(saved - half, 3), round(saved + half, 3)],
         "saved_share": round(saved / before, 6) if before > 0 else None,
     }
+
+
+def _floor_half_widths(scores: Sequence[Mapping], final: FinalRace) -> dict[int, float]:
+    """Per size, the half-width (in log) of its reference's interval: its score is its own samples against
+    their median, so the interval is that median's uncertainty."""
+    out = {}
+    for r in scores:
+        i = int(r["size_index"])
+        lo, hi = finite(r.get("ci_low")), finite(r.get("ci_high"))
+        if r["kernel_id"] == final.reference.get(i) and r["status"] == "ok" and lo and hi and lo > 0:
+            out[i] = (math.log(hi) - math.log(lo)) / 2
+    return out
 
 
 def _native_contender(kernel: str | None, tuned: Mapping, ok: set[str]) -> list[str]:
@@ -216,6 +243,11 @@ def final_document(
         r["race"] = stops.get(r["size_index"]) or "no_valid"
     tolerance = float(config["benchmark"]["tie_tolerance"])
     rows = best_shipped.judge_rows(rows, scores, _shipped(final, deck), tolerance, final.shortlist.positions)
+    if deck.calls is not None:  # a workload's times: the winner's in the state its score is in
+        state = score_state_times(df, library, [list(s[:4]) for s in deck.sizes], profile, config)
+        for r in rows:
+            t = state.get((str(r["winner"]), int(r["size_index"]))) if r["winner"] else None
+            r["time_us_median_state"] = round(t, 3) if t is not None else None
     failures = Counter({k: v for k, v in selection["summary"]["failures"].items()})
     failures.update(b.status for b in final.built.values() if b.status != "ok")
     failures.update(measurement_failures(ranked))
@@ -251,7 +283,15 @@ def final_document(
         },
     }
     if deck.calls is not None:  # a workload: the time its calls of this library take, before and after
-        doc["workload"] = workload_time(rows, deck.sizes, deck.calls, library)
+        doc["workload"] = workload_time(
+            rows, deck.sizes, deck.calls, library, _floor_half_widths(scores, final)
+        )
+        # how far the race went for the workload's figure (racing.race: precision_targets)
+        doc["workload"]["precision"] = {
+            "target": float(config_block(config, "benchmark")["racing"]["workload_precision"]),
+            "sizes_raced": len(final.race.refined),
+            "launches": int(sum(final.race.refined.values())),
+        }
     if deck.floor is not None:  # absent: the deck's own shipped kernels
         doc["floor"] = deck.reference_floor().describe()
     if native is not None:  # absent: no native floor configured, or none shipped for this library

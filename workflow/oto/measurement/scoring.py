@@ -562,3 +562,31 @@ def score_library(
     return score_samples(
         flagged, flops, reps, int(config["seed"]), only, nominal_mhz=float(profile["clock_mhz"])
     )
+
+
+def score_state_times(
+    samples: pd.DataFrame, library: Library, sizes: list[list[int]], profile: Mapping, config: Mapping
+) -> dict[tuple[str, int], float]:
+    """Per (kernel, size), its median launch time (µs) in the batch's median thermal state: the state its
+    score is taken in (:func:`score_samples`), bad timings flagged as :func:`score_library` flags them.
+
+    GFLOPS are taken at the peak state instead, extrapolated there with each (kernel, size)'s fitted drift
+    sensitivity, which a few samples shrunk towards the kernel's own cannot pin down where the size is
+    memory-bound (the simulated chip's launch times there came out 7-30% off per size). Times that weigh
+    sizes against each other (a workload's: oto.measurement.finals.workload_time) need no extrapolation:
+    every kernel of the batch is brought to one state."""
+    flops = {i: gemm_flops(library.family, *map(int, s[:4])) for i, s in enumerate(sizes)}
+    peak = family_peak_gflops(profile, library.family)
+    kinds = samples["source"].dropna().astype(str).unique() if "source" in samples else ()
+    timeout = launch_timeout_us(config, kinds)
+    flagged = flag_bad_timings(samples, samples["size_index"].map(flops).to_numpy(float), peak, timeout)
+    d = fit_drift(flagged, nominal_mhz=float(profile["clock_mhz"]))
+    frame = pd.DataFrame(
+        {
+            "kernel_id": flagged["kernel_id"].astype(str).to_numpy(),
+            "size_index": flagged["size_index"].astype(int).to_numpy(),
+            "time_us": d.bring(_ok_times(flagged), d.anchor).to_numpy(float),
+        }
+    ).dropna()
+    medians = frame.groupby(["kernel_id", "size_index"])["time_us"].median()
+    return {(str(k), int(i)): float(v) for (k, i), v in medians.items()}

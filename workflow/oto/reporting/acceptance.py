@@ -228,8 +228,10 @@ def workload_markdown(w: Mapping) -> list[str]:
         "## Your workload: expected time saved",
         "",
         f"Workload: {files}. One run of all its calls that the tuned libraries serve, timed as this run "
-        "measured each size (the floor's time = the winner's × its score); the interval is each size's 95% "
-        "interval on its score, sizes and libraries combined as independent.",
+        "measured each size (the winner's time in the race's median thermal state, the floor's = the "
+        "winner's × its score); the interval is each size's 95% interval on its score with the floor's own, "
+        "sizes and libraries combined as independent; finalize raced the sizes the workload spends its time "
+        "on towards a set precision (benchmark.racing.workload_precision, up to a launch cap).",
         "",
         "| library | calls | with the floor | with the winners | saved | 95% interval | saved % |",
         "|---|---|---|---|---|---|---|",

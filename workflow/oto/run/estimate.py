@@ -28,7 +28,7 @@ from __future__ import annotations
 import json
 import math
 from collections.abc import Mapping
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -247,13 +247,46 @@ def estimate_run(
             pairs = plain.pairs + listed
         else:
             pairs = plain.pairs
-        est.gpu_jobs.append(
-            GpuJob(
-                "finalize", name, None, plain.kernels + distinct, len(every), pairs, n, most, rounds, final_us
-            )
+        job = GpuJob(
+            "finalize", name, None, plain.kernels + distinct, len(every), pairs, n, most, rounds, final_us
         )
+        est.gpu_jobs.append(_with_workload_precision(job, gpu, library, deck_lib, racing, enabled))
     est.jobs = run_jobs(len(libraries), gens, config)
     return est
+
+
+# finalize of a workload deck (benchmark.racing.workload_precision): the spread in log of one launch of a
+# size's winner against the floor, the floor's median in quadrature, as finalize's races on the simulated
+# gfx90c took it (~115 winner launches to +-1% at a size with all of a library's workload time;
+# bench/RESULTS.md, "Finalize's measured workload figure")
+PRECISION_SPREAD = 0.05
+
+
+def _with_workload_precision(job: GpuJob, gpu, library, deck_lib, racing: Mapping, enabled: bool) -> GpuJob:
+    """A finalize job with the launches its race adds for a workload's precision: the winner's launches a
+    size with all the workload's time needs (its interval's spread at the large-n quantile, a fifth more,
+    at most ``workload_max_repetitions``), shared over the called sizes by their share of the time (the
+    targets' allocation: oto.measurement.racing.precision_targets), each with its two references, at
+    the floor's time of the sizes they go to. Unchanged without calls or with the option off."""
+    precision = float(racing.get("workload_precision", 0.0))
+    calls = deck_lib.calls
+    if not enabled or precision <= 0 or not calls or not any(calls):
+        return job
+    called = [i for i, c in enumerate(calls) if c]
+    time = {i: calls[i] * _mean_kernel_us(gpu, library, deck_lib, [i]) for i in called}
+    total = sum(t for t in time.values() if math.isfinite(t) and t > 0)
+    if total <= 0:
+        return job
+    winner = min(
+        int(racing["workload_max_repetitions"]), math.ceil(1.2 * (1.96 * PRECISION_SPREAD / precision) ** 2)
+    )
+    extra = 3 * winner  # the winner's launches and the two references that bracket each
+    # launches go to the sizes in proportion to their share of the time: their mean launch time
+    per_launch = sum(t / total * time[i] / calls[i] for i, t in time.items() if math.isfinite(t) and t > 0)
+    launches = job.launches + extra
+    kernel_us = (job.launches * job.kernel_us + extra * per_launch) / launches
+    return replace(job, launches=launches, launches_max=job.launches_max + extra, rounds=job.rounds + 1,
+                   kernel_us=kernel_us)  # fmt: skip
 
 
 def run_jobs(libraries: int, generations: int, config: Mapping[str, Any]) -> dict[str, int]:
