@@ -102,19 +102,34 @@ def mutate_inputs(wc):
     if int(wc.gen) > 0:  # the agent's digest: failure reasons and kernel resources of the last generation
         prev = f"{library_dir(wc)}/gen{int(wc.gen) - 1}"
         out.update(prev_build=f"{prev}/build.yaml", prev_candidates=f"{prev}/candidates.yaml")
-        if config["budget"]:  # a barrier: the GPU time is shared by the state of every library after gen-1
-            out.update(budget_inputs(int(wc.gen)))
+        if config["budget"]:  # the generation's shares, decided once for every library (rule budget)
+            out["budget"] = f"results/{wc.arch}/budget/gen{wc.gen}.yaml"
     return out
 
 
-def budget_inputs(gen):
-    """What mutate of generation ``gen`` shares the budget by (oto.measurement.budget): every library's deck
-    and gen-1 selection, and the samples.csv of every generation done."""
+def budget_inputs(wc):
+    """What the budget job of a generation after gen0 shares the GPU time by (oto.measurement.budget): every
+    library's deck and previous selection, and the samples.csv of every generation done; a barrier, as
+    every library's next generation waits for it."""
+    gen = int(wc.gen)
+    if not config["budget"]:
+        raise WorkflowError(f"results/{wc.arch}/budget/gen{gen}.yaml: the config sets no budget")
+    if not 0 < gen < MAXGEN:
+        raise WorkflowError(
+            f"results/{wc.arch}/budget/gen{gen}.yaml: the budget decides generations 1 to "
+            f"{MAXGEN - 1} (max_generations {MAXGEN})"
+        )
     return {
-        "budget_decks": [f"{RESULTS}/{lib}/deck.yaml" for lib in LIBRARIES],
-        "budget_selections": [f"{RESULTS}/{lib}/gen{gen - 1}/selection.yaml" for lib in LIBRARIES],
-        "budget_samples": [f"{RESULTS}/{lib}/gen{g}/samples.csv" for lib in LIBRARIES for g in range(gen)],
+        "decks": [f"{RESULTS}/{lib}/deck.yaml" for lib in LIBRARIES],
+        "selections": [f"{RESULTS}/{lib}/gen{gen - 1}/selection.yaml" for lib in LIBRARIES],
+        "samples": [f"{RESULTS}/{lib}/gen{g}/samples.csv" for lib in LIBRARIES for g in range(gen)],
     }
+
+
+def budget_libraries(wc):
+    """The library set a budget file must name, as mutate's param: gen0 reads no budget, so setting one
+    re-plans no gen0."""
+    return LIBRARIES if config["budget"] and int(wc.gen) > 0 else []
 
 
 def emit_inputs(wc):

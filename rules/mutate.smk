@@ -34,5 +34,6 @@ rule mutate:
         profile=profile_view("mutate"),
         strategy=lookup(dpath="search/strategy", within=config),
         agent=f"{config['agent']['provider']}:{config['agent']['model'] or 'default'}",
+        budget_libraries=budget_libraries,  # the set the budget file must name (gen0: none)
     script:
         "../scripts/mutate.py"

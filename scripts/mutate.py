@@ -6,17 +6,6 @@ import _oto  # noqa: F401  (puts the oto package on sys.path)
 from oto.run.context import stage
 from oto.stages import mutate
 
-budget = snakemake.config["budget"]
-if budget and hasattr(snakemake.input, "budget_decks"):  # gen0 runs whatever the budget
-    budget = mutate.BudgetInputs(
-        hours=float(budget["hours"]),
-        decks=[Path(p) for p in snakemake.input.budget_decks],
-        selections=[Path(p) for p in snakemake.input.budget_selections],
-        samples=[Path(p) for p in snakemake.input.budget_samples],
-    )
-else:
-    budget = None
-
 with stage(snakemake) as ctx:
     mutate.run(
         int(snakemake.wildcards.gen),
@@ -30,5 +19,6 @@ with stage(snakemake) as ctx:
         previous_build=ctx.optional_input(snakemake, "prev_build"),
         previous_candidates=ctx.optional_input(snakemake, "prev_candidates"),
         read_profile=ctx.full_profile,
-        budget=budget,
+        budget=ctx.optional_input(snakemake, "budget"),  # config budget, after gen0
+        libraries=list(snakemake.params.budget_libraries),
     )

@@ -6,19 +6,22 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from oto.agent.proposals import frozen_proposals, starved_proposals
+from oto.agent.proposals import frozen_or_starved, frozen_proposals
 from oto.config import ConfigError, validate_config
-from oto.deck.model import LibraryDeck, write_library_yaml
-from oto.files import read_yaml, write_yaml
+from oto.deck.model import LibraryDeck, read_library_yaml, write_library_yaml
+from oto.files import StageFileError, read_yaml, write_yaml
 from oto.measurement.budget import (
     UNKNOWN_IMPROVEMENT,
     BudgetInputs,
     LibraryState,
     allocate,
+    generation_budget,
     generation_gpu_seconds,
     library_state,
     size_flops,
 )
+from oto.measurement.budget_file import read_budget
+from oto.measurement.selection_file import read_selection
 
 SIZES = [[64, 64, 1, 256], [1024, 1024, 1, 1024]]
 
@@ -166,7 +169,7 @@ def _library(tmp_path, name, gflops, pct, history, seconds):
     return lib_dir
 
 
-def _budget(tmp_path, libs, name, gen, hours):
+def _budget(tmp_path, libs, gen, hours):
     return BudgetInputs(
         hours=hours,
         decks=[tmp_path / lib / "deck.yaml" for lib in libs],
@@ -175,16 +178,24 @@ def _budget(tmp_path, libs, name, gen, hours):
     )
 
 
+def _starved(tmp_path, libs, name, gen, hours, max_generations=4):
+    """The proposals mutate writes for ``name`` at ``gen``: the budget job's file of the generation (as the
+    rule writes it), then mutate's reading of it."""
+    path = tmp_path / "budget" / f"gen{gen}.yaml"
+    write_yaml(path, generation_budget(_budget(tmp_path, libs, gen, hours), gen, max_generations))
+    return frozen_or_starved(name, gen, None, path, libs)
+
+
 def test_mutate_starves_the_library_with_the_least_to_gain_and_revives_it_when_time_frees(tmp_path):
     libs = ["Cijk_Ailk_Bljk_DB", "Cijk_Alik_Bljk_DB"]
     _library(tmp_path, libs[0], [10.0, 100.0], [10.0, 10.0], [1.0, 2.0], [30.0, 30.0])  # far from ceiling
     _library(tmp_path, libs[1], [10.0, 100.0], [99.0, 99.0], [1.0, 1.01], [30.0, 30.0])  # at the ceiling
     hours = (120.0 + 40.0) / 3600  # 40 s left: one generation's 30 s, for one library
-    starved = starved_proposals(libs[1], 2, _budget(tmp_path, libs, libs[1], 2, hours), 4)
+    starved = _starved(tmp_path, libs, libs[1], 2, hours)
     assert (
         starved["frozen"] and starved["proposals"] == [] and starved["reason"].startswith("starved at gen2: ")
     )
-    assert starved_proposals(libs[0], 2, _budget(tmp_path, libs, libs[0], 2, hours), 4) is None
+    assert _starved(tmp_path, libs, libs[0], 2, hours) is None
     # gen2: libs[0] ran (30 s) and converged; libs[1] was starved (its frozen gen2 recorded no launch). At
     # gen3 the 10 s left pay for nothing, but a larger budget gives libs[1] its generation back: the
     # starving is decided again, from its last measured generation's cost (30 s, not the starved 0 s).
@@ -195,11 +206,123 @@ def test_mutate_starves_the_library_with_the_least_to_gain_and_revives_it_when_t
         sel = selection(lib, 2, [10.0, 100.0], [99.0, 99.0], [1.0, 1.01], frozen=not converged)
         sel["convergence"]["converged"] = converged
         write_yaml(tmp_path / lib / "gen2" / "selection.yaml", sel)
-    assert starved_proposals(libs[1], 3, _budget(tmp_path, libs, libs[1], 3, hours), 4) is not None
+    assert _starved(tmp_path, libs, libs[1], 3, hours) is not None
     more = (150.0 + 30.0) / 3600  # 30 s left after the 150 s spent: libs[1]'s generation fits
-    assert starved_proposals(libs[1], 3, _budget(tmp_path, libs, libs[1], 3, more), 4) is None
+    assert _starved(tmp_path, libs, libs[1], 3, more) is None
+    decided = read_yaml(tmp_path / "budget" / "gen3.yaml")
+    assert decided["allocations"][libs[0]]["decision"] == "converged"  # convergence, not the budget, froze it
+    assert decided["allocations"][libs[1]]["decision"] == "runs"
     assert frozen_proposals(libs[1], 3, read_yaml(tmp_path / libs[1] / "gen2" / "selection.yaml")) is None
     assert frozen_proposals(libs[0], 3, read_yaml(tmp_path / libs[0] / "gen2" / "selection.yaml"))["frozen"]
+
+
+def _starved_reason_851acdb(library, generation, budget, max_generations):
+    """The decision as every mutate job made it before the budget job (oto.measurement.budget.starved_reason
+    at commit 851acdb, kept verbatim): each job read every library's files and allocated alone."""
+    seconds = {}
+    for path in budget.samples:
+        gen = int(path.parent.name.removeprefix("gen"))
+        seconds.setdefault(path.parent.parent.name, []).append((gen, generation_gpu_seconds(path)))
+    states = []
+    for deck_path, selection_path in zip(budget.decks, budget.selections, strict=True):
+        deck = read_library_yaml(deck_path)
+        spent = [s for _, s in sorted(seconds.get(deck.name, []))]
+        weights = deck.calls if deck.calls is not None else deck.weights
+        states.append(library_state(read_selection(selection_path), weights, spent))
+    share = allocate(states, budget.hours * 3600.0, max_generations - generation).get(library)
+    return f"starved {share.reason}" if share is not None and share.reason else ""
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_the_budget_file_gives_every_library_the_decision_each_mutate_job_made_alone(tmp_path, seed):
+    """Random libraries (gaps, improvements, generation costs, converged or starved before) and budgets from
+    plenty to none: for every library, the proposals mutate writes from the budget job's file are those the
+    old per-job decision gave, the reason to the character."""
+    import random
+
+    rng = random.Random(seed)
+    names = [f"Cijk_{a}_{b}_{f}" for f in ("DB", "ZB_GB") for a in ("Ailk", "Alik") for b in ("Bljk", "Bjlk")]
+    libs = rng.sample(names, rng.randint(2, 8))
+    gen, max_generations = rng.randint(1, 4), rng.randint(5, 8)
+    for name in libs:
+        seconds = [
+            rng.choice((0.0, rng.uniform(0.01, 100.0))) if g else rng.uniform(0.01, 100.0) for g in range(gen)
+        ]
+        history = [rng.uniform(0.5, 2.0) for _ in range(gen)]
+        pct = [rng.choice((99.9, rng.uniform(1.0, 99.0))), rng.uniform(1.0, 99.0)]
+        _library(tmp_path, name, [rng.uniform(1.0, 500.0), rng.uniform(1.0, 500.0)], pct, history, seconds)
+        sel = read_yaml(tmp_path / name / f"gen{gen - 1}" / "selection.yaml")
+        sel["convergence"]["converged"] = rng.random() < 0.2
+        write_yaml(tmp_path / name / f"gen{gen - 1}" / "selection.yaml", sel)
+    spent = sum(generation_gpu_seconds(p) for p in _budget(tmp_path, libs, gen, 1.0).samples)
+    decided = {"runs": 0, "starved": 0, "converged": 0}
+    for left in (0.0, 1.0, 30.0, 200.0, 1e5):
+        hours = (spent + left) / 3600 + 1e-9
+        inputs = _budget(tmp_path, libs, gen, hours)
+        path = tmp_path / "budget" / f"gen{gen}.yaml"
+        write_yaml(path, generation_budget(inputs, gen, max_generations))
+        for name in libs:
+            old = _starved_reason_851acdb(name, gen, inputs, max_generations)
+            new = frozen_or_starved(name, gen, None, path, libs)
+            assert (new or {}).get("reason", "") == old, (name, left)
+            decided[read_budget(path, gen, libs)["allocations"][name]["decision"]] += 1
+    assert decided["runs"] and decided["starved"], decided  # both paths were taken
+
+
+def _budget_file(tmp_path, **change):
+    libs = ["Cijk_Ailk_Bljk_DB", "Cijk_Alik_Bljk_DB"]
+    _library(tmp_path, libs[0], [10.0, 100.0], [10.0, 10.0], [1.0, 2.0], [30.0, 30.0])
+    _library(tmp_path, libs[1], [10.0, 100.0], [99.0, 99.0], [1.0, 1.01], [30.0, 30.0])
+    doc = generation_budget(_budget(tmp_path, libs, 2, 160.0 / 3600), 2, 4)
+    for key, value in change.items():
+        doc[key] = value(doc) if callable(value) else value
+    write_yaml(tmp_path / "budget.yaml", doc)
+    return tmp_path / "budget.yaml", libs
+
+
+def test_the_budget_file_says_what_the_decision_used(tmp_path):
+    path, libs = _budget_file(tmp_path)
+    doc = read_budget(path, 2, libs)
+    assert doc["numbers"] == "unknown"  # these selections name no provenance; a run's say simulated
+    assert doc["spent_s"] == pytest.approx(120.0) and doc["left_s"] == pytest.approx(40.0)
+    assert (doc["generations_left"], doc["libraries"]) == (2, libs)
+    runs, starved = (doc["allocations"][lib] for lib in libs)
+    assert (runs["decision"], runs["reason"], runs["generations"]) == ("runs", "", 1)
+    assert starved["decision"] == "starved" and starved["reason"].startswith("at gen2: its share")
+    assert starved["gap_time_s"] < runs["gap_time_s"] and starved["last_generation_s"] == pytest.approx(30.0)
+
+
+@pytest.mark.parametrize(
+    "change, message",
+    [
+        ({"generation": 3}, "field 'generation': 3, but this is gen2"),
+        ({"libraries": lambda d: d["libraries"][:1]}, "field 'libraries' names another library set than this "
+         "run's 2: missing Cijk_Alik_Bljk_DB"),
+        ({"libraries": lambda d: [*d["libraries"], "Cijk_Alik_Bjlk_DB"]},
+         "not in this run: Cijk_Alik_Bjlk_DB"),
+        ({"libraries": lambda d: [*d["libraries"], d["libraries"][0]]}, "named twice"),
+        ({"allocations": lambda d: {k: v for k, v in d["allocations"].items() if "Alik" in k}},
+         "field 'allocations': not one entry per library"),
+        ({"allocations": lambda d: {k: {**v, "decision": "maybe"} for k, v in d["allocations"].items()}},
+         "field 'allocations.Cijk_Ailk_Bljk_DB.decision': 'maybe' is not one of"),
+        ({"allocations": lambda d: {k: {**v, "reason": ""} for k, v in d["allocations"].items()}},
+         "field 'allocations.Cijk_Alik_Bljk_DB.reason': '' with decision starved"),
+        ({"hours": "eight"}, "field 'hours': 'eight' is not of type 'number'"),
+        ({"libraries": None}, "field 'libraries': None is not of type 'array'"),
+    ],
+)  # fmt: skip
+def test_a_malformed_budget_file_or_one_of_another_run_is_named_by_file_and_field(tmp_path, change, message):
+    path, libs = _budget_file(tmp_path, **change)
+    with pytest.raises(StageFileError, match="budget.yaml: ") as err:
+        read_budget(path, 2, libs)
+    assert message in str(err.value)
+
+
+def test_a_budget_file_that_is_no_yaml_mapping_is_named(tmp_path):
+    path = tmp_path / "gen1.yaml"
+    path.write_text("- just\n- a list\n")
+    with pytest.raises(StageFileError, match="gen1.yaml: field '<document>'"):
+        read_budget(path, 1, ["Cijk_Ailk_Bljk_DB"])
 
 
 def test_a_starved_library_is_still_tuning_and_costs_its_last_measured_generation():

@@ -22,6 +22,7 @@ from workflow_helpers import FAST_CONFIG, REPO, make_workdir, snakemake
 ARCH = FAST_CONFIG["arch"]
 LIBRARIES, GENERATIONS, FAMILIES = 2, FAST_CONFIG["max_generations"], 1  # DB × {NN, NT}
 TARGETS = (f"results/{ARCH}/TensileLibrary.dat", f"results/{ARCH}/family/DB.yaml")  # family: on request
+BUDGETED = {**FAST_CONFIG, "budget": {"hours": 1.0}}
 
 
 def _jobs(stdout: str) -> list[dict[str, str]]:
@@ -45,13 +46,18 @@ def _files(text: str | None) -> list[str]:
 
 @pytest.fixture(scope="module")
 def workflow(tmp_path_factory):
-    """(the rules Snakemake lists, the jobs of a dry-run of a small run and one family summary)."""
+    """(the rules Snakemake lists, per config (FAST_CONFIG, BUDGETED) the jobs of a dry-run of a small run and
+    one family summary)."""
     work = make_workdir(tmp_path_factory.mktemp("stages"), FAST_CONFIG)
     listed = snakemake(work, "--list-rules")
     assert listed.returncode == 0, listed.stderr[-3000:]
-    proc = snakemake(work, "-n", "--logger-oto-full", *TARGETS)  # Snakemake's own listing
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    return set(listed.stdout.split()) - {"all"}, _jobs(proc.stdout)
+    (work / "budget.yaml").write_text(yaml.safe_dump({"budget": BUDGETED["budget"]}))
+    runs = {}
+    for name, extra in (("plain", ()), ("budgeted", ("--configfile", "config/config.yaml", "budget.yaml"))):
+        proc = snakemake(work, "-n", "--logger-oto-full", *TARGETS, *extra)  # Snakemake's own listing
+        assert proc.returncode == 0, proc.stderr[-3000:]
+        runs[name] = _jobs(proc.stdout)
+    return set(listed.stdout.split()) - {"all"}, runs
 
 
 def test_every_rule_is_one_stage_declared_in_its_own_module(workflow):
@@ -63,15 +69,15 @@ def test_every_rule_is_one_stage_declared_in_its_own_module(workflow):
 
 
 def test_the_gpu_stages_are_the_jobs_that_take_the_gpu(workflow):
-    _, jobs = workflow
-    for job in jobs:
+    _, runs = workflow
+    for job in runs["plain"] + runs["budgeted"]:
         assert (_pairs(job.get("resources")).get("gpu") == "1") == declaration(job["rule"]).gpu, job
     assert GPU_RULES == gpu_stages() == ("benchmark", "finalize", "verify", "compare")
 
 
 def test_every_output_is_in_its_stage_home(workflow):
-    _, jobs = workflow
-    for job in jobs:
+    _, runs = workflow
+    for job in runs["plain"] + runs["budgeted"]:
         home = declaration(job["rule"]).home.format(**_pairs(job.get("wildcards")))
         folder = f"results/{ARCH}/{home}/" if home else f"results/{ARCH}/"
         assert _files(job["output"]) and all(f.startswith(folder) for f in _files(job["output"])), (
@@ -81,16 +87,28 @@ def test_every_output_is_in_its_stage_home(workflow):
 
 
 def test_the_jobs_of_a_run_are_those_the_scopes_declare(workflow):
-    _, jobs = workflow
-    expected = {**run_jobs(LIBRARIES, GENERATIONS), "family": FAMILIES}
-    assert Counter(j["rule"] for j in jobs) == expected
-    assert list(run_jobs(1, 1))[:6] == ["mutate", "emit", "compile", "benchmark", "normalise", "select"]
+    _, runs = workflow
+    for name, config in (("plain", FAST_CONFIG), ("budgeted", BUDGETED)):
+        expected = {**run_jobs(LIBRARIES, GENERATIONS, config), "family": FAMILIES}
+        assert Counter(j["rule"] for j in runs[name]) == expected, name
+    assert "budget" not in run_jobs(LIBRARIES, GENERATIONS, FAST_CONFIG)
+    assert run_jobs(LIBRARIES, 4, BUDGETED)["budget"] == 3  # one per generation after gen0
+    assert list(run_jobs(1, 1, FAST_CONFIG))[:6] == [
+        "mutate",
+        "emit",
+        "compile",
+        "benchmark",
+        "normalise",
+        "select",
+    ]
 
 
 def test_each_stage_reads_the_stages_it_declares(workflow):
     """An edge of the DAG from an earlier stage is declared in ``reads``; one from a later stage (or the same)
-    is a generation reading the previous generation's files. The workflow order follows from ``reads``."""
-    _, jobs = workflow
+    is a generation (or the budget's round after it) reading the previous generation's files. The workflow
+    order follows from ``reads``."""
+    _, runs = workflow
+    jobs = runs["budgeted"]  # every stage has jobs
     producer = {f: j["rule"] for j in jobs for f in _files(j["output"])}
     edges = {(producer[f], j["rule"]) for j in jobs for f in _files(j.get("input")) if f in producer}
     order = {s.name: i for i, s in enumerate(stages())}
@@ -98,11 +116,13 @@ def test_each_stage_reads_the_stages_it_declares(workflow):
     assert forward == {(r, s.name) for s in stages() for r in s.reads}
     backward = edges - forward
     scopes = {(declaration(a).scope, declaration(b).scope) for a, b in backward}
-    assert backward and scopes == {("generation", "generation")}, backward
+    assert backward and scopes == {("generation", "generation"), ("generation", "round")}, backward
+    assert {(a, b) for a, b in backward if b == "budget"} == {("benchmark", "budget"), ("select", "budget")}
 
 
 def test_the_rules_that_take_the_profile_are_those_declaring_its_fields(workflow):
-    _, jobs = workflow
+    _, runs = workflow
+    jobs = runs["budgeted"]
     profile_file = f"arch_profiles/{ARCH}.yaml"
     with_profile = {s.name for s in stages() if s.profile is not None}
     assert {j["rule"] for j in jobs if profile_file in _files(j.get("input"))} == with_profile

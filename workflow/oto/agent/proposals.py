@@ -18,7 +18,7 @@ from oto.deck.model import LibraryDeck
 from oto.files import read_yaml
 from oto.gemm import Library
 from oto.hardware.ceilings import theoretical_gflops
-from oto.measurement.budget import BudgetInputs, starved_reason
+from oto.measurement.budget_file import read_budget, starved_reason
 from oto.registry.transfer import Knowledge
 from oto.search.evidence import evidence_for, topups
 from oto.search.space import Space
@@ -108,12 +108,10 @@ def frozen_proposals(library: str, generation: int, selection: Mapping[str, Any]
     }
 
 
-def starved_proposals(
-    library: str, generation: int, budget: BudgetInputs, max_generations: int
-) -> dict | None:
-    """The frozen, empty proposals of a library config ``budget`` starves before ``generation``
-    (:func:`oto.measurement.budget.starved_reason`); None when it goes on."""
-    reason = starved_reason(library, generation, budget, max_generations)
+def starved_proposals(library: str, generation: int, budget: Mapping[str, Any]) -> dict | None:
+    """The frozen, empty proposals of a library config ``budget`` starves before ``generation`` (``budget``:
+    the generation's budget file, :func:`oto.measurement.budget_file.read_budget`); None when it goes on."""
+    reason = starved_reason(budget, library)
     if not reason:
         return None
     return {
@@ -126,15 +124,20 @@ def frozen_or_starved(
     library: str,
     generation: int,
     selection: Mapping[str, Any] | None,
-    budget: BudgetInputs | None,
-    max_generations: int,
+    budget: Path | None = None,
+    libraries: Sequence[str] = (),
 ) -> dict | None:
-    """The frozen proposals of a library starved by config ``budget`` (when set) or converged; None when it
-    goes on. A starved library's selection is frozen too: the starved reason comes first, to say why."""
-    starved = (
-        starved_proposals(library, generation, budget, max_generations) if budget and generation else None
-    )
-    return starved or frozen_proposals(library, generation, selection)
+    """The frozen proposals of a library starved by config ``budget`` (when set: ``budget`` is the
+    generation's budget file, results/<arch>/budget/gen<N>.yaml, read for the run's ``libraries``) or
+    converged; None when it goes on. A starved library's selection is frozen too: the starved reason comes
+    first, to say why."""
+    starved = None
+    if budget is not None and generation:
+        starved = starved_proposals(library, generation, read_budget(budget, generation, libraries))
+    doc = starved or frozen_proposals(library, generation, selection)
+    if doc is not None:
+        log.info("%s gen%d: frozen (%s)", library, generation, doc["reason"])
+    return doc
 
 
 def generation_proposals(

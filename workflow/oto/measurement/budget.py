@@ -12,8 +12,9 @@ at what its last measured one cost, is starved for that generation: mutate freez
 generation: time the others no longer use (a library converged, or every share is capped at what the library's
 remaining generations cost) goes to a starved library whose next generation fits in it, best gain per GPU
 second first. GPU time is what the benchmark recorded: samples.csv ``time_us`` (simulated time on the
-simulated backend). A pure function of the selections, decks and samples of the generations done, so every
-library's decision at generation g is the same whichever job asks.
+simulated backend). A pure function of the selections, decks and samples of the generations done, decided
+once per generation for every library by the budget job (:func:`generation_budget`), whose file each
+library's mutate job reads (:mod:`oto.measurement.budget_file`).
 """
 
 from __future__ import annotations
@@ -207,8 +208,9 @@ def allocate(states: Sequence[LibraryState], budget_s: float, generations_left: 
 
 @dataclass(frozen=True)
 class BudgetInputs:
-    """What mutate of generation g reads when config ``budget`` is set: every library's deck and gen g-1
-    selection, and the samples.csv of every generation done (GPU time spent)."""
+    """What the budget job of generation g reads (config ``budget``): every library's deck and gen g-1
+    selection, and the samples.csv of every generation done (GPU time spent), the libraries in the run's
+    order (the sums over them are taken in that order)."""
 
     hours: float
     decks: Sequence[Path]
@@ -216,22 +218,63 @@ class BudgetInputs:
     samples: Sequence[Path]
 
 
-def starved_reason(library: str, generation: int, budget: BudgetInputs, max_generations: int) -> str:
-    """'starved: …' when the budget gives ``library`` no generation ``generation``, else '' (it goes on, or
-    it converged and convergence freezes it). Decided anew at every generation: a library starved before runs
-    again when the time the others leave pays for its next generation."""
+def library_states(budget: BudgetInputs) -> tuple[list[LibraryState], list[str]]:
+    """Every library's state after the last generation, in the order of ``budget.decks``, and the
+    ``provenance.numbers`` its selection names (simulated, replayed or measured: what the GPU time is)."""
     seconds: dict[str, list[tuple[int, float]]] = {}
     for path in budget.samples:  # results/<arch>/<library>/gen<N>/samples.csv
         gen = int(path.parent.name.removeprefix("gen"))
         seconds.setdefault(path.parent.parent.name, []).append((gen, generation_gpu_seconds(path)))
-    states = []
+    states, numbers = [], []
     for deck_path, selection_path in zip(budget.decks, budget.selections, strict=True):
         deck = read_library_yaml(deck_path)
         spent = [s for _, s in sorted(seconds.get(deck.name, []))]
         weights = deck.calls if deck.calls is not None else deck.weights
-        states.append(library_state(read_selection(selection_path), weights, spent))
-    share = allocate(states, budget.hours * 3600.0, max_generations - generation).get(library)
-    return f"starved {share.reason}" if share is not None and share.reason else ""
+        selection = read_selection(selection_path)
+        states.append(library_state(selection, weights, spent))
+        numbers.append(str((selection.get("provenance") or {}).get("numbers", "unknown")))
+    return states, numbers
+
+
+def generation_budget(budget: BudgetInputs, generation: int, max_generations: int) -> dict[str, Any]:
+    """The budget's decision for ``generation``, made once for every library (results/<arch>/budget/
+    gen<N>.yaml, docs/architecture.md): per library whether it runs, is starved (and why) or converged, its
+    share and the figures the decision used. Mutate of each library reads its own entry."""
+    states, numbers = library_states(budget)
+    budget_s = budget.hours * 3600.0
+    generations_left = max_generations - generation
+    plan = allocate(states, budget_s, generations_left)
+    owed = owed_seconds(states, budget_s, generations_left)
+    spent = sum(s.spent_s for s in states)
+    allocations = {}
+    for s in states:
+        share = plan.get(s.library)
+        decision = "converged" if share is None else "starved" if share.reason else "runs"
+        allocations[s.library] = {
+            "decision": decision,
+            "reason": share.reason if share is not None else "",
+            "share_s": share.share_s if share is not None else 0.0,
+            "generations": share.generations if share is not None else 0,
+            "owed_s": owed.get(s.library, 0.0),
+            "expected_gain": s.expected_gain,
+            "gap_time_s": s.gap_time_s,
+            "improvement": s.improvement,
+            "spent_s": s.spent_s,
+            "last_generation_s": s.last_generation_s,
+            "measured_generations": s.measured_generations,
+        }
+    return {
+        "generation": generation,
+        "numbers": "/".join(sorted(set(numbers))) or "unknown",
+        "hours": budget.hours,
+        "budget_s": budget_s,
+        "spent_s": spent,
+        "left_s": max(budget_s - spent, 0.0),
+        "generations_left": generations_left,
+        "equal_generations": equal_generations(states, budget_s),
+        "libraries": [s.library for s in states],
+        "allocations": allocations,
+    }
 
 
 def generation_gpu_seconds(samples_csv: str) -> float:

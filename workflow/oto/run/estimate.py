@@ -54,9 +54,9 @@ JOB_PROBE_RATIO = 1.2
 # Where the probe cannot run and nothing is recorded: the range of a mean job on the machines measured so far
 # (0.5 s idle on the 2-core development machine, 2.4 s on a 2-core VM with a dozen busy processes; RESULTS).
 LEARNING_JOB_SECONDS = (0.4, 3.0)
-# The order of a run's job counts: per generation, per library, per run (family summaries are built on
-# request only: no default target needs them).
-JOB_SCOPES = ("generation", "library", "run")
+# The order of a run's job counts: per generation, per generation of every library, per library, per run
+# (family summaries are built on request only: no default target needs them).
+JOB_SCOPES = ("generation", "round", "library", "run")
 
 
 @dataclass(frozen=True)
@@ -259,7 +259,7 @@ def estimate_run(
             "finalize", name, None, plain.kernels + distinct, len(every), pairs, n, most, rounds, final_us
         )
         est.gpu_jobs.append(_with_workload_precision(job, gpu, library, deck_lib, racing, enabled))
-    est.jobs = run_jobs(len(libraries), gens)
+    est.jobs = run_jobs(len(libraries), gens, config)
     return est
 
 
@@ -297,11 +297,18 @@ def _with_workload_precision(job: GpuJob, gpu, library, deck_lib, racing: Mappin
                    kernel_us=kernel_us)  # fmt: skip
 
 
-def run_jobs(libraries: int, generations: int) -> dict[str, int]:
-    """Jobs per rule of a fresh run, from each stage's declared scope (oto.stages), in the order of
+def run_jobs(libraries: int, generations: int, config: Mapping[str, Any]) -> dict[str, int]:
+    """Jobs per rule of a fresh run under ``config``, from each stage's declared scope and condition
+    (oto.stages: a stage ``when`` a config key the config leaves unset has none), in the order of
     ``JOB_SCOPES`` and, within a scope, workflow order."""
-    per_scope = {"generation": libraries * generations, "library": libraries, "run": 1}
-    return {s.name: per_scope[scope] for scope in JOB_SCOPES for s in stages() if s.scope == scope}
+    rounds = max(generations - 1, 0)  # a round stage's job decides each generation after gen0
+    per_scope = {"generation": libraries * generations, "round": rounds, "library": libraries, "run": 1}
+    return {
+        s.name: per_scope[scope]
+        for scope in JOB_SCOPES
+        for s in stages()
+        if s.scope == scope and (s.when is None or config.get(s.when)) and per_scope[scope]
+    }
 
 
 def plan_estimate(plan, profile: Mapping[str, Any]) -> RunEstimate:

@@ -22,7 +22,7 @@ BACKEND_FIELDS = "{backend}"
 # ... and the fields the configured backend's provenance reads (oto.backends.provenance_fields: the simulated
 # chip's identity), for a stage that resolves the backend only for its provenance (registry knowledge).
 PROVENANCE_FIELDS = "{provenance}"
-SCOPES = ("run", "library", "generation", "family")
+SCOPES = ("run", "library", "generation", "round", "family")
 
 
 @dataclass(frozen=True)
@@ -30,14 +30,17 @@ class Stage:
     """One workflow stage, as its rule runs it."""
 
     name: str  # the rule's name
-    # One job per run, per library, per (library, generation), or per family (on request: no default target)
-    scope: Literal["run", "library", "generation", "family"]
+    # One job per run, per library, per (library, generation), per generation after gen0 (round), or per
+    # family (on request: no default target)
+    scope: Literal["run", "library", "generation", "round", "family"]
     home: str  # its outputs' folder under results/<arch>/ ('' for results/<arch>/ itself), with wildcards
     reads: tuple[str, ...] = ()  # the stages whose outputs it reads (a generation's: also the previous one's)
     gpu: bool = False  # holds the GPU (resources gpu=1; the cluster profile's GPU partition)
     # The arch-profile fields its view holds (oto.run.profile_views), BACKEND_FIELDS for the configured
     # backend's, PROVENANCE_FIELDS for its provenance's; None: the rule takes no profile
     profile: tuple[str, ...] | None = None
+    # A config key: the stage has jobs only where the run's config sets it (None: in every run)
+    when: str | None = None
 
     def __post_init__(self):
         if self.scope not in SCOPES:

@@ -4,14 +4,13 @@ A converged or budget-starved library gets a frozen, empty proposal file and cos
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 
 from oto.agent.proposals import frozen_or_starved, generation_proposals, ledger_path
 from oto.deck.model import read_library_yaml
 from oto.deck.tuning_sizes import deck_tuning_indices
 from oto.files import write_yaml
-from oto.measurement.budget import BudgetInputs
 from oto.measurement.knowledge import job_knowledge
 from oto.measurement.selection_file import read_selection
 from oto.stages import PROVENANCE_FIELDS, Stage
@@ -21,7 +20,9 @@ from oto.tensile.legality import Limits
 # Its view holds the legality limits proposals depend on and what resolving the backend for its provenance
 # reads (registry knowledge of the same numbers); the agent's prompt shows the whole profile (read_profile).
 PROFILE = (*REGISTRATION_FIELDS, *Limits.PROFILE_FIELDS, PROVENANCE_FIELDS)
-STAGE = Stage(name="mutate", scope="generation", home="{library}/gen{gen}", reads=("deck",), profile=PROFILE)
+STAGE = Stage(
+    name="mutate", scope="generation", home="{library}/gen{gen}", reads=("deck", "budget"), profile=PROFILE
+)
 log = logging.getLogger(__name__)
 
 
@@ -37,24 +38,22 @@ def run(
     previous_build: Path | None = None,
     previous_candidates: Path | None = None,
     read_profile: Callable[[], Mapping] | None = None,
-    budget: BudgetInputs | None = None,
+    budget: Path | None = None,
+    libraries: Sequence[str] = (),
 ) -> dict:
-    """``results``: the run's folder, results/<arch>; ``read_profile``: reads the whole profile, shown to the
-    agent (default: ``profile``), called only when the agent runs, as reading it validates the file."""
+    """``results``: results/<arch>; ``read_profile``: the whole profile shown to the agent (default:
+    ``profile``), read only when the agent runs; ``budget``: config budget's file of this generation."""
     deck = read_library_yaml(deck_path)
     selection = read_selection(previous_selection) if previous_selection else None
-    doc = frozen_or_starved(deck.name, generation, selection, budget, int(config["max_generations"]))
-    if doc is not None:
-        write_yaml(out_proposals, doc)
-        log.info("%s gen%d: frozen (%s)", deck.name, generation, doc["reason"])
-        return doc
-    sizes = [deck.sizes[i] for i in deck_tuning_indices(deck, int(config["benchmark"]["tuning_sizes"]))]
-    know = job_knowledge(Path(results), deck.name, generation, sizes, profile, config)
-    if know is not None:
-        log.info("%s gen%d: %s", deck.name, generation, know.summary())
-    doc = generation_proposals(
-        deck, generation, selection, profile, config, know, read_profile or (lambda: profile),
-        ledger_path(Path(results)), agent_audit, previous_build, previous_candidates,
-    )  # fmt: skip
+    doc = frozen_or_starved(deck.name, generation, selection, budget, libraries)
+    if doc is None:
+        sizes = [deck.sizes[i] for i in deck_tuning_indices(deck, int(config["benchmark"]["tuning_sizes"]))]
+        know = job_knowledge(Path(results), deck.name, generation, sizes, profile, config)
+        if know is not None:
+            log.info("%s gen%d: %s", deck.name, generation, know.summary())
+        doc = generation_proposals(
+            deck, generation, selection, profile, config, know, read_profile or (lambda: profile),
+            ledger_path(Path(results)), agent_audit, previous_build, previous_candidates,
+        )  # fmt: skip
     write_yaml(out_proposals, doc)
     return doc
