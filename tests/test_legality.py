@@ -435,6 +435,47 @@ def test_resolving_never_changes_a_verdict_and_merges_what_tensile_merges():
     )
 
 
+def test_the_memo_answers_as_a_fresh_derivation():
+    """check() and resolve() remember their answers per process (a job judges the same shipped solutions
+    several times): each answer equals a fresh derivation's, whatever was asked before, configurations one
+    knob apart and one configuration under two limits included; changing a returned form changes no later
+    answer."""
+    import random
+
+    from oto.tensile import legality
+
+    legality._checked.clear()
+    legality._resolved.clear()
+    big = sgemm((8, 8), (16, 16, 1), DepthU=64, VectorWidth=4)
+    one_knob = {**big, "PrefetchGlobalRead": 0}  # 65536 bytes of LDS instead of 131072
+    small = Limits(lds_bytes=32768)
+    for _ in range(2):  # the second round answers from the memo
+        assert not check(SGEMM_NT, big).valid and check(SGEMM_NT, one_knob).valid
+        assert check(SGEMM_NT, one_knob).derived["lds_bytes"] == 65536
+        assert "Kernel Uses 65536 > 32768 bytes of LDS" in check(SGEMM_NT, one_knob, small).reasons
+        assert check(SGEMM_NT, one_knob, Limits()).valid
+        assert legality.resolve(SGEMM_NT, one_knob)["PrefetchGlobalRead"] == 0
+        assert legality.resolve(SGEMM_NT, big)["PrefetchGlobalRead"] == 1
+    assert len(legality._checked) == 3 and len(legality._resolved) == 2  # no limits: Limits()
+    form = legality.resolve(SGEMM_NT, one_knob)
+    form["ThreadTile"].append(99)
+    form["DepthU"] = 8
+    assert legality.resolve(SGEMM_NT, one_knob) == legality._resolve(SGEMM_NT, one_knob, None)
+    rng = random.Random(7)
+    libs = [Library.build("SB", "NT"), Library.build("HHS_BH", "NN")]
+    pool = [canonical({k: rng.choice(p.values) for k, p in PARAMS.items()}) for _ in range(60)]
+    pool += [{**c, "DepthU": d} for c in pool[:20] for d in (8, 16)]  # neighbours one knob apart
+    for _ in range(400):
+        lib, c = rng.choice(libs), rng.choice(pool)
+        fresh = check_raw(lib, canonical(c))
+        assert check(lib, c) == fresh, (lib.name, c)
+        try:
+            want = legality._resolve(lib, c, None)
+        except CandidateError:
+            continue
+        assert legality.resolve(lib, c) == want, (lib.name, c)
+
+
 # ---- RDNA: gfx10.3 (wave32, dot-product layouts) and gfx11 (WMMA) ----
 
 GFX1035 = Limits(isa=(10, 3, 5), caps_from=(10, 3, 0))

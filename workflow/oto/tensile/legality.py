@@ -205,13 +205,66 @@ class _Run:
         return self.caps.isa if self.asm else _NO_ISA
 
 
+# Per-process memo of check() and resolve(): a job judges the same shipped solutions several times (the
+# floors, the best-shipped shortlist, the baseline), each a full derivation. Keyed on the exact input
+# (types included, so 1 and True or a list and a tuple stay apart); a value of any other type is not memoised.
+_MEMO_SIZE = 8192
+_checked: dict[tuple, Verdict] = {}
+_resolved: dict[tuple, dict[str, Any]] = {}
+
+
+class _NotMemoisable(Exception):
+    pass
+
+
+def _frozen(value: Any) -> Any:
+    kind = type(value)
+    if kind in (int, bool, str, float) or value is None:
+        return (kind, value)
+    if kind in (list, tuple):
+        return (kind, tuple(_frozen(v) for v in value))
+    if kind is dict or isinstance(value, MappingProxyType):
+        return (dict, tuple((_frozen(k), _frozen(v)) for k, v in value.items()))
+    raise _NotMemoisable
+
+
+def _memo_key(library: Library, params: Mapping[str, Any], limits: Limits | None) -> tuple | None:
+    try:
+        return (library, limits or Limits(), _frozen(dict(params)))
+    except (_NotMemoisable, TypeError):  # TypeError: an unhashable library or limits
+        return None
+
+
+def _remember(memo: dict, key: tuple | None, value: Any) -> None:
+    if key is not None:
+        if len(memo) >= _MEMO_SIZE:
+            memo.clear()
+        memo[key] = value
+
+
+def _copied(params: Mapping[str, Any]) -> dict[str, Any]:
+    """A canonical candidate's copy no caller can change the memo through (its values are scalars, lists
+    of scalars and mappings of scalars)."""
+    return {
+        k: list(v) if isinstance(v, list) else dict(v) if isinstance(v, dict) else v
+        for k, v in params.items()
+    }
+
+
 def check(library: Library, params: Mapping[str, Any], limits: Limits | None = None) -> Verdict:
     """Judge a candidate in oto's PARAMS vocabulary (values outside PARAMS are rejected by canonical())."""
+    key = _memo_key(library, params, limits)
+    hit = _checked.get(key) if key is not None else None
+    if hit is not None:
+        return hit
     try:
         cand = canonical(params)
     except CandidateError as e:
-        return Verdict(False, (str(e),), MappingProxyType({}))
-    return check_raw(library, cand, limits)
+        verdict = Verdict(False, (str(e),), MappingProxyType({}))
+    else:
+        verdict = check_raw(library, cand, limits)
+    _remember(_checked, key, verdict)
+    return verdict
 
 
 def check_raw(library: Library, params: Mapping[str, Any], limits: Limits | None = None) -> Verdict:
@@ -242,6 +295,15 @@ def resolve(library: Library, params: Mapping[str, Any], limits: Limits | None =
     presence leaves the derived state unchanged (AssertStrideAEqual {0: 1} without initial strides, a
     LocalReadVectorWidth equal to VectorWidth, GlobalSplitUAlgorithm with GlobalSplitU 1...) is dropped.
     Raises CandidateError for names or values outside oto's vocabulary."""
+    key = _memo_key(library, params, limits)
+    hit = _resolved.get(key) if key is not None else None
+    if hit is None:
+        hit = _resolve(library, params, limits)
+        _remember(_resolved, key, hit)
+    return _copied(hit)
+
+
+def _resolve(library: Library, params: Mapping[str, Any], limits: Limits | None) -> dict[str, Any]:
     cand = canonical(params)
     limits = limits or Limits()
     state = final_state(library, cand, limits)
