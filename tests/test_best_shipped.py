@@ -10,8 +10,6 @@ from pathlib import Path
 import numpy as np
 import pytest
 from oto.backends import job_stream, resolve
-from oto.config import load_config
-from oto.deck.sources import load_deck
 from oto.gemm import Library
 from oto.hardware.profile import load_profile
 from oto.hardware.simulated.scorer import SimulatedScorer
@@ -24,6 +22,7 @@ from oto.reporting.summary import _figures
 from oto.tensile import legality
 from oto.tensile.baseline import baseline_kernel
 from oto.tensile.params import candidate_id
+from sim_slice import gfx90c_slice
 
 ROOT = Path(__file__).resolve().parents[1]
 LIBRARY = "Cijk_Ailk_Bljk_ZB_GB"  # 7 shipped solutions, 125 sizes: small enough to race in seconds
@@ -31,14 +30,8 @@ LIBRARY = "Cijk_Ailk_Bljk_ZB_GB"  # 7 shipped solutions, 125 sizes: small enough
 
 @pytest.fixture(scope="module")
 def setting():
-    config = load_config(ROOT / "config" / "config.yaml")
-    config["backend"] = "sim"
-    profile = load_profile(ROOT / "arch_profiles" / "gfx90c.yaml")
-    lib = load_deck("manifest").libraries[LIBRARY]
     # 24 sizes, some where another shipped solution is >= 5% faster than the floor on the model
-    keep = slice(34, 58)
-    lib.sizes, lib.shipped, lib.weights = lib.sizes[keep], lib.shipped[keep], lib.weights[keep]
-    limits = legality.Limits.from_profile(profile)
+    config, profile, lib, limits = gfx90c_slice(LIBRARY, slice(34, 58))
     refs = {i: r["id"] for i, r in lib.references(list(range(len(lib.sizes))), limits).items()}
     return config, profile, lib, limits, refs
 

@@ -7,32 +7,21 @@ from __future__ import annotations
 
 import copy
 import math
-from pathlib import Path
 
 import pytest
 from oto.backends import job_stream, resolve
-from oto.config import load_config
-from oto.deck.sources import load_deck
 from oto.gemm import Library
-from oto.hardware.profile import load_profile
 from oto.measurement.finals import final_document, race_finalists
-from oto.tensile import legality
 from oto.tensile.baseline import baseline_kernel
 from oto.tensile.params import candidate_id
+from sim_slice import gfx90c_slice
 
-ROOT = Path(__file__).resolve().parents[1]
 LIBRARY = "Cijk_Ailk_Bljk_ZB_GB"
 
 
 @pytest.fixture(scope="module")
 def setting():
-    config = load_config(ROOT / "config" / "config.yaml")
-    config["backend"] = "sim"
-    profile = load_profile(ROOT / "arch_profiles" / "gfx90c.yaml")
-    lib = load_deck("manifest").libraries[LIBRARY]
-    keep = slice(34, 46)
-    lib.sizes, lib.shipped, lib.weights = lib.sizes[keep], lib.shipped[keep], lib.weights[keep]
-    limits = legality.Limits.from_profile(profile)
+    config, profile, lib, limits = gfx90c_slice(LIBRARY, slice(34, 46))
     base = baseline_kernel(Library.parse(LIBRARY), limits)
     selection = {
         "generation": 3,
