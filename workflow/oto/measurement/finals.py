@@ -21,7 +21,14 @@ from oto.measurement.benchmarking import race_library
 from oto.measurement.racing import RaceResult
 from oto.measurement.score_rows import missing
 from oto.measurement.scoring import measurement_summary, score_library, score_state_times
-from oto.measurement.selection import finalists, geomean, measurement_failures, per_size_rows, summarise
+from oto.measurement.selection import (
+    finalists,
+    geomean,
+    measurement_failures,
+    per_size_rows,
+    size_contenders,
+    summarise,
+)
 from oto.numbers import finite
 from oto.tensile import legality
 from oto.tensile.params import canonical
@@ -43,6 +50,9 @@ class FinalRace:
     # deck size → the native floor's kernel (config deck.native_floor), raced beside the finalists and
     # reported, never a winner; empty without a native floor
     native: dict[int, str | None] = field(default_factory=dict)
+    # deck size → the selection's contenders there (earlier generations' leaders never raced against the
+    # size's best: oto.measurement.selection.size_contenders), raced at that size only
+    contenders: dict[int, list[str]] = field(default_factory=dict)
 
 
 def race_finalists(
@@ -59,6 +69,13 @@ def race_finalists(
     deck size (:func:`oto.measurement.benchmarking.race_library`, job ``final``)."""
     tuned = finalists(selection)
     kernels = {k: Kernel(k, canonical(p)) for k, p in tuned.items()}
+    deck_index = {tuple(int(x) for x in s[:4]): i for i, s in enumerate(deck.sizes)}
+    contenders: dict[int, list[str]] = {}
+    for size, kept in size_contenders(selection).items():
+        if size in deck_index:
+            contenders[deck_index[size]] = [k for k in kept if k not in tuned]
+            for k, p in kept.items():
+                kernels.setdefault(k, Kernel(k, canonical(p)))
     limits = legality.Limits.from_profile(profile)
     refs = deck.references(list(range(len(deck.sizes))), limits)
     reference: dict[int, str | None] = {}
@@ -91,6 +108,7 @@ def race_finalists(
                 dict.fromkeys(
                     [
                         *_raced(tuned, short.per_size.get(i, ()), ok),
+                        *(k for k in contenders.get(i, ()) if k in ok),
                         *_native_contender(native.get(i), tuned, ok),
                     ]
                 )
@@ -105,7 +123,7 @@ def race_finalists(
         dict(enumerate(deck.calls)) if deck.calls is not None else None,
     )
     substitutes = {i: r["substitute"] for i, r in refs.items() if "substitute" in r}
-    return FinalRace(tuned, kernels, reference, substitutes, built, race, short, native)
+    return FinalRace(tuned, kernels, reference, substitutes, built, race, short, native, contenders)
 
 
 def _shipped(final: FinalRace, deck: LibraryDeck) -> set[str]:
@@ -226,7 +244,8 @@ def final_document(
     df = final.race.samples
     scores = score_library(df, library, [list(s[:4]) for s in deck.sizes], profile, config).to_dict("records")
     # the native floor's kernels raced as contenders only: never a size's winner
-    native_only = {k for k in final.native.values() if k is not None and k not in final.tuned}
+    raced_tuned = set(final.tuned).union(*final.contenders.values())
+    native_only = {k for k in final.native.values() if k is not None and k not in raced_tuned}
     ranked = [r for r in scores if r["kernel_id"] not in native_only]
     stops = {i: d.stop for i, d in final.race.decisions.items()}
     rows = per_size_rows(

@@ -3,7 +3,11 @@ library's summary and convergence; the evidence strategies learn from; a generat
 (selection.yaml; reading it: :mod:`oto.measurement.selection_file`); the finalists of the full-deck run.
 
 Scores are ratios to the same reference kernel at each size, so they compare across generations: the best
-of generation N is the better of generation N's winner and the carried best of N-1.
+of generation N is the better of generation N's winner and the carried best of N-1. Across generations two
+kernels never raced each other, so where their intervals overlap the higher score is no verdict: the other
+stays a size's **contender** (``per_size[].contenders``) and finalize races the two head to head there. Kept
+only by the score, eight generations' best per size is the largest of many noisy scores, and a truly faster
+kernel of an earlier generation could be displaced by a luckier one and never raced again (issue #31).
 """
 
 from __future__ import annotations
@@ -21,6 +25,7 @@ from oto.measurement.score_rows import missing
 from oto.numbers import is_weighted, weighted_geomean
 
 OBSERVATIONS_KEPT = 48  # best kernels remembered as evidence for the strategies
+CONTENDERS_PER_SIZE = 2  # earlier generations' leaders a size keeps while their interval overlaps the best's
 
 
 def _finite(x) -> float | None:
@@ -74,6 +79,7 @@ def per_size_rows(
     rows = []
     for i, _ in enumerate(sizes):
         cur, prev = best.get(i), (previous or {}).get(i)
+        carried = list(prev.get("contenders") or []) if prev is not None else []
         if cur is not None and (prev is None or prev.get("score") is None or cur["score"] > prev["score"]):
             row = {
                 "size_index": i,
@@ -86,8 +92,12 @@ def per_size_rows(
             }
             if cur.get("race"):  # how the race at this size ended (oto.measurement.racing)
                 row["race"] = str(cur["race"])
+            if prev is not None and prev.get("winner"):
+                carried.insert(0, _contender(prev, prev["winner"], int(prev["generation"])))
         elif prev is not None:
             row = dict(prev)
+            if cur is not None:
+                carried.append(_contender(cur, cur["kernel_id"], generation))
         else:
             row = {
                 "size_index": i,
@@ -98,6 +108,9 @@ def per_size_rows(
                 "gflops": None,
                 "generation": generation,
             }
+        row.pop("contenders", None)
+        if kept := contenders_of(row, carried):
+            row["contenders"] = kept
         row["ceiling_gflops"] = _finite(ceilings[i])
         row["pct_ceiling"] = _finite(100 * row["gflops"] / ceilings[i]) if row["gflops"] else None
         row["verdict"] = verdict(
@@ -105,6 +118,30 @@ def per_size_rows(
         )
         rows.append(row)
     return rows
+
+
+def _contender(r: Mapping, kernel: str, generation: int) -> dict[str, Any]:
+    return {
+        "kernel": str(kernel),
+        **{k: _finite(r.get(k)) for k in ("score", "ci_low", "ci_high")},
+        "generation": generation,
+    }
+
+
+def contenders_of(row: Mapping, pool: Sequence[Mapping]) -> list[dict[str, Any]]:
+    """The kernels of ``pool`` (other generations' leaders at the size) whose score interval overlaps the
+    size's best's: neither is known faster, as they never raced each other. Best score first, each kernel
+    once, at most ``CONTENDERS_PER_SIZE``; none where an interval is unknown."""
+    low = row.get("ci_low")
+    if not row.get("winner") or low is None:
+        return []
+    kept: dict[str, dict[str, Any]] = {}
+    for c in sorted(pool, key=lambda c: (-(c.get("score") or 0.0), c["kernel"])):
+        if c["kernel"] == row["winner"] or c["kernel"] in kept or None in (c.get("score"), c.get("ci_high")):
+            continue
+        if c["ci_high"] >= low:
+            kept[c["kernel"]] = dict(c)
+    return list(kept.values())[:CONTENDERS_PER_SIZE]
 
 
 def summarise(
@@ -228,6 +265,19 @@ def finalists(selection: Mapping) -> dict[str, Mapping]:
     return {k: selection["kernels"][k] for k in ranked}
 
 
+def size_contenders(selection: Mapping) -> dict[tuple[int, ...], dict[str, Mapping]]:
+    """Per tuning size (its M, N, B, K), the contenders finalize races there beside the finalists: kernel id
+    → params. A contender the run has no parameters of (a selection.yaml from before contenders) is left
+    out."""
+    params = {**(selection.get("contender_kernels") or {}), **selection["kernels"]}
+    out: dict[tuple[int, ...], dict[str, Mapping]] = {}
+    for r in selection["per_size"]:
+        kept = {c["kernel"]: params[c["kernel"]] for c in r.get("contenders") or () if c["kernel"] in params}
+        if kept:
+            out[tuple(int(x) for x in selection["sizes"][int(r["size_index"])][:4])] = kept
+    return out
+
+
 def carried_forward(previous: Mapping[str, Any], generation: int) -> dict[str, Any]:
     """The selection of a frozen generation (its library converged): the previous one's, carried forward."""
     doc = dict(previous)
@@ -263,6 +313,15 @@ def selection_document(
         if r["winner"] and r["winner"] not in kernels:
             kernels[r["winner"]] = params[r["winner"]]
     kernels = {k: v for k, v in kernels.items() if any(r["winner"] == k for r in rows)}
+    # the contenders' parameters, for finalize (the winners' are in kernels)
+    known = {**(previous or {}).get("contender_kernels", {}), **dict(previous["kernels"] if previous else {})}
+    known.update(params)
+    contender_kernels = {
+        c["kernel"]: known[c["kernel"]]
+        for r in rows
+        for c in r.get("contenders") or ()
+        if c["kernel"] not in kernels and c["kernel"] in known
+    }
     summary = summarise(rows, failures, cands.get("weights"))
     # convergence follows what the run optimises: the workload-weighted geomean where there is a workload
     progress = summary.get("weighted_geomean_score", summary["geomean_score"])
@@ -286,6 +345,7 @@ def selection_document(
         "deck_indices": cands.get("deck_indices", []),
         "per_size": rows,
         "kernels": kernels,
+        **({"contender_kernels": dict(sorted(contender_kernels.items()))} if contender_kernels else {}),
         "summary": summary,
         "convergence": convergence(history, float(conv["epsilon"]), int(conv["patience"])),
         "observations": observations(

@@ -28,10 +28,25 @@ SELECTION_SCHEMA = {
                     "size_index": {"type": "integer", "minimum": 0},
                     "winner": {"type": ["string", "null"]},
                     "score": _NUMBER_OR_NULL,
+                    "contenders": {
+                        "type": "array",
+                        "items": {
+                            "type": "object",
+                            "required": ["kernel", "score", "ci_low", "ci_high", "generation"],
+                            "properties": {
+                                "kernel": {"type": "string"},
+                                "score": _NUMBER_OR_NULL,
+                                "ci_low": _NUMBER_OR_NULL,
+                                "ci_high": _NUMBER_OR_NULL,
+                                "generation": {"type": "integer", "minimum": 0},
+                            },
+                        },
+                    },
                 },
             },
         },
         "kernels": {"type": "object", "additionalProperties": {"type": "object"}},
+        "contender_kernels": {"type": "object", "additionalProperties": {"type": "object"}},
         "summary": {
             "type": "object",
             "properties": {
