@@ -315,8 +315,9 @@ def test_mapped_priors_are_relevelled_by_what_those_measured_here_scored():
 
 @pytest.mark.parametrize("distance", [0.0, 1.0])
 def test_mapped_priors_leave_the_first_batch_its_random_design(distance):
-    """Mapped priors (distance > 0) get two of the first batch's bets and leave the rest to the random
-    initial design; priors legal here as they are keep four bets and the model's picks around them."""
+    """Mapped priors (distance > 0) get no bet of the first batch (two with ``mapped_first_bets`` 2) and
+    leave the rest to the random initial design: the first batch is the cold run's; priors legal here as
+    they are keep four bets and the model's picks around them."""
     space = bowl_space(True)
     prior = bowl_priors(distance)
     at = {tuple(o.params.values()) for o in prior}
@@ -324,7 +325,11 @@ def test_mapped_priors_leave_the_first_batch_its_random_design(distance):
     bets = [p for p in props if "related problem" in p.rationale]
     assert all(tuple(p.params[k] for k in "xyz") in at for p in bets)
     if distance:
-        assert len(bets) == 2
+        cold = make_strategy("surrogate", 3).ask(Evidence(space, 0, [], (), frozenset()), 12)
+        assert [p.params for p in props] == [p.params for p in cold]
+        two = make_strategy("surrogate", 3, {"mapped_first_bets": 2})
+        props = two.ask(Evidence(space, 0, [], (), frozenset(), prior=prior), 12)
+        assert sum("related problem" in p.rationale for p in props) == 2
         assert sum("initial design" in p.rationale for p in props) == 10
     else:
         assert len(bets) == 4
@@ -346,9 +351,10 @@ def test_a_configuration_that_leaves_a_parameter_out_indexes_at_its_default():
 
 
 def test_mapped_priors_can_rank_the_shipped_seeds_neighbours():
-    """mapped_rank_neighbours (the default): the first generation takes the shipped seed's one-knob
-    neighbours in the order a model of the mapped priors gives them (the donor's ranking inside this GPU's
-    own region), not the space's order; the priors themselves are not proposed."""
+    """mapped_rank_neighbours (an option, off by default): the first generation takes the shipped seed's
+    one-knob neighbours in the order a model of the mapped priors gives them (the donor's ranking inside this
+    GPU's own region), not the space's order; the priors themselves are not proposed. Off, the first
+    generation is the cold run's."""
     space = bowl_space(True)
     seed = {"x": 6, "y": 2, "z": 4}
     # another GPU's kernels on both sides of the seed along x, better the larger x
@@ -358,9 +364,13 @@ def test_mapped_priors_can_rank_the_shipped_seeds_neighbours():
         for y in (1, 2, 3)
     ]
     ev = Evidence(space, 0, [], [seed], frozenset(), prior=prior)
-    ranked = [p.params for p in make_strategy("surrogate", 0, {"mapped_first_bets": 0}).ask(ev, 4)]
-    off = {"mapped_first_bets": 0, "mapped_rank_neighbours": False}
-    plain = [p.params for p in make_strategy("surrogate", 0, off).ask(ev, 4)]
+    on = {"mapped_first_bets": 0, "mapped_rank_neighbours": True}
+    ranked = [p.params for p in make_strategy("surrogate", 0, on).ask(ev, 4)]
+    plain = [p.params for p in make_strategy("surrogate", 0).ask(ev, 4)]  # the default: seed by seed, as cold
+    cold = [
+        p.params for p in make_strategy("surrogate", 0).ask(Evidence(space, 0, [], [seed], frozenset()), 4)
+    ]
+    assert plain == cold
     assert ranked[0] == plain[0] == seed
     assert ranked[1] == {**seed, "x": 7} != plain[1]
     assert all(sum(p[k] != seed[k] for k in seed) == 1 for p in ranked[1:])  # one-knob neighbours
@@ -385,5 +395,73 @@ def test_mapped_priors_can_stay_out_of_the_model():
 
     out = {"mapped_priors_in_model": False, "initial_design": 1}
     assert asked(out, bowl_priors(1.0)) == asked(out, scaled)
-    inside = {"initial_design": 1}
+    inside = {"initial_design": 1, "mapped_prior_trust": False}
     assert asked(inside, bowl_priors(1.0)) != asked(inside, scaled)
+
+
+def test_spearman_ranks_ties_at_their_mean():
+    from oto.search.strategies.surrogate import spearman
+
+    assert spearman([1, 2, 3, 4], [10, 20, 30, 40]) == pytest.approx(1.0)
+    assert spearman([1, 2, 3, 4], [4, 3, 2, 1]) == pytest.approx(-1.0)
+    assert spearman([1, 1, 1, 1], [1, 2, 3, 4]) == 0.0  # a constant side: no agreement
+    assert spearman([1, 2, 2, 3], [1, 2, 3, 4]) == pytest.approx(0.9486833)  # ties at their mean rank
+
+
+def _bowl_measured(n: int) -> list[Observation]:
+    """``n`` kernels of the bowl measured on this GPU, best first."""
+    rng = np.random.default_rng(5)
+    space = bowl_space(True)
+    members = sorted(space.all_members())
+    picks = [space.config(members[int(i)]) for i in rng.choice(len(members), size=n, replace=False)]
+    obs = [Observation(f"m{i}", c, 1.0 / bowl_time(c)) for i, c in enumerate(picks)]
+    return sorted(obs, key=lambda o: -o.score)
+
+
+def _donor(agrees: bool) -> list[Observation]:
+    """Another GPU's kernels spread over the bowl, moved onto this space (distance 1), labelled by the bowl
+    (its ranking agrees with this GPU's) or by the bowl upside down (it does not)."""
+    grid = [{"x": x, "y": y, "z": z} for x in (0, 3, 6, 9, 11) for y in (0, 3, 6, 9, 11) for z in (1, 4)]
+    return [
+        Observation(f"d{i}", c, (1.0 / bowl_time(c)) if agrees else bowl_time(c), distance=1.0)
+        for i, c in enumerate(grid)
+    ]
+
+
+def test_mapped_prior_trust_is_the_rank_agreement_with_this_gpus_measurements():
+    """Unknown before six measurements; near 1 for a donor whose ranking is this GPU's; 0 for one whose
+    ranking is the opposite, and for an agreement no better than chance (the z threshold)."""
+    from oto.search.strategies.surrogate import mapped_prior_trust
+
+    space = bowl_space(True)
+
+    def trust(prior, n, z=0.0):
+        return mapped_prior_trust(
+            history(Evidence(space, 1, _bowl_measured(n), (), frozenset(), prior=prior), space), z
+        )
+
+    assert trust(_donor(True), 5) is None
+    assert trust(_donor(True)[:1], 12) is None  # one mapped prior ranks nothing
+    assert trust(_donor(True), 12) > 0.7
+    assert trust(_donor(False), 12) == 0.0
+    assert trust(_donor(True), 12, z=40.0) == 0.0  # 40 standard errors: no agreement is that sure
+    native = [Observation(o.kernel_id, o.params, o.score) for o in _donor(False)]  # legal here as they are
+    assert trust(native, 12) is None  # trust weighs mapped priors only
+
+
+def test_mapped_priors_that_earn_no_trust_leave_the_run_as_cold():
+    """A donor whose ranking disagrees with this GPU's measurements changes no proposal: the run asks what a
+    cold run would from the same evidence. One whose ranking agrees stays in the model and moves the
+    proposals; with the trust off, the disagreeing donor moves them too."""
+    space = bowl_space(True)
+    obs = _bowl_measured(12)
+    seen = frozenset(o.kernel_id for o in obs)
+
+    def asked(prior, options=None):
+        ev = Evidence(space, 1, obs, (), seen, prior=prior)
+        return [p.params for p in make_strategy("surrogate", 4, options).ask(ev, 8)]
+
+    cold = asked([])
+    assert asked(_donor(False)) == cold
+    assert asked(_donor(True)) != cold
+    assert asked(_donor(False), {"mapped_prior_trust": False}) != cold

@@ -30,10 +30,14 @@ Generation 0 proposes the shipped solutions and their legal neighbourhood. Knowl
 noise, so they shape the model early and are overruled by this library's own measurements. Priors moved
 from another GPU's space (:mod:`oto.search.prior_map`) are weaker still: their labels are on the other GPU's
 scale, so once some of them are measured here all of them are shifted by the mean gap
-(:func:`relevel_mapped_priors`); they do not replace the first batch's random configurations, and only
-``mapped_first_bets`` of them are among its first bets; where the library has shipped seeds, the first
-generation takes the seeds' one-knob neighbours in the order a model of the mapped priors alone ranks them
-(``mapped_rank_neighbours``: the donor's ranking inside this GPU's own region).
+(:func:`relevel_mapped_priors`), and they **earn their weight** (``mapped_prior_trust``): the first
+generation is the cold run's (no mapped first bets, the shipped seeds and their neighbours in their own order,
+the random design untouched), and from then on the mapped priors' noise in the model is ``prior_noise``
+divided by how well a model of them alone ranks this GPU's own measurements (:func:`mapped_prior_trust`: a
+rank correlation that must beat chance); at no agreement they leave the model and the candidate pool, and the
+run proposes exactly what the cold run would from the same evidence. Options keep the earlier rules:
+``mapped_first_bets`` of them among the first bets, the seeds' neighbours in their model's order
+(``mapped_rank_neighbours``).
 Deterministic for a given (seed, evidence): every ask rebuilds its state from the evidence.
 """
 
@@ -65,12 +69,21 @@ PRIOR_NOISE = 0.3  # variance added to transferred points (standardised units)
 # Priors moved from another GPU's space (oto.search.prior_map, distance > 0): chosen on gfx1030->gfx1100,
 # gfx1035->gfx1150 and gfx1035->gfx1103's seen seeds (bench/RESULTS.md, "Mapped priors weighed ...")
 MAPPED_PRIOR_RELEVEL = 1.0  # share of the measured offset of mapped priors applied to all of them
-MAPPED_FIRST_BETS = 2  # of the first generation's bets on priors, how many may be mapped ones
+# of the first generation's bets on priors, how many may be mapped ones: none since mapped priors earn their
+# weight (below), so a warm run's first generation is the cold run's (2 before, "Mapped priors weighed ...")
+MAPPED_FIRST_BETS = 0
 MAPPED_PRIORS_IN_DESIGN = False  # mapped priors do not stand in for the initial design's random kernels
 MAPPED_PRIORS_IN_MODEL = True  # mapped priors are training points of the Gaussian process
 # the shipped seeds' neighbours in the mapped priors' order: chosen on the same development pairs once the
-# RDNA3 seeds indexed (bench/RESULTS.md, "The shipped RDNA3 seeds indexed ...")
-MAPPED_RANK_NEIGHBOURS = True
+# RDNA3 seeds indexed (bench/RESULTS.md, "The shipped RDNA3 seeds indexed ..."); off since mapped priors earn
+# their weight: an unmeasured donor decides nothing, so the seeds' neighbours come seed by seed as cold
+MAPPED_RANK_NEIGHBOURS = False
+# mapped priors earn their weight: trusted in proportion to how well their ranking agrees with this GPU's own
+# measurements (mapped_prior_trust); chosen on the development pairs of bench/RESULTS.md, "Mapped priors that
+# earn their weight"
+MAPPED_PRIOR_TRUST = True
+TRUST_MIN_MEASURED = 6  # this GPU's own measurements before the agreement is computed (the trust is unknown)
+MAPPED_TRUST_Z = 1.64  # the agreement must beat chance: rank correlation > z / sqrt(n - 1) (one-sided 5%)
 POOL_RANDOM = 600  # random valid configurations scored per ask (enumerated spaces)
 TOP_NEIGHBOURHOODS = 8  # best configurations whose one-step neighbourhood is always scored
 LINE_TOPS = 3  # best configurations whose one-parameter lines (any value of one knob) are scored
@@ -132,6 +145,52 @@ def relevel_mapped_priors(hist: History, share: float) -> float:
         c + shift if d > 0 else c for c, d in zip(hist.prior_costs, hist.prior_distances, strict=True)
     ]
     return shift
+
+
+def _ranks(x: np.ndarray) -> np.ndarray:
+    """Ranks from 0, ties sharing their mean rank."""
+    order = np.argsort(x, kind="stable")
+    ranks = np.empty(len(x))
+    ranks[order] = np.arange(len(x), dtype=float)
+    for v in np.unique(x):
+        tie = x == v
+        ranks[tie] = ranks[tie].mean()
+    return ranks
+
+
+def spearman(a, b) -> float:
+    """Spearman's rank correlation (0 when either side is constant)."""
+    ra, rb = _ranks(np.asarray(a, dtype=float)), _ranks(np.asarray(b, dtype=float))
+    ra, rb = ra - ra.mean(), rb - rb.mean()
+    den = math.sqrt(float((ra * ra).sum() * (rb * rb).sum()))
+    return float((ra * rb).sum() / den) if den > 0 else 0.0
+
+
+def mapped_prior_trust(hist: History, z: float = 0.0) -> float | None:
+    """How far the priors moved from another GPU's space (distance > 0) have earned their weight here: the
+    rank correlation between what a model of those priors alone predicts for the kernels measured on this
+    GPU and what they measured, when it beats chance (exceeds ``z`` / sqrt(n - 1), n measurements: ``z``
+    standard errors of a chance correlation), else 0. None (unknown) before ``TRUST_MIN_MEASURED``
+    measurements or with fewer than two mapped priors.
+
+    A donor whose ranking carries over to this GPU (the same macro tiles good on both) keeps its priors in
+    the search; one whose ranking does not (RDNA2's VALU kernels mapped onto RDNA3 WMMA kernels, where other
+    tiles win) is weighed down to nothing once this GPU's own kernels say so, and the run goes on as a cold
+    run would. The measurements are this GPU's, whatever proposed them (shipped seeds, their neighbours, the
+    mapped priors' own first bets), so a ranking that only holds among the priors themselves scores low."""
+    mapped = [
+        (p, c)
+        for p, c, d in zip(hist.prior_points, hist.prior_costs, hist.prior_distances, strict=True)
+        if d > 0
+    ]
+    ok = hist.ok()
+    if len(mapped) < 2 or len(ok) < TRUST_MIN_MEASURED:
+        return None
+    space = hist.space
+    gp = GP(space.encode([p for p, _ in mapped]), np.asarray([c for _, c in mapped]), np.zeros(len(mapped)))
+    mean, _ = gp.predict(space.encode([p for p, _ in ok]))
+    rho = spearman(mean, [c for _, c in ok])
+    return rho if rho > z / math.sqrt(len(ok) - 1) else 0.0
 
 
 def _matern52_d2(d2: np.ndarray) -> np.ndarray:
@@ -294,6 +353,23 @@ class SurrogateStrategy(BaseStrategy):
             "GPU's own region), rather than seed by seed",
         ),
         Option(
+            "mapped_prior_trust",
+            MAPPED_PRIOR_TRUST,
+            "whether priors moved from another GPU's space earn their weight: out of the model until this "
+            f"GPU has measured {TRUST_MIN_MEASURED} kernels, then their extra noise in the Gaussian process "
+            "is ``prior_noise`` divided by the rank correlation between a model of those priors alone and "
+            "this GPU's own measurements (0 unless it beats chance, ``mapped_prior_trust_z``), and at 0 "
+            "they leave the model and the candidate pool; if not, they keep ``prior_noise`` throughout",
+        ),
+        Option(
+            "mapped_prior_trust_z",
+            MAPPED_TRUST_Z,
+            "with ``mapped_prior_trust``: the rank correlation counts only above this many standard errors "
+            "of a chance one (z / sqrt(n - 1) for n measurements); below it the trust is 0",
+            0.0,
+            5.0,
+        ),
+        Option(
             "initial_design",
             8,
             "random configurations before the model is trusted (no seeds, no priors)",
@@ -365,10 +441,24 @@ class SurrogateStrategy(BaseStrategy):
                 break
             pick.offer(nb, why)
 
-    def _pool(self, hist: History, rng: np.random.Generator) -> list[Index]:
+    def _trust(self, hist: History) -> float:
+        """The weight of the mapped priors (1: as any prior; 0: not earned, or not yet; see
+        :func:`mapped_prior_trust`)."""
+        if not self.settings["mapped_prior_trust"]:
+            return 1.0
+        trust = mapped_prior_trust(hist, self.settings["mapped_prior_trust_z"])
+        return 0.0 if trust is None else trust
+
+    def _pool(self, hist: History, rng: np.random.Generator, trusted: bool = True) -> list[Index]:
+        """Candidates the model scores; ``trusted``: whether the mapped priors' best are among them."""
         space = hist.space
         prior = [
-            p for p, _ in sorted(zip(hist.prior_points, hist.prior_costs, strict=True), key=lambda pc: pc[1])
+            p
+            for p, _, d in sorted(
+                zip(hist.prior_points, hist.prior_costs, hist.prior_distances, strict=True),
+                key=lambda t: t[1],
+            )
+            if trusted or d == 0
         ]
         ranked = hist.ranked() or prior[:TOP_NEIGHBOURHOODS] or hist.seeds
         cands: dict[Index, None] = dict.fromkeys(prior[:TOP_NEIGHBOURHOODS])  # the family's best, as is
@@ -433,7 +523,8 @@ class SurrogateStrategy(BaseStrategy):
 
     def _model_step(self, pick: Picker, hist: History, rng: np.random.Generator) -> None:
         line_c, pair_c, certify_kind = self._local(hist, rng)
-        pool = self._pool(hist, rng)
+        trust = self._trust(hist)
+        pool = self._pool(hist, rng, trust > 0)
         in_pool = set(pool)
         pool += [c for c in dict.fromkeys(line_c + pair_c) if c not in in_pool]
         if not pool:
@@ -443,10 +534,19 @@ class SurrogateStrategy(BaseStrategy):
         if len(ok) > MAX_TRAIN:  # the best half, then an even spread over the rest
             rest = ok[MAX_TRAIN // 2 :]
             ok = ok[: MAX_TRAIN // 2] + rest[:: max(1, len(rest) // (MAX_TRAIN // 2))][: MAX_TRAIN // 2]
-        keep = [self.settings["mapped_priors_in_model"] or d == 0 for d in hist.prior_distances]
+        keep = [
+            d == 0 or (self.settings["mapped_priors_in_model"] and trust > 0) for d in hist.prior_distances
+        ]
         prior_pts = [p for p, k in zip(hist.prior_points, keep, strict=True) if k]
+        prior_noise = [
+            self.settings["prior_noise"] / (1.0 if d == 0 else trust)
+            for d, k in zip(hist.prior_distances, keep, strict=True)
+            if k
+        ]
         pts = [p for p, _ in ok] + prior_pts
         ys = [c for _, c in ok] + [c for c, k in zip(hist.prior_costs, keep, strict=True) if k]
+        if not ys:
+            return  # nothing measured and no prior trusted yet: the random fill proposes
         # Clipping the worst costs (warping, as in HEBO/SMAC's log-transforms): the model spends its
         # capacity on the good region instead of on how bad the worst kernels are, which otherwise
         # makes a slightly worse-on-average region that holds the optimum look hopeless.
@@ -459,7 +559,7 @@ class SurrogateStrategy(BaseStrategy):
         ys += [worst] * len(failed)
         extra = np.r_[
             np.zeros(len(ok)),
-            np.full(len(prior_pts), self.settings["prior_noise"]),
+            np.asarray(prior_noise, dtype=float),
             np.zeros(len(failed)),
         ]
         memo = self._hyper.get(space.name)
