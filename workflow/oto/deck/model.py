@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from oto.deck.floors import Floor, FloorError, MatchingFloor, floor_from_dict, own_floor
-from oto.files import read_yaml, write_yaml
+from oto.files import read_yaml_mirrored, write_yaml, write_yaml_mirrored
 from oto.gemm import PATTERNS
 from oto.tensile import legality
 from oto.tensile.logic_reader import size_problem
@@ -328,9 +328,10 @@ def write_deck_yaml(deck: Deck, path: str | Path, provenance: Mapping[str, Any])
 
 
 def write_library_yaml(library_deck: LibraryDeck, path: str | Path, provenance: Mapping[str, Any]) -> None:
-    """``results/<arch>/<library>/deck.yaml``: one library's full deck, sizes one flow list per line."""
-    write_yaml(path, {"provenance": dict(provenance), **library_deck.to_dict()})
+    """``results/<arch>/<library>/deck.yaml``: one library's full deck, sizes one flow list per line; with
+    the JSON mirror its many readers parse instead (oto.files.write_yaml_mirrored: a cache, no contract)."""
+    write_yaml_mirrored(path, {"provenance": dict(provenance), **library_deck.to_dict()})
 
 
 def read_library_yaml(path: str | Path) -> LibraryDeck:
-    return LibraryDeck.from_dict(read_yaml(path), str(path))
+    return LibraryDeck.from_dict(read_yaml_mirrored(path), str(path))
