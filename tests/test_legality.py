@@ -716,22 +716,3 @@ def test_shipped_rdna_solutions_all(navi21_dir, navi31_dir):
         assert not disagree, disagree[:5]
         assert invalid == {VAW_GUARD[0]: vaw}, invalid
         print(f"\n{folder.name}: {n} solutions, {compared} derived values agree; invalid {dict(invalid)}")
-
-
-def test_canonical_remembers_by_exact_input_and_hands_out_copies():
-    """canonical's per-process memo keys on every value's type: 1.0 stays apart from 1 and True from 1, and
-    a caller changing its result never changes the next answer."""
-    knobs = {"ThreadTile": [4, 4], "WorkGroup": [16, 16, 1], "DepthU": 16, "VectorWidth": 4}
-    first = canonical(knobs)
-    first["ThreadTile"].append(99)
-    first["DepthU"] = 8
-    again = canonical(dict(knobs))
-    assert again["ThreadTile"] == [4, 4] and again["DepthU"] == 16
-    assert canonical({**knobs, "DepthU": 16.0})["DepthU"] == 16.0  # as uncached: the given value, a float
-    assert type(canonical({**knobs, "DepthU": 16.0})["DepthU"]) is float
-    assert type(canonical({**knobs, "DepthU": 16})["DepthU"]) is int
-    assert canonical({**knobs, "PrefetchGlobalRead": True})["PrefetchGlobalRead"] == 1
-    with pytest.raises(CandidateError):
-        canonical({**knobs, "DepthU": 17})
-    with pytest.raises(CandidateError):  # an error is never remembered as an answer
-        canonical({**knobs, "DepthU": 17})

@@ -254,42 +254,10 @@ def complete_wmma(config: dict[str, Any]) -> dict[str, Any]:
     return config
 
 
-# canonical's answers in this process, keyed on the exact input (every value's type, as 1, 1.0 and True
-# can canonicalise differently): a search job canonicalises the same few hundred kernels thousands of times
-_CANONICAL: dict[tuple, dict[str, Any]] = {}
-
-
-def _input_key(params: Mapping[str, Any]) -> tuple:
-    out = []
-    for k, v in params.items():
-        t = type(v)
-        if t is list or t is tuple:
-            v = tuple((type(x), x) for x in v)
-        elif t is dict:
-            v = tuple((type(a), a, type(b), b) for a, b in v.items())
-        out.append((k, t, v))
-    return tuple(out)
-
-
-def _copied(out: Mapping[str, Any]) -> dict[str, Any]:
-    return {k: (list(v) if type(v) is list else dict(v) if type(v) is dict else v) for k, v in out.items()}
-
-
 def canonical(params: Mapping[str, Any]) -> dict[str, Any]:
     """Fill defaults, normalise list/bool forms and reject unknown names or illegal values. The ISA knobs
     (:data:`ISA_PARAMS`) and the extra parameters (:data:`EXTRA_PARAMS`) are kept, normalised, after the knobs
-    when they differ from Tensile's default. Remembered per process (a fresh copy every call)."""
-    try:
-        key = _input_key(params)
-        known = _CANONICAL.get(key)
-    except TypeError:  # a value that cannot be a key (a nested list): not remembered
-        return _canonical(params)
-    if known is None:
-        known = _CANONICAL[key] = _canonical(params)
-    return _copied(known)
-
-
-def _canonical(params: Mapping[str, Any]) -> dict[str, Any]:
+    when they differ from Tensile's default."""
     unknown = sorted(set(params) - set(PARAMS) - set(ISA_PARAMS) - set(EXTRA_PARAMS))
     if unknown:
         raise CandidateError(f"unknown Tensile parameter(s): {', '.join(unknown)}")
