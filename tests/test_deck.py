@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import copy
+import datetime
 import gzip
 import shutil
 
@@ -215,3 +216,45 @@ def test_a_negative_size_in_a_deck_file_is_refused_naming_file_and_size(manifest
     write_library_yaml(LibraryDeck(**db), tmp_path / "s4.yaml", {})
     with pytest.raises(DeckError, match=r"s4.yaml: Cijk_Ailk_Bljk_DB: shipped\[1\]: GFLOPS nan"):
         read_library_yaml(tmp_path / "s4.yaml")
+
+
+def test_library_yaml_mirror_is_read_only_while_it_is_of_the_files_text(manifest_deck, tmp_path):
+    """deck.yaml's JSON mirror (oto.files.write_yaml_mirrored) gives what the YAML parses to, integer keys
+    (AssertStrideAEqual {0: 1}) included, and is ignored once the YAML's text is not the text it mirrors."""
+    from oto.files import mirror_path, read_yaml_mirrored
+
+    lib = manifest_deck.libraries["Cijk_Ailk_Bljk_ZB_GB"]
+    path = tmp_path / "deck.yaml"
+    write_library_yaml(lib, path, {"source": "test"})
+    mirror = mirror_path(path)
+    assert mirror.name == ".deck.yaml.json" and mirror.is_file()
+    parsed = read_yaml(path)
+    assert any(isinstance(k, int) for s in parsed["solutions"] for v in s["params"].values()
+               if isinstance(v, dict) for k in v)  # fmt: skip
+    assert read_yaml_mirrored(path) == parsed and read_library_yaml(path) == lib
+    # the YAML edited by hand: its own text is read, not the mirror's
+    path.write_text(
+        path.read_text().replace("name: Cijk_Ailk_Bljk_ZB_GB", "name: Cijk_Ailk_Bljk_ZB_GB_edited")
+    )
+    assert read_library_yaml(path).name == "Cijk_Ailk_Bljk_ZB_GB_edited"
+    # a torn or foreign mirror is ignored too
+    write_library_yaml(lib, path, {"source": "test"})
+    mirror.write_text('{"sha256": "0", "data": {"name": "wrong"}}')
+    assert read_library_yaml(path) == lib
+    mirror.write_text("{not json")
+    assert read_library_yaml(path) == lib
+
+
+def test_a_deck_json_cannot_carry_gets_no_mirror(manifest_deck, tmp_path):
+    """NaN (and anything else JSON does not carry exactly) leaves no mirror, and no stale one behind."""
+    from oto.files import mirror_path, read_yaml_mirrored, write_yaml_mirrored
+
+    path = tmp_path / "doc.yaml"
+    write_yaml_mirrored(path, {"a": 1.5, "b": {0: 1}, "c": [True, None, "x"]})
+    assert mirror_path(path).is_file()
+    write_yaml_mirrored(path, {"a": float("nan")})
+    assert not mirror_path(path).exists()
+    write_yaml_mirrored(path, {"b": {1.5: "a float key"}})  # keys other than text: as pairs
+    assert mirror_path(path).is_file() and read_yaml_mirrored(path) == {"b": {1.5: "a float key"}}
+    write_yaml_mirrored(path, {"day": datetime.date(2026, 12, 4)})  # YAML's timestamp: JSON has none
+    assert not mirror_path(path).exists() and read_yaml_mirrored(path) == {"day": datetime.date(2026, 12, 4)}

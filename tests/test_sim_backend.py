@@ -265,3 +265,31 @@ def test_simulate_is_measure_as_arrays(tmp_path, order):
     np.testing.assert_array_equal(run.clock_mhz, [s.clock_mhz for s in samples])
     assert run.sweep.tolist() == [s.sweep for s in samples]
     assert backend(**cfg).simulate(PROBLEM, MeasurePlan({}, SIZES, [])).launches == []
+
+
+def test_a_race_s_rounds_reuse_the_model_s_truth_without_changing_a_number(tmp_path):
+    """The noise-free times a backend remembers between plans (a race's rounds) are those of the kernel's
+    parameters at the plan's sizes: forgetting them between plans gives the same samples, and a kernel id
+    that names other parameters in a later plan is timed as those."""
+    first, again = plan(2), plan(3)
+    other = {KERNELS[0].id: Kernel(KERNELS[0].id, KERNELS[1].params), **{k.id: k for k in KERNELS[1:]}}
+    swapped = MeasurePlan(other, SIZES, again.launches)
+    remembered, fresh = backend(), backend()
+    got = []
+    for be in (remembered, fresh):
+        runs = []
+        for p in (first, again, swapped, plan(2, sizes=SIZES[::-1])):
+            runs.append(be.simulate(PROBLEM, p).times)
+            if be is fresh:
+                be._truth.clear()
+        got.append(runs)
+    for a, b in zip(*got, strict=True):
+        np.testing.assert_array_equal(a, b)
+    swapped_run = remembered.simulate(PROBLEM, swapped)  # K0's id now names K1's parameters
+
+    def mean_at(kid: str, size: int) -> float:
+        at = [i for i, la in enumerate(swapped_run.launches) if la.kernel_id == kid and la.size_index == size]
+        return float(np.mean(swapped_run.times[at]))
+
+    # at 2048^3 K0's own parameters are ~25% faster than K1's: here the two ids time alike
+    assert mean_at(KERNELS[0].id, 1) / mean_at(KERNELS[1].id, 1) == pytest.approx(1.0, abs=0.1)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import fcntl
+import hashlib
 import json
 import os
 import tempfile
@@ -73,6 +74,74 @@ def read_yaml(path: str | Path) -> Any:
         return yaml.load(path.read_text(), Loader=_Loader)
     except yaml.YAMLError as exc:
         raise StageFileError(f"{path}: not valid YAML: {exc}") from exc
+
+
+# A YAML file that many jobs read (a library's deck.yaml: 150-odd shipped solutions on an RDNA deck, parsed
+# by every generation's mutate, emit, compile and benchmark) gets a hidden JSON mirror beside it,
+# ``.<name>.json``: what the YAML text parses to, keyed by the text's sha256. JSON parses ~50x faster than
+# PyYAML's constructor; a mirror that is missing, unreadable or of other text (the YAML edited or rewritten
+# since) is ignored and the YAML parsed. The YAML stays the file and the contract; the mirror is a cache.
+_KEYED = "\x00keyed"  # a mirror's mapping whose keys are not all text (AssertStrideAEqual: {0: 1}): pairs
+
+
+def mirror_path(path: str | Path) -> Path:
+    """Where :func:`write_yaml_mirrored` keeps the JSON mirror of ``path``."""
+    path = Path(path)
+    return path.with_name(f".{path.name}.json")
+
+
+def _json_tree(data: Any) -> Any:
+    if isinstance(data, dict):
+        if all(type(k) is str for k in data):
+            return {k: _json_tree(v) for k, v in data.items()}
+        return {_KEYED: [[k, _json_tree(v)] for k, v in data.items()]}
+    if isinstance(data, list):
+        return [_json_tree(v) for v in data]
+    return data
+
+
+def _from_json_object(obj: dict[str, Any]) -> dict[Any, Any]:
+    if len(obj) == 1 and _KEYED in obj:
+        return {k: v for k, v in obj[_KEYED]}
+    return obj
+
+
+def _loads_mirror(text: str | bytes) -> Any:
+    return json.loads(text, object_hook=_from_json_object)
+
+
+def write_yaml_mirrored(path: str | Path, data: Any) -> None:
+    """:func:`write_yaml`, plus the JSON mirror :func:`read_yaml_mirrored` reads instead of the YAML. The
+    mirror holds what the written text parses to, and only when JSON carries it exactly (no NaN, infinity,
+    date or other key types than text and integers); else none is left behind."""
+    text = dump_yaml(data)
+    atomic_write_text(path, text)
+    parsed = yaml.load(text, Loader=_Loader)
+    mirror = mirror_path(path)
+    try:
+        body = {"sha256": hashlib.sha256(text.encode()).hexdigest(), "data": _json_tree(parsed)}
+        doc = json.dumps(body, allow_nan=False, separators=(",", ":"))
+        exact = _loads_mirror(doc)["data"] == parsed
+    except (TypeError, ValueError):
+        exact = False
+    if exact:
+        atomic_write_text(mirror, doc)
+    else:
+        mirror.unlink(missing_ok=True)
+
+
+def read_yaml_mirrored(path: str | Path) -> Any:
+    """:func:`read_yaml` of a file :func:`write_yaml_mirrored` wrote: its mirror when that is of the file's
+    current text, else the YAML."""
+    path = Path(path)
+    try:
+        raw = path.read_bytes()
+        doc = _loads_mirror(mirror_path(path).read_bytes())
+        if isinstance(doc, dict) and doc.get("sha256") == hashlib.sha256(raw).hexdigest() and "data" in doc:
+            return doc["data"]
+    except (OSError, ValueError, TypeError):
+        pass
+    return read_yaml(path)
 
 
 def require(doc: Mapping[str, Any], key: str, path: str | Path, kind: type | tuple = object) -> Any:

@@ -20,10 +20,10 @@ from pathlib import Path
 from typing import Any
 
 from oto.deck.floors import Floor, FloorError, MatchingFloor, floor_from_dict, own_floor
-from oto.files import read_yaml, write_yaml
+from oto.files import read_yaml_mirrored, write_yaml, write_yaml_mirrored
 from oto.gemm import PATTERNS
 from oto.tensile import legality
-from oto.tensile.logic_reader import size_problem
+from oto.tensile.logic_reader import SIZE_MAX, size_problem
 from oto.tensile.params import CandidateError, canonical
 
 # What a library's figures are (the manifest stores these); deck.yaml adds its weights and, when the floor is
@@ -39,6 +39,8 @@ def check_sizes(sizes: list, where: str) -> None:
     """Every size is [M, N, B, K] (or 8 long with LDD, LDC, LDA, LDB) of integers in [1, 2^31 - 1]: a zero
     or negative size fails here, naming the file and the size, not at finalize after a night of tuning."""
     for i, s in enumerate(sizes):
+        if type(s) is list and len(s) in (4, 8) and all(type(v) is int and 1 <= v <= SIZE_MAX for v in s):
+            continue  # a well-formed size (a navi31 manifest holds 48,106): nothing more to check
         if not (
             isinstance(s, list | tuple)
             and len(s) in (4, 8)
@@ -328,9 +330,10 @@ def write_deck_yaml(deck: Deck, path: str | Path, provenance: Mapping[str, Any])
 
 
 def write_library_yaml(library_deck: LibraryDeck, path: str | Path, provenance: Mapping[str, Any]) -> None:
-    """``results/<arch>/<library>/deck.yaml``: one library's full deck, sizes one flow list per line."""
-    write_yaml(path, {"provenance": dict(provenance), **library_deck.to_dict()})
+    """``results/<arch>/<library>/deck.yaml``: one library's full deck, sizes one flow list per line; with
+    the JSON mirror its many readers parse instead (oto.files.write_yaml_mirrored: a cache, no contract)."""
+    write_yaml_mirrored(path, {"provenance": dict(provenance), **library_deck.to_dict()})
 
 
 def read_library_yaml(path: str | Path) -> LibraryDeck:
-    return LibraryDeck.from_dict(read_yaml(path), str(path))
+    return LibraryDeck.from_dict(read_yaml_mirrored(path), str(path))

@@ -112,7 +112,7 @@ def measure_frame(backend, problem, plan: MeasurePlan, workdir: Path) -> pd.Data
             run_plan = replace(plan, launches=[plan.launches[i] for i in runnable])
             measured = backend.measure(problem, run_plan, Path(workdir))
             # Plan order: seq is the launch's index in the plan. Reported order: the position it ran at.
-            if caps.launch_order == "plan":
+            if caps.launch_order == "plan" and len(runnable) < len(plan.launches):
                 samples = [replace(s, seq=runnable[s.seq]) for s in measured]
             else:
                 samples = list(measured)

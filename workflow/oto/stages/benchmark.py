@@ -13,7 +13,7 @@ import pandas as pd
 from oto.backends import job_stream, resolve
 from oto.backends.base import Kernel, Size
 from oto.deck.model import read_library_yaml
-from oto.files import atomic_write_text, read_yaml
+from oto.files import atomic_write_text, read_yaml, read_yaml_mirrored
 from oto.hardware import ceilings, memory
 from oto.measurement.benchmarking import race_library
 from oto.stages import BACKEND_FIELDS, Stage
@@ -36,7 +36,8 @@ def run(
     results: Path,
     out_samples: Path,
 ) -> pd.DataFrame:
-    cands, build, deck = read_yaml(candidates_path), read_yaml(build_path), read_library_yaml(deck_path)
+    cands, build = read_yaml_mirrored(candidates_path), read_yaml(build_path)
+    deck = read_library_yaml(deck_path)
     job = f"gen{cands['generation']}"
     built = {b["id"] for b in build.get("kernels", []) if b["status"] == "ok"}
     kernels = {k["id"]: Kernel(k["id"], k["params"]) for k in cands.get("kernels", []) if k["id"] in built}

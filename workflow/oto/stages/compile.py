@@ -10,7 +10,7 @@ from pathlib import Path
 from oto.backends import job_stream, resolve
 from oto.backends.base import Kernel, Problem
 from oto.deck.model import read_library_yaml
-from oto.files import read_yaml, write_yaml
+from oto.files import read_yaml_mirrored, write_yaml
 from oto.stages import BACKEND_FIELDS, Stage
 
 STAGE = Stage(
@@ -26,7 +26,7 @@ log = logging.getLogger(__name__)
 def run(
     candidates_path: Path, deck_path: Path, profile: Mapping, config: Mapping, workdir: Path, out_build: Path
 ) -> dict:
-    cands = read_yaml(candidates_path)
+    cands = read_yaml_mirrored(candidates_path)
     deck = read_library_yaml(deck_path)
     backend = resolve(config, profile, job_stream(deck.name, f"gen{cands['generation']}"))
     kernels = [Kernel(k["id"], k["params"]) for k in cands.get("kernels", [])]

@@ -8,7 +8,7 @@ from pathlib import Path
 
 from oto.deck.model import read_library_yaml
 from oto.deck.tuning_sizes import deck_tuning_indices
-from oto.files import read_yaml, require, write_yaml
+from oto.files import read_yaml, require, write_yaml_mirrored
 from oto.measurement.knowledge import job_knowledge
 from oto.search.candidates import candidates_document
 from oto.stages import PROVENANCE_FIELDS, Stage
@@ -44,7 +44,7 @@ def run(
     measured = frozenset(know.measured if know is not None else ())
     limits = legality.Limits.from_profile(profile)
     doc = candidates_document(deck, generation, frozen, proposed, idx, limits, seen, measured)
-    write_yaml(out_candidates, doc)
+    write_yaml_mirrored(out_candidates, doc)  # with a JSON mirror: four jobs of the generation read it
     why = "library converged; results carried forward" if frozen else "no new legal candidate"
     reps = int(config["benchmark"]["repetitions"])
     text = benchmark_config.render_benchmark_yaml(deck, profile, generation, doc["kernels"], sizes, reps, why)

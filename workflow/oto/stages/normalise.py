@@ -11,7 +11,7 @@ from collections.abc import Mapping
 from pathlib import Path
 
 from oto.config import config_block
-from oto.files import atomic_write_text, read_yaml
+from oto.files import atomic_write_text, read_yaml_mirrored
 from oto.gemm import Library
 from oto.hardware.ceilings import PEAK_FIELDS
 from oto.measurement.racing import BUDGET, FIXED, annotate_scores
@@ -31,7 +31,7 @@ log = logging.getLogger(__name__)
 
 
 def run(samples_path: Path, candidates_path: Path, profile: Mapping, config: Mapping, out_scores: Path):
-    cands = read_yaml(candidates_path)
+    cands = read_yaml_mirrored(candidates_path)
     library = Library.parse(cands["library"])
     samples = read_samples(samples_path)
     try:

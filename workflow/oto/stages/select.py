@@ -7,7 +7,7 @@ import logging
 from collections.abc import Mapping
 from pathlib import Path
 
-from oto.files import read_yaml, write_yaml
+from oto.files import read_yaml, read_yaml_mirrored, write_yaml
 from oto.hardware.ceilings import ROOFLINE_FIELDS
 from oto.measurement.score_rows import read_score_rows
 from oto.measurement.selection import carried_forward, selection_document, selection_log_line
@@ -36,7 +36,7 @@ def run(
     out_selection: Path,
     out_registry: Path | None = None,
 ) -> dict:
-    cands, build = read_yaml(candidates_path), read_yaml(build_path)
+    cands, build = read_yaml_mirrored(candidates_path), read_yaml(build_path)
     name, generation = cands["library"], int(cands["generation"])
     prev = read_selection(previous_path) if previous_path else None
     if cands.get("frozen") and prev is not None:

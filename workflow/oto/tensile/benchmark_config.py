@@ -73,6 +73,7 @@ def _plain(params: Mapping[str, Any]) -> dict[str, Any]:
 
 
 PROFILE_FIELDS = ("arch", "tensile.logic_prefix", "tensile.device_names")  # what the rendering reads
+_FLOW_DUMPER = getattr(yaml, "CSafeDumper", yaml.SafeDumper)
 
 
 class BenchmarkedLibrary(Protocol):
@@ -100,9 +101,10 @@ def render_benchmark_yaml(
         undefined=jinja2.StrictUndefined,
         keep_trailing_newline=True,
     )
-    # YAML flow style, not JSON: a kernel's AssertStride*Equal keeps integer keys ({0: 1})
-    env.filters["flow"] = lambda v: yaml.safe_dump(
-        v, default_flow_style=True, width=1_000_000, sort_keys=False
+    # YAML flow style, not JSON: a kernel's AssertStride*Equal keeps integer keys ({0: 1}); libyaml's
+    # emitter where PyYAML has it (the same text as the pure-Python one for kernel parameters, ~4x faster)
+    env.filters["flow"] = lambda v: yaml.dump(
+        v, Dumper=_FLOW_DUMPER, default_flow_style=True, width=1_000_000, sort_keys=False
     ).strip()
     problem = benchmark_problem_type(deck.problem_type)
     tensile = profile.get("tensile", {})
