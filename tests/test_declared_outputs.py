@@ -1,5 +1,6 @@
 """Every job of a small simulated run writes its declared outputs and log, and nothing else but the side
-files docs/architecture.md names for its rule (the live page, the measurements, the registry store)."""
+files docs/architecture.md names for its rule (the live page, the measurements, the registry store) and the
+hidden JSON mirror of a declared YAML output (a cache its readers check against the YAML's sha256)."""
 
 from __future__ import annotations
 
@@ -27,6 +28,15 @@ SIDE_FILES = {
 }
 
 
+def mirror_of(path: str) -> str | None:
+    """The declared YAML file a hidden JSON mirror ``.<name>.json`` stands beside (docs/architecture.md,
+    "Earlier libraries are no job"), else None."""
+    folder, name = os.path.split(path)
+    if name.startswith(".") and name.endswith((".yaml.json", ".yml.json")):
+        return os.path.join(folder, name[1 : -len(".json")])
+    return None
+
+
 def undeclared_writes(audit: Path, work: Path) -> dict[str, set[str]]:
     """Per rule, the files its jobs left in the work folder that are neither a declared output or log of the
     job nor a side file of its rule (temporary files renamed away are gone by the end and not counted)."""
@@ -41,6 +51,8 @@ def undeclared_writes(audit: Path, work: Path) -> dict[str, set[str]]:
             rel = os.path.relpath(full, work)
             if full in declared or rel.startswith("..") or not os.path.exists(full):
                 continue  # declared, outside the project (the temp folder's GPU lock), or a temp file
+            if mirror_of(full) in declared:
+                continue  # a declared YAML output's JSON mirror (oto.files.write_yaml_mirrored)
             if not rel.startswith(allowed):
                 found.setdefault(job["rule"], set()).add(rel)
     return found
