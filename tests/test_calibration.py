@@ -534,3 +534,17 @@ def test_rows_timed_by_the_old_client_are_a_campaign_of_the_second_board(vega10_
     assert old.operating_point == "staggeru_old_client"
     assert old.chip.launch_us == pytest.approx(8.0 * gpu.chip.launch_us)
     assert old.chip.sustained_clock_mhz == gpu.chip.sustained_clock_mhz  # the same board, timed another way
+
+
+def test_the_shared_rank_correlation_is_pandas_spearman_with_ties_infinities_and_missing_pairs():
+    """oto.numbers.spearman serves the fidelity figures and the surrogate's prior trust, without pandas."""
+    import pandas as pd
+    from oto.numbers import spearman
+
+    rng = np.random.default_rng(3)
+    a = rng.normal(size=400).round(1)  # ties
+    b = a + rng.normal(size=400)
+    a[::11], b[::7] = np.inf, np.nan
+    expected = pd.Series(a).rank().corr(pd.Series(b).rank())
+    assert spearman(a, b) == pytest.approx(expected, abs=1e-12)
+    assert np.isnan(spearman([1, 1, 1], [1, 2, 3])) and np.isnan(spearman([1], [2]))

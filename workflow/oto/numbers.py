@@ -30,3 +30,33 @@ def weighted_geomean(values, weights) -> float | None:
             num += w * math.log(v)
             den += w
     return math.exp(num / den) if den > 0 else None
+
+
+def mean_ranks(values) -> list[float]:
+    """Each value's rank from 0, ties sharing their mean rank; a NaN gets a NaN rank and ranks nothing."""
+    vals = [float(v) for v in values]
+    order = sorted((i for i, v in enumerate(vals) if not math.isnan(v)), key=vals.__getitem__)
+    ranks = [math.nan] * len(vals)
+    start = 0
+    while start < len(order):
+        end = start
+        while end + 1 < len(order) and vals[order[end + 1]] == vals[order[start]]:
+            end += 1
+        for pos in range(start, end + 1):
+            ranks[order[pos]] = (start + end) / 2
+        start = end + 1
+    return ranks
+
+
+def spearman(a, b) -> float:
+    """Spearman's rank correlation of paired values, as pandas computes it (each side ranked over its own
+    values, ties at their mean rank, then the pairs without a NaN correlated); NaN when fewer than two pairs
+    remain or either side is constant."""
+    ranked = zip(mean_ranks(a), mean_ranks(b), strict=True)
+    pairs = [(x, y) for x, y in ranked if not (math.isnan(x) or math.isnan(y))]
+    if len(pairs) < 2:
+        return math.nan
+    mx, my = (sum(p[k] for p in pairs) / len(pairs) for k in (0, 1))
+    sxy = sum((x - mx) * (y - my) for x, y in pairs)
+    sxx, syy = sum((x - mx) ** 2 for x, _ in pairs), sum((y - my) ** 2 for _, y in pairs)
+    return sxy / math.sqrt(sxx * syy) if sxx > 0 and syy > 0 else math.nan

@@ -55,6 +55,7 @@ from oto.hardware.simulated.performance import (
     physics_file,
     store_key,
 )
+from oto.numbers import spearman as rank_correlation
 from oto.tensile.logic_reader import TENSILE_KNOB_DEFAULTS, read_logic_dir
 from oto.tensile.params import PARAMS
 
@@ -471,10 +472,9 @@ def rows_frame(gpu: SimGPU, files: Sequence[RecordedFile], ranks: bool = True) -
 
 
 def spearman(a, b) -> float:
-    a, b = pd.Series(np.asarray(a, dtype=float)), pd.Series(np.asarray(b, dtype=float))
-    if len(a) < 3:
-        return float("nan")
-    return float(a.rank().corr(b.rank()))
+    """:func:`oto.numbers.spearman`, NaN below three rows."""
+    a, b = np.asarray(a, dtype=float), np.asarray(b, dtype=float)
+    return float("nan") if len(a) < 3 else rank_correlation(a, b)
 
 
 def figures(df: pd.DataFrame, suffix: str = "") -> dict[str, float]:

@@ -47,6 +47,7 @@ import math
 
 import numpy as np
 
+from oto.numbers import spearman as rank_correlation
 from oto.search.space import Index
 from oto.search.strategies.base import BaseStrategy, Evidence, Option, Proposal, StrategyError
 from oto.search.strategies.common import (
@@ -147,23 +148,11 @@ def relevel_mapped_priors(hist: History, share: float) -> float:
     return shift
 
 
-def _ranks(x: np.ndarray) -> np.ndarray:
-    """Ranks from 0, ties sharing their mean rank."""
-    order = np.argsort(x, kind="stable")
-    ranks = np.empty(len(x))
-    ranks[order] = np.arange(len(x), dtype=float)
-    for v in np.unique(x):
-        tie = x == v
-        ranks[tie] = ranks[tie].mean()
-    return ranks
-
-
 def spearman(a, b) -> float:
-    """Spearman's rank correlation (0 when either side is constant)."""
-    ra, rb = _ranks(np.asarray(a, dtype=float)), _ranks(np.asarray(b, dtype=float))
-    ra, rb = ra - ra.mean(), rb - rb.mean()
-    den = math.sqrt(float((ra * ra).sum() * (rb * rb).sum()))
-    return float((ra * rb).sum() / den) if den > 0 else 0.0
+    """Spearman's rank correlation (:func:`oto.numbers.spearman`), 0 when either side is constant: no
+    agreement."""
+    rho = rank_correlation(a, b)
+    return rho if math.isfinite(rho) else 0.0
 
 
 def mapped_prior_trust(hist: History, z: float = 0.0) -> float | None:
