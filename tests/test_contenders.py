@@ -118,7 +118,8 @@ def test_selection_keeps_the_contenders_parameters_across_generations(profile):
     # a generation that adds nothing at the size carries the contender's parameters on
     gen5 = selection_document(_cands(5, []), build, [], gen4, profile, _config())
     assert gen5["contender_kernels"] == {"old": k["old"]}
-    assert size_contenders({**gen5, "sizes": SIZE}) == {(256, 256, 1, 256): {"old": k["old"]}}
+    assert size_contenders({**gen5, "deck_indices": [7]}) == {7: {"old": k["old"]}}
+    assert size_contenders(gen5) == {}  # no deck index for the size: nowhere to race it
     gen6 = selection_document(
         _cands(6, [{"id": "top", "params": k["top"]}]), build, [_score("top", 1.5, 1.45, 1.55)], gen5,
         profile, _config(),
@@ -161,6 +162,7 @@ def test_finalize_races_a_contender_at_its_size_only_and_ships_it_where_it_is_tr
     selection = {
         "generation": 7,
         "sizes": [lib.sizes[at][:4]],
+        "deck_indices": [at],
         "per_size": [
             {
                 "size_index": 0,

@@ -69,13 +69,11 @@ def race_finalists(
     deck size (:func:`oto.measurement.benchmarking.race_library`, job ``final``)."""
     tuned = finalists(selection)
     kernels = {k: Kernel(k, canonical(p)) for k, p in tuned.items()}
-    deck_index = {tuple(int(x) for x in s[:4]): i for i, s in enumerate(deck.sizes)}
     contenders: dict[int, list[str]] = {}
-    for size, kept in size_contenders(selection).items():
-        if size in deck_index:
-            contenders[deck_index[size]] = [k for k in kept if k not in tuned]
-            for k, p in kept.items():
-                kernels.setdefault(k, Kernel(k, canonical(p)))
+    for i, kept in size_contenders(selection).items():
+        contenders[i] = [k for k in kept if k not in tuned]
+        for k, p in kept.items():
+            kernels.setdefault(k, Kernel(k, canonical(p)))
     limits = legality.Limits.from_profile(profile)
     refs = deck.references(list(range(len(deck.sizes))), limits)
     reference: dict[int, str | None] = {}

@@ -265,16 +265,17 @@ def finalists(selection: Mapping) -> dict[str, Mapping]:
     return {k: selection["kernels"][k] for k in ranked}
 
 
-def size_contenders(selection: Mapping) -> dict[tuple[int, ...], dict[str, Mapping]]:
-    """Per tuning size (its M, N, B, K), the contenders finalize races there beside the finalists: kernel id
-    → params. A contender the run has no parameters of (a selection.yaml from before contenders) is left
-    out."""
+def size_contenders(selection: Mapping) -> dict[int, dict[str, Mapping]]:
+    """Per deck size (the tuning size's ``deck_indices`` entry), the contenders finalize races there beside
+    the finalists: kernel id → params. A contender the run has no parameters of, or whose size has no deck
+    index (a selection.yaml from before either), is left out."""
     params = {**(selection.get("contender_kernels") or {}), **selection["kernels"]}
-    out: dict[tuple[int, ...], dict[str, Mapping]] = {}
+    deck_indices = selection.get("deck_indices") or []
+    out: dict[int, dict[str, Mapping]] = {}
     for r in selection["per_size"]:
         kept = {c["kernel"]: params[c["kernel"]] for c in r.get("contenders") or () if c["kernel"] in params}
-        if kept:
-            out[tuple(int(x) for x in selection["sizes"][int(r["size_index"])][:4])] = kept
+        if kept and int(r["size_index"]) < len(deck_indices):
+            out[int(deck_indices[int(r["size_index"])])] = kept
     return out
 
 
@@ -314,8 +315,7 @@ def selection_document(
             kernels[r["winner"]] = params[r["winner"]]
     kernels = {k: v for k, v in kernels.items() if any(r["winner"] == k for r in rows)}
     # the contenders' parameters, for finalize (the winners' are in kernels)
-    known = {**(previous or {}).get("contender_kernels", {}), **dict(previous["kernels"] if previous else {})}
-    known.update(params)
+    known = {**(previous or {}).get("contender_kernels", {}), **(previous or {}).get("kernels", {}), **params}
     contender_kernels = {
         c["kernel"]: known[c["kernel"]]
         for r in rows
