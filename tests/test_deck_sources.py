@@ -201,6 +201,9 @@ def test_deck_source_contract(name, tmp_path):
             assert lib.weights == pytest.approx([len(lib.calls) * c / sum(lib.calls) for c in lib.calls])
     one = source.load([NN])
     assert list(one.libraries) == [NN]
+    whole = source.whole([NN])  # the deck rule's view: every name and count, the tuned library as load's
+    assert sorted(whole.libraries) == plan.libraries and whole.stats() == deck.stats()
+    assert whole.libraries[NN] == one.libraries[NN] == deck.libraries[NN]
 
     def rows(lib):  # a .dat's Matching table keeps its own order
         return sorted((tuple(s[:4]), round(g, 4)) for s, (_, g) in zip(lib.sizes, lib.shipped, strict=True))

@@ -648,6 +648,12 @@ def test_rdna_space_and_candidate_forms():
     assert candidate_id({**base, "WavefrontSize": 32}) != candidate_id(base)
     with pytest.raises(CandidateError, match="WavefrontSize=16 is not a legal value"):
         canonical({**base, "WavefrontSize": 16})
+    # a list or mapping where a number belongs is an illegal value too (the legal values are sets)
+    for knob, bad in (("DepthU", [16]), ("VectorWidth", {"x": 4}), ("WavefrontSize", [32])):
+        with pytest.raises(CandidateError, match=f"{knob}="):
+            canonical({**base, knob: bad})
+    loose = canonical({**base, "DepthU": 16.0, "VectorWidth": True})
+    assert loose == {**base, "DepthU": 16, "VectorWidth": 1}
     wmma = canonical({k: v for k, v in WMMA_HGEMM.items() if k != "LocalReadVectorWidth"})
     assert legality.resolve(Library.build("HHS_BH", "TN"), wmma, GFX1103)["MatrixInstruction"] == [
         16,

@@ -26,7 +26,7 @@ import hashlib
 import json
 import os
 import tempfile
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, ClassVar, Protocol
@@ -283,7 +283,9 @@ def write_manifest(deck: Deck, out_path: str | Path) -> None:
     _atomic_write_bytes(Path(out_path), manifest_bytes(deck))
 
 
-def read_manifest(path: str | Path) -> Deck:
+def read_manifest(path: str | Path, checked: Collection[str] | None = None) -> Deck:
+    """The manifest's deck; ``checked``: the libraries to check and put in canonical form (None: all), the
+    others are read for their names and counts only (:meth:`LibraryDeck.from_dict`)."""
     path = Path(path)
     try:
         raw = path.read_bytes()
@@ -294,7 +296,10 @@ def read_manifest(path: str | Path) -> Deck:
         raise DeckError(f"{path}: not a gzip'd JSON manifest: {exc}") from exc
     if not isinstance(doc, dict) or doc.get("format") != MANIFEST_FORMAT:
         raise DeckError(f"{path}: not an oto deck manifest (format {MANIFEST_FORMAT} expected)")
-    libs = {n: LibraryDeck.from_dict(d, path.name) for n, d in (doc.get("libraries") or {}).items()}
+    libs = {
+        n: LibraryDeck.from_dict(d, path.name, checked is None or n in checked)
+        for n, d in (doc.get("libraries") or {}).items()
+    }
     source = {
         "kind": "manifest",
         "path": str(path),
@@ -357,6 +362,11 @@ class DeckSource(Protocol):
         """The libraries (None: every one) with their sizes and weights, and their shipped kernels if any."""
         ...
 
+    def whole(self, libraries: Sequence[str] | None = None) -> Deck:
+        """Every library, ``libraries`` (None: all) as :meth:`load` gives them (the deck rule's view of its
+        source: what it tunes, and the source's names and counts for provenance)."""
+        ...
+
 
 class _Source:
     """What the registered sources share: the path (checked when the source needs one), the arch, the config
@@ -373,6 +383,11 @@ class _Source:
             )
         self.path = Path(path) if path else None
         self.arch, self.field = arch, field
+
+    def whole(self, libraries: Sequence[str] | None = None) -> Deck:
+        """Every library of the source, ``libraries`` (None: all) as :meth:`load` gives them; the others may
+        be read for their names and counts only (a manifest's: the plan read it whole and checked it)."""
+        return self.load()
 
     def _folder(self) -> Path:
         assert self.path is not None
@@ -416,7 +431,10 @@ class ManifestSource(_Source):
         """Nothing more: reading the manifest checked every size."""
 
     def load(self, libraries: Sequence[str] | None = None) -> Deck:
-        return _selected(read_manifest(self.path), libraries, str(self.path))
+        return _selected(read_manifest(self.path, libraries), libraries, str(self.path))
+
+    def whole(self, libraries: Sequence[str] | None = None) -> Deck:
+        return read_manifest(self.path, libraries)
 
 
 def _logic_library(path: Path) -> str | None:
@@ -977,7 +995,7 @@ def load_run_deck(
     applied (``selected.size_cap``: what it kept, None without a cap), and what the floor is (None: the
     deck's own shipped kernels)."""
     source = run_source(settings)
-    full = source.load()
+    full = source.whole(libraries)
     selected = _selected(full, sorted(libraries) if libraries is not None else None, str(settings["path"]))
     layered = workload_sources(settings)
     cap = SizeCap.from_settings(settings)

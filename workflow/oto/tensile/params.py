@@ -254,12 +254,30 @@ def complete_wmma(config: dict[str, Any]) -> dict[str, Any]:
     return config
 
 
+# Each knob's legal values as a set: canonical() runs for every kernel a job reads or proposes (a navi31
+# manifest holds 6,753), and ThreadTile's and WorkGroup's tuples are long. A set member equals a tuple member
+# exactly when ``in`` on the tuple says so (numbers hash by value); an unhashable value is no member.
+_LEGAL: dict[str, frozenset] = {
+    n: frozenset(p.values) | frozenset(_WIDER.get(n, ())) for n, p in PARAMS.items()
+}
+_ISA_LEGAL: dict[str, frozenset] = {n: frozenset(p.values) for n, p in ISA_PARAMS.items()}
+_EXTRA_NAMES = frozenset(EXTRA_PARAMS)
+_KNOWN = frozenset(PARAMS) | frozenset(ISA_PARAMS) | _EXTRA_NAMES
+
+
+def _legal(value: Any, legal: frozenset) -> bool:
+    try:
+        return value in legal
+    except TypeError:  # a list or mapping where a number was expected
+        return False
+
+
 def canonical(params: Mapping[str, Any]) -> dict[str, Any]:
     """Fill defaults, normalise list/bool forms and reject unknown names or illegal values. The ISA knobs
     (:data:`ISA_PARAMS`) and the extra parameters (:data:`EXTRA_PARAMS`) are kept, normalised, after the knobs
     when they differ from Tensile's default."""
-    unknown = sorted(set(params) - set(PARAMS) - set(ISA_PARAMS) - set(EXTRA_PARAMS))
-    if unknown:
+    if not _KNOWN.issuperset(params):
+        unknown = sorted(set(params) - _KNOWN)
         raise CandidateError(f"unknown Tensile parameter(s): {', '.join(unknown)}")
     out: dict[str, Any] = {}
     for name, p in PARAMS.items():
@@ -272,20 +290,20 @@ def canonical(params: Mapping[str, Any]) -> dict[str, Any]:
                 value = (*value, 1)
         elif isinstance(value, bool):  # old logic files store PrefetchGlobalRead: true
             value = int(value)
-        if value not in p.values and value not in _WIDER.get(name, ()):
+        if not _legal(value, _LEGAL[name]):
             legal = list(p.values) + list(_WIDER.get(name, ()))
             raise CandidateError(f"{name}={value!r} is not a legal value (legal: {legal})")
         out[name] = list(value) if name in _LIST_PARAMS else value
     for name, p in ISA_PARAMS.items():
         if name in params:
             value = _isa_value(name, params[name])
-            if value not in p.values:
+            if not _legal(value, _ISA_LEGAL[name]):
                 raise CandidateError(
                     f"{name}={_shown(value)} is not a legal value (legal: {_shown(p.values)})"
                 )
             if value != p.default:
                 out[name] = list(value) if isinstance(value, tuple) else value
-    for name in sorted(set(params) & set(EXTRA_PARAMS)):
+    for name in sorted(_EXTRA_NAMES.intersection(params)):
         value = _extra_value(name, params[name])
         if value != EXTRA_PARAMS[name]:
             out[name] = value
@@ -314,9 +332,14 @@ def extras(params: Mapping[str, Any]) -> dict[str, Any]:
     return {k: v for k, v in params.items() if k in EXTRA_PARAMS}
 
 
+_PLAIN = (int, bool, str)
+
+
 def _extra_value(name: str, value: Any) -> Any:
     """An extra parameter in Tensile's own type (old logic files store booleans for 0/1 knobs)."""
     default = EXTRA_PARAMS[name]
+    if type(value) is type(default) and type(value) in _PLAIN:  # already in its type: most files' values
+        return value
     if isinstance(default, dict):
         if not isinstance(value, Mapping):
             raise CandidateError(f"{name} must be a mapping of index: value, got {value!r}")
