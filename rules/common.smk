@@ -85,7 +85,7 @@ def library_dir(wc):
 def deck_inputs(wc):
     """The files one library's deck job reads (a library not selected: why, and how to add it)."""
     library_dir(wc)
-    return PLAN.deck_inputs[wc.library]
+    return {"source": PLAN.deck_inputs[wc.library], "profile": ancient(PROFILE)}
 
 
 def generation_inputs(wc, **files):

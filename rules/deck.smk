@@ -2,15 +2,18 @@
 # more or fewer libraries (families, patterns) leaves every other library's deck, and so its tuning, alone.
 rule deck:
     input:
-        deck_inputs,
+        unpack(deck_inputs),
     output:
-        "results/{arch}/{library}/deck.yaml",
+        deck="results/{arch}/{library}/deck.yaml",
+        # the shipped kernels' legality under this arch's limits: later jobs of the library start from it
+        legality="results/{arch}/{library}/legality.json",
     log:
         "results/{arch}/logs/{library}/deck.log",
     conda:
         "../workflow/envs/oto.yaml"
     params:
         deck=PLAN.deck,
+        profile=profile_view("deck"),
     script:
         "../scripts/deck.py"
 

@@ -258,3 +258,52 @@ def test_a_deck_json_cannot_carry_gets_no_mirror(manifest_deck, tmp_path):
     assert mirror_path(path).is_file() and read_yaml_mirrored(path) == {"b": {1.5: "a float key"}}
     write_yaml_mirrored(path, {"day": datetime.date(2026, 12, 4)})  # YAML's timestamp: JSON has none
     assert not mirror_path(path).exists() and read_yaml_mirrored(path) == {"day": datetime.date(2026, 12, 4)}
+
+
+def test_the_deck_jobs_legality_answers_spare_later_jobs_every_shipped_kernel(tmp_path, monkeypatch):
+    from oto.deck.model import LEGALITY_FILE, read_library_yaml, write_library_legality, write_library_yaml
+    from oto.deck.sources import shipped_manifest
+    from oto.hardware.profile import load_profile
+    from oto.tensile import legality
+
+    navi31 = read_manifest(shipped_manifest("gfx1100"), ["Cijk_Alik_Bljk_HHS_BH"])
+    lib = navi31.libraries["Cijk_Alik_Bljk_HHS_BH"]
+    limits = legality.Limits.from_profile(load_profile("arch_profiles/gfx1103.yaml"))
+    path = tmp_path / "Cijk_Alik_Bljk_HHS_BH" / "deck.yaml"
+    write_library_yaml(lib, path, {})
+    judged = write_library_legality(lib, path.with_name(LEGALITY_FILE), limits)
+    assert 0 < judged <= len(lib.solutions)  # each distinct kernel once
+    every = list(range(len(lib.sizes)))
+
+    def fresh():
+        legality._checked.clear()
+        legality._resolved.clear()
+
+    derived = []
+    real = legality._derive
+    monkeypatch.setattr(legality, "_derive", lambda run: derived.append(1) or real(run))
+    fresh()
+    read = read_library_yaml(path)  # seeds the memo from legality.json
+    seeded = read.references(every, limits)
+    assert not derived  # no shipped kernel judged again
+    fresh()
+    path.with_name(LEGALITY_FILE).rename(tmp_path / "aside.json")
+    assert read_library_yaml(path).references(every, limits) == seeded and derived  # the same, judged here
+    # another arch's limits: the answers are not theirs (computed afresh, and right)
+    fresh()
+    (tmp_path / "aside.json").rename(path.with_name(LEGALITY_FILE))
+    other = legality.Limits()  # gfx90c's
+    derived.clear()
+    theirs = read_library_yaml(path).references(every, other)
+    assert derived
+    fresh()
+    assert lib.references(every, other) == theirs
+    # a table of other rules' source, or a torn file, is ignored: the deck still reads
+    table = path.with_name(LEGALITY_FILE)
+    text = table.read_text()
+    table.write_text(text.replace(legality.rules_fingerprint(), "0" * 64))
+    fresh()
+    derived.clear()
+    assert read_library_yaml(path).references(every, limits) == seeded and derived
+    table.write_text(text[: len(text) // 2])
+    assert read_library_yaml(path).references(every, limits) == seeded

@@ -99,8 +99,10 @@ def test_a_profile_change_invalidates_exactly_the_stages_that_read_it(tmp_path):
     # every rate (oto.measurement.best_shipped): it runs again whatever the backend
     assert invalidated_stages(["rates.fp64"], cfg, sb) == ["ceilings", "finalize"]
     assert invalidated_stages(["name"], cfg, db) == []
-    # legality's limits: proposals, configs, the references finalize races and what logic/package validate
+    # legality's limits: the shipped kernels' verdicts the deck job keeps, proposals, configs, the references
+    # finalize races and what logic/package validate
     assert invalidated_stages(["max_lds_per_workgroup"], cfg, db) == [
+        "deck",
         "mutate",
         "emit",
         "finalize",

@@ -110,6 +110,16 @@ def _loads_mirror(text: str | bytes) -> Any:
     return json.loads(text, object_hook=_from_json_object)
 
 
+def dumps_exact(data: Any) -> str:
+    """JSON that :func:`loads_exact` turns back into ``data`` exactly, integer-keyed mappings included
+    (AssertStrideAEqual {0: 1}); ValueError or TypeError where JSON cannot carry it (NaN, dates...)."""
+    return json.dumps(_json_tree(data), allow_nan=False, separators=(",", ":"))
+
+
+def loads_exact(text: str | bytes) -> Any:
+    return _loads_mirror(text)
+
+
 def write_yaml_mirrored(path: str | Path, data: Any) -> None:
     """:func:`write_yaml`, plus the JSON mirror :func:`read_yaml_mirrored` reads instead of the YAML. The
     mirror holds what the written text parses to, and only when JSON carries it exactly (no NaN, infinity,

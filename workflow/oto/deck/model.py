@@ -13,6 +13,7 @@ reads decks; the workflow keeps them as ``deck.yaml`` files (below).
 
 from __future__ import annotations
 
+import contextlib
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -20,8 +21,15 @@ from pathlib import Path
 from typing import Any
 
 from oto.deck.floors import Floor, FloorError, MatchingFloor, floor_from_dict, own_floor
-from oto.files import read_yaml_mirrored, write_yaml, write_yaml_mirrored
-from oto.gemm import PATTERNS
+from oto.files import (
+    atomic_write_text,
+    dumps_exact,
+    loads_exact,
+    read_yaml_mirrored,
+    write_yaml,
+    write_yaml_mirrored,
+)
+from oto.gemm import PATTERNS, Library
 from oto.tensile import legality
 from oto.tensile.logic_reader import SIZE_MAX, size_problem
 from oto.tensile.params import CandidateError, canonical
@@ -340,5 +348,35 @@ def write_library_yaml(library_deck: LibraryDeck, path: str | Path, provenance: 
     write_yaml_mirrored(path, {"provenance": dict(provenance), **library_deck.to_dict()})
 
 
+# Beside each deck.yaml, the deck job's legality answers for the library's shipped kernels (its own, its
+# floor's, its native floor's) under the run's limits: every later job that reads the deck starts its memo
+# with them (oto.tensile.legality.seed_memo). A cache: missing, unreadable or of other rules, it is ignored.
+LEGALITY_FILE = "legality.json"
+
+
+def shipped_kernels(library_deck: LibraryDeck) -> list[dict[str, Any]]:
+    """Every shipped kernel the library's jobs judge (its own, its floor's, its native floor's), in the
+    canonical form a job that reads the deck.yaml passes to the rules."""
+    solutions = list(library_deck.solutions)
+    for floor in (library_deck.floor, library_deck.native_floor):
+        if isinstance(floor, Mapping) and isinstance(floor.get("solutions"), list):
+            solutions += floor["solutions"]
+    out = []
+    for sol in solutions:
+        with contextlib.suppress(CandidateError, KeyError, TypeError):  # the deck's reader refuses it anyway
+            out.append(canonical(sol["params"]))
+    return out
+
+
+def write_library_legality(library_deck: LibraryDeck, path: str | Path, limits: legality.Limits) -> int:
+    """The deck job's legality answers (:data:`LEGALITY_FILE`) for the library's shipped kernels; how many."""
+    table = legality.memo_table(Library.parse(library_deck.name), shipped_kernels(library_deck), limits)
+    atomic_write_text(path, dumps_exact(table))
+    return len(table["kernels"])
+
+
 def read_library_yaml(path: str | Path) -> LibraryDeck:
+    """A deck.yaml, its legality answers (:data:`LEGALITY_FILE` beside it) put in this process's memo."""
+    with contextlib.suppress(OSError, ValueError, TypeError):
+        legality.seed_memo(loads_exact(Path(path).with_name(LEGALITY_FILE).read_bytes()))
     return LibraryDeck.from_dict(read_yaml_mirrored(path), str(path))

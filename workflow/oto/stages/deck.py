@@ -1,6 +1,7 @@
 """deck: the configured deck source (manifest, logic folder, rocBLAS install...) → one library's coverage
-deck, its sizes (config deck.max_sizes: a sample of them), weights and floor. One job per library: a run
-selecting other libraries leaves it alone."""
+deck, its sizes (config deck.max_sizes: a sample of them), weights and floor, and beside it the legality
+answers for its shipped kernels under this arch's limits (every later job of the library starts from them:
+oto.deck.model.LEGALITY_FILE). One job per library: a run selecting other libraries leaves it alone."""
 
 from __future__ import annotations
 
@@ -9,16 +10,24 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from oto.deck.model import LibraryDeck, write_library_yaml
+from oto.deck.model import LibraryDeck, write_library_legality, write_library_yaml
 from oto.deck.size_cap import kept_text
 from oto.deck.sources import load_run_deck
 from oto.stages import Stage
+from oto.tensile import legality
 
-STAGE = Stage(name="deck", scope="library", home="{library}")  # results/<arch>/<library>/deck.yaml
+# results/<arch>/<library>/deck.yaml and legality.json
+STAGE = Stage(name="deck", scope="library", home="{library}", profile=legality.Limits.PROFILE_FIELDS)
 log = logging.getLogger(__name__)
 
 
-def run(settings: Mapping[str, Any], library: str, out: str | Path) -> LibraryDeck:
+def run(
+    settings: Mapping[str, Any],
+    library: str,
+    out: str | Path,
+    profile: Mapping[str, Any],
+    out_legality: str | Path,
+) -> LibraryDeck:
     """``settings``: the plan's deck settings (oto.deck.sources.deck_settings)."""
     full, selected, floor = load_run_deck(settings, [library])
     provenance = {
@@ -31,7 +40,9 @@ def run(settings: Mapping[str, Any], library: str, out: str | Path) -> LibraryDe
         provenance["floor"] = floor
     lib = selected.libraries[library]
     write_library_yaml(lib, out, provenance)
+    judged = write_library_legality(lib, out_legality, legality.Limits.from_profile(profile))
     log.info("%s: deck from %s %s: %s", library, settings["source"], settings["path"], lib.stats())
+    log.info("%s: %d shipped kernels judged for this arch's later jobs (%s)", library, judged, out_legality)
     if lib.size_cap:  # a demo's sample, not the footprint: said wherever the deck is read
         cap = lib.size_cap
         log.info("%s: %s", library, kept_text(cap["kept"], cap["of"], [cap["max_sizes"]], cap["of_what"]))

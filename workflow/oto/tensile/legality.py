@@ -16,9 +16,11 @@ Parameters the candidate does not set take the defaults of Tensile's ``defaultBe
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import math
-from collections.abc import Mapping
-from dataclasses import dataclass
+from collections.abc import Iterable, Mapping
+from dataclasses import asdict, dataclass
+from pathlib import Path
 from types import MappingProxyType
 from typing import Any
 
@@ -249,6 +251,65 @@ def _copied(params: Mapping[str, Any]) -> dict[str, Any]:
         k: list(v) if isinstance(v, list) else dict(v) if isinstance(v, dict) else v
         for k, v in params.items()
     }
+
+
+# A job's memo can start from an earlier job's answers (:func:`memo_table`, :func:`seed_memo`): the deck job
+# judges its library's shipped kernels once and every later job of the library (emit's references each
+# generation, finalize's floors and best-shipped shortlist, logic, compare) starts with them. The table names
+# the code that answered (this module and the ones its rules read) and the limits; a table of other code is
+# ignored, and one of other limits only fills keys no job of these limits asks for.
+_RULE_MODULES = ("legality", "params", "isa", "defaults")
+
+
+def rules_fingerprint() -> str:
+    """sha256 of the source of the legality rules (this module and the ones they read)."""
+    here = Path(__file__).parent
+    digest = hashlib.sha256()
+    for name in _RULE_MODULES:
+        digest.update((here / f"{name}.py").read_bytes())
+    return digest.hexdigest()
+
+
+def memo_table(library: Library, kernels: Iterable[Mapping[str, Any]], limits: Limits) -> dict[str, Any]:
+    """What :func:`check` and :func:`resolve` answer for each of ``kernels`` (distinct ones once), as data
+    :func:`seed_memo` gives a later process's memo."""
+    rows, seen = [], set()
+    for params in kernels:
+        key = _memo_key(library, params, limits)
+        if key is None or key in seen:
+            continue
+        seen.add(key)
+        verdict = check(library, params, limits)
+        row = {"params": dict(params), "valid": verdict.valid, "reasons": list(verdict.reasons)}
+        row["derived"] = dict(verdict.derived)
+        with contextlib.suppress(CandidateError):  # resolve() raises it again; nothing to remember
+            row["resolved"] = resolve(library, params, limits)
+        rows.append(row)
+    return {"rules": rules_fingerprint(), "library": library.name, "limits": asdict(limits), "kernels": rows}
+
+
+def seed_memo(table: Mapping[str, Any]) -> int:
+    """Put a :func:`memo_table`'s answers in this process's memo; how many kernels (0: a table of other
+    rules, or not one)."""
+    try:
+        if table.get("rules") != rules_fingerprint():
+            return 0
+        library = Library.parse(table["library"])
+        limits = Limits(**{k: tuple(v) if isinstance(v, list) else v for k, v in table["limits"].items()})
+        rows = list(table["kernels"])
+        answers = []
+        for row in rows:
+            key = _memo_key(library, row["params"], limits)
+            derived = MappingProxyType(dict(row["derived"]))
+            verdict = Verdict(bool(row["valid"]), tuple(row["reasons"]), derived)
+            answers.append((key, verdict, row.get("resolved")))
+    except (AttributeError, KeyError, TypeError, ValueError):
+        return 0
+    for key, verdict, resolved in answers:
+        _remember(_checked, key, verdict)
+        if resolved is not None:
+            _remember(_resolved, key, resolved)
+    return len(answers)
 
 
 def check(library: Library, params: Mapping[str, Any], limits: Limits | None = None) -> Verdict:
