@@ -278,12 +278,15 @@ def test_the_deck_jobs_legality_answers_spare_later_jobs_every_shipped_kernel(tm
     def fresh():
         legality._checked.clear()
         legality._resolved.clear()
+        legality._seeded.clear()
+        legality._pending.clear()
 
     derived = []
     real = legality._derive
     monkeypatch.setattr(legality, "_derive", lambda run: derived.append(1) or real(run))
     fresh()
-    read = read_library_yaml(path)  # seeds the memo from legality.json
+    read = read_library_yaml(path)  # the memo is seeded from legality.json at the first legality question
+    assert legality._pending == [path.with_name(LEGALITY_FILE)] and not legality._checked
     seeded = read.references(every, limits)
     assert not derived  # no shipped kernel judged again
     fresh()

@@ -21,14 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from oto.deck.floors import Floor, FloorError, MatchingFloor, floor_from_dict, own_floor
-from oto.files import (
-    atomic_write_text,
-    dumps_exact,
-    loads_exact,
-    read_yaml_mirrored,
-    write_yaml,
-    write_yaml_mirrored,
-)
+from oto.files import atomic_write_text, dumps_exact, read_yaml_mirrored, write_yaml, write_yaml_mirrored
 from oto.gemm import PATTERNS, Library
 from oto.tensile import legality
 from oto.tensile.logic_reader import SIZE_MAX, size_problem
@@ -376,7 +369,7 @@ def write_library_legality(library_deck: LibraryDeck, path: str | Path, limits: 
 
 
 def read_library_yaml(path: str | Path) -> LibraryDeck:
-    """A deck.yaml, its legality answers (:data:`LEGALITY_FILE` beside it) put in this process's memo."""
-    with contextlib.suppress(OSError, ValueError, TypeError):
-        legality.seed_memo(loads_exact(Path(path).with_name(LEGALITY_FILE).read_bytes()))
+    """A deck.yaml; its legality answers (:data:`LEGALITY_FILE` beside it) go in this process's memo before
+    its next legality question."""
+    legality.seed_memo_file(Path(path).with_name(LEGALITY_FILE))
     return LibraryDeck.from_dict(read_yaml_mirrored(path), str(path))

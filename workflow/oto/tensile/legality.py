@@ -24,6 +24,7 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import Any
 
+from oto.files import loads_exact
 from oto.gemm import HPA_TYPES, Library
 from oto.tensile.defaults import subset
 from oto.tensile.isa import SOURCE_CAPS, IsaCaps, isa_caps
@@ -312,8 +313,32 @@ def seed_memo(table: Mapping[str, Any]) -> int:
     return len(answers)
 
 
+_pending: list[Path] = []  # memo_table files to seed from at this process's next question
+_seeded: set[tuple] = set()  # (file, its mtime and size) seeded already
+
+
+def seed_memo_file(path: str | Path) -> None:
+    """:func:`seed_memo` from a :func:`memo_table` file (exact JSON), at this process's next :func:`check` or
+    :func:`resolve`: a job that reads a deck but asks no legality question pays nothing. A file missing,
+    unreadable or seeded already is passed over."""
+    _pending.append(Path(path))
+
+
+def _seed_pending() -> None:
+    while _pending:
+        path = _pending.pop()
+        with contextlib.suppress(OSError, ValueError, TypeError):
+            stat = path.stat()
+            mark = (str(path), stat.st_mtime_ns, stat.st_size)
+            if mark not in _seeded:
+                _seeded.add(mark)
+                seed_memo(loads_exact(path.read_bytes()))
+
+
 def check(library: Library, params: Mapping[str, Any], limits: Limits | None = None) -> Verdict:
     """Judge a candidate in oto's PARAMS vocabulary (values outside PARAMS are rejected by canonical())."""
+    if _pending:
+        _seed_pending()
     key = _memo_key(library, params, limits)
     hit = _checked.get(key) if key is not None else None
     if hit is not None:
@@ -356,6 +381,8 @@ def resolve(library: Library, params: Mapping[str, Any], limits: Limits | None =
     presence leaves the derived state unchanged (AssertStrideAEqual {0: 1} without initial strides, a
     LocalReadVectorWidth equal to VectorWidth, GlobalSplitUAlgorithm with GlobalSplitU 1...) is dropped.
     Raises CandidateError for names or values outside oto's vocabulary."""
+    if _pending:
+        _seed_pending()
     key = _memo_key(library, params, limits)
     hit = _resolved.get(key) if key is not None else None
     if hit is None:
