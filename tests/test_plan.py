@@ -368,3 +368,27 @@ def test_oto_plans_recorded_seconds_are_what_the_budget_sums_from_samples(tmp_pa
     path = tmp_path / "samples.csv"
     path.write_text("seq,time_us\n" + "".join(f"{i},100.0\n" for i in range(1000)))
     assert job.recorded_seconds == pytest.approx(generation_gpu_seconds(path)) == pytest.approx(0.1)
+
+
+def test_the_plan_counts_the_selection_s_contenders_in_finalize_not_in_the_shortlist(monkeypatch):
+    """finalize races the selection's contenders at their tuning size (an earlier generation's leader): the
+    plan charges the demo's mean of them from the second generation on, and not to the shipped shortlist."""
+    from oto.run import estimate
+
+    def final(gens, contenders):
+        monkeypatch.setattr(estimate, "CONTENDER_PAIRS_PER_SIZE", contenders)
+        plan = plan_run({**BASE, "patterns": ["NN"], "max_generations": gens})
+        est = estimate.plan_estimate(plan, plan.profile)
+        (job,) = [j for j in est.gpu_jobs if j.rule == "finalize"]
+        (plain,) = est.without_shortlist
+        tuning = next(j.sizes for j in est.gpu_jobs if j.rule == "benchmark")
+        return job, plain, tuning
+
+    with_them, plain, sizes = final(4, 0.41)
+    without, plain0, _ = final(4, 0.0)
+    per_pair = estimate.CONTENDER_LAUNCHES_PER_PAIR * (1 + estimate.REFERENCE_SHARE)
+    assert with_them.launches - without.launches == pytest.approx(0.41 * sizes * per_pair)
+    # the shortlist's share is the same with or without them
+    assert with_them.launches - plain.launches == pytest.approx(without.launches - plain0.launches)
+    one_gen, _, _ = final(1, 0.41)  # one generation has no earlier leader
+    assert one_gen.launches == pytest.approx(final(1, 0.0)[0].launches)

@@ -11,7 +11,8 @@ the racing settings and a backend's declared :class:`~oto.backends.base.Costs`:
   2026-12-01: ``TOPUP_SHARE``, ``REFERENCE_SHARE``, ``RACE_ROUNDS``); the budget gives the upper bound.
   Finalize races the finalists (about one per 8 tuning sizes, at least 2) on every deck size, and beside
   them up to ``benchmark.best_shipped_shortlist`` shipped kernels per size (the best shipped kernel's
-  contenders: :mod:`oto.measurement.best_shipped`); the plan shows what that shortlist adds.
+  contenders: :mod:`oto.measurement.best_shipped`; the plan shows what that shortlist adds) and, at their
+  own tuning size, the selection's contenders (earlier generations' leaders: the demo's mean per size).
 * **Kernel time.** Each launch takes the time of the size's shipped kernel (the spoof floor) on the simulated
   GPU's performance model: tuned candidates are faster, rejected ones slower, so it is the middle of the
   range, not a measurement.
@@ -43,6 +44,13 @@ SIZES_PER_FINALIST = 8  # finalize: about one finalist per 8 tuning sizes (at le
 # finalize: timed launches per (shortlisted shipped kernel, size), references apart: the mean of the default
 # demo's 8 finalize races (simulated gfx90c, seed 1, 2026-12-03; bench/best_shipped_bench.py)
 SHORTLIST_LAUNCHES_PER_PAIR = 5.97
+# finalize: the selection's contenders (earlier generations' leaders it races at their own tuning size only,
+# oto.measurement.selection.size_contenders), not known before the run: per tuning size, the (contender, size)
+# pairs raced that were no finalist, and their timed launches per pair, references apart; the default demo's
+# 8 finalize races (simulated gfx90c, 2026-12-04, commit 6242866: 117 pairs over 288 tuning sizes, 1,275
+# launches; 2.0% of the races' launches)
+CONTENDER_PAIRS_PER_SIZE = 0.41
+CONTENDER_LAUNCHES_PER_PAIR = 10.9
 ESTIMATE_FILE = ".snakemake/oto/estimate.json"  # written when a run starts, read by the progress line
 # A mean job of the demo (its seconds beyond the backend's own estimate) in units of this machine's probe
 # (oto.run.probe: a job's start-up, timed when the run starts): the expected job where this folder has no
@@ -236,22 +244,29 @@ def estimate_run(
         per_size = min(shortlist, max(0, len(deck_lib.solutions) - 1))
         distinct = min(len(deck_lib.solutions), per_size * len(every))
         n, most, rounds = _race(finalists, len(every), refs_all, racing, enabled, int(bench["repetitions"]))
+        # the selection's contenders, each at its own tuning size (an earlier generation's leader)
+        contenders = CONTENDER_PAIRS_PER_SIZE * len(idx) if gens > 1 else 0.0
+        per_pair = CONTENDER_LAUNCHES_PER_PAIR if enabled else int(bench["repetitions"])
+        extra = contenders * per_pair * (1 + REFERENCE_SHARE)
+        contender_pairs = contenders / rounds if enabled else contenders  # warm-ups: the probe's
         plain = GpuJob(
-            "finalize", name, None, finalists + refs_all, len(every), finalists * len(every), n, most, rounds,
-            final_us,
+            "finalize", name, None, finalists + refs_all, len(every),
+            finalists * len(every) + contender_pairs, n + extra, most + extra, rounds, final_us,
         )  # fmt: skip
+        n, most = n + extra, most + extra
         est.without_shortlist.append(plain)
         listed = per_size * len(every)  # (shortlisted kernel, size) pairs
         if listed and enabled:
             # a shortlisted kernel is a candidate like the finalists, but most leave the race after the
             # probe: charge the launches they took in the demo's finalize races (warm-ups: the probe's)
-            _, most, _ = _race(finalists + per_size, len(every), refs_all, racing, enabled, 1)
+            most = _race(finalists + per_size, len(every), refs_all, racing, enabled, 1)[1] + extra
             n += listed * SHORTLIST_LAUNCHES_PER_PAIR * (1 + REFERENCE_SHARE)
             pairs = plain.pairs + listed / rounds
         elif listed:
             n, most, rounds = _race(
                 finalists + per_size, len(every), refs_all, racing, enabled, int(bench["repetitions"])
             )
+            n, most = n + extra, most + extra
             pairs = plain.pairs + listed
         else:
             pairs = plain.pairs
