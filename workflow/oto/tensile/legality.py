@@ -28,7 +28,7 @@ from oto.files import loads_exact
 from oto.gemm import HPA_TYPES, Library
 from oto.tensile.defaults import subset
 from oto.tensile.isa import SOURCE_CAPS, IsaCaps, isa_caps
-from oto.tensile.params import CandidateError, canonical, extras, mi_geometry
+from oto.tensile.params import CandidateError, canonical, extras, legal_value, mi_geometry
 
 # Tensile 4.44 Common.py defaultBenchmarkCommonParameters, restricted to the parameters the rules below read
 # (lists as tuples: the table is read-only). A raw parameter dict may override any of these (e.g. a shipped
@@ -399,8 +399,7 @@ def _resolve(library: Library, params: Mapping[str, Any], limits: Limits | None)
     for key in RESOLVED_KNOBS:
         value = state.get(key, out[key])
         value = int(value) if isinstance(value, bool | int) else value
-        with contextlib.suppress(CandidateError):  # a resolved value outside oto's vocabulary stays as given
-            canonical({**out, key: value})
+        if legal_value(key, value):  # a resolved value outside oto's vocabulary stays as given
             out[key] = value
     for key in extras(cand):
         without = {k: v for k, v in out.items() if k != key}

@@ -272,6 +272,14 @@ def _legal(value: Any, legal: frozenset) -> bool:
         return False
 
 
+def legal_value(name: str, value: Any) -> bool:
+    """Whether :func:`canonical` takes ``value`` for the knob ``name`` of :data:`PARAMS` (a bool as its
+    integer), so a canonical candidate with it changed stays canonical."""
+    if isinstance(value, bool):
+        value = int(value)
+    return name in _LEGAL and name not in _LIST_PARAMS and _legal(value, _LEGAL[name])
+
+
 def canonical(params: Mapping[str, Any]) -> dict[str, Any]:
     """Fill defaults, normalise list/bool forms and reject unknown names or illegal values. The ISA knobs
     (:data:`ISA_PARAMS`) and the extra parameters (:data:`EXTRA_PARAMS`) are kept, normalised, after the knobs
