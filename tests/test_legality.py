@@ -457,6 +457,11 @@ def test_the_memo_answers_as_a_fresh_derivation():
         assert legality.resolve(SGEMM_NT, one_knob)["PrefetchGlobalRead"] == 0
         assert legality.resolve(SGEMM_NT, big)["PrefetchGlobalRead"] == 1
     assert len(legality._checked) == 3 and len(legality._resolved) == 2  # no limits: Limits()
+    # equal but not identical inputs stay apart (True for 1, a tuple for a list): each its own answer
+    as_bool, as_tuple = {**one_knob, "PrefetchGlobalRead": False}, {**one_knob, "ThreadTile": (8, 8)}
+    assert legality._memo_key(SGEMM_NT, as_bool, None) != legality._memo_key(SGEMM_NT, one_knob, None)
+    assert legality._memo_key(SGEMM_NT, as_tuple, None) != legality._memo_key(SGEMM_NT, one_knob, None)
+    assert check(SGEMM_NT, as_bool) == check_raw(SGEMM_NT, canonical(as_bool))
     form = legality.resolve(SGEMM_NT, one_knob)
     form["ThreadTile"].append(99)
     form["DepthU"] = 8

@@ -231,9 +231,27 @@ def _frozen(value: Any) -> Any:
     raise _NotMemoisable
 
 
+_SCALARS = frozenset((int, bool, str, float))
+
+
+def _frozen_params(params: Mapping[str, Any]) -> tuple:
+    """:func:`_frozen` of a parameter dict, its scalars and lists of integers (nearly every value) without a
+    call per element; the rest as :func:`_frozen` has them (a tuple that starts with a type, never an int)."""
+    items = []
+    for k, v in params.items():
+        kind = type(v)
+        if kind in _SCALARS or v is None:
+            items.append((k, kind, v))
+        elif kind in (list, tuple) and all(type(x) is int for x in v):
+            items.append((k, kind, tuple(v)))
+        else:
+            items.append((k, kind, _frozen(v)))
+    return tuple(items)
+
+
 def _memo_key(library: Library, params: Mapping[str, Any], limits: Limits | None) -> tuple | None:
     try:
-        return (library, limits or Limits(), _frozen(dict(params)))
+        return (library, limits or Limits(), _frozen_params(params))
     except (_NotMemoisable, TypeError):  # TypeError: an unhashable library or limits
         return None
 
