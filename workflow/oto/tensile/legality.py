@@ -16,6 +16,7 @@ Parameters the candidate does not set take the defaults of Tensile's ``defaultBe
 from __future__ import annotations
 
 import contextlib
+import functools
 import hashlib
 import math
 from collections.abc import Iterable, Mapping
@@ -277,15 +278,18 @@ def _copied(params: Mapping[str, Any]) -> dict[str, Any]:
 # generation, finalize's floors and best-shipped shortlist, logic, compare) starts with them. The table names
 # the code that answered (this module and the ones its rules read) and the limits; a table of other code is
 # ignored, and one of other limits only fills keys no job of these limits asks for.
-_RULE_MODULES = ("legality", "params", "isa", "defaults")
+_RULE_MODULES = (
+    "tensile/legality.py", "tensile/params.py", "tensile/isa.py", "tensile/defaults.py", "gemm.py"
+)  # fmt: skip
 
 
+@functools.cache
 def rules_fingerprint() -> str:
     """sha256 of the source of the legality rules (this module and the ones they read)."""
-    here = Path(__file__).parent
+    package = Path(__file__).parents[1]
     digest = hashlib.sha256()
     for name in _RULE_MODULES:
-        digest.update((here / f"{name}.py").read_bytes())
+        digest.update((package / name).read_bytes())
     return digest.hexdigest()
 
 
