@@ -485,7 +485,8 @@ def test_the_memo_answers_as_a_fresh_derivation():
 
 GFX1035 = Limits(isa=(10, 3, 5), caps_from=(10, 3, 0))
 GFX1103 = Limits(isa=(11, 0, 3), caps_from=(11, 0, 2))
-# A navi31 WMMA solution as rocBLAS ships it: [16, 16, 16, 1] with wave tile 4 x 4 and 2 x 2 waves (MT 128).
+# A WMMA kernel of navi31's kind: [16, 16, 16, 1], wave tile 4 x 4, 2 x 2 waves (MT 128). Without local-read
+# prefetch: with PrefetchLocalRead 1 real Tensile 4.44 allocates it 299 VGPRs (test_wmma_vgpr_lower_bound).
 WMMA_HGEMM = {
     "KernelLanguage": "Assembly",
     "MatrixInstruction": [16, 16, 16, 1],
@@ -501,7 +502,7 @@ WMMA_HGEMM = {
     "WaveSeparateGlobalReadA": 1,
     "WaveSeparateGlobalReadB": 1,
     "PrefetchGlobalRead": 1,
-    "PrefetchLocalRead": 1,
+    "PrefetchLocalRead": 0,
 }
 
 
@@ -563,9 +564,47 @@ def test_wmma_kernel_geometry_and_rules():
         in check_raw(hhs, plain, GFX1103).reasons
     )
     assert check_raw(hhs, {**plain, "StoreVectorWidth": 1, "VectorWidth": 1}, GFX1103).valid
-    # ScheduleIterAlg 2 sets InnerUnroll = DepthU / 16, PrefetchLocalRead 1 and one LDS buffer
+    # ScheduleIterAlg 2 sets InnerUnroll = DepthU / 16, PrefetchLocalRead 1 and one LDS buffer (two A/B
+    # fragments then: over the VGPR budget, as real Tensile found, test_wmma_vgpr_lower_bound)
     sia2 = check_raw(hhs, {**WMMA_HGEMM, "ScheduleIterAlg": 2, "PrefetchLocalRead": 3}, GFX1103)
-    assert sia2.valid and sia2.derived["1LDSBuffer"] == 1
+    assert sia2.derived["1LDSBuffer"] == 1 and sia2.derived["LoopIters"] == 1  # DepthU 32 / (16 x 2)
+    assert sia2.reasons == ("needs at least 288 VGPRs > 256 (KernelWriterAssembly overflowedResources)",)
+
+
+def test_wmma_vgpr_lower_bound():
+    """WMMA kernels accumulate in architected VGPRs (MIArchVgpr): KernelWriterAssembly's "total vgpr: N not in
+    [0, 256]" counts for them too. Measured with real Tensile 4.44.0 (a164ed70) for gfx1103 (gfx1102's caps):
+    the kernels over 256 are rejected with a bound at or under Tensile's count, the ones it built are not."""
+    hhs = Library.build("HHS_BH", "TN")
+    sia2 = {**WMMA_HGEMM, "ScheduleIterAlg": 2, "PrefetchLocalRead": 3}
+    plain = {k: v for k, v in WMMA_HGEMM.items() if k != "SourceSwap"}
+    built = {
+        "PLR0": (hhs, WMMA_HGEMM),
+        "PLR0 no SourceSwap": (hhs, {**plain, "StoreVectorWidth": 1, "VectorWidth": 1}),
+    }
+    surrogate = {  # two gfx1103 HB candidates of a simulated run (bench/tensile_conformance.py)
+        "KernelLanguage": "Assembly", "ThreadTile": [4, 128], "WorkGroup": [32, 4, 1], "DepthU": 16,
+        "VectorWidth": 2, "GlobalReadVectorWidth": 4, "PrefetchGlobalRead": 1, "PrefetchLocalRead": 1,
+        "WorkGroupMapping": 4, "1LDSBuffer": 1, "WavefrontSize": 32, "MatrixInstruction": [16, 16, 16, 1],
+        "SourceSwap": 1, "WaveSeparateGlobalReadA": 1, "WaveSeparateGlobalReadB": 1, "ScheduleIterAlg": 2,
+    }  # fmt: skip
+    surrogate_tn = {
+        **{k: v for k, v in surrogate.items() if k != "ScheduleIterAlg"},
+        "GlobalReadVectorWidth": 8, "LdsPadA": 8, "WorkGroupMapping": 8, "1LDSBuffer": 0, "TransposeLDS": 1,
+    }  # fmt: skip
+    overflowed = {  # Tensile's total VGPRs
+        "PLR1": (hhs, {**WMMA_HGEMM, "PrefetchLocalRead": 1}, 299),
+        "SIA2": (hhs, sia2, 299),
+        "MT128x256 HB": (Library.parse("Cijk_Ailk_Bjlk_HB"), surrogate, 397),
+        "MT128x256 HB TransposeLDS": (Library.parse("Cijk_Alik_Bjlk_HB"), surrogate_tn, 391),
+    }
+    for name, (lib, params) in built.items():
+        v = check_raw(lib, params, GFX1103)
+        assert v.valid and 0 < v.derived["vgpr_lower_bound"] <= 256, (name, v.reasons)
+    for name, (lib, params, vgprs) in overflowed.items():
+        v = check_raw(lib, params, GFX1103)
+        assert not v.valid and 256 < v.derived["vgpr_lower_bound"] <= vgprs, (name, v.reasons)
+        assert all("VGPRs" in r for r in v.reasons), (name, v.reasons)
 
 
 def test_gfx11_lifts_the_b128_local_read_limit_only_for_assembly():

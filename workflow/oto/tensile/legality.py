@@ -8,8 +8,8 @@ The rules re-implement the checks Tensile 4.44 makes while deriving a solution
 without matrix instructions, RDNA2 (gfx10.3: wave32, dot-product layouts) and RDNA3/3.5 (gfx11: wave32 and
 the WMMA kernels, ``MatrixInstruction: [16, 16, 16, 1]``), with the capabilities Tensile's probe gives the
 ISA (its own, or its donor's where oto registers it). Added to them: the arch profile's limits and, for VALU
-kernels, a lower bound of the VGPRs KernelWriterAssembly allocates. Rejection reasons use Tensile's own
-messages where it has one, so a verdict can be matched against a ``PrintSolutionRejectionReason`` log.
+and WMMA kernels, a lower bound of the VGPRs KernelWriterAssembly allocates. Rejection reasons use Tensile's
+own messages where it has one, so a verdict can be matched against a ``PrintSolutionRejectionReason`` log.
 Parameters the candidate does not set take the defaults of Tensile's ``defaultBenchmarkCommonParameters``.
 """
 
@@ -1322,17 +1322,23 @@ def _store_batches(run: _Run) -> None:
 def _vgpr_bound(run: _Run) -> None:
     """KernelWriterAssembly allocates at least accumulators + PLR+1 A/B fragments + global-read buffers;
     more than the VGPR limit (error 1) or than one workgroup per CU can hold (error 4) fails generation.
-    Measured on VALU kernels only: a matrix-instruction kernel is not bounded here."""
+    VALU kernels and WMMA kernels (``MIArchVgpr``: the accumulators are architected VGPRs, 4 bytes an element
+    whatever the compute type, KernelWriterAssembly's ``bpeCinternal``; a fragment is ``MIWaveTile`` x
+    ``MIInputPerThread`` elements). An MFMA kernel accumulates in AccVGPRs and is not bounded here."""
     s = run.s
-    if not run.asm or run.mi:
+    if not run.asm:
         return  # the HIP compiler spills instead of failing
+    if run.mi and not s.get("MIArchVgpr"):
+        return
     plr = min(s["PrefetchLocalRead"], run.derived["LoopIters"] - 1)
     blocks = (1 + plr) * s["InnerUnroll"]
-    acc = s["ThreadTile0"] * s["ThreadTile1"] * run.compute_bytes // 4
+    acc = s["ThreadTile0"] * s["ThreadTile1"] * (4 if run.mi else run.compute_bytes) // 4
     frag = g2l = 0
-    for tc, tt in (("A", s["ThreadTile0"]), ("B", s["ThreadTile1"])):
-        # bf16 HPA unpacks fragments to one element per register
-        frag += (tt if run.a_char == "B" and run.hpa else tt * run.bpe // 4) * blocks
+    for i, (tc, tt) in enumerate((("A", s["ThreadTile0"]), ("B", s["ThreadTile1"]))):
+        if run.mi:
+            frag += s["MIWaveTile"][i] * s["MIInputPerThread"] * run.bpe // 4 * blocks
+        else:  # bf16 HPA unpacks fragments to one element per register
+            frag += (tt if run.a_char == "B" and run.hpa else tt * run.bpe // 4) * blocks
         loads = s[f"NumLoadsCoalesced{tc}"] * s[f"NumLoadsPerpendicular{tc}"]
         g2l += -(-loads * s[f"GlobalLoadVectorWidth{tc}"] * run.bpe // 4)  # ceil: registers hold whole dwords
     need = acc + frag + g2l
