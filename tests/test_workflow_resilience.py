@@ -115,7 +115,7 @@ def test_a_figure_change_says_which_stages_it_invalidates_and_redoes_only_those(
     invalidated = "ceilings, compile, benchmark, normalise, select, finalize, verify, compare"
     assert f"invalidates the results of: {invalidated}" in note
     assert "benchmark, finalize, verify and compare measure again" in note
-    assert "read none of these figures: mutate, emit, logic, package" in note
+    assert "read none of these figures: deck, mutate, emit, logic, package" in note
     assert "Params have changed" in dry.stdout and measurements(work) == before  # a dry-run deletes nothing
 
 
