@@ -253,26 +253,25 @@ def estimate_run(
             "finalize", name, None, finalists + refs_all, len(every),
             finalists * len(every) + contender_pairs, n + extra, most + extra, rounds, final_us,
         )  # fmt: skip
-        n, most = n + extra, most + extra
         est.without_shortlist.append(plain)
         listed = per_size * len(every)  # (shortlisted kernel, size) pairs
         if listed and enabled:
             # a shortlisted kernel is a candidate like the finalists, but most leave the race after the
             # probe: charge the launches they took in the demo's finalize races (warm-ups: the probe's)
-            most = _race(finalists + per_size, len(every), refs_all, racing, enabled, 1)[1] + extra
+            _, most, _ = _race(finalists + per_size, len(every), refs_all, racing, enabled, 1)
             n += listed * SHORTLIST_LAUNCHES_PER_PAIR * (1 + REFERENCE_SHARE)
             pairs = plain.pairs + listed / rounds
         elif listed:
             n, most, rounds = _race(
                 finalists + per_size, len(every), refs_all, racing, enabled, int(bench["repetitions"])
             )
-            n, most = n + extra, most + extra
             pairs = plain.pairs + listed
         else:
             pairs = plain.pairs
         job = GpuJob(
-            "finalize", name, None, plain.kernels + distinct, len(every), pairs, n, most, rounds, final_us
-        )
+            "finalize", name, None, plain.kernels + distinct, len(every), pairs, n + extra, most + extra,
+            rounds, final_us,
+        )  # fmt: skip
         est.gpu_jobs.append(_with_workload_precision(job, gpu, library, deck_lib, racing, enabled))
     est.jobs = run_jobs(len(libraries), gens, config)
     return est
