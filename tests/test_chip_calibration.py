@@ -320,3 +320,34 @@ def test_a_fitted_profile_the_schema_refuses_is_not_written_and_says_which_field
     bad = tmp_path / "gfx906-refused.yaml"
     why = cal.write_fitted_profile(raw, bad)
     assert why and "timing.operating_points.legacy.launch" in why and not bad.exists()
+
+
+def test_predict_takes_an_arch_name_and_the_spoof_of_the_library_its_owners_run(capsys, monkeypatch):
+    """gfx1103's owners run navi31's library: its spoof kernel is navi31's pick (a WMMA kernel), not vega10's
+    (the default before), and an arch name finds arch_profiles/<arch>.yaml in the workflow folder."""
+    import numpy as np
+    from oto.deck.sources import read_manifest, shipped_manifest
+    from oto.hardware.simulated.predict import nearest_row, predict
+    from oto.run.predict import main
+
+    monkeypatch.chdir(REPO)
+    size = (1024, 1024, 1, 1024)
+    assert main(["--profile", "gfx1103", "--library", "Cijk_Ailk_Bljk_HB", "--size", "1024,1024,1,1024"]) == 0
+    out = capsys.readouterr().out.splitlines()
+    assert "gfx1100's shipped deck (deck_navi31.json.gz)" in out[0] and "arch_profiles/gfx1103.yaml" in out[0]
+    deck = read_manifest(shipped_manifest("gfx1100"), checked=["Cijk_Ailk_Bljk_HB"]).libraries[
+        "Cijk_Ailk_Bljk_HB"
+    ]
+    row = nearest_row(np.array(deck.sizes, dtype=float)[:, :4], size)
+    spoof = deck.solutions[int(deck.shipped[row][0])]["params"]
+    assert spoof.get("MatrixInstruction")  # navi31 ships WMMA half kernels
+    gpu = SimGPU(load_profile(REPO / "arch_profiles" / "gfx1103.yaml"))
+    assert out[1] == predict(gpu, "Cijk_Ailk_Bljk_HB", spoof, size, "spoof").line()
+    # a library the stock deck lacks, a name that is no arch, an arch with no profile here: exit 2, said why
+    for profile, library, said in [
+        ("gfx1103", "Cijk_Ailk_Bljk_ZB_GB", "not in deck_navi31.json.gz, gfx1100's shipped deck"),
+        ("nope", "Cijk_Ailk_Bljk_SB", "--profile: nope: no such file"),
+        ("gfx1999", "Cijk_Ailk_Bljk_SB", "no arch_profiles/gfx1999.yaml here"),
+    ]:
+        assert main(["--profile", profile, "--library", library, "--size", "64,64,1,64"]) == 2
+        assert said in capsys.readouterr().err

@@ -25,13 +25,18 @@ def main(argv: Sequence[str]) -> int:
         "solution the library picks there), the best shipped kernel, and a given kernel: GFLOPS, % of peak "
         "and the bound that limits it. Numbers are simulated (docs/simulator.md).",
     )
-    ap.add_argument("--profile", required=True, help="arch or device profile (a calibrated one included)")
+    ap.add_argument(
+        "--profile",
+        required=True,
+        help="arch or device profile file (a calibrated one included), or an arch: arch_profiles/ARCH.yaml",
+    )
     ap.add_argument("--library", required=True, help="library, e.g. Cijk_Ailk_Bljk_HB")
     ap.add_argument("--size", required=True, help="M,N,B,K")
     ap.add_argument("--kernel", help="a kernel's parameters: JSON text, or a JSON/YAML file")
     ap.add_argument(
         "--logic",
-        help="folder of logic files of the shipped kernels (default: the shipped deck, rocBLAS's gfx900)",
+        help="folder of logic files of the shipped kernels (default: the deck oto ships of the library the "
+        "profile's owners run, its stock_library: vega10's for gfx90c, navi31's for gfx1103)",
     )
     ap.add_argument("--seed", type=int, default=0, help="the simulated chip's seed (default 0)")
     args = ap.parse_args(argv)
@@ -43,15 +48,16 @@ def main(argv: Sequence[str]) -> int:
         ap.error(f"--size: {args.size!r} is not M,N,B,K (four numbers, each at least 1)")
     try:
         lib = Library.parse(args.library)
-        profile = validate_profile(yaml.safe_load(Path(args.profile).read_text()), args.profile)
-        shipped, spoof = _shipped(lib.name, args.logic, size)
+        profile_file = _profile_file(args.profile)
+        profile = validate_profile(yaml.safe_load(profile_file.read_text()), str(profile_file))
+        shipped, spoof, source = _shipped(lib.name, args.logic, size, profile["stock_library"]["arch"])
         given = _kernel(args.kernel) if args.kernel else None
     except (FamilyCodeError, ProfileError, ValueError, OSError, KeyError, yaml.YAMLError) as exc:
         print(f"oto predict: {exc}", file=sys.stderr)
         return 2
     gpu = SimGPU(profile, seed=args.seed)
-    where = f"{args.library} at {','.join(str(int(x)) for x in size)} on {profile['arch']} ({args.profile})"
-    print(f"oto predict: {where}; SIMULATED (model {MODEL_VERSION}), not measured")
+    where = f"{args.library} at {','.join(str(int(x)) for x in size)} on {profile['arch']} ({profile_file})"
+    print(f"oto predict: {where}; SIMULATED (model {MODEL_VERSION}), not measured; shipped kernels: {source}")
     rows = []
     if spoof is not None:
         rows.append(predict(gpu, lib, spoof, size, "spoof"))
@@ -64,8 +70,29 @@ def main(argv: Sequence[str]) -> int:
     return 0
 
 
-def _shipped(library: str, logic: str | None, size: list[float]) -> tuple[list[dict], dict | None]:
-    """The library's shipped kernels and the one it picks at ``size`` (nearest row in log size)."""
+def _profile_file(text: str) -> Path:
+    """``--profile``: a file, or an arch name for the workflow folder's ``arch_profiles/<arch>.yaml``."""
+    from oto.hardware.profile import ProfileError, parse_arch, profile_path
+
+    path = Path(text)
+    if path.is_file():
+        return path
+    try:
+        parse_arch(text)
+    except ProfileError:
+        raise ValueError(f"--profile: {text}: no such file (give a profile file or an arch name)") from None
+    path = profile_path(text)
+    if not path.is_file():
+        raise ValueError(f"--profile: {text}: no {path} here (run in the workflow folder or give the file)")
+    return path
+
+
+def _shipped(
+    library: str, logic: str | None, size: list[float], stock_arch: str
+) -> tuple[list[dict], dict | None, str]:
+    """The library's shipped kernels, the one it picks at ``size`` (nearest row in log size) and where they
+    came from: ``logic``, or else the manifest oto ships of ``stock_arch``'s library (the spoof the owners
+    run)."""
     import numpy as np
 
     from oto.hardware.simulated.predict import nearest_row
@@ -78,15 +105,18 @@ def _shipped(library: str, logic: str | None, size: list[float]) -> tuple[list[d
             raise ValueError(f"{logic}: no logic file of {library}")
         f = files[0]
         built = f.solutions_as_built()
-        return built, built[f.winner[nearest_row(f.sizes, size)]]
-    from oto.deck.sources import SHIPPED_MANIFEST, read_manifest
+        return built, built[f.winner[nearest_row(f.sizes, size)]], str(logic)
+    from oto.deck.sources import read_manifest, shipped_manifest
 
-    deck = read_manifest(SHIPPED_MANIFEST).libraries.get(library)
+    manifest = shipped_manifest(stock_arch)
+    deck = read_manifest(manifest, checked=[library]).libraries.get(library)
     if deck is None:
-        raise ValueError(f"library {library} is not in the shipped deck (try --logic DIR)")
+        raise ValueError(
+            f"library {library} is not in {manifest.name}, {stock_arch}'s shipped deck (try --logic DIR)"
+        )
     kernels = [s["params"] for s in deck.solutions]
     row = nearest_row(np.array(deck.sizes, dtype=float)[:, :4], size)
-    return kernels, kernels[int(deck.shipped[row][0])]
+    return kernels, kernels[int(deck.shipped[row][0])], f"{stock_arch}'s shipped deck ({manifest.name})"
 
 
 def _kernel(text: str) -> dict:
