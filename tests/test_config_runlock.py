@@ -1,3 +1,4 @@
+import copy
 import os
 import signal
 import subprocess
@@ -5,8 +6,10 @@ import sys
 from pathlib import Path
 
 import pytest
+import yaml
 from oto.config import ConfigError, night_record, validate_config
 from oto.run.lock import RunLockError, acquire_run_lock
+from workflow_helpers import REPO
 
 
 def test_defaults_filled_and_errors_name_field():
@@ -68,3 +71,31 @@ def test_a_night_records_the_families_its_arch_selected_not_the_whole_per_librar
     # the id is the whole config's: the same config names the same night on every arch
     assert night_record(config, "navi31")["id"] == night_record(config, "vega10")["id"]
     assert night_record(validate_config({"arch": "gfx90c", "families": ["DB"]}))["families"] == ["DB"]
+
+
+def test_a_night_config_is_read_as_snakemake_layers_it(monkeypatch, tmp_path):
+    """Snakemake runs `--configfile night.yaml` over the Snakefile's config/config.yaml, key by key: every oto
+    command that reads a run's config (the tester's bundle and merge check, oto merge, plan, shards) reads
+    the same layers, and the testers' night is not capped by the demo's deck.max_sizes."""
+    from oto.config import layered_config
+    from snakemake.utils import update_config
+
+    monkeypatch.chdir(REPO)
+    demo = yaml.safe_load((REPO / "config/config.yaml").read_text())
+    night = yaml.safe_load((REPO / "config/tester.yaml").read_text())
+    overrides = {"shard": "2/4", "arch": "gfx1103", "benchmark": {"repetitions": 7}}
+    expected = copy.deepcopy(demo)
+    update_config(expected, night)
+    update_config(expected, overrides)
+    assert layered_config(["config/tester.yaml"], overrides) == expected
+    assert demo["deck"]["max_sizes"] == 128 and expected["deck"]["max_sizes"] is None
+    assert expected["benchmark"]["tuning_sizes"] == night["benchmark"]["tuning_sizes"]  # nested: merged
+    assert layered_config(["config/config.yaml"]) == demo  # the workflow's own file once or twice: the same
+    # a broken layer is named by file
+    bad = tmp_path / "night.yaml"
+    bad.write_text("deck: [1, 2\n")
+    with pytest.raises(ConfigError, match=r"night.yaml: YAML syntax error"):
+        layered_config([bad])
+    bad.write_text("- a list\n")
+    with pytest.raises(ConfigError, match=r"night.yaml: field '<top level>': expected a mapping"):
+        layered_config([bad])

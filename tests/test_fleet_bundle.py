@@ -197,3 +197,25 @@ def test_the_scrubber():
     assert s.leaks(out) == [] and s.leaks(text)
     assert json.loads(s.text(json.dumps({"p": "/home/alice/x"}))) == {"p": "~/x"}
     assert io.BytesIO  # noqa: B018 - imported for the byte-level checks above
+
+
+def test_a_night_config_layered_over_a_capped_workflow_config_bundles_what_ran(tmp_path):
+    """A night's --configfile that leaves deck.max_sizes out runs capped by config/config.yaml (Snakemake
+    layers the two): its bundle records that config, and its own merge check accepts it (it read the night
+    file alone, uncapped, and rejected the tester's honest bundle)."""
+    from fleet_helpers import FLEET_CONFIG, make_root, oto
+    from workflow_helpers import make_workdir
+
+    work = make_workdir(tmp_path, {**FLEET_CONFIG, "deck": {"max_sizes": 4}})
+    (work / "night.yaml").write_text(yaml.safe_dump(FLEET_CONFIG))
+    (work / ".tmp").mkdir()
+    machine = make_root(tmp_path)
+    args = ("--configfile", "night.yaml", "--root", str(machine), "--cores", "2", "--shard", "1/2")
+    proc = oto(work, "tester", "run", *args, env={"TMPDIR": str(work / ".tmp")})
+    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
+    assert "this bundle would be accepted" in proc.stdout and "REJECT" not in proc.stderr
+    bundle = sorted((work / "bundles").glob("*.oto.tar.gz"))[-1]
+    config = yaml.safe_load(members(bundle)["config.yaml"])
+    assert config["deck"]["max_sizes"] == 4 and config["seed"] == FLEET_CONFIG["seed"]
+    final = yaml.safe_load((work / "results/gfx90c/Cijk_Ailk_Bljk_DB/final.yaml").read_text())
+    assert len(final["sizes"]) == 4

@@ -4,6 +4,8 @@ the API key; STOP items keep the run from starting. Facts come from captured out
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 from fleet_helpers import FAKE_KEY, make_root, oto, runner
 from oto.fleet.device import device_profile, read_facts
@@ -194,3 +196,46 @@ def test_the_tester_names_a_config_without_an_arch(tmp_path):
     config.write_text("families: all\n")
     with pytest.raises(SystemExit, match=r"tester.yaml: field 'arch': missing"):
         _config(argparse.Namespace(configfile=str(config)))
+
+
+def test_another_gpu_is_told_the_arch_to_run_with(tmp_path, monkeypatch):
+    """A 780M owner given the gfx90c configuration is told the flag that tunes their GPU, not to write a
+    configuration; a GPU oto has no profile of is told so."""
+    monkeypatch.chdir(REPO)
+    root = make_root(tmp_path)
+    facts = read_facts(root, runner(root))
+    facts.arch = "gfx1103"
+    by, _ = run_checks(root, facts=facts)
+    assert by["gpu"].status == "stop" and "run again with --arch gfx1103" in by["gpu"].advice
+    facts.arch = "gfx1036"
+    by, _ = run_checks(root, facts=facts)
+    assert "oto has no profile of gfx1036" in by["gpu"].advice and "--arch" not in by["gpu"].advice
+
+
+def test_the_testers_arch_replaces_the_configs_and_a_resumed_night_keeps_it(tmp_path, monkeypatch):
+    import argparse
+    import shutil
+
+    from oto.files import write_yaml
+    from oto.fleet.tester import _config
+
+    shutil.copytree(REPO / "arch_profiles", tmp_path / "arch_profiles")
+    (tmp_path / "config").mkdir()
+    shutil.copy(REPO / "config" / "tester.yaml", tmp_path / "config" / "tester.yaml")
+    monkeypatch.chdir(tmp_path)
+    args = argparse.Namespace(configfile=None, arch="gfx1103")
+    config, path = _config(args)
+    assert config["arch"] == "gfx1103" and path == Path("config/tester.yaml") and args.arch == "gfx1103"
+    with pytest.raises(SystemExit, match=r"oto tester: --arch gfx1999: no arch_profiles/gfx1999.yaml"):
+        _config(argparse.Namespace(configfile=None, arch="gfx1999"))
+    with pytest.raises(SystemExit, match=r"oto tester: --arch: not an AMDGPU arch name: '780m'"):
+        _config(argparse.Namespace(configfile=None, arch="780m"))
+    # the next night, the same command without --arch: the last run's arch, with its config file
+    write_yaml(
+        Path("results/gfx1103/tester/run.yaml"),
+        {"configfile": "config/tester.yaml", "overrides": {"shard": "2/4", "arch": "gfx1103"}},
+    )
+    resumed = argparse.Namespace(configfile=None, arch=None)
+    assert _config(resumed)[0]["arch"] == "gfx1103" and resumed.arch == "gfx1103"
+    # another config file named on the command line is taken as it is
+    assert _config(argparse.Namespace(configfile="config/tester.yaml", arch=None))[0]["arch"] == "gfx90c"

@@ -84,3 +84,39 @@ def test_the_testers_config_and_oto_shards(monkeypatch, capsys):
     counts = [int(line.split(": ")[1].split()[0]) for line in out.splitlines() if line.startswith("shard ")]
     assert len(counts) == 4 and sum(counts) == len(DECK)
     assert f"shard 2/4: {len(plan.libraries)} libraries" in out
+
+
+def test_oto_shards_splits_another_gpus_deck_with_arch(monkeypatch, capsys):
+    """A 780M's testers split navi31's deck (the library gfx1103's owners run), not the config's vega10's."""
+    from oto.deck.sources import shipped_manifest
+    from oto.fleet.tester import shards_main
+
+    monkeypatch.chdir(REPO)
+    navi31 = sorted(read_manifest(shipped_manifest("gfx1100")).libraries)
+    assert shards_main(["3", "--arch", "gfx1103"]) == 0
+    out = capsys.readouterr().out
+    listed = sorted(line.split()[0] for line in out.splitlines() if line.startswith("  "))
+    assert listed == navi31 and set(navi31) != set(DECK)
+    assert f"shard 2/3: {len(Shard(2, 3).select(navi31))} libraries" in out
+    with pytest.raises(
+        SystemExit, match=r"--arch gfx1999: no arch_profiles/gfx1999.yaml \(profiles here: .*gfx1103"
+    ):
+        shards_main(["3", "--arch", "gfx1999"])
+
+
+def test_bundles_of_another_gpu_are_judged_against_its_stock_deck_capped_as_the_nights(monkeypatch):
+    """The tester's merge check read vega10's deck for every arch (a 780M's SB bundle: "128 sizes differ
+    from this merge's deck (1908 sizes)"); both it and oto merge read the arch's stock deck, capped."""
+    from oto.deck.sources import shipped_manifest
+    from oto.fleet.merge import merge_deck
+    from oto.hardware.profile import load_profile
+
+    monkeypatch.chdir(REPO)
+    navi31 = read_manifest(shipped_manifest("gfx1100"))
+    profile = load_profile(REPO / "arch_profiles" / "gfx1103.yaml")
+    cfg = validate_config({"arch": "gfx1103", "families": "all", "deck": {"max_sizes": 16}})
+    deck = merge_deck(cfg, profile)
+    assert sorted(deck.libraries) == sorted(navi31.libraries)
+    assert {len(lib.sizes) for lib in deck.libraries.values()} == {16}  # every navi31 library has more
+    whole = merge_deck(validate_config({"arch": "gfx1103", "families": "all"}), profile)
+    assert len(whole.libraries["Cijk_Ailk_Bljk_SB"].sizes) == len(navi31.libraries["Cijk_Ailk_Bljk_SB"].sizes)

@@ -130,8 +130,7 @@ def checked_config_file(path: str | Path) -> str:
     return str(path)
 
 
-def load_config(path: str | Path) -> dict[str, Any]:
-    path = Path(path)
+def _read_config_file(path: Path) -> dict[str, Any]:
     try:
         data = yaml.safe_load(path.read_text())
     except yaml.YAMLError as exc:
@@ -140,7 +139,39 @@ def load_config(path: str | Path) -> dict[str, Any]:
         raise ConfigError(f"{path}: cannot read config: {exc}") from exc
     if not isinstance(data, dict):
         raise ConfigError(f"{path}: field '<top level>': expected a mapping")
-    return validate_config(data, str(path))
+    return data
+
+
+def load_config(path: str | Path) -> dict[str, Any]:
+    return validate_config(_read_config_file(Path(path)), str(path))
+
+
+WORKFLOW_CONFIG = Path("config/config.yaml")  # the Snakefile's `configfile:`, relative to the workflow folder
+
+
+def _merge_into(base: dict[str, Any], top: Mapping[str, Any]) -> None:
+    """Snakemake's ``update_config``: nested mappings merge key by key, anything else replaces."""
+    for key, value in top.items():
+        if isinstance(value, Mapping) and isinstance(base.get(key), dict):
+            _merge_into(base[key], value)
+        else:
+            base[key] = copy.deepcopy(value) if isinstance(value, Mapping | list) else value
+
+
+def layered_config(
+    configfiles: Sequence[str | Path], overrides: Mapping[str, Any] | None = None
+) -> dict[str, Any]:
+    """The config ``snakemake --configfile F... --config K=V...`` runs with in this folder, not validated: the
+    Snakefile's config/config.yaml (where it exists), then each file, then ``overrides``, each merged into
+    the ones before it. A night config that leaves a field out runs with the workflow config's value (the
+    demo's deck.max_sizes, say), so every command that reads a run's config reads it this way."""
+    merged: dict[str, Any] = {}
+    for path in [WORKFLOW_CONFIG, *map(Path, configfiles)]:
+        if path == WORKFLOW_CONFIG and not path.is_file():
+            continue
+        _merge_into(merged, _read_config_file(path))
+    _merge_into(merged, overrides or {})
+    return merged
 
 
 NIGHT_PROFILE_FIELDS = ("stock_library.logic_prefix",)  # what night_record reads (oto.run.profile_views)

@@ -113,6 +113,15 @@ def _guard(arch_dir: Path) -> None:
         )
 
 
+def merge_deck(config: Mapping[str, Any], arch_profile: Mapping) -> Deck:
+    """The deck bundles are judged against: the config's deck source for the arch's stock library, capped as
+    the config caps it (deck.max_sizes: the sizes the nights tuned). The tester's merge check reads it too."""
+    deck_setup = deck_settings(config["deck"], arch_profile)
+    deck = run_source(deck_setup).load()
+    cap_deck(deck, SizeCap.from_settings(deck_setup))
+    return deck
+
+
 def shipped_kernels(deck: Deck, arch_profile: Mapping) -> Callable[[str], dict[str, dict]]:
     """library → {kernel id: parameters} of its shipped kernels as Tensile resolves them (the references)."""
     limits = legality.Limits.from_profile(arch_profile)
@@ -255,8 +264,7 @@ def _merge_into(
     }
     pinned = settings.tensile_version or state.get("tensile_version")
     deck_setup = deck_settings(settings.config["deck"], settings.arch_profile)
-    deck = run_source(deck_setup).load()
-    cap_deck(deck, SizeCap.from_settings(deck_setup))  # config deck.max_sizes: the sizes the run tuned
+    deck = merge_deck(settings.config, settings.arch_profile)
     floor = attach_floor(deck, deck_setup)  # each merged library races the floor the config names
     kept = KeptBundles(arch_dir / "fleet" / "bundles", staging / "fleet" / "bundles")
     kept.carry(list(known.values()), before.get("lost") or [])
@@ -530,8 +538,9 @@ def _parser():
     ap.add_argument("--arch", help="arch to merge (default: the config's)")
     ap.add_argument(
         "--configfile",
-        default="config/config.yaml",
-        help="config for the deck, package.label, tie tolerance and scoring (default config/config.yaml)",
+        default="config/tester.yaml",
+        help="the testers' config, layered over config/config.yaml as their nights were: the deck, "
+        "package.label, tie tolerance and scoring (default config/tester.yaml)",
     )
     ap.add_argument("--out", default="results", help="results folder; writes <out>/<arch>/ (default results)")
     ap.add_argument(
@@ -552,11 +561,11 @@ def _parser():
 
 
 def _settings(args) -> MergeSettings:
-    from oto.config import ConfigError, load_config, validate_config
+    from oto.config import ConfigError, layered_config, validate_config
     from oto.hardware.profile import load_profile, profile_path
 
-    if Path(args.configfile).is_file():
-        config = load_config(args.configfile)
+    if Path(args.configfile).is_file():  # the nights' config, as Snakemake layered it over config/config.yaml
+        config = validate_config(layered_config([args.configfile]), args.configfile)
     elif args.arch:  # no config: the schema's defaults for the arch named
         config = validate_config({"arch": args.arch, "families": "all"})
     else:

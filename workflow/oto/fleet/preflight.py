@@ -20,6 +20,7 @@ from oto.config import config_with_defaults
 from oto.fleet.device import DeviceFacts, Runner, run_command
 from oto.hardware.ceilings import theoretical_gflops
 from oto.hardware.detect import override_arch
+from oto.hardware.profile import ProfileError, profile_path
 
 STATUSES = ("ok", "note", "warn", "stop")
 GIB = 1 << 30
@@ -155,9 +156,13 @@ def checks(
                 "gpu",
                 "stop",
                 f"your GPU is {physical}, this configuration tunes {arch}",
-                f"use a configuration for {physical} (arch: {physical}, if arch_profiles/{physical}.yaml "
-                "exists) "
-                "or add --simulate to try the simulated GPU",
+                (
+                    f"run again with --arch {physical} (it tunes your GPU with the same settings)"
+                    if _has_profile(physical)
+                    else f"oto has no profile of {physical} (arch_profiles/{physical}.yaml; "
+                    "docs/arch_profiles.md says how to describe it)"
+                )
+                + ", or add --simulate to try the simulated GPU",
             )
         )
     else:
@@ -421,3 +426,11 @@ def current_tty() -> str | None:
         return os.ttyname(0) if os.isatty(0) else None
     except OSError:
         return None
+
+
+def _has_profile(arch: str) -> bool:
+    """Whether this folder holds ``arch_profiles/<arch>.yaml`` (the tester runs in the oto folder)."""
+    try:
+        return profile_path(arch).is_file()
+    except ProfileError:
+        return False

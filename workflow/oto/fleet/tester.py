@@ -24,7 +24,7 @@ from typing import Any
 
 import yaml
 
-from oto.config import config_default
+from oto.config import ConfigError, config_default, layered_config
 from oto.deck.shards import Shard, ShardError
 from oto.files import atomic_write_text, dump_yaml, read_yaml
 from oto.fleet import split_passthrough
@@ -43,7 +43,7 @@ from oto.fleet.preflight import (
     session_facts,
 )
 from oto.hardware.device_profile import DeviceProfileError
-from oto.hardware.profile import load_profile, profile_path
+from oto.hardware.profile import ProfileError, load_profile, parse_arch, profile_path
 
 DEFAULT_CONFIGS = ("config/tester.yaml", "config/config.yaml")
 MEMORY_INFO = "dmidecode-memory.txt"
@@ -69,12 +69,15 @@ def _last_run() -> dict[str, Any]:
 
 def _config(args: argparse.Namespace) -> tuple[dict[str, Any], Path]:
     """The config file: --configfile, else the last run's (the same command every night), else the first of
-    DEFAULT_CONFIGS."""
-    last = _last_run().get("configfile")
+    DEFAULT_CONFIGS; its arch replaced by --arch, else by the last run's --arch when the file is the last
+    run's (``args.arch`` is set to the arch that replaced the file's, or None)."""
+    last_run = _last_run()
+    last = last_run.get("configfile")
     if args.configfile:
         path = Path(args.configfile)
     elif last and Path(last).is_file():
         path = Path(last)
+        args.arch = getattr(args, "arch", None) or (last_run.get("overrides") or {}).get("arch")
     else:
         path = next((Path(c) for c in DEFAULT_CONFIGS if Path(c).is_file()), Path(DEFAULT_CONFIGS[-1]))
     if not path.is_file():
@@ -84,7 +87,29 @@ def _config(args: argparse.Namespace) -> tuple[dict[str, Any], Path]:
         raise SystemExit(f"oto tester: {path}: field '<top level>': expected a mapping")
     if not isinstance(data.get("arch"), str):
         raise SystemExit(f"oto tester: {path}: field 'arch': missing (the GPU to tune, as arch: gfx90c)")
-    return data, path
+    try:  # what Snakemake will run with: the file over config/config.yaml (its deck cap, say)
+        config = layered_config([path])
+    except ConfigError as exc:
+        raise SystemExit(f"oto tester: {exc}") from None
+    arch = getattr(args, "arch", None)
+    if arch:
+        config["arch"] = _known_arch(arch, "oto tester")
+    return config, path
+
+
+def _known_arch(arch: str, prog: str) -> str:
+    """``--arch``: an arch oto has a profile of in this folder, else a message saying which it has."""
+    try:
+        parse_arch(arch)
+    except ProfileError as exc:
+        raise SystemExit(f"{prog}: --arch: {exc}") from None
+    if not profile_path(arch).is_file():
+        known = ", ".join(sorted(p.stem for p in Path("arch_profiles").glob("gfx*.yaml"))) or "none here"
+        raise SystemExit(
+            f"{prog}: --arch {arch}: no arch_profiles/{arch}.yaml (profiles here: {known}; "
+            "docs/arch_profiles.md says how to describe another GPU)"
+        )
+    return arch
 
 
 def _preflight(
@@ -150,12 +175,11 @@ def merge_check(path: Path, config: dict[str, Any], arch: str, numbers: str) -> 
     """Run the maintainer's intake (:func:`oto.fleet.intake.open_bundle`, the checks ``oto merge`` runs) on
     the bundle just written and say what it finds: None when the merge would accept it, else the reason it
     would be rejected. Quarantined text fields are listed (they merge, neutralised)."""
-    from oto.deck.sources import load_deck
     from oto.fleet.intake import Expect, Rejected, open_bundle
-    from oto.fleet.merge import shipped_kernels
+    from oto.fleet.merge import merge_deck, shipped_kernels
 
     arch_profile = load_profile(profile_path(arch))
-    deck = load_deck(config["deck"]["source"], config["deck"]["path"])
+    deck = merge_deck(config, arch_profile)
     sizes = {name: lib.sizes for name, lib in deck.libraries.items()}
     expect = Expect(arch, arch_profile, numbers, None, sizes, config, shipped_kernels(deck, arch_profile))
     try:
@@ -179,14 +203,11 @@ def merge_check(path: Path, config: dict[str, Any], arch: str, numbers: str) -> 
 def _bundle(run_settings: dict[str, Any], bundles: Path, preflight: list[dict] | None) -> tuple[Path, dict]:
     from oto.run.plan import PlanError, plan_run
 
-    config, cfg_path = (
-        yaml.safe_load(Path(run_settings["configfile"]).read_text()),
-        run_settings["configfile"],
-    )
-    config.update(run_settings["overrides"])
-    try:
+    cfg_path = run_settings["configfile"]
+    try:  # the config the night ran with (Snakemake's layering), which the bundle records
+        config = layered_config([cfg_path], run_settings["overrides"])
         plan = plan_run(config, [cfg_path])
-    except PlanError as exc:
+    except (ConfigError, PlanError) as exc:
         raise SystemExit(f"oto tester: {exc}") from None
     results = Path("results") / plan.arch
     logs_root = results / "logs"
@@ -250,6 +271,11 @@ def main(argv: Sequence[str]) -> int:
     )
     ap.add_argument("--shard", default=None, help="i/n: your shard, as the maintainer gave it (default 1/1)")
     ap.add_argument(
+        "--arch",
+        help="the GPU to tune when it is not the configuration's (e.g. gfx1103 on a Radeon 780M, gfx1035 on "
+        "a 680M; a resumed night keeps the last run's)",
+    )
+    ap.add_argument(
         "--configfile",
         help=f"run configuration (default: the last run's, else the first of {', '.join(DEFAULT_CONFIGS)})",
     )
@@ -310,6 +336,8 @@ def main(argv: Sequence[str]) -> int:
     _write_if_changed(dev_path, dump_yaml(device))
     _write_if_changed(tdir / "preflight.yaml", dump_yaml(as_records(found)))
     overrides = {"shard": args.shard, "device_profile": str(dev_path)}
+    if args.arch:
+        overrides["arch"] = arch
     if args.simulate:
         overrides["backend"] = "sim"
     settings = {"configfile": str(cfg_path), "overrides": overrides}
@@ -349,8 +377,6 @@ def shards_main(argv: list[str]) -> int:
     """``oto shards N``: what each of N shards holds, for the maintainer choosing N (one night per shard)."""
     import argparse
 
-    import yaml
-
     from oto.config import validate_config
     from oto.deck.model import DeckError
     from oto.deck.size_cap import SizeCap
@@ -367,12 +393,15 @@ def shards_main(argv: list[str]) -> int:
     ap.add_argument(
         "--configfile", default="config/tester.yaml", help="config whose families and deck to split"
     )
+    ap.add_argument("--arch", help="the GPU whose deck to split when it is not the configuration's (gfx1103)")
     args = ap.parse_args(argv)
     if args.count < 1:
         ap.error("count must be at least 1")
     try:
-        with open(args.configfile) as fh:
-            cfg = validate_config(yaml.safe_load(fh) or {}, args.configfile)
+        raw = layered_config([args.configfile])  # as Snakemake layers it over config/config.yaml
+        if args.arch:
+            raw["arch"] = _known_arch(args.arch, "oto shards")
+        cfg = validate_config(raw, args.configfile)
         profile = load_profile(profile_path(cfg["arch"]))
         settings = deck_settings(cfg["deck"], profile)
         source = run_source(settings)

@@ -621,6 +621,7 @@ def main(argv: list[str] | None = None) -> int:
 
     from oto.backends import backend_class
     from oto.backends.tensile import TensileBackend
+    from oto.config import layered_config
     from oto.run.plan import PlanError, plan_run
     from oto.run.probe import job_probe
 
@@ -651,7 +652,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--json", action="store_true", help="print the estimate as JSON instead of text")
     args = ap.parse_args(argv)
     try:
-        config = yaml.safe_load(args.configfile.read_text()) or {}
+        config = layered_config([args.configfile])  # as Snakemake layers it over config/config.yaml
         for item in args.config:
             _override(config, item)
         plan = plan_run(config, [args.configfile])
