@@ -98,6 +98,7 @@ def format_report(rep: Mapping[str, Any]) -> str:
 
 def main(argv: list[str]) -> int:
     import argparse
+    import sys
 
     import yaml
 
@@ -114,7 +115,13 @@ def main(argv: list[str]) -> int:
     args = ap.parse_args(argv)
     config: dict[str, Any] = {}
     if Path(args.config).exists():
-        config = yaml.safe_load(Path(args.config).read_text()) or {}
+        from oto.config import ConfigError, layered_config
+
+        try:  # as Snakemake layers it over config/config.yaml
+            config = layered_config([args.config])
+        except ConfigError as exc:
+            print(f"oto env: {exc}", file=sys.stderr)
+            return 2
     profile = None
     prof_path = Path(args.profiles) / f"{config['arch']}.yaml" if config.get("arch") else None
     if prof_path is not None and prof_path.exists():
