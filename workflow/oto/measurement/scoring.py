@@ -500,7 +500,8 @@ def score_samples(
     t = _ok_times(s)
     s["norm_us"] = d.bring(t, d.anchor)
     peak_us = d.bring(t, 0.0).to_numpy(float)
-    ref_time = s[(s["role"] == "reference") & s["norm_us"].notna()].groupby("size_index")["norm_us"].median()
+    ref_rows = s[(s["role"] == "reference") & s["norm_us"].notna()]
+    ref_time = ref_rows.groupby("size_index")["norm_us"].median().to_dict()  # a dict: read once per group
     rng = np.random.default_rng(seed)
     drift = d.choice.estimator
     norm = s["norm_us"].to_numpy(float)
