@@ -174,3 +174,42 @@ def test_the_native_floor_reads_upstreams_own_gfx1103_sgemm_file():
     assert legality.check(Library.parse(name), params, limits).valid
     assert all("substitute" not in r for r in refs.values())
     assert lib.references([0], limits)[0]["id"] != stub  # the spoof floor is navi31's
+
+
+def test_the_simulated_upstream_arm_runs_upstreams_own_library_where_the_deck_has_it(tmp_path):
+    """compare's upstream arm (no override) on the simulated GPU: where upstream ships the GPU a folder of its
+    own (deck.native_floor), it runs that folder's pick at each size, not the spoof's kernel; its note says
+    which it ran and names the stock library (it said "vega10" on every GPU)."""
+    from oto.rocblas import night
+    from oto.tensile.labels import StockLibrary
+
+    native = write_native(tmp_path / "gfx1103")
+    cfg = {
+        "arch": "gfx1103",
+        "families": ["SB_GB", "I8II_BH_GB"],
+        "patterns": ["NN"],
+        "deck": {"native_floor": {"path": str(native)}, "max_sizes": 4},
+    }
+    plan = plan_run(cfg)
+    _, selected, _ = load_run_deck(plan.deck, plan.libraries)
+    decks = {name: selected.libraries[name] for name in (LIB, "Cijk_Ailk_Bljk_I8II_BH_GB")}
+    finals = {
+        name: {"sizes": deck.sizes, "per_size": [], "kernels": {}} for name, deck in decks.items()
+    }  # no winners: the tuned arm runs the stock kernels too
+    arms = night.arms(finals, decks, plan.profile, "native", None, None)
+    limits = legality.Limits.from_profile(plan.profile)
+    stub = legality_id(limits)
+    upstream, spoof = arms["upstream"].kernels, arms["spoof"].kernels
+    lib_keys = [k for k in upstream if k[0] == LIB]
+    assert lib_keys and all(upstream[k] == stub for k in lib_keys)  # upstream's stub at every size
+    assert all(spoof[k] != stub for k in lib_keys) and stub in arms["upstream"].params
+    other = [k for k in upstream if k[0] != LIB]  # upstream ships no int8 file here: the stock kernel
+    assert other and all(upstream[k] == spoof[k] for k in other)
+    stock = StockLibrary.of(plan.profile)
+    note = night.simulated_upstream_note(decks, stock)
+    assert "own library (deck.native_floor) for 1 of 2 libraries" in note and "navi31 (gfx1100)" in note
+    assert night.simulated_upstream_note({LIB: decks[LIB]}, stock).endswith("(config deck.native_floor)")
+    plain = {"x": read_manifest(SHIPPED_MANIFESTS["gfx1100"]).libraries[LIB]}
+    assert night.simulated_upstream_note(plain, stock) == (
+        "it runs the spoof's navi31 (gfx1100) kernels without the override: the model times them alike"
+    )

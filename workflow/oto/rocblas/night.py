@@ -9,8 +9,9 @@ a rule writes when no backend offers rocBLAS's client.
 - The **spoof** arm is rocBLAS's own stock library under the override: each size's shipped kernel.
 - The **upstream** arm is a ROCm whose rocBLAS supports the arch natively (ROCm 7 maps gfx90c to vega10's
   logic): the same shipped kernels without the override, through its own ``rocblas-bench``
-  (``rocblas.upstream_bench``). On the simulated GPU it runs the spoof's kernels, so the model cannot tell
-  the two apart and its upstream figures say nothing beyond the spoof's.
+  (``rocblas.upstream_bench``). On the simulated GPU it runs upstream's own library for the GPU where the
+  deck has one (config ``deck.native_floor``: gfx1103's stub and copied folder), else the spoof's kernels,
+  which the model cannot tell apart from the spoof: its upstream figures then say nothing beyond the spoof's.
 """
 
 from __future__ import annotations
@@ -77,12 +78,16 @@ def arms(
         sizes = final["sizes"]
         stock = [str((shipped.get(i) or {}).get("id") or "") for i in range(len(sizes))]
         kernels["tuned"].update(arm_kernels(library, sizes, tuned_choice(final, shipped)))
-        for a in ("spoof", "upstream"):
-            kernels[a].update(arm_kernels(library, sizes, stock))
+        # upstream's own library where the deck has it; a size it has no kernel for keeps the stock one
+        native = deck.native_references(list(range(len(sizes))), Limits.from_profile(profile))
+        upstream = [str((native.get(i) or {}).get("id") or stock[i]) for i in range(len(sizes))]
+        kernels["spoof"].update(arm_kernels(library, sizes, stock))
+        kernels["upstream"].update(arm_kernels(library, sizes, upstream))
         stock_params = {str(r["id"]): dict(r["params"]) for r in shipped.values() if r.get("id")}
+        native_params = {str(r["id"]): dict(r["params"]) for r in native.values() if r.get("id")}
         params["tuned"].update({**stock_params, **{str(k): dict(v) for k, v in final["kernels"].items()}})
         params["spoof"].update(stock_params)
-        params["upstream"].update(stock_params)
+        params["upstream"].update({**stock_params, **native_params})
     override = {"HSA_OVERRIDE_GFX_VERSION": StockLibrary.of(profile).hsa_override_gfx_version}
     return {
         "tuned": Arm(
@@ -214,6 +219,23 @@ def verify_night(
     return doc
 
 
+def simulated_upstream_note(decks: Mapping[str, LibraryDeck], stock: StockLibrary) -> str:
+    """What the simulated upstream arm ran: upstream's own library (the native floor) or the spoof's."""
+    native = sorted(name for name, deck in decks.items() if deck.native_floor is not None)
+    spoofed = (
+        f"the spoof's {stock.logic_prefix} ({stock.arch}) kernels without the override: the model times them "
+        "alike"
+    )
+    if not native:
+        return f"it runs {spoofed}"
+    if len(native) == len(decks):
+        return "it runs upstream's own library for the GPU (config deck.native_floor)"
+    return (
+        f"it runs upstream's own library (deck.native_floor) for {len(native)} of {len(decks)} libraries, "
+        f"else {spoofed}"
+    )
+
+
 def compare_night(
     runner: ClientRunner,
     what: str,
@@ -240,9 +262,7 @@ def compare_night(
             "skipped, because config field 'rocblas.upstream_bench' names no upstream ROCm client"
         )
     elif not measured:
-        notes["upstream"] = (
-            "it runs the spoof's vega10 kernels without the override: the model times them alike"
-        )
+        notes["upstream"] = simulated_upstream_note(decks, StockLibrary.of(profile))
     seed, boot, tie = int(config.get("seed") or 0), int(bench["bootstrap"]), float(bench["tie_tolerance"])
     parts, scores = [], {b: {} for b in baselines}
     for library, final in finals.items():
