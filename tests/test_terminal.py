@@ -10,6 +10,7 @@ import time
 from pathlib import Path
 
 import pytest
+import yaml
 from dashboard_helpers import CONFIG, make_results
 from oto.reporting.dashboard import write_dashboard
 from oto.reporting.summary import library_note, results_folders, run_summary
@@ -295,6 +296,13 @@ def test_a_narrower_target_speaks_of_what_it_built(tmp_path):
                                                        str(nt / "gen1" / "selection.yaml")]))  # fmt: skip
     assert f"selection  {nt / 'gen1' / 'selection.yaml'}  (4 tuning sizes, generation 1" in text
     assert str(nt / "gen0" / "selection.yaml") not in text
+    # a library of another GPU's deck is compared with that deck's spoof (it said gfx900 for every GPU)
+    deck_path = nn / "deck.yaml"
+    deck = (yaml.safe_load(deck_path.read_text()) or {}) if deck_path.is_file() else {}
+    deck["provenance"] = {**(deck.get("provenance") or {}), "deck_of": "gfx1100"}
+    deck_path.write_text(yaml.safe_dump(deck))
+    text = "\n".join(run_summary(res, 3, "4 s", built=built))
+    assert "geomean 1.20× the gfx1100 spoof" in text and "gfx900" not in text
     # a forced ceilings.yaml: named, nothing more
     text = "\n".join(run_summary(res, 1, "1 s", built=[str(res / "ceilings.yaml")]))
     assert f"built      {res / 'ceilings.yaml'}" in text and "headline" not in text and "numbers" not in text

@@ -243,27 +243,36 @@ def _library_figures(path: Path) -> tuple[str, str, str | None]:
     sizes = len(doc.get("per_size") or [])
     scope = "deck sizes, final measurement" if final else f"tuning sizes, generation {doc.get('generation')}"
     g = s.get("geomean_score")
+    deck = _library_deck((path.parent if final else path.parent.parent) / "deck.yaml")
+    deck_of = ((deck.get("provenance") or {}) if isinstance(deck.get("provenance"), Mapping) else {}).get(
+        "deck_of"
+    )
     parts = [
         f"{sizes} {scope}",
-        f"geomean {g:.2f}× the gfx900 spoof" if isinstance(g, int | float) else None,
+        f"geomean {g:.2f}× the {deck_of or 'gfx900'} spoof" if isinstance(g, int | float) else None,
         f"{s.get('wins', 0)} wins / {s.get('ties', 0)} ties / {s.get('losses', 0)} losses",
     ]
     kind = (doc.get("provenance") or {}).get("numbers")
     b = s.get("best_shipped") or {}
     counts = (b.get(k) for k in ("wins", "ties", "losses", "kept_by_best_shipped"))
     best = _best_shipped(b.get("geomean_score"), b.get("sizes"), counts)
-    deck = (path.parent if final else path.parent.parent) / "deck.yaml"
     return label, ", ".join(p for p in parts if p) + best + _library_cap(deck), str(kind) if kind else None
 
 
-def _library_cap(deck_path: Path) -> str:
+def _library_deck(deck_path: Path) -> Mapping[str, Any]:
+    """A library's deck.yaml, or {} where it is missing or unreadable (the figures go without its parts)."""
+    try:
+        deck = read_yaml(deck_path)
+    except (OSError, StageFileError):
+        return {}
+    return deck if isinstance(deck, Mapping) else {}
+
+
+def _library_cap(deck: Mapping[str, Any]) -> str:
     """The tail a capped library's figures get: its deck is a sample (config deck.max_sizes)."""
     from oto.deck.size_cap import kept_text
 
-    try:
-        cap = (read_yaml(deck_path) or {}).get("size_cap")
-    except (OSError, StageFileError, AttributeError):
-        return ""
+    cap = deck.get("size_cap")
     if not isinstance(cap, Mapping):
         return ""
     return "; capped: " + kept_text(
