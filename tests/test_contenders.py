@@ -220,3 +220,28 @@ def test_a_selection_file_with_a_malformed_contender_names_the_field(tmp_path):
     ]
     path.write_text(yaml.safe_dump(doc))
     assert read_selection(path)["per_size"][0]["contenders"][0]["kernel"] == "old"
+
+
+def test_a_size_no_kernel_ran_at_is_not_measured_not_a_loss(profile):
+    """Where nothing ran, the reference included (too large for the device's memory: a 1.5 GiB carve-out and
+    a 3.3 GiB problem), the tuned library serves the shipped kernel: no loss, and the library is not "slower
+    at some sizes" for it (gfx1035's demo said so of three such sizes)."""
+    from collections import Counter
+
+    from oto.measurement.selection import NOT_MEASURED, summarise
+    from oto.reporting.figures import library_verdict, verdict_counts, wtl_text
+
+    sizes = [[256, 256, 1, 256], [1024, 32768, 1, 50304], [512, 512, 1, 512]]
+    scores = [_score("k", 1.3, 1.25, 1.35, 0), _score("k", 0.9, 0.88, 0.92, 2)]
+    scores.append({**_score("k", float("nan"), None, None, 1), "status": "too_large"})
+    rows = per_size_rows(scores, sizes, DB, profile, 0.02, 0)
+    assert [r["verdict"] for r in rows] == ["win", NOT_MEASURED, "loss"] and rows[1]["winner"] is None
+    summary = summarise(rows, Counter(too_large=1))
+    assert (summary["wins"], summary["losses"], summary["not_measured"]) == (1, 1, 1)
+    counts = verdict_counts(rows)
+    assert wtl_text(counts) == "1/0/1 (1 not measured)" and wtl_text({**counts, "not_measured": 0}) == "1/0/1"
+    # a library whose only non-win is a size nothing ran at is better than the spoof, not mixed
+    (win,) = per_size_rows(scores[:1], sizes[:1], DB, profile, 0.02, 0)
+    nothing = per_size_rows(scores[2:], sizes[1:2], DB, profile, 0.02, 0)
+    both = summarise([win, *nothing], Counter())
+    assert both["losses"] == 0 and library_verdict(both, 0.02) == "better than the spoof"

@@ -40,7 +40,7 @@ import pandas as pd
 from oto.deck.model import LibraryDeck
 from oto.gemm import Library
 from oto.hardware.ceilings import family_peak_gflops, roofline_gflops
-from oto.measurement.selection import summarise, verdict
+from oto.measurement.selection import NOT_MEASURED, summarise, verdict
 from oto.reporting.figures import library_verdict
 
 FAILED = frozenset({"validation_failed", "crash", "timeout"})  # a launch that disqualifies its kernel there
@@ -172,7 +172,7 @@ def _decide(i: int, candidates: Iterable[str], obs: Mapping, shipped: set[str], 
 def _row(i: int, k: str | None, per: Mapping[str, dict], roof: Mapping, picked: Mapping, tolerance: float):
     if k is None:
         return {"size_index": i, "winner": None, "score": None, "ci_low": None, "ci_high": None,
-                "gflops": None, "ceiling_gflops": None, "pct_ceiling": None, "verdict": "loss",
+                "gflops": None, "ceiling_gflops": None, "pct_ceiling": None, "verdict": NOT_MEASURED,
                 "devices": {}}  # fmt: skip
     score = geo(v["score"] for v in per.values())
     lows = [v["ci_low"] for v in per.values() if v["ci_low"]]

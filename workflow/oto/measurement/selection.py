@@ -32,6 +32,12 @@ def _finite(x) -> float | None:
     return None if x is None or not math.isfinite(float(x)) else round(float(x), 6)
 
 
+# A size no kernel ran at, the reference included (too large for the device's memory, every launch failed):
+# the tuned library serves the shipped kernel there, so it is neither a win nor a loss, and reports count it
+# apart (they called it a loss: "slower at some sizes").
+NOT_MEASURED = "not_measured"
+
+
 def verdict(score: float, ci_low: float, ci_high: float, tolerance: float) -> str:
     """Win / tie / loss against the spoof floor (score 1), with the configured tie tolerance."""
     if not np.isfinite(score):
@@ -113,8 +119,12 @@ def per_size_rows(
             row["contenders"] = kept
         row["ceiling_gflops"] = _finite(ceilings[i])
         row["pct_ceiling"] = _finite(100 * row["gflops"] / ceilings[i]) if row["gflops"] else None
-        row["verdict"] = verdict(
-            *(np.nan if row[k] is None else row[k] for k in ("score", "ci_low", "ci_high")), tolerance
+        row["verdict"] = (
+            verdict(
+                *(np.nan if row[k] is None else row[k] for k in ("score", "ci_low", "ci_high")), tolerance
+            )
+            if row["winner"] is not None
+            else NOT_MEASURED
         )
         rows.append(row)
     return rows
@@ -161,6 +171,7 @@ def summarise(
         "wins": verdicts["win"],
         "ties": verdicts["tie"],
         "losses": verdicts["loss"],
+        "not_measured": verdicts[NOT_MEASURED],
         "failures": dict(sorted(failures.items())),
     }
 

@@ -40,7 +40,7 @@ def check_finals(final_paths: Sequence[Path]) -> None:
 
 
 def _wtl(r: Mapping) -> str:
-    return f"{r['wins']}/{r['ties']}/{r['losses']}"
+    return figures.wtl_text(r)
 
 
 def _wtl_best(r: Mapping) -> str:

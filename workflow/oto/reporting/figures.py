@@ -43,7 +43,13 @@ def geomean(values: Iterable[float | None]) -> float | None:
 
 def verdict_counts(rows: Iterable[Mapping]) -> dict[str, int]:
     v = Counter(r.get("verdict") for r in rows)
-    return {"wins": v["win"], "ties": v["tie"], "losses": v["loss"]}
+    return {"wins": v["win"], "ties": v["tie"], "losses": v["loss"], "not_measured": v["not_measured"]}
+
+
+def wtl_text(counts: Mapping[str, Any]) -> str:
+    """W/T/L as the tables print it, with the sizes no kernel ran at (selection.NOT_MEASURED) beside it."""
+    n = int(counts.get("not_measured") or 0)
+    return f"{counts['wins']}/{counts['ties']}/{counts['losses']}" + (f" ({n} not measured)" if n else "")
 
 
 # final.yaml rows judged against the second floor, the best shipped kernel (oto.measurement.best_shipped)

@@ -15,7 +15,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from oto.reporting.dashboard import css, environment, fmt
-from oto.reporting.figures import reference_phrase
+from oto.reporting.figures import reference_phrase, wtl_text
 
 NUMBERS_TEXT = {
     "simulated": "**simulated** on oto's model of the GPU (docs/simulator.md) — no hardware was measured",
@@ -77,6 +77,7 @@ def _rows(doc: Mapping[str, Any]) -> list[dict[str, Any]]:
                 "wins": summary.get("wins"),
                 "ties": summary.get("ties"),
                 "losses": summary.get("losses"),
+                "not_measured": summary.get("not_measured") or 0,
                 "verdict": lib.get("verdict") or "not finished on any device",
                 "overruled": lib.get("overruled"),
                 **agree,
@@ -92,7 +93,7 @@ def table(header: list[str], rows: list[list[Any]]) -> list[str]:
 
 
 def _wtl(r: Mapping[str, Any]) -> str:
-    return f"{r['wins']}/{r['ties']}/{r['losses']}" if r["finished"] else "—"
+    return wtl_text(r) if r["finished"] else "—"
 
 
 def _reference(doc: Mapping[str, Any]) -> str:

@@ -47,7 +47,7 @@ def _figures(o: Mapping[str, Any], reference: str) -> str:
     g, pct, lat = o.get("geomean_score"), o.get("median_pct_roofline"), o.get("latency_bound")
     parts = [
         f"geomean {g:.2f}× {reference}" if isinstance(g, int | float) else None,
-        f"{o.get('wins', 0)} wins / {o.get('ties', 0)} ties / {o.get('losses', 0)} losses",
+        f"{o.get('wins', 0)} wins / {o.get('ties', 0)} ties / {o.get('losses', 0)} losses" + _not_measured(o),
         f"median {pct:.1f}% of the roofline" if isinstance(pct, int | float) else None,
     ]
     text = ", ".join(p for p in parts if p)
@@ -57,6 +57,12 @@ def _figures(o: Mapping[str, Any], reference: str) -> str:
         o.get("best_shipped_sizes"),
         (o.get(f"best_shipped_{k}") for k in ("wins", "ties", "losses", "kept")),
     )
+
+
+def _not_measured(counts: Mapping[str, Any]) -> str:
+    """The sizes no kernel ran at (the reference included: too large for the device's memory, say)."""
+    n = int(counts.get("not_measured") or 0)
+    return f" ({n} sizes not measured)" if n else ""
 
 
 def _best_shipped(g, sizes, counts) -> str:
@@ -250,7 +256,7 @@ def _library_figures(path: Path) -> tuple[str, str, str | None]:
     parts = [
         f"{sizes} {scope}",
         f"geomean {g:.2f}× the {deck_of or 'gfx900'} spoof" if isinstance(g, int | float) else None,
-        f"{s.get('wins', 0)} wins / {s.get('ties', 0)} ties / {s.get('losses', 0)} losses",
+        f"{s.get('wins', 0)} wins / {s.get('ties', 0)} ties / {s.get('losses', 0)} losses" + _not_measured(s),
     ]
     kind = (doc.get("provenance") or {}).get("numbers")
     b = s.get("best_shipped") or {}
