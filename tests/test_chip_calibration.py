@@ -272,6 +272,18 @@ def test_reports_of_simulated_figures_say_how_well_the_model_was_checked_on_the_
     assert "never checked" in model_check_line("gfx902")
     assert "15,604 rows" in model_check_line("gfx900") and "82.2% within ±25%" in model_check_line("gfx900")
     assert "4 of 5 within ±25%" in model_check_line("gfx90c")
+    # a chip never checked whose deck is another chip's library: that chip's check, said to be another's,
+    # with the caveat of an assumed chip; nothing where the relative was never checked either
+    apu = model_check_line("gfx1103", None, "gfx1100")
+    assert apu.startswith("Model check: the simulator was never checked against real measurements of gfx1103")
+    assert "checked on gfx1100, another chip" in apu and "8,192 rows" in apu and "95.2% within ±25%" in apu
+    assert "gfx1103's own constants are assumed" in apu and "rank correlation 0.14" in apu
+    assert (
+        model_check_line("gfx1150", None, "gfx1150")
+        == model_check_line("gfx1150")
+        == ("Model check: the simulator was never checked against real measurements of gfx1150.")
+    )
+    assert model_check_line("gfx900", None, "gfx1100") == model_check_line("gfx900")  # its own check first
     check = {"held_out_sizes": 16, "pair_agreement_before": 0.908, "pair_agreement_after": 0.922}
     device = {"calibration": {"source": "bundles", "rows": 412, "device": "d0123456789ab", "check": check}}
     line = model_check_line("gfx90c", device)

@@ -518,7 +518,11 @@ def collect(
         # the runs that finished the libraries: nights accumulate in one folder
         "nights": nights([lib for lib in libs if lib["final"]]),
         "simulated_build_banner": simulated_build_banner(numbers, package),
-        "model_check": model_check_for(arch, config) if "simulated" in numbers else None,
+        "model_check": (
+            model_check_for(arch, config, (deck.get("provenance") or {}).get("deck_of"))
+            if "simulated" in numbers
+            else None
+        ),
         "peaks": peaks,
         "launch_us": launch_us,
         "libraries": libs,
