@@ -294,6 +294,25 @@ def test_a_logic_file_says_where_its_numbers_came_from_and_tensile_reads_past_it
     assert read_logic_header(bare) == {}
     assert read_logic(out) == read_logic(bare)
     assert build_master_library([out], arch="gfx90c") == build_master_library([bare], arch="gfx90c")
+    # simulated numbers also say how well the model was checked on the chip, in the file, its record and the
+    # package's provenance block (the report's line; for an APU, the check of its deck's chip)
+    from oto.hardware.simulated.checks import final_model_check, model_check_line
+    from oto.tensile.provenance import deliverable_provenance, logic_record
+
+    check = final_model_check({**final, "shipped_gflops_arch": "gfx900"}, "gfx90c")
+    assert check == model_check_line("gfx90c") and "4 of 5 within ±25%" in check
+    write_library_logic(final, deck, profile, "native", out, model_check=check)
+    assert out.read_text().splitlines()[1] == f"# oto provenance: {check}"
+    assert read_logic_header(out)["numbers"] == "simulated" and len(check_logic_files([out])) == 1
+    record = logic_record(final, out, "native", check)
+    assert record["model_check"] == check and deliverable_provenance([record])["model_check"] == [check]
+    apu = final_model_check(
+        {"provenance": {"numbers": "simulated", "arch": "gfx1103"}, "shipped_gflops_arch": "gfx1100"},
+        "gfx1103",
+    )
+    assert "gfx1103" in apu and "checked on gfx1100, another chip" in apu
+    assert final_model_check({"provenance": {"numbers": "measured"}}, "gfx90c") is None
+    assert "model_check" not in deliverable_provenance([logic_record(final, out, "native")])
     # measured numbers say so, with Tensile's version and the device
     final["provenance"] = {"backend": "tensile", "numbers": "measured", "tensile_version": "4.44.0",
                            "device": "gfx90c"}  # fmt: skip

@@ -11,6 +11,7 @@ from pathlib import Path
 
 from oto.deck.model import read_library_yaml
 from oto.files import read_yaml
+from oto.hardware.simulated.checks import final_model_check
 from oto.rocblas.decisions import apply_replacements
 from oto.rocblas.verify import log_replacements
 from oto.stages import Stage
@@ -44,10 +45,13 @@ def run(
         verified = ((read_yaml(verify_path) or {}).get("libraries") or {}).get(deck.name)
         final = apply_replacements(final, verified)
         log_replacements(log, deck.name, (verified or {}).get("replacements") or {})
-    solutions, rows, notes = write_library_logic(final, deck, profile, label, out, source=str(final_path))
+    check = final_model_check(final, profile["arch"])
+    solutions, rows, notes = write_library_logic(
+        final, deck, profile, label, out, source=str(final_path), model_check=check
+    )
     for note in notes:
         log.warning("%s: %s", deck.name, note)
     if out_provenance is not None:
-        write_record(logic_record(final, Path(out), label), out_provenance)
+        write_record(logic_record(final, Path(out), label, check), out_provenance)
     log.info("%s: %d solutions, %d exact rows → %s", deck.name, solutions, rows, out)
     return Path(out)

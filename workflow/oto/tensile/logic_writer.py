@@ -262,12 +262,19 @@ def write_logic_file(path: str | Path, notes: Sequence[str] = (), **fields: Any)
 
 
 def write_library_logic(
-    final: Mapping[str, Any], deck: Any, profile: Mapping, label: str, out: str | Path, source: str = "final"
+    final: Mapping[str, Any],
+    deck: Any,
+    profile: Mapping,
+    label: str,
+    out: str | Path,
+    source: str = "final",
+    model_check: str | None = None,
 ) -> tuple[int, int, list[str]]:
     """One library's final winners (a ``final.yaml`` document; ``deck`` its LibraryDeck) → its logic file.
     Validates before writing: a winner Tensile would not build hands its sizes to the size's reference (see
     plan_logic). The file starts with comment lines saying where its numbers came from
-    (:func:`oto.tensile.provenance.logic_header`). Returns (solutions, exact rows, notes on such hand-overs).
+    (:func:`oto.tensile.provenance.logic_header`; ``model_check``: how well the model behind simulated numbers
+    was checked on the chip). Returns (solutions, exact rows, notes on such hand-overs).
     Shared by the logic rule and the merge of many testers' bundles."""
     if final["library"] != deck.name:
         raise ValueError(
@@ -295,6 +302,6 @@ def write_library_logic(
         schedule=schedule,
         architecture=arch,
         device_names=devices,
-        notes=[*logic_header(final), *notes],  # the file alone says whether its numbers were measured
+        notes=[*logic_header(final, model_check), *notes],  # the file alone says what its numbers are
     )
     return len(solutions), len(plan.rows), notes

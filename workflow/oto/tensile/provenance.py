@@ -66,8 +66,11 @@ def record_path(logic_path: Path | str) -> Path:
     return p.with_name(p.stem + SUFFIX)
 
 
-def logic_record(final: Mapping[str, Any], logic_file: Path, label: str) -> dict[str, Any]:
-    """The provenance record of one logic file, from the library's final.yaml."""
+def logic_record(
+    final: Mapping[str, Any], logic_file: Path, label: str, model_check: str | None = None
+) -> dict[str, Any]:
+    """The provenance record of one logic file, from the library's final.yaml (``model_check``: how well the
+    model behind simulated numbers was checked on the chip, where they are simulated)."""
     prov = dict(final.get("provenance") or {})
     facts = {k: v for k, v in prov.items() if k not in ("stream",)}
     backend = prov.get("backend", "unknown")
@@ -83,6 +86,7 @@ def logic_record(final: Mapping[str, Any], logic_file: Path, label: str) -> dict
         "generations": final.get("generations"),
         "night": final.get("night"),  # the run that finished the library (None: a final.yaml from before)
         "oto_version": oto.__version__,
+        **({"model_check": model_check} if model_check else {}),
         "about": "written by oto beside the logic file; TensileCreateLibrary reads only *.yaml/*.yml logic "
         "files",
     }
@@ -94,8 +98,9 @@ def _version_facts(prov: Mapping[str, Any]) -> dict[str, Any]:
     return {k: prov[k] for k in ("model_version", "tensile_version", "device", "cache", "seed") if k in prov}
 
 
-def logic_header(final: Mapping[str, Any]) -> list[str]:
-    """The comment lines a logic file starts with: what its numbers are, then the same as ``key=value``."""
+def logic_header(final: Mapping[str, Any], model_check: str | None = None) -> list[str]:
+    """The comment lines a logic file starts with: what its numbers are, how well the model behind simulated
+    ones was checked on the chip (``model_check``), then the same as ``key=value``."""
     prov = dict(final.get("provenance") or {})
     numbers = str(prov.get("numbers", "unknown"))
     backend = prov.get("backend", "unknown")
@@ -104,6 +109,7 @@ def logic_header(final: Mapping[str, Any]) -> list[str]:
     what = MEANING.get(numbers, f"numbers of unknown provenance ({numbers})")
     return [
         f"oto provenance: {what}. The GFLOPS in this file are {numbers}.",
+        *([f"oto provenance: {model_check}"] if model_check else []),
         FACTS + " " + " ".join(f"{k}={str(v).replace(' ', '_')}" for k, v in facts.items()),
     ]
 
@@ -174,9 +180,11 @@ def deliverable_provenance(records: Sequence[Mapping[str, Any]]) -> dict[str, An
             "logic_file": r.get("logic_file"),
             "night": (r.get("night") or {}).get("id"),
         }
+    checks = sorted({str(r["model_check"]) for r in records if r.get("model_check")})
     return {
         "numbers": sorted({str(r.get("numbers")) for r in records}),
         "backends": sorted({str(r.get("backend")) for r in records}),
+        **({"model_check": checks} if checks else {}),  # simulated numbers: how well the model was checked
         "nights": nights(records),
         "libraries": libraries,
     }

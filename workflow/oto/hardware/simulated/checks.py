@@ -83,3 +83,13 @@ def model_check_for(arch: str, config: Mapping[str, Any] | None, relative: str |
         except (ProfileError, OSError):
             profile = None
     return model_check_line(arch, profile, relative)
+
+
+def final_model_check(final: Mapping[str, Any], arch: str) -> str | None:
+    """For a final.yaml of simulated winners, the report's model-check line (the chip's, or the check of the
+    chip whose library the deck is: ``shipped_gflops_arch``), which its logic file and the package carry
+    too; None for measured or replayed ones."""
+    prov = final.get("provenance") or {}
+    if prov.get("numbers") != "simulated":
+        return None
+    return model_check_line(str(prov.get("arch") or arch), None, final.get("shipped_gflops_arch"))
