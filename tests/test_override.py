@@ -248,3 +248,23 @@ def test_oto_override_refuses_without_numbers_or_with_a_bad_deck(installed, tmp_
     # Nothing of this workload is in the installed library: nothing written, and it says so.
     assert main([*args, "--deck", str(installed), "--profile", str(PROFILE)]) == 1
     assert "not written" in capsys.readouterr().err and not (tmp_path / "o.csv").exists()
+
+
+def test_oto_override_takes_an_arch_and_reads_the_library_its_owners_run(
+    installed, tmp_path, capsys, monkeypatch
+):
+    """`--profile gfx1103` finds arch_profiles/gfx1103.yaml and reads the library a 780M's rocBLAS loads
+    (gfx1100's, spoofed; it read gfx900's for every GPU unless --arch said otherwise); the gfx90c's spoof
+    says which HSA_OVERRIDE_GFX_VERSION the file goes with."""
+    monkeypatch.chdir(REPO)
+    out = tmp_path / "override.csv"
+    args = ["override", "--workload", str(DATA / "tunableop_untuned0.csv"), "--deck", str(installed)]
+    assert main([*args, "--profile", "gfx90c", "--out", str(out)]) == 0
+    printed = capsys.readouterr().out
+    assert (
+        "(with HSA_OVERRIDE_GFX_VERSION=9.0.0: rocBLAS loads gfx900's library)" in printed and out.is_file()
+    )
+    assert main([*args, "--profile", "gfx1103", "--out", str(tmp_path / "o2.csv")]) == 1
+    assert "TensileLibrary_lazy_gfx1100.dat" in capsys.readouterr().err  # the golden folder is gfx900's
+    assert main([*args, "--profile", "gfx1999", "--out", str(tmp_path / "o3.csv")]) == 1
+    assert "--profile: gfx1999: no arch_profiles/gfx1999.yaml here" in capsys.readouterr().err

@@ -65,6 +65,22 @@ def profile_path(arch: str, root: str | Path = "arch_profiles") -> Path:
     return Path(root) / f"{arch}.yaml"
 
 
+def profile_argument(text: str, option: str = "--profile") -> Path:
+    """A command's profile argument: a profile file, or an arch name for the workflow folder's
+    ``arch_profiles/<arch>.yaml``; ProfileError naming the option where it is neither."""
+    path = Path(text)
+    if path.is_file():
+        return path
+    try:
+        parse_arch(text)
+    except ProfileError:
+        raise ProfileError(f"{option}: {text}: no such file (give a profile file or an arch name)") from None
+    path = profile_path(text)
+    if not path.is_file():
+        raise ProfileError(f"{option}: {text}: no {path} here (run in the workflow folder or give the file)")
+    return path
+
+
 def load_schema() -> dict:
     return json.loads(SCHEMA_PATH.read_text())
 

@@ -16,9 +16,10 @@ from oto.deck.model import DeckError
 from oto.deck.override import Scorer, plan_override, read_measured_csv, workload_gemms, write_override
 from oto.deck.sources import deck_from_rocblas_dir
 from oto.deck.workload import FORMATS, WorkloadError, read_workload
-from oto.hardware.profile import ProfileError, load_profile
+from oto.hardware.profile import ProfileError, load_profile, profile_argument
 from oto.hardware.simulated.scorer import SimulatedScorer
 from oto.tensile.dat_reader import DatFileError
+from oto.tensile.labels import StockLibrary
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -46,10 +47,14 @@ def main(argv: list[str] | None = None) -> int:
     )
     ap.add_argument(
         "--arch",
-        default="gfx900",
-        help="the arch whose library rocBLAS loads (gfx900: a gfx90c under HSA_OVERRIDE_GFX_VERSION=9.0.0)",
+        help="the arch whose library rocBLAS loads (default: the --profile GPU's stock library, the one its "
+        "owners run spoofed: gfx900 for a gfx90c under HSA_OVERRIDE_GFX_VERSION=9.0.0, gfx1100 for a "
+        "gfx1103; gfx900 without --profile)",
     )
-    ap.add_argument("--profile", type=Path, help="arch profile of the simulated GPU that times the kernels")
+    ap.add_argument(
+        "--profile",
+        help="arch profile of the simulated GPU that times the kernels: a file or an arch (gfx1103)",
+    )
     ap.add_argument("--seed", type=int, default=0, help="the simulated GPU's seed")
     ap.add_argument(
         "--measured",
@@ -60,13 +65,16 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
 
     try:
+        profile = load_profile(profile_argument(args.profile)) if args.profile else None
+        runs = StockLibrary.of(profile) if profile else None  # the library the GPU's owners run
+        arch = args.arch or (runs.arch if runs else "gfx900")
         workloads = [read_workload(p, args.format) for p in args.workload]
-        deck = deck_from_rocblas_dir(args.deck, args.arch)
+        deck = deck_from_rocblas_dir(args.deck, arch)
         scorers: list[Scorer] = []
         if args.measured:
             scorers.append(read_measured_csv(args.measured))
-        if args.profile:
-            scorers.append(SimulatedScorer(load_profile(args.profile), args.seed))
+        if profile is not None:
+            scorers.append(SimulatedScorer(profile, args.seed))
         if not scorers:
             ap.error("give --profile (the simulated GPU) or --measured (a CSV of measured times), or both")
         gemms, uncovered = workload_gemms(workloads)
@@ -104,5 +112,8 @@ def main(argv: list[str] | None = None) -> int:
     if "simulated" in plan.numbers:
         print("  the simulated GPU chose these kernels: measure on your GPU before relying on them")
     print(f"use: export ROCBLAS_TENSILE_GEMM_OVERRIDE_PATH={args.out.resolve()}")
+    if runs is not None and arch == runs.arch and runs.arch != profile["arch"]:  # a spoofed library
+        override = runs.hsa_override_gfx_version
+        print(f"  (with HSA_OVERRIDE_GFX_VERSION={override}: rocBLAS loads {arch}'s library)")
     print("undo: unset ROCBLAS_TENSILE_GEMM_OVERRIDE_PATH")
     return 0

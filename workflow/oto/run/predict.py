@@ -15,7 +15,7 @@ import yaml
 
 def main(argv: Sequence[str]) -> int:
     from oto.gemm import FamilyCodeError, Library
-    from oto.hardware.profile import ProfileError, validate_profile
+    from oto.hardware.profile import ProfileError, profile_argument, validate_profile
     from oto.hardware.simulated.performance import MODEL_VERSION, SimGPU
     from oto.hardware.simulated.predict import best_of, predict
 
@@ -48,7 +48,7 @@ def main(argv: Sequence[str]) -> int:
         ap.error(f"--size: {args.size!r} is not M,N,B,K (four numbers, each at least 1)")
     try:
         lib = Library.parse(args.library)
-        profile_file = _profile_file(args.profile)
+        profile_file = profile_argument(args.profile)
         profile = validate_profile(yaml.safe_load(profile_file.read_text()), str(profile_file))
         shipped, spoof, source = _shipped(lib.name, args.logic, size, profile["stock_library"]["arch"])
         given = _kernel(args.kernel) if args.kernel else None
@@ -68,23 +68,6 @@ def main(argv: Sequence[str]) -> int:
     for row in rows:
         print(row.line())
     return 0
-
-
-def _profile_file(text: str) -> Path:
-    """``--profile``: a file, or an arch name for the workflow folder's ``arch_profiles/<arch>.yaml``."""
-    from oto.hardware.profile import ProfileError, parse_arch, profile_path
-
-    path = Path(text)
-    if path.is_file():
-        return path
-    try:
-        parse_arch(text)
-    except ProfileError:
-        raise ValueError(f"--profile: {text}: no such file (give a profile file or an arch name)") from None
-    path = profile_path(text)
-    if not path.is_file():
-        raise ValueError(f"--profile: {text}: no {path} here (run in the workflow folder or give the file)")
-    return path
 
 
 def _shipped(
