@@ -389,3 +389,22 @@ def test_the_coverage_axis_starts_at_one_and_the_baseline_is_labelled(results):
     labels = [t for _, t in sorted(_tick_labels(plots.coverage(data), "x"))]
     assert labels[0] == "1" and "0" not in labels
     assert "1.00× spoof" in plots.progress_score(data)
+
+
+def test_the_deck_of_another_gpu_is_named_in_the_coverage_chart_and_the_score_helper(tmp_path):
+    """A gfx1103 run's deck is navi31's: the coverage chart and the speed-up helper name gfx1100."""
+    from browser import chart_facts
+
+    lib = {"family": "HB", "deck_sizes": 10, "latest": {"per_size": [{}] * 4}, "final": None}
+    data = {"libraries": [lib], "coverage": {"deck_of": "gfx1100"}}
+    labels = [text for _, text in chart_facts(plots.coverage(data)).legend]
+    assert "deck sizes (shipped gfx1100)" in labels and not any("gfx900" in t for t in labels)
+    res = make_results(tmp_path)
+    write_dashboard(res, CONFIG)
+    page = (res / "dashboard" / "index.html").read_text()
+    assert "1× is the shipped gfx900 kernel" in page  # the fixture's deck: vega10's
+    deck = yaml.safe_load((res / "deck.yaml").read_text())
+    deck["provenance"]["deck_of"] = "gfx1100"
+    (res / "deck.yaml").write_text(yaml.safe_dump(deck))
+    write_dashboard(res, CONFIG)
+    assert "1× is the shipped gfx1100 kernel" in (res / "dashboard" / "index.html").read_text()

@@ -218,7 +218,7 @@ def progress_gflops(data: Mapping):
 
 @_drawn
 def progress_score(data: Mapping):
-    """Per family and pattern: geomean speed-up over the spoof floor (1 = the shipped gfx900 kernels)."""
+    """Per family and pattern: geomean speed-up over the spoof floor (1 = the shipped kernels of the deck)."""
     fams = _by_family(data)
     if not fams:
         return None
@@ -288,7 +288,7 @@ def wins_ties_losses(data: Mapping):
 
 @_drawn
 def coverage(data: Mapping):
-    """Per family: deck sizes of the shipped gfx900 libraries, sizes tuned so far, sizes with a winner."""
+    """Per family: deck sizes of the shipped libraries (the deck's arch), sizes tuned, sizes with a winner."""
     fams: dict[str, list[int]] = defaultdict(lambda: [0, 0, 0])
     for lib in data["libraries"]:
         f = fams[lib["family"]]
@@ -300,7 +300,10 @@ def coverage(data: Mapping):
     names = sorted(fams)
     fig, ax = plt.subplots(figsize=(6.0, 1.0 + 0.36 * len(names)))
     y = list(range(len(names)))[::-1]
-    ax.barh(y, [fams[n][0] for n in names], color="#d0e2ff", height=0.7, label="deck sizes (shipped gfx900)")
+    deck_of = (data.get("coverage") or {}).get("deck_of") or "gfx900"
+    ax.barh(
+        y, [fams[n][0] for n in names], color="#d0e2ff", height=0.7, label=f"deck sizes (shipped {deck_of})"
+    )
     ax.barh(y, [fams[n][1] for n in names], color="#4589ff", height=0.42, label="tuning sizes measured")
     ax.barh(y, [fams[n][2] for n in names], color="#002d9c", height=0.18, label="final sizes with a winner")
     ax.set_yticks(y, names)
