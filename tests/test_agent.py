@@ -526,3 +526,11 @@ def test_an_endpoint_echoing_the_key_gets_it_written_nowhere(api, run, tmp_path)
     everything = json.dumps([out.provenance(), out.proposals, audit])
     assert KEY not in everything and KEY not in _files_text(tmp_path)
     assert "[REDACTED]" in out.proposals[0]["rationale"] and "[REDACTED]" in out.model
+
+
+def test_the_digest_tells_the_model_which_shipped_library_scores_are_ratios_to():
+    """A 780M's scores are ratios to navi31's (gfx1100) kernels: the model is told so, not gfx900's."""
+    apu = load_profile(Path(__file__).resolve().parents[1] / "arch_profiles" / "gfx1103.yaml")
+    hb = Library.parse("Cijk_Ailk_Bljk_HB")
+    assert "shipped gfx1100 solution" in tensile_digest(hb, 0, None, [], apu)["score_meaning"]
+    assert "shipped gfx900 solution" in tensile_digest(LIBRARY, 0, None, [GOOD], PROFILE)["score_meaning"]

@@ -39,6 +39,7 @@ def tensile_digest(
 ) -> dict[str, Any]:
     sel = selection or {}
     fam = library.family
+    stock = (profile.get("stock_library") or {}).get("arch") or "gfx900"  # the library the owners run
     out: dict[str, Any] = {
         "library": library.name,
         "generation": generation,
@@ -48,7 +49,7 @@ def tensile_digest(
             "transpose_b": library.transpose_b,
             "peak_gflops": round(family_peak_gflops(profile, fam), 3),
         },
-        "score_meaning": "kernel time of the shipped gfx900 solution / kernel time (1.0 = spoof floor)",
+        "score_meaning": f"kernel time of the shipped {stock} solution / kernel time (1.0 = spoof floor)",
         "shipped_kernels": [dict(s) for s in seeds[:MAX_SEEDS]],
     }
     if not sel:
