@@ -12,7 +12,8 @@ checked, not the timings) and checks its files the way a new user's GPU run woul
    objects); a kernel oto sent that Tensile did not fork, generate or assemble is a disagreement, and so is
    a run that did not end with rc 0 and a library logic file;
 2. every library's final winners are written as logic files for both labels (``native``: the arch itself,
-   gfx90c, or gfx902 with ``--arch``; and ``gfx900``, the spoof target both run as) by the logic stage, and
+   gfx90c, or another with ``--arch``; and ``spoof``: the arch of the profile's ``stock_library``, gfx900 for
+   gfx90c and gfx902, gfx1030 for gfx1035, gfx1100 for gfx1103) by the logic stage, and
    each label's set goes through TensileCreateLibrary twice: the lazy build rocBLAS uses
    (``TensileLibrary_lazy_<label>.dat`` + one child per problem type, code objects assembled) and a merged
    build (``--generate-sources-and-exit``: the merged ``TensileLibrary.dat`` the package stage writes
@@ -70,6 +71,7 @@ from workflow_helpers import make_workdir  # noqa: E402  (the tests' scratch-cop
 
 TARGET = "results/{arch}/TensileLibrary.dat"
 STAND_IN = REPO / "tests" / "stand_in_client.py"
+LABELS = ("native", "spoof")  # the labels whose logic goes through TensileCreateLibrary (oto.tensile.labels)
 _FORKED = re.compile(r"# Actual Solutions: (\d+) / (\d+) after SolutionStructs")
 _GENERATED = re.compile(r"# Actual Solutions: (\d+) / (\d+) after KernelWriter")
 
@@ -302,7 +304,13 @@ def merged_scratch(work: Path) -> None:
 
 
 def tcl_merged(
-    python: str, arch: str, paths: list[Path], work: Path, profile: dict, timeout_s: float = 6 * 3600
+    python: str,
+    arch: str,
+    paths: list[Path],
+    work: Path,
+    profile: dict,
+    timeout_s: float = 6 * 3600,
+    jobs: int = 2,
 ) -> Path:
     """TensileCreateLibrary's merged TensileLibrary.dat (the package stage's layout), sources only, built in
     ``work`` (:func:`merged_scratch`)."""
@@ -311,7 +319,7 @@ def tcl_merged(
     logic_dir.mkdir()
     for p in paths:
         shutil.copy(p, logic_dir / p.name)
-    cmd = tcl_command(arch, logic_dir, out, {"python": python}, 2, register_args(profile))
+    cmd = tcl_command(arch, logic_dir, out, {"python": python}, jobs, register_args(profile))
     i = cmd.index("--separate-architectures")
     cmd = [*cmd[:i], "--generate-sources-and-exit", *[c for c in cmd[i:] if c != "--lazy-library-loading"
                                                       and c != "--separate-architectures"]]  # fmt: skip
@@ -334,6 +342,7 @@ def check_label(
     merged_too: bool = True,
     tcl_timeout_s: float = 6 * 3600,
     lazy_too: bool = True,
+    jobs: int = 2,
 ) -> tuple:
     """(solutions per family, [(families, issue)], seconds) for one label's logic files."""
     t0 = time.monotonic()
@@ -349,9 +358,36 @@ def check_label(
         for stem in build_master_library([p], arch=label_arch, lazy=True)[1]:
             families_of[stem].add(fam)
     issues = _check_label_files(
-        python, paths, label, label_arch, work, profile, found, merged_too, tcl_timeout_s, lazy_too
+        python, paths, label, label_arch, work, profile, found, merged_too, tcl_timeout_s, lazy_too, jobs
     )
     return per_family, [(sorted(_families(m, families_of)), m) for m in issues], time.monotonic() - t0
+
+
+def check_labels(
+    python: str,
+    root: Path,
+    arch: str,
+    profile: dict,
+    work: Path,
+    libraries,
+    merged_too: bool = True,
+    tcl_timeout_s: float = 6 * 3600,
+    lazy_too: bool = True,
+    jobs: int = 2,
+) -> dict[str, tuple]:
+    """:func:`check_label` for every label of :data:`LABELS`: the native one and the spoof one (the profile's
+    ``stock_library``, so gfx1030 for gfx1035 and gfx1100 for gfx1103 as gfx900 for gfx90c). With ``jobs``
+    1 the labels' builds run one after the other, else side by side, each TensileCreateLibrary with
+    ``--jobs`` ``jobs``."""
+    jobs = max(1, jobs)
+    with ThreadPoolExecutor(min(2, jobs)) as pool:
+        checked = pool.map(
+            lambda lb: check_label(
+                python, root, arch, profile, lb, work, libraries, merged_too, tcl_timeout_s, lazy_too, jobs
+            ),
+            LABELS,
+        )
+        return dict(zip(LABELS, checked, strict=True))
 
 
 def _families(msg: str, families_of: dict[str, set[str]]) -> set[str]:
@@ -360,14 +396,14 @@ def _families(msg: str, families_of: dict[str, set[str]]) -> set[str]:
 
 
 def _check_label_files(
-    python, paths, label, label_arch, work, profile, issues, merged_too, tcl_timeout_s, lazy_too=True
+    python, paths, label, label_arch, work, profile, issues, merged_too, tcl_timeout_s, lazy_too=True, jobs=2
 ) -> list[str]:
     if lazy_too:
-        issues = _check_lazy(python, paths, label, label_arch, work, profile, issues, tcl_timeout_s)
+        issues = _check_lazy(python, paths, label, label_arch, work, profile, issues, tcl_timeout_s, jobs)
     if not merged_too:
         return issues
     try:
-        merged = tcl_merged(python, label_arch, paths, work / label / "merged", profile, tcl_timeout_s)
+        merged = tcl_merged(python, label_arch, paths, work / label / "merged", profile, tcl_timeout_s, jobs)
         real = msgpack.unpackb(merged.read_bytes(), strict_map_key=False)
         ours_merged = json.loads(json.dumps(build_master_library(paths, arch=label_arch)))
         issues += [f"{label}: TensileLibrary.dat (merged){d}" for d in diff(ours_merged, real)]
@@ -376,7 +412,7 @@ def _check_label_files(
     return issues
 
 
-def _check_lazy(python, paths, label, label_arch, work, profile, issues, tcl_timeout_s) -> list[str]:
+def _check_lazy(python, paths, label, label_arch, work, profile, issues, tcl_timeout_s, jobs=2) -> list[str]:
     """The lazy build rocBLAS loads (parent + one child per problem type, code objects assembled)."""
     lib_dir = work / label / "library"
     prefix = logic_label(profile, label).prefix
@@ -386,7 +422,7 @@ def _check_lazy(python, paths, label, label_arch, work, profile, issues, tcl_tim
             label_arch,
             lib_dir,
             {"python": python},
-            jobs=2,
+            jobs=jobs,
             timeout_s=tcl_timeout_s,
             prefix=prefix,
             register=register_args(profile),
@@ -413,7 +449,13 @@ def main() -> int:
     ap.add_argument("--run", type=Path, help="an earlier run's repository copy (holds results/<arch>)")
     ap.add_argument("--families", nargs="*", default=None, help="family codes (default: the whole deck)")
     ap.add_argument("--arch", default=None, help="the GPU simulated (default: config/config.yaml's, gfx90c)")
-    ap.add_argument("--jobs", type=int, default=2, help="Tensile benchmark runs at a time")
+    ap.add_argument(
+        "--jobs",
+        type=int,
+        default=2,
+        help="Tensile benchmark runs at a time; also TensileCreateLibrary's --jobs, and with 1 the two "
+        "labels' builds one after the other",
+    )
     ap.add_argument(
         "--timeout", type=float, default=3600, help="seconds per Tensile benchmark run before it is killed"
     )
@@ -486,26 +528,23 @@ def main() -> int:
     label_issues: dict[str, list[str]] = collections.defaultdict(list)
     label_counts: dict[str, collections.Counter] = collections.defaultdict(collections.Counter)
     label_seconds = {}
-    labels = () if args.configs_only else ("native", "gfx900")
-    with ThreadPoolExecutor(2) as pool:  # the two labels' TensileCreateLibrary runs side by side
-        checked = list(
-            pool.map(
-                lambda lb: check_label(
-                    python,
-                    root,
-                    arch,
-                    profile,
-                    lb,
-                    work / "tcl",
-                    libraries,
-                    not args.no_merged,
-                    args.tcl_timeout,
-                    not args.no_lazy,
-                ),
-                labels,
-            )
+    checked = (
+        {}
+        if args.configs_only
+        else check_labels(
+            python,
+            root,
+            arch,
+            profile,
+            work / "tcl",
+            libraries,
+            not args.no_merged,
+            args.tcl_timeout,
+            not args.no_lazy,
+            args.jobs,
         )
-    for label, (per_family, found, seconds) in zip(labels, checked, strict=True):
+    )
+    for label, (per_family, found, seconds) in checked.items():
         label_seconds[label] = seconds
         for fam, n in per_family.items():
             label_counts[fam][f"logic {label}"] += n
@@ -561,7 +600,7 @@ def main() -> int:
         "generated",
         "assembled",
         "logic native",
-        "logic gfx900",
+        "logic spoof",
     ]
     print(f"{'family':10s} " + " ".join(f"{c:>12s}" for c in cols) + f" {'disagreements':>13s}")
     total = collections.Counter()
