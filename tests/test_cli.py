@@ -7,6 +7,7 @@ import argparse
 
 import pytest
 from oto.cli import main
+from workflow_helpers import REPO
 
 
 class _Parsed(Exception):
@@ -55,3 +56,25 @@ def test_help_runs(capsys):
     assert done.value.code == 0
     out = capsys.readouterr().out
     assert "registry.sqlite" in out and "--library" in out and "T4" in out
+
+
+def test_oto_env_reads_the_run_config_as_snakemake_layers_it_and_names_a_broken_file(
+    tmp_path, monkeypatch, capsys
+):
+    """`oto env --config night.yaml` checks the arch the run would have (config/config.yaml's where the night
+    file names none), and a broken file is named with its line (it raised a traceback)."""
+    import json
+
+    from oto.environment import main as env_main
+
+    (tmp_path / "config").mkdir()
+    (tmp_path / "config" / "config.yaml").write_text("arch: gfx1103\nfamilies: all\n")
+    (tmp_path / "night.yaml").write_text("seed: 2\n")
+    (tmp_path / "broken.yaml").write_text("deck: [1, 2\n")
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.delenv("OTO_TENSILE_PYTHON", raising=False)
+    assert env_main(["--config", "night.yaml", "--profiles", str(REPO / "arch_profiles"), "--json"]) == 0
+    report = json.loads(capsys.readouterr().out)
+    assert report["arch"] == "gfx1103"  # config/config.yaml's: the night file names none
+    assert env_main(["--config", "broken.yaml"]) == 2
+    assert "broken.yaml: YAML syntax error at line 2" in capsys.readouterr().err
