@@ -364,27 +364,16 @@ def check_label(
 
 
 def check_labels(
-    python: str,
-    root: Path,
-    arch: str,
-    profile: dict,
-    work: Path,
-    libraries,
-    merged_too: bool = True,
-    tcl_timeout_s: float = 6 * 3600,
-    lazy_too: bool = True,
-    jobs: int = 2,
+    python: str, root: Path, arch: str, profile: dict, work: Path, libraries, jobs: int = 2, **builds
 ) -> dict[str, tuple]:
     """:func:`check_label` for every label of :data:`LABELS`: the native one and the spoof one (the profile's
     ``stock_library``, so gfx1030 for gfx1035 and gfx1100 for gfx1103 as gfx900 for gfx90c). With ``jobs``
     1 the labels' builds run one after the other, else side by side, each TensileCreateLibrary with
-    ``--jobs`` ``jobs``."""
+    ``--jobs`` ``jobs``; ``builds``: check_label's merged_too, tcl_timeout_s and lazy_too."""
     jobs = max(1, jobs)
     with ThreadPoolExecutor(min(2, jobs)) as pool:
         checked = pool.map(
-            lambda lb: check_label(
-                python, root, arch, profile, lb, work, libraries, merged_too, tcl_timeout_s, lazy_too, jobs
-            ),
+            lambda lb: check_label(python, root, arch, profile, lb, work, libraries, jobs=jobs, **builds),
             LABELS,
         )
         return dict(zip(LABELS, checked, strict=True))
@@ -538,10 +527,10 @@ def main() -> int:
             profile,
             work / "tcl",
             libraries,
-            not args.no_merged,
-            args.tcl_timeout,
-            not args.no_lazy,
             args.jobs,
+            merged_too=not args.no_merged,
+            tcl_timeout_s=args.tcl_timeout,
+            lazy_too=not args.no_lazy,
         )
     )
     for label, (per_family, found, seconds) in checked.items():
