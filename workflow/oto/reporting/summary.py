@@ -250,9 +250,8 @@ def _library_figures(path: Path) -> tuple[str, str, str | None]:
     scope = "deck sizes, final measurement" if final else f"tuning sizes, generation {doc.get('generation')}"
     g = s.get("geomean_score")
     deck = _library_deck((path.parent if final else path.parent.parent) / "deck.yaml")
-    deck_of = ((deck.get("provenance") or {}) if isinstance(deck.get("provenance"), Mapping) else {}).get(
-        "deck_of"
-    )
+    prov = deck.get("provenance")
+    deck_of = prov.get("deck_of") if isinstance(prov, Mapping) else None
     parts = [
         f"{sizes} {scope}",
         f"geomean {g:.2f}× the {deck_of or 'gfx900'} spoof" if isinstance(g, int | float) else None,
