@@ -15,6 +15,7 @@ from fleet_helpers import LIBRARY, make_root, oto, synthetic_bundle
 from oto.config import validate_config
 from oto.fleet.merge import MergeError, MergeSettings, merge
 from oto.hardware.profile import load_profile
+from oto.hardware.simulated.checks import model_check_line
 from workflow_helpers import REPO
 
 ARCH = load_profile(REPO / "arch_profiles" / "gfx90c.yaml")
@@ -241,6 +242,14 @@ def test_merged_deliverables_say_where_their_numbers_came_from(tmp_path, two_dev
     assert manifest["provenance"]["libraries"][LIBRARY]["logic_file"] == f"gfx90c_{LIBRARY}.yaml"
     assert "simulated, not measured on the GPU" in manifest["tensile_create_library"]["why"]
     assert doc["package"]["native_dat"] == "TensileLibrary.dat" and doc["package"]["solutions"] > 0
+    # simulated numbers say how well the model behind them was checked on real data, as a run's do: in the
+    # logic file itself, its record, the package's provenance and the merged report
+    check = model_check_line("gfx90c", None, "gfx900")
+    assert check.startswith("Model check") and doc["model_check"] == check
+    assert f"# oto provenance: {check}" in (arch / "logic" / f"gfx90c_{LIBRARY}.yaml").read_text()
+    assert record["model_check"] == check and manifest["provenance"]["model_check"] == [check]
+    assert f"- {check}" in (arch / "acceptance.md").read_text()
+    assert 'data-test="model-check"' in (arch / "acceptance.html").read_text()
 
 
 def test_without_a_config_file_the_merge_needs_the_arch(tmp_path):

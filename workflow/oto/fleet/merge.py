@@ -55,6 +55,7 @@ from oto.fleet.transaction import (
     recover,
 )
 from oto.hardware.ceilings import ceilings_document, family_peak_gflops
+from oto.hardware.simulated.checks import model_check_for
 from oto.registry.store import Store
 from oto.tensile import legality
 from oto.tensile.labels import logic_label
@@ -316,6 +317,7 @@ def _write_libraries(
     come from its ``calibrated`` profile where there is one, else from its bundle."""
     profiles = {b.device_id: calibrated.get(b.device_id, b.profile) for b in accepted}
     tol = float(settings.config["benchmark"]["tie_tolerance"])
+    check = model_check(settings, deck)
     libraries = sorted({lib for b in accepted for lib in b.evidence})
     label = settings.config["package"]["label"]
     prefix = logic_label(settings.arch_profile, label).prefix
@@ -344,16 +346,26 @@ def _write_libraries(
             continue
         write_yaml(arch_dir / lib / "final.yaml", final)
         path = logic_dir / f"{prefix}_{lib}.yaml"
-        write_library_logic(final, deck.libraries[lib], settings.arch_profile, label, path, source=lib)
+        write_library_logic(
+            final, deck.libraries[lib], settings.arch_profile, label, path, source=lib, model_check=check
+        )
         logic_paths.append(path)
         # where the merged numbers came from, beside the logic file, as the logic stage writes it
-        record_paths.append(write_record(logic_record(final, path, label), record_path(path)))
+        record_paths.append(write_record(logic_record(final, path, label, check), record_path(path)))
         merged[lib] = _library_entry(final, deck.libraries[lib])
     selected = Deck(dict(deck.source), deck.arch_source, {n: deck.libraries[n] for n in libraries})
     if libraries:
         write_deck_yaml(selected, arch_dir / "deck.yaml", provenance)
     write_yaml(arch_dir / "ceilings.yaml", ceilings_document(settings.arch_profile))
     return merged, _package(logic_paths, record_paths, settings, arch_dir)
+
+
+def model_check(settings: MergeSettings, deck: Deck) -> str | None:
+    """For a merge of simulated numbers, how well the model behind them was checked on real data (the line a
+    run's reports, logic files and package carry); None for measured or replayed ones."""
+    if settings.numbers != "simulated":
+        return None
+    return model_check_for(settings.arch, settings.config, deck.arch_source)
 
 
 def _unfinished(contribs: Sequence[Contribution]) -> dict[str, Any]:
@@ -433,6 +445,7 @@ def _document(
         "shards": _shard_coverage(accepted),
         "deck_libraries": len(deck.libraries),
         "deck_of": deck.arch_source,
+        "model_check": model_check(settings, deck),
         "libraries": dict(libraries),
         "package": dict(package),
     }

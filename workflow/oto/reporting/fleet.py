@@ -110,6 +110,7 @@ def _provenance(doc: Mapping[str, Any]) -> list[str]:
         out.append(f"- Before this merge: {md(doc['recovered'])}.")
     return out + [
         f"- Numbers are {NUMBERS_TEXT.get(doc['numbers'], md(doc['numbers']))}.",
+        *([f"- {doc['model_check']}"] if doc.get("model_check") else []),  # oto's own sentence
         f"- {len(b['accepted'])} bundle(s) accepted from {len(doc['devices'])} device(s); "
         f"{len(b['duplicates'])} duplicate(s) counted once; {len(b['rejected'])} rejected (below, with "
         f"reasons); {len(doc.get('quarantine') or [])} text field(s) quarantined; "
