@@ -64,7 +64,7 @@ import pandas as pd
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "workflow"))
 
-from oto.hardware.profile import load_profile  # noqa: E402
+from oto.hardware.profile import ProfileError, load_profile, profile_argument  # noqa: E402
 from oto.hardware.simulated.calibration import (  # noqa: E402
     CAMPAIGNS,
     DEFAULT_POINT,
@@ -331,7 +331,11 @@ def observation_table(profile: dict, args: argparse.Namespace) -> int:
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--logic", required=True, help="folder of shipped logic files")
-    ap.add_argument("--profile", required=True, help="arch profile of the GPU the files were measured on")
+    ap.add_argument(
+        "--profile",
+        required=True,
+        help="arch profile (a file or an arch name) of the GPU that measured the files",
+    )
     ap.add_argument("--json", default=None, help="write the figures here")
     ap.add_argument(
         "--physics",
@@ -375,7 +379,10 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
 
     t0 = time.time()
-    profile = load_profile(args.profile)
+    try:
+        profile = load_profile(profile_argument(args.profile))
+    except ProfileError as exc:
+        ap.error(str(exc))
     args.physics = str(args.physics or physics_file(profile))
     if args.observations:
         return observation_table(profile, args)

@@ -548,3 +548,37 @@ def test_the_shared_rank_correlation_is_pandas_spearman_with_ties_infinities_and
     expected = pd.Series(a).rank().corr(pd.Series(b).rank())
     assert spearman(a, b) == pytest.approx(expected, abs=1e-12)
     assert np.isnan(spearman([1, 1, 1], [1, 2, 3])) and np.isnan(spearman([1], [2]))
+
+
+def test_calibrate_and_fidelity_take_an_arch_name_as_the_other_commands_do(
+    vega10_dir, tmp_path, monkeypatch, capsys
+):
+    """``--profile gfx900`` in the workflow folder reads arch_profiles/gfx900.yaml, as oto predict and oto
+    override do; a name with no profile here is a one-line error naming the option, not a traceback."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("sim_fidelity", REPO / "bench" / "sim_fidelity.py")
+    bench = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(bench)
+    logic = tmp_path / "logic"
+    logic.mkdir()
+    for name in ("vega10_Cijk_Ailk_Bljk_SBIIc.yaml", "vega10_Cijk_Ailk_Bljk_SBIc.yaml"):
+        shutil.copy(vega10_dir / name, logic)
+    monkeypatch.chdir(REPO)
+    by_name, by_file = tmp_path / "name.json", tmp_path / "file.json"
+    assert bench.main(["--logic", str(logic), "--profile", "gfx900", "--json", str(by_name)]) == 0
+    assert (
+        bench.main(["--logic", str(logic), "--profile", "arch_profiles/gfx900.yaml", "--json", str(by_file)])
+        == 0
+    )
+    figures = [json.loads(p.read_text())["splits"] for p in (by_name, by_file)]
+    assert figures[0] == figures[1]
+    physics = tmp_path / "physics.json"
+    args = ["--logic", str(logic), "--physics-out", str(physics), "--iterations", "1"]
+    assert cal.main([*args, "--profile", "gfx900"]) == 0 and physics.is_file()
+    capsys.readouterr()
+    assert cal.main([*args, "--profile", "gfx1999"]) == 2
+    assert "--profile gfx1999: no arch_profiles/gfx1999.yaml here (profiles here: " in capsys.readouterr().err
+    with pytest.raises(SystemExit) as exc:
+        bench.main(["--logic", str(logic), "--profile", "nosuch"])
+    assert exc.value.code == 2 and "--profile nosuch: no such file" in capsys.readouterr().err

@@ -358,7 +358,7 @@ def test_predict_takes_an_arch_name_and_the_spoof_of_the_library_its_owners_run(
     # a library the stock deck lacks, a name that is no arch, an arch with no profile here: exit 2, said why
     for profile, library, said in [
         ("gfx1103", "Cijk_Ailk_Bljk_ZB_GB", "not in deck_navi31.json.gz, gfx1100's shipped deck"),
-        ("nope", "Cijk_Ailk_Bljk_SB", "--profile: nope: no such file"),
+        ("nope", "Cijk_Ailk_Bljk_SB", "--profile nope: no such file"),
         ("gfx1999", "Cijk_Ailk_Bljk_SB", "no arch_profiles/gfx1999.yaml here"),
     ]:
         assert main(["--profile", profile, "--library", library, "--size", "64,64,1,64"]) == 2

@@ -99,7 +99,7 @@ def test_oto_shards_splits_another_gpus_deck_with_arch(monkeypatch, capsys):
     assert listed == navi31 and set(navi31) != set(DECK)
     assert f"shard 2/3: {len(Shard(2, 3).select(navi31))} libraries" in out
     with pytest.raises(
-        SystemExit, match=r"--arch gfx1999: no arch_profiles/gfx1999.yaml \(profiles here: .*gfx1103"
+        SystemExit, match=r"--arch gfx1999: no arch_profiles/gfx1999.yaml here \(profiles here: .*gfx1103"
     ):
         shards_main(["3", "--arch", "gfx1999"])
 

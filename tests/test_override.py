@@ -267,4 +267,4 @@ def test_oto_override_takes_an_arch_and_reads_the_library_its_owners_run(
     assert main([*args, "--profile", "gfx1103", "--out", str(tmp_path / "o2.csv")]) == 1
     assert "TensileLibrary_lazy_gfx1100.dat" in capsys.readouterr().err  # the golden folder is gfx900's
     assert main([*args, "--profile", "gfx1999", "--out", str(tmp_path / "o3.csv")]) == 1
-    assert "--profile: gfx1999: no arch_profiles/gfx1999.yaml here" in capsys.readouterr().err
+    assert "--profile gfx1999: no arch_profiles/gfx1999.yaml here (profiles here: " in capsys.readouterr().err

@@ -20,7 +20,7 @@ from oto.config import config_with_defaults
 from oto.fleet.device import DeviceFacts, Runner, run_command
 from oto.hardware.ceilings import theoretical_gflops
 from oto.hardware.detect import override_arch
-from oto.hardware.profile import ProfileError, profile_path
+from oto.hardware.profile import has_arch_profile
 
 STATUSES = ("ok", "note", "warn", "stop")
 GIB = 1 << 30
@@ -158,7 +158,7 @@ def checks(
                 f"your GPU is {physical}, this configuration tunes {arch}",
                 (
                     f"run again with --arch {physical} (it tunes your GPU with the same settings)"
-                    if _has_profile(physical)
+                    if has_arch_profile(physical)
                     else f"oto has no profile of {physical} (arch_profiles/{physical}.yaml; "
                     "docs/arch_profiles.md says how to describe it)"
                 )
@@ -426,11 +426,3 @@ def current_tty() -> str | None:
         return os.ttyname(0) if os.isatty(0) else None
     except OSError:
         return None
-
-
-def _has_profile(arch: str) -> bool:
-    """Whether this folder holds ``arch_profiles/<arch>.yaml`` (the tester runs in the oto folder)."""
-    try:
-        return profile_path(arch).is_file()
-    except ProfileError:
-        return False

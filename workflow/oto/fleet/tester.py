@@ -43,7 +43,7 @@ from oto.fleet.preflight import (
     session_facts,
 )
 from oto.hardware.device_profile import DeviceProfileError
-from oto.hardware.profile import ProfileError, load_profile, parse_arch, profile_path
+from oto.hardware.profile import ProfileError, arch_profile_file, load_profile, profile_path
 
 DEFAULT_CONFIGS = ("config/tester.yaml", "config/config.yaml")
 MEMORY_INFO = "dmidecode-memory.txt"
@@ -100,15 +100,9 @@ def _config(args: argparse.Namespace) -> tuple[dict[str, Any], Path]:
 def _known_arch(arch: str, prog: str) -> str:
     """``--arch``: an arch oto has a profile of in this folder, else a message saying which it has."""
     try:
-        parse_arch(arch)
+        arch_profile_file(arch, "--arch")
     except ProfileError as exc:
-        raise SystemExit(f"{prog}: --arch: {exc}") from None
-    if not profile_path(arch).is_file():
-        known = ", ".join(sorted(p.stem for p in Path("arch_profiles").glob("gfx*.yaml"))) or "none here"
-        raise SystemExit(
-            f"{prog}: --arch {arch}: no arch_profiles/{arch}.yaml (profiles here: {known}; "
-            "docs/arch_profiles.md says how to describe another GPU)"
-        )
+        raise SystemExit(f"{prog}: {exc}") from None
     return arch
 
 

@@ -65,6 +65,33 @@ def profile_path(arch: str, root: str | Path = "arch_profiles") -> Path:
     return Path(root) / f"{arch}.yaml"
 
 
+def arch_profile_file(arch: str, option: str = "--arch", root: str | Path = "arch_profiles") -> Path:
+    """The workflow folder's profile of ``arch`` (``arch_profiles/<arch>.yaml``); ProfileError naming the
+    option and the profiles this folder has where there is none."""
+    try:
+        path = profile_path(arch, root)
+    except ProfileError as exc:
+        raise ProfileError(f"{option}: {exc}") from None
+    if not path.is_file():
+        known = (
+            ", ".join(sorted(p.stem for p in Path(root).glob("gfx*.yaml")))
+            or "none: run in the workflow folder"
+        )
+        raise ProfileError(
+            f"{option} {arch}: no {path} here (profiles here: {known}; docs/arch_profiles.md says how to "
+            "describe another GPU)"
+        )
+    return path
+
+
+def has_arch_profile(arch: str, root: str | Path = "arch_profiles") -> bool:
+    """Whether this folder holds a profile of ``arch`` (anything not an arch name has none)."""
+    try:
+        return profile_path(arch, root).is_file()
+    except ProfileError:
+        return False
+
+
 def profile_argument(text: str, option: str = "--profile") -> Path:
     """A command's profile argument: a profile file, or an arch name for the workflow folder's
     ``arch_profiles/<arch>.yaml``; ProfileError naming the option where it is neither."""
@@ -74,11 +101,8 @@ def profile_argument(text: str, option: str = "--profile") -> Path:
     try:
         parse_arch(text)
     except ProfileError:
-        raise ProfileError(f"{option}: {text}: no such file (give a profile file or an arch name)") from None
-    path = profile_path(text)
-    if not path.is_file():
-        raise ProfileError(f"{option}: {text}: no {path} here (run in the workflow folder or give the file)")
-    return path
+        raise ProfileError(f"{option} {text}: no such file (give a profile file or an arch name)") from None
+    return arch_profile_file(text, option)
 
 
 def load_schema() -> dict:

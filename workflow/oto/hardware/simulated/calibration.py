@@ -1000,7 +1000,7 @@ def joint_main(argv: list[str]) -> int:
     """``oto calibrate --joint --device DIR=PROFILE ... --physics-out F``: one physics for an ISA family's
     devices (RDNA: physics-rdna.json), fitted with each device's chip constants on the fit half
     :func:`chip_split` gives of each device's own logic files."""
-    from oto.hardware.profile import ProfileError, load_profile
+    from oto.hardware.profile import ProfileError, load_profile, profile_argument
 
     ap = argparse.ArgumentParser(prog="oto calibrate --joint", description=joint_main.__doc__)
     ap.add_argument("--joint", action="store_true", required=True)
@@ -1020,7 +1020,7 @@ def joint_main(argv: list[str]) -> int:
             ap.error(f"--device wants LOGIC_DIR=PROFILE, got {spec!r}")
         specs.append((logic, prof_path))
     try:
-        profiles = [load_profile(prof_path) for _, prof_path in specs]
+        profiles = [load_profile(profile_argument(prof, "--device")) for _, prof in specs]
         families = {physics_file(p) for p in profiles}
         if len(families) != 1:
             ap.error("--device: profiles of different physics: " + ", ".join(map(str, families)))
@@ -1259,7 +1259,7 @@ def file_inputs(paths: Sequence[Path]) -> list[dict[str, str]]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    from oto.hardware.profile import ProfileError, load_profile
+    from oto.hardware.profile import ProfileError, load_profile, profile_argument
 
     argv_list = list(argv if argv is not None else sys.argv[1:])
     if "--joint" in argv_list:
@@ -1273,7 +1273,11 @@ def main(argv: list[str] | None = None) -> int:
         ),
     )
     ap.add_argument("--logic", required=True, help="folder of shipped logic files of the profile's arch")
-    ap.add_argument("--profile", required=True, help="arch profile of the GPU the files were measured on")
+    ap.add_argument(
+        "--profile",
+        required=True,
+        help="arch profile (a file or an arch name) of the GPU that measured the files",
+    )
     ap.add_argument(
         "--physics-out", default=None, help=f"write the fitted physics here (e.g. {PHYSICS_FILE})"
     )
@@ -1338,7 +1342,7 @@ def main(argv: list[str] | None = None) -> int:
         if value < 1:
             ap.error(f"{flag} must be at least 1, got {value}")
     try:
-        profile = load_profile(args.profile)
+        profile = load_profile(profile_argument(args.profile))
         files = load_recorded(args.logic)
         start = Physics.load(args.start or physics_file(profile))
     except (ProfileError, ValueError, OSError) as exc:
@@ -1385,10 +1389,10 @@ def main(argv: list[str] | None = None) -> int:
 def chip_main(args: argparse.Namespace, argv: list[str] | None) -> int:
     """``oto calibrate --chip --logic DIR --profile P``: the chip constants alone, fitted on the fit half of
     the chip's own logic files (:func:`chip_split`), physics held."""
-    from oto.hardware.profile import ProfileError, load_profile
+    from oto.hardware.profile import ProfileError, load_profile, profile_argument
 
     try:
-        profile = load_profile(args.profile)
+        profile = load_profile(profile_argument(args.profile))
         files = load_recorded(args.logic)
         args.start = str(args.start or physics_file(profile))
         physics = Physics.load(args.start)
