@@ -44,6 +44,7 @@ Deterministic for a given (seed, evidence): every ask rebuilds its state from th
 from __future__ import annotations
 
 import math
+from collections.abc import Iterable, Iterator
 
 import numpy as np
 
@@ -414,17 +415,22 @@ class SurrogateStrategy(BaseStrategy):
     def _seed_generation(self, pick: Picker, hist: History) -> None:
         for s in hist.seeds[: max(1, pick.n // 2)]:
             pick.offer(s, "shipped solution used at a tuning size", proposer="seed")
-        neighbours = list(dict.fromkeys(nb for s in hist.seeds for nb in hist.space.neighbours(s)))
+        # the seeds' neighbours in seed order, found only as far as the picks need them (a shipped deck
+        # holds dozens of seeds, each neighbour a legality check)
+        neighbours: Iterable[Index] = _seed_neighbours(hist)
         priors = zip(hist.prior_points, hist.prior_costs, hist.prior_distances, strict=True)
         mapped = [(p, c) for p, c, d in priors if d > 0]
         why = "one-knob neighbour of a shipped solution"
-        if self.settings["mapped_rank_neighbours"] and len(mapped) >= 2 and neighbours:
+        if self.settings["mapped_rank_neighbours"] and len(mapped) >= 2:
             # a model of the mapped priors alone: only the order it gives this GPU's own candidates is used
-            ys = np.asarray([c for _, c in mapped])
-            gp = GP(hist.space.encode([p for p, _ in mapped]), ys, np.zeros(len(ys)))
-            mean, _ = gp.predict(hist.space.encode(neighbours))
-            neighbours = [neighbours[int(i)] for i in np.argsort(mean, kind="stable")]
-            why += ", in the order of the mapped priors' model"
+            every = list(neighbours)
+            if every:
+                ys = np.asarray([c for _, c in mapped])
+                gp = GP(hist.space.encode([p for p, _ in mapped]), ys, np.zeros(len(ys)))
+                mean, _ = gp.predict(hist.space.encode(every))
+                why += ", in the order of the mapped priors' model"
+                every = [every[int(i)] for i in np.argsort(mean, kind="stable")]
+            neighbours = every
         for nb in neighbours:
             if pick.full:
                 break
@@ -592,3 +598,13 @@ class SurrogateStrategy(BaseStrategy):
             score[i] = -np.inf
             if pick.full:
                 break
+
+
+def _seed_neighbours(hist: History) -> Iterator[Index]:
+    """Every shipped seed's valid one-knob neighbours, seed by seed, each once."""
+    seen: set[Index] = set()
+    for seed in hist.seeds:
+        for nb in hist.space.neighbours(seed):
+            if nb not in seen:
+                seen.add(nb)
+                yield nb
