@@ -443,18 +443,30 @@ def test_same_k_rivals_are_the_solutions_that_won_at_that_k():
     assert won[2, 15:].all() and not won[[0, 1, 3], 15:].any()  # K = 256: solution 2 alone
 
 
-def test_fidelity_bench_simulates_each_campaign_at_its_operating_point(vega10_dir, tmp_path):
-    """bench/sim_fidelity.py's headline figures put a second-campaign row at the profile's operating point of
-    that campaign, and the profile-default figures beside them do not (files of the second campaign only)."""
+def fidelity_bench():
+    """bench/sim_fidelity.py as a module."""
     import importlib.util
 
     spec = importlib.util.spec_from_file_location("sim_fidelity", REPO / "bench" / "sim_fidelity.py")
     bench = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(bench)
+    return bench
+
+
+def second_campaign_files(vega10_dir, tmp_path):
+    """A folder of two shipped vega10 files of the second measurement campaign."""
     logic = tmp_path / "logic"
     logic.mkdir()
     for name in ("vega10_Cijk_Ailk_Bljk_SBIIc.yaml", "vega10_Cijk_Ailk_Bljk_SBIc.yaml"):
         shutil.copy(vega10_dir / name, logic)
+    return logic
+
+
+def test_fidelity_bench_simulates_each_campaign_at_its_operating_point(vega10_dir, tmp_path):
+    """bench/sim_fidelity.py's headline figures put a second-campaign row at the profile's operating point of
+    that campaign, and the profile-default figures beside them do not (files of the second campaign only)."""
+    bench = fidelity_bench()
+    logic = second_campaign_files(vega10_dir, tmp_path)
     out = tmp_path / "fid.json"
     assert bench.main(["--logic", str(logic), "--profile", str(REPO / "arch_profiles/gfx900.yaml"),
                        "--json", str(out)]) == 0  # fmt: skip
@@ -473,11 +485,7 @@ def test_fidelity_bench_simulates_each_campaign_at_its_operating_point(vega10_di
 def test_fidelity_bench_rivals_diagnostic_compares_the_fastest_rival_with_the_winner(vega10_dir, tmp_path):
     """bench/sim_fidelity.py --rivals: per family and campaign, how the simulator's fastest runnable rival
     differs from the shipped winner where it is more than 5% ahead, from one row per recorded row."""
-    import importlib.util
-
-    spec = importlib.util.spec_from_file_location("sim_fidelity", REPO / "bench" / "sim_fidelity.py")
-    bench = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(bench)
+    bench = fidelity_bench()
     logic = tmp_path / "logic"
     logic.mkdir()
     shutil.copy(vega10_dir / "vega10_Cijk_Ailk_Bljk_SBIc.yaml", logic)
@@ -555,15 +563,8 @@ def test_calibrate_and_fidelity_take_an_arch_name_as_the_other_commands_do(
 ):
     """``--profile gfx900`` in the workflow folder reads arch_profiles/gfx900.yaml, as oto predict and oto
     override do; a name with no profile here is a one-line error naming the option, not a traceback."""
-    import importlib.util
-
-    spec = importlib.util.spec_from_file_location("sim_fidelity", REPO / "bench" / "sim_fidelity.py")
-    bench = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(bench)
-    logic = tmp_path / "logic"
-    logic.mkdir()
-    for name in ("vega10_Cijk_Ailk_Bljk_SBIIc.yaml", "vega10_Cijk_Ailk_Bljk_SBIc.yaml"):
-        shutil.copy(vega10_dir / name, logic)
+    bench = fidelity_bench()
+    logic = second_campaign_files(vega10_dir, tmp_path)
     monkeypatch.chdir(REPO)
     by_name, by_file = tmp_path / "name.json", tmp_path / "file.json"
     assert bench.main(["--logic", str(logic), "--profile", "gfx900", "--json", str(by_name)]) == 0
