@@ -117,6 +117,8 @@ def test_merge_is_idempotent_and_dedupes(tmp_path):
     first = consolidate([f], store)
     again = consolidate([f, f], store)
     assert first["added"] > 0 and again["added"] == 0
+    # the summary (registry/consolidated.yaml) says what its timed records are
+    assert again["numbers"] == {"simulated (sim)": again["records"]["benchmarked"]}
 
 
 def test_a_corrupted_store_is_set_aside_not_lost(tmp_path):

@@ -197,8 +197,14 @@ class Store:
     def summary(self) -> dict[str, Any]:
         rows = self.query("SELECT kind, COUNT(*) AS n FROM records GROUP BY kind")
         libs = self.query("SELECT COUNT(DISTINCT library) AS n, COUNT(DISTINCT kernel_id) AS k FROM records")
+        # what the timed records are: simulated, replayed or measured (a store can hold several kinds)
+        kinds = self.query(
+            "SELECT numbers, backend, COUNT(*) AS n FROM records WHERE kind = 'benchmarked' "
+            "GROUP BY numbers, backend ORDER BY numbers, backend"
+        )
         return {
             "records": {r["kind"]: r["n"] for r in rows},
+            "numbers": {f"{r['numbers'] or 'unknown'} ({r['backend'] or '?'})": r["n"] for r in kinds},
             "libraries": libs[0]["n"],
             "kernels": libs[0]["k"],
         }
