@@ -6,7 +6,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 import yaml
-from oto.gemm import Family, gemm_flops
+from oto.deck.sources import read_manifest, shipped_manifest
+from oto.gemm import Family, Library, gemm_flops
 from oto.hardware.ceilings import (
     VEGA10_FAMILIES,
     ceilings_document,
@@ -148,7 +149,16 @@ def test_ceilings_document(gfx90c):
     assert doc["profile"] == {"path": str(path), "sha256": hashlib.sha256(path.read_bytes()).hexdigest()}
     assert set(doc["theoretical"]) == set(GFX90C_PEAKS)
     assert len(VEGA10_FAMILIES) == 13
-    assert set(doc["families"]) == set(VEGA10_FAMILIES) | {"CB", "ZB", "BBS_BH", "I8II_BH"}
+    assert set(doc["families"]) == set(VEGA10_FAMILIES) | {"CB", "ZB", "BBS_BH", "I8II_BH"} | {
+        "HSS_BH_GB",
+        "BBS_BH_GB",
+        "I8II_BH_GB",
+    }
+    # a ceiling for every family of every deck oto ships (the RDNA APUs' demo families BBS_BH_GB, I8II_BH_GB)
+    for stock in ("gfx900", "gfx1030", "gfx1100"):
+        shipped = read_manifest(shipped_manifest(stock), checked=()).libraries
+        assert {Library.parse(name).family.code for name in shipped} <= set(doc["families"]), stock
+    assert doc["families"]["I8II_BH_GB"] == doc["families"]["I8II_BH"]
     assert doc["families"]["HHS_BH"]["rate_class"] == "fp16_hpa"
     assert doc["families"]["BBS_BH"]["theoretical_gflops"] == pytest.approx(1613, rel=0.01)
 

@@ -27,6 +27,14 @@ VEGA10_FAMILIES = (
     "SBIIc",
 )  # fmt: skip
 EXTRA_FAMILIES = ("CB", "ZB", "BBS_BH", "I8II_BH")
+# Every family ceilings.yaml gives: those above and each plain one's `_GB` form (the RDNA decks' BBS_BH_GB and
+# I8II_BH_GB, a workload's HSS_BH_GB), so the report finds a ceiling for every family a deck can hold.
+CEILING_FAMILIES = tuple(
+    dict.fromkeys(
+        [*VEGA10_FAMILIES, *EXTRA_FAMILIES]
+        + [f"{c}_GB" for c in (*VEGA10_FAMILIES, *EXTRA_FAMILIES) if "_GB" not in c and not c.endswith("c")]
+    )
+)
 
 # Workload classes reported in ceilings.yaml, each named by a representative family (which fixes its rate
 # class and whether it is complex).
@@ -207,7 +215,7 @@ def ceilings_document(profile: Mapping, profile_source: str | Path | None = None
         }
 
     families = {}
-    for code in VEGA10_FAMILIES + EXTRA_FAMILIES:
+    for code in CEILING_FAMILIES:
         f = Family.parse(code)
         families[code] = {
             "rate_class": f.rate_class,
