@@ -241,8 +241,14 @@ def test_oto_override_writes_a_file_rocblas_loads_and_says_it_was_simulated(inst
 def test_oto_override_refuses_without_numbers_or_with_a_bad_deck(installed, tmp_path, capsys):
     args = ["override", "--workload", str(DATA / "rocblas_profile.yaml"), "--out", str(tmp_path / "o.csv")]
     with pytest.raises(SystemExit):
-        main([*args, "--deck", str(installed)])
-    assert "--profile" in capsys.readouterr().err
+        main([*args, "--deck", str(installed), "--arch", "gfx900"])
+    assert "give --profile (the simulated GPU) or --measured" in capsys.readouterr().err
+    # measured times alone: which GPU's library to read is not guessed (it was gfx900's for every GPU)
+    measured = tmp_path / "measured.csv"
+    measured.write_text("library,M,N,B,K,solution_index,time_us\n")
+    with pytest.raises(SystemExit):
+        main([*args, "--deck", str(installed), "--measured", str(measured)])
+    assert "give --profile (your GPU" in capsys.readouterr().err and not (tmp_path / "o.csv").exists()
     assert main([*args, "--deck", str(tmp_path), "--profile", str(PROFILE)]) == 1
     assert "TensileLibrary" in capsys.readouterr().err
     # Nothing of this workload is in the installed library: nothing written, and it says so.

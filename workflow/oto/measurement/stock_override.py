@@ -49,7 +49,7 @@ def main(argv: list[str] | None = None) -> int:
         "--arch",
         help="the arch whose library rocBLAS loads (default: the --profile GPU's stock library, the one its "
         "owners run spoofed: gfx900 for a gfx90c under HSA_OVERRIDE_GFX_VERSION=9.0.0, gfx1100 for a "
-        "gfx1103; gfx900 without --profile)",
+        "gfx1103; one of the two is needed)",
     )
     ap.add_argument(
         "--profile",
@@ -63,11 +63,17 @@ def main(argv: list[str] | None = None) -> int:
     )
     ap.add_argument("--out", required=True, type=Path, help="the override file to write")
     args = ap.parse_args(argv)
+    if not (args.arch or args.profile):
+        # no default: gfx900's library read for a 780M's workload would pick kernels its rocBLAS never loads
+        ap.error(
+            "give --profile (your GPU: an arch name or a profile file) or --arch (the arch whose library "
+            "rocBLAS loads: gfx900 for a gfx90c run as 9.0.0, gfx1100 for a gfx1103 run as 11.0.0)"
+        )
 
     try:
         profile = load_profile(profile_argument(args.profile)) if args.profile else None
         runs = StockLibrary.of(profile) if profile else None  # the library the GPU's owners run
-        arch = args.arch or (runs.arch if runs else "gfx900")
+        arch = args.arch or runs.arch
         workloads = [read_workload(p, args.format) for p in args.workload]
         deck = deck_from_rocblas_dir(args.deck, arch)
         scorers: list[Scorer] = []
