@@ -22,7 +22,7 @@ from oto.tensile.dat_reader import DatFileError
 from oto.tensile.labels import StockLibrary
 
 
-def main(argv: list[str] | None = None) -> int:
+def _parser() -> argparse.ArgumentParser:
     ap = argparse.ArgumentParser(
         prog="oto override",
         description="Write rocBLAS's override file: per GEMM of your workload, the fastest kernel your "
@@ -62,6 +62,11 @@ def main(argv: list[str] | None = None) -> int:
         help="CSV of measured times (library,M,N,B,K,solution_index,time_us); they decide where they exist",
     )
     ap.add_argument("--out", required=True, type=Path, help="the override file to write")
+    return ap
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = _parser()
     args = ap.parse_args(argv)
     if not (args.arch or args.profile):
         # no default: gfx900's library read for a 780M's workload would pick kernels its rocBLAS never loads
