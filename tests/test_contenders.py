@@ -222,6 +222,33 @@ def test_a_selection_file_with_a_malformed_contender_names_the_field(tmp_path):
     assert read_selection(path)["per_size"][0]["contenders"][0]["kernel"] == "old"
 
 
+def test_a_selection_is_read_from_its_mirror_while_current_and_checked_all_the_same(tmp_path):
+    """select writes selection.yaml with a JSON mirror (the next mutate, emit, select and the live dashboard
+    read it); a mirror of other text is ignored, the shape is checked either way, and the YAML has no anchors
+    whichever way its lists were shared in memory."""
+    from oto.files import mirror_path, write_yaml_mirrored
+
+    params = {"ThreadTile": [4, 4], "AssertStrideAEqual": {0: 1}}
+    doc = {
+        "generation": 1,
+        "per_size": [{"size_index": 0, "winner": "k", "score": 1.1}],
+        "kernels": {"k": params, "j": params},  # one object twice, as a selection read from YAML holds
+        "summary": {},
+        "convergence": {"converged": False},
+    }
+    path = tmp_path / "selection.yaml"
+    write_yaml_mirrored(path, doc)
+    assert "&id" not in path.read_text() and mirror_path(path).is_file()
+    assert read_selection(path) == yaml.safe_load(path.read_text()) == doc
+    mirror_path(path).write_text(mirror_path(path).read_text().replace('"k"', '"m"'))  # the same sha256
+    assert read_selection(path)["per_size"][0]["winner"] == "m"  # a current mirror is what is read...
+    path.write_text(path.read_text().replace("score: 1.1", "score: 1.2"))  # ...until the YAML changes
+    assert read_selection(path)["per_size"][0] == {"size_index": 0, "winner": "k", "score": 1.2}
+    write_yaml_mirrored(path, {**doc, "per_size": [{"size_index": -1, "winner": "k", "score": 1.0}]})
+    with pytest.raises(StageFileError, match=r"field 'per_size\[0\]\.size_index'"):
+        read_selection(path)  # the mirror's data is checked as the YAML's is
+
+
 def test_a_size_no_kernel_ran_at_is_not_measured_not_a_loss(profile):
     """Where nothing ran, the reference included (too large for the device's memory: a 1.5 GiB carve-out and
     a 3.3 GiB problem), the tuned library serves the shipped kernel: no loss, and the library is not "slower

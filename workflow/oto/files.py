@@ -15,7 +15,14 @@ from typing import Any
 import yaml
 
 _Loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
-_Dumper = getattr(yaml, "CSafeDumper", yaml.SafeDumper)
+
+
+class _Dumper(getattr(yaml, "CSafeDumper", yaml.SafeDumper)):
+    """No anchors or aliases: a file's text follows from its content alone, not from which of its lists
+    happen to be one object in memory (a selection read from its JSON mirror shares none)."""
+
+    def ignore_aliases(self, data: Any) -> bool:
+        return True
 
 
 class StageFileError(ValueError):

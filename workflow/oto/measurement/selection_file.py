@@ -8,7 +8,7 @@ from typing import Any
 
 import jsonschema
 
-from oto.files import StageFileError, read_yaml
+from oto.files import StageFileError, read_yaml_mirrored
 
 _NUMBER_OR_NULL = {"type": ["number", "null"]}
 # The fields of selection.yaml the next stages read (mutate, select, finalize); others pass through.
@@ -84,7 +84,7 @@ SELECTION_SCHEMA = {
 def read_selection(path: Path) -> dict[str, Any]:
     """A selection.yaml, its shape checked: valid YAML of the wrong shape is an error naming the file and
     the field, not an AttributeError three calls later."""
-    doc = read_yaml(path)
+    doc = read_yaml_mirrored(path)
     errors = sorted(
         jsonschema.Draft202012Validator(SELECTION_SCHEMA).iter_errors(doc),
         key=lambda e: list(e.absolute_path),

@@ -31,7 +31,7 @@ import numpy as np
 import pandas as pd
 
 from oto.config import config_block
-from oto.files import StageFileError, atomic_write_text, read_yaml
+from oto.files import StageFileError, atomic_write_text, read_yaml_mirrored
 from oto.hardware.simulated.checks import model_check_for
 from oto.measurement.scoring import drift_series
 from oto.reporting import figures
@@ -49,7 +49,7 @@ def _yaml(path: Path) -> Any:
     """A result file, or None while it does not exist yet."""
     if not path.is_file():
         return None
-    doc = read_yaml(path)
+    doc = read_yaml_mirrored(path)  # a selection.yaml's or deck.yaml's JSON mirror where it is current
     if doc is not None and not isinstance(doc, Mapping):
         raise StageFileError(f"{path}: expected a mapping at the top level, found {type(doc).__name__}")
     return doc

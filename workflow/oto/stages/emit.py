@@ -8,7 +8,7 @@ from pathlib import Path
 
 from oto.deck.model import read_library_yaml
 from oto.deck.tuning_sizes import deck_tuning_indices
-from oto.files import read_yaml, require, write_yaml_mirrored
+from oto.files import read_yaml, read_yaml_mirrored, require, write_yaml_mirrored
 from oto.measurement.knowledge import job_knowledge
 from oto.search.candidates import candidates_document
 from oto.stages import PROVENANCE_FIELDS, Stage
@@ -37,7 +37,11 @@ def run(
     frozen = bool(proposals.get("frozen", False))
     deck = read_library_yaml(deck_path)
     idx = deck_tuning_indices(deck, int(config["benchmark"]["tuning_sizes"]))
-    seen = set(read_yaml(previous_selection).get("measured", [])) if previous_selection is not None else set()
+    seen = (
+        set(read_yaml_mirrored(previous_selection).get("measured", []))
+        if previous_selection is not None
+        else set()
+    )
     sizes = [list(deck.sizes[i][:4]) for i in idx]
     know = None if frozen else job_knowledge(Path(results), deck.name, generation, sizes, profile, config)
     proposed = [] if frozen else require(proposals, "proposals", proposals_path, list)

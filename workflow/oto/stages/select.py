@@ -7,7 +7,7 @@ import logging
 from collections.abc import Mapping
 from pathlib import Path
 
-from oto.files import read_yaml, read_yaml_mirrored, write_yaml
+from oto.files import read_yaml, read_yaml_mirrored, write_yaml_mirrored
 from oto.hardware.ceilings import ROOFLINE_FIELDS
 from oto.measurement.score_rows import read_score_rows
 from oto.measurement.selection import carried_forward, selection_document, selection_log_line
@@ -47,7 +47,7 @@ def run(
         doc = selection_document(cands, build, scores, prev, profile, config)
         records = generation_records(cands, build, scores, config, profile["arch"])
         log.info("%s gen%d: %s", name, generation, selection_log_line(doc))
-    write_yaml(out_selection, doc)
+    write_yaml_mirrored(out_selection, doc)  # with a JSON mirror: the next mutate, emit and select read it
     if out_registry is not None:
         write_job_file(out_registry, records)
     return doc
