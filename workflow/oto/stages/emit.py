@@ -37,11 +37,8 @@ def run(
     frozen = bool(proposals.get("frozen", False))
     deck = read_library_yaml(deck_path)
     idx = deck_tuning_indices(deck, int(config["benchmark"]["tuning_sizes"]))
-    seen = (
-        set(read_yaml_mirrored(previous_selection).get("measured", []))
-        if previous_selection is not None
-        else set()
-    )
+    previous = read_yaml_mirrored(previous_selection) if previous_selection is not None else {}
+    seen = set(previous.get("measured", []))
     sizes = [list(deck.sizes[i][:4]) for i in idx]
     know = None if frozen else job_knowledge(Path(results), deck.name, generation, sizes, profile, config)
     proposed = [] if frozen else require(proposals, "proposals", proposals_path, list)
