@@ -291,9 +291,10 @@ def _merge_into(
     calibrated = calibrated_profiles(arch_dir, settings.arch_profile)
     if (arch_dir / CALIBRATED).is_dir():
         shutil.copytree(arch_dir / CALIBRATED, staging / CALIBRATED)
-    libraries, package = _write_libraries(staging, outcome.accepted, deck, settings, calibrated, floor)
+    check = model_check(settings, deck)
+    libraries, package = _write_libraries(staging, outcome.accepted, deck, settings, calibrated, floor, check)
     shutil.rmtree(spill)
-    doc = _document(settings, deck, outcome, pinned, libraries, package)
+    doc = _document(settings, deck, outcome, pinned, libraries, package, check)
     doc["bundles"].update(restored=kept.restored, lost=lost)
     doc["recovered"] = recovered
     doc["floor"] = floor  # None: the deck's own shipped kernels
@@ -312,12 +313,13 @@ def _write_libraries(
     settings: MergeSettings,
     calibrated: Mapping[str, Mapping[str, Any]],
     floor: Mapping[str, Any] | None,
+    check: str | None,
 ) -> tuple[dict[str, dict[str, Any]], dict[str, Any]]:
     """Every library's merged final, deck slice and logic file; the package of them all. A device's ceilings
-    come from its ``calibrated`` profile where there is one, else from its bundle."""
+    come from its ``calibrated`` profile where there is one, else from its bundle; ``check``: the model-check
+    line simulated numbers carry (:func:`model_check`)."""
     profiles = {b.device_id: calibrated.get(b.device_id, b.profile) for b in accepted}
     tol = float(settings.config["benchmark"]["tie_tolerance"])
-    check = model_check(settings, deck)
     libraries = sorted({lib for b in accepted for lib in b.evidence})
     label = settings.config["package"]["label"]
     prefix = logic_label(settings.arch_profile, label).prefix
@@ -419,6 +421,7 @@ def _document(
     pinned: str | None,
     libraries: Mapping[str, Any],
     package: Mapping[str, Any],
+    check: str | None,
 ) -> dict[str, Any]:
     accepted = outcome.accepted
     return {
@@ -445,7 +448,7 @@ def _document(
         "shards": _shard_coverage(accepted),
         "deck_libraries": len(deck.libraries),
         "deck_of": deck.arch_source,
-        "model_check": model_check(settings, deck),
+        "model_check": check,
         "libraries": dict(libraries),
         "package": dict(package),
     }
