@@ -1,13 +1,14 @@
 """CPU of whole demos per rule: gfx90c's and gfx1103's, in fresh clones of one or two checkouts, back to back.
 
 Each run is the README's demo command (``snakemake --cores 1 results/<arch>/TensileLibrary.dat --config
-arch=<arch>``) in its own fresh clone. Every Python process of the run (Snakemake's and each job's) records
-its own user + system CPU at exit through a ``sitecustomize`` this bench puts first on ``PYTHONPATH``; the
-table sums them per rule (the job script's name) and gives the wall time, the jobs and the load average
-around each run. Runs go in the order given, so alternate the checkouts to share the machine's drift:
+arch=<arch>``) in its own fresh clone; ``name:arch:F1,F2`` runs it with ``families=[F1,F2]`` instead of the
+arch's demo families (gfx90c on two 125-size families tunes about as many sizes as gfx1103's demo). Every
+Python process of the run (Snakemake's and each job's) records its own user + system CPU at exit through a
+``sitecustomize`` this bench puts first on ``PYTHONPATH``; the table sums them per rule (the job script's
+name) and gives the wall time, the jobs and the load average around each run. Runs go in the order given, so alternate the checkouts to share the machine's drift:
 
     python bench/demo_cpu_bench.py --tree base=/tmp/base-clone --tree new=. \\
-        --runs base:gfx90c new:gfx90c new:gfx1103 base:gfx1103
+        --runs base:gfx90c new:gfx90c new:gfx1103 base:gfx1103 new:gfx90c:DB_GB,ZB_GB
 """
 
 from __future__ import annotations
@@ -42,23 +43,24 @@ def load() -> str:
     return " ".join(Path("/proc/loadavg").read_text().split()[:3])
 
 
-def run_demo(name: str, tree: Path, arch: str, work: Path) -> dict:
-    clone = work / f"{name}-{arch}"
+def run_demo(name: str, tree: Path, arch: str, work: Path, families: str = "") -> dict:
+    clone = work / f"{name}-{arch}{'-' + families.replace(',', '-') if families else ''}"
     subprocess.run(["git", "clone", "-q", str(tree), str(clone)], check=True)
     shared = work / "shared"  # ../shared beside the clone, as beside the checkout
     if not shared.exists() and (tree.parent / "shared").exists():
         shared.symlink_to((tree.parent / "shared").resolve())
     head = subprocess.run(["git", "-C", str(clone), "rev-parse", "--short", "HEAD"], capture_output=True,
                           text=True, check=True).stdout.strip()  # fmt: skip
-    record = work / f"{name}-{arch}.tsv"
+    record = clone.with_suffix(".tsv")
     site = work / "site"
     site.mkdir(exist_ok=True)
     (site / "sitecustomize.py").write_text(SITE)
     env = {**os.environ, "PYTHONPATH": str(site), "OTO_CPU_RECORD": str(record)}
     snakemake = Path(sys.executable).with_name("snakemake")
     before, t0 = load(), time.monotonic()
+    config = [f"arch={arch}", *([f"families=[{families}]"] if families else [])]
     proc = subprocess.run(
-        [str(snakemake), "--cores", "1", f"results/{arch}/TensileLibrary.dat", "--config", f"arch={arch}"],
+        [str(snakemake), "--cores", "1", f"results/{arch}/TensileLibrary.dat", "--config", *config],
         cwd=clone, env=env, capture_output=True, text=True,
     )  # fmt: skip
     wall = time.monotonic() - t0
@@ -69,14 +71,17 @@ def run_demo(name: str, tree: Path, arch: str, work: Path) -> dict:
     for line in record.read_text().splitlines():
         process, cpu = line.split("\t")
         per_rule[rule_of(process)].append(float(cpu))
-    return {"tree": name, "commit": head, "arch": arch, "wall": wall, "jobs": int(jobs.group(1)),
+    label = arch + (f" [{families}]" if families else "")
+    return {"tree": name, "commit": head, "arch": label, "wall": wall, "jobs": int(jobs.group(1)),
             "rules": per_rule, "load": (before, load())}  # fmt: skip
 
 
 def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--tree", action="append", required=True, help="name=checkout (its HEAD is cloned)")
-    ap.add_argument("--runs", nargs="+", required=True, help="name:arch, in the order to run them")
+    ap.add_argument(
+        "--runs", nargs="+", required=True, help="name:arch[:F1,F2], in the order to run them (F: families)"
+    )
     args = ap.parse_args(argv)
     trees = {}
     for spec in args.tree:
@@ -86,13 +91,15 @@ def main(argv: list[str] | None = None) -> None:
     with tempfile.TemporaryDirectory(prefix="oto-demo-cpu-") as tmp:
         work = Path(tmp)
         for spec in args.runs:
-            name, _, arch = spec.partition(":")
-            results.append(run_demo(name, trees[name], arch, work))
+            name, _, rest = spec.partition(":")
+            arch, _, families = rest.partition(":")
+            results.append(run_demo(name, trees[name], arch, work, families))
             r = results[-1]
             total, jobs = sum(sum(v) for v in r["rules"].values()), r["jobs"]
             wall = r["wall"]
             loads = " -> ".join(r["load"])
-            line = f"{name} ({r['commit']}) {arch}: {jobs} jobs, wall {wall:.1f} s ({wall / jobs:.3f} s/job)"
+            line = f"{name} ({r['commit']}) {r['arch']}: {jobs} jobs, wall {wall:.1f} s"
+            line += f" ({wall / jobs:.3f} s/job)"
             print(f"{line}, CPU {total:.1f} s ({total / jobs:.3f} s/job), load {loads}", flush=True)
     rules = sorted(
         {k for r in results for k in r["rules"]},
