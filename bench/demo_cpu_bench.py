@@ -5,7 +5,8 @@ arch=<arch>``) in its own fresh clone; ``name:arch:F1,F2`` runs it with ``famili
 arch's demo families (gfx90c on two 125-size families tunes about as many sizes as gfx1103's demo). Every
 Python process of the run (Snakemake's and each job's) records its own user + system CPU at exit through a
 ``sitecustomize`` this bench puts first on ``PYTHONPATH``; the table sums them per rule (the job script's
-name) and gives the wall time, the jobs and the load average around each run. Runs go in the order given, so alternate the checkouts to share the machine's drift:
+name) and gives the wall time, the jobs and the load average around each run. Runs go in the order given,
+so alternate the checkouts to share the machine's drift:
 
     python bench/demo_cpu_bench.py --tree base=/tmp/base-clone --tree new=. \\
         --runs base:gfx90c new:gfx90c new:gfx1103 base:gfx1103 new:gfx90c:DB_GB,ZB_GB

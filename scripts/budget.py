@@ -15,4 +15,6 @@ with stage(snakemake) as ctx:
         [Path(p) for p in snakemake.input.selections],
         [Path(p) for p in snakemake.input.samples],
         Path(snakemake.output[0]),
+        int(snakemake.params.candidates),
+        int(snakemake.params.max_width),
     )
