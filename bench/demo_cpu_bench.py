@@ -44,8 +44,8 @@ def load() -> str:
     return " ".join(Path("/proc/loadavg").read_text().split()[:3])
 
 
-def run_demo(name: str, tree: Path, arch: str, work: Path, families: str = "") -> dict:
-    clone = work / f"{name}-{arch}{'-' + families.replace(',', '-') if families else ''}"
+def run_demo(name: str, tree: Path, arch: str, work: Path, families: str = "", run: int = 0) -> dict:
+    clone = work / f"{run}-{name}-{arch}{'-' + families.replace(',', '-') if families else ''}"
     subprocess.run(["git", "clone", "-q", str(tree), str(clone)], check=True)
     shared = work / "shared"  # ../shared beside the clone, as beside the checkout
     if not shared.exists() and (tree.parent / "shared").exists():
@@ -91,10 +91,10 @@ def main(argv: list[str] | None = None) -> None:
     results = []
     with tempfile.TemporaryDirectory(prefix="oto-demo-cpu-") as tmp:
         work = Path(tmp)
-        for spec in args.runs:
+        for i, spec in enumerate(args.runs):  # a spec may repeat: each run its own clone
             name, _, rest = spec.partition(":")
             arch, _, families = rest.partition(":")
-            results.append(run_demo(name, trees[name], arch, work, families))
+            results.append(run_demo(name, trees[name], arch, work, families, i))
             r = results[-1]
             total, jobs = sum(sum(v) for v in r["rules"].values()), r["jobs"]
             wall = r["wall"]
