@@ -19,7 +19,7 @@ size of every library's final.yaml:
 
     python bench/budget_bench.py --workload bench/data/workload_ridft_rocblas_profile.yaml \
         [--families all] [--generations N] [--cores N] [--equal-results DIR] [--workdir DIR] [--cap N] \
-        [--seed N] [--max-width N] [--json OUT]
+        [--seed N] [--json OUT]
 
 ``--workload-source`` is rocblas-log or tunableop (from the file's name when left out). ``--equal-results``:
 a finished equal run's results/<arch> of this code with the same workload (saves one run). Each run works in
@@ -225,7 +225,6 @@ def main() -> int:
         help="a finished budgeted run's results/<arch> (its budget.hours must be the equal run's GPU time)",
     )
     ap.add_argument("--seed", type=int, help="config seed of both runs (default: the config's)")
-    ap.add_argument("--max-width", type=int, help="the budgeted run's budget.max_width (default: the schema)")
     ap.add_argument("--json", type=Path)
     args = ap.parse_args()
     root = args.workdir or Path(tempfile.mkdtemp(prefix="oto-budget-bench-"))
@@ -243,8 +242,6 @@ def main() -> int:
     equal = figures(equal_dir)
     cap = args.cap or 2 * generations
     budget = {**workload, "budget": {"hours": equal["total"]["gpu_s"] / 3600}, "max_generations": cap}
-    if args.max_width is not None:
-        budget["budget"]["max_width"] = args.max_width
     if args.budgeted_results:
         budget_dir, budget_wall = args.budgeted_results, float("nan")
     else:

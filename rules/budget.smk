@@ -14,8 +14,6 @@ rule budget:
         "../workflow/envs/oto.yaml"
     params:
         hours=config["budget"]["hours"] if config["budget"] else None,
-        max_width=config["budget"]["max_width"] if config["budget"] else None,
-        candidates=config["search"]["candidates_per_generation"],
         max_generations=MAXGEN,
         libraries=LIBRARIES,
     script:

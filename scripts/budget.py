@@ -15,6 +15,4 @@ with stage(snakemake) as ctx:
         [Path(p) for p in snakemake.input.selections],
         [Path(p) for p in snakemake.input.samples],
         Path(snakemake.output[0]),
-        int(snakemake.params.candidates),
-        int(snakemake.params.max_width),
     )

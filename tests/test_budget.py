@@ -119,30 +119,6 @@ def test_a_cheap_library_takes_no_more_than_its_generations_cost():
     assert plan["B"].share_s == pytest.approx(59.6) and plan["B"].generations == 1
 
 
-def test_a_share_beyond_the_remaining_generations_widens_them_up_to_max_width():
-    """The same two libraries with budget.max_width 4: the cheap one's gain share (9/10 of the 60 s) pays
-    for far more than its 4 generations at 0.1 s, so they are 4 times wider (1.6 s), and only the rest
-    spills to the expensive one; with max_width 1 the plan is the one above."""
-    cheap, dear = state("A", 9.0, spent=0.0, last=0.1), state("B", 1.0, spent=0.0, last=50.0)
-    assert allocate([cheap, dear], 60.0, 4, max_width=1) == allocate([cheap, dear], 60.0, 4)
-    plan = allocate([cheap, dear], budget_s=60.0, generations_left=4, max_width=4)
-    assert plan["A"].share_s == pytest.approx(1.6) and (plan["A"].generations, plan["A"].width) == (4, 4)
-    assert plan["B"].share_s == pytest.approx(58.4) and (plan["B"].generations, plan["B"].width) == (1, 1)
-    # a share between: 2.5 times what 4 usual generations cost widens them twice (widths are whole)
-    mid = allocate([state("A", 1.0, spent=0.0, last=1.0)], budget_s=10.0, generations_left=4, max_width=4)
-    assert (mid["A"].generations, mid["A"].width) == (4, 2)
-
-
-def test_a_wider_generation_costs_its_width_and_counts_as_that_many_usual_ones():
-    """The last generation ran 4 times the usual candidates for 8 s: the next usual one costs 2 s, and the
-    equal plan's mean counts the 1 + 4 usual generations run (10 s / 5)."""
-    sel = selection("Cijk_Ailk_Bljk_DB", 1, gflops=[10.0, 100.0], pct=[50.0, 90.0], history=[1.0, 1.2])
-    s = library_state(sel, [1, 1], generation_seconds=[2.0, 8.0], generation_widths=[1.0, 4.0])
-    assert (s.last_generation_s, s.unit_generation_s, s.mean_generation_s) == (8.0, 2.0, 2.0)
-    plain = library_state(sel, [1, 1], generation_seconds=[2.0, 8.0])
-    assert (plain.unit_generation_s, plain.mean_generation_s) == (8.0, 5.0)
-
-
 def test_improvement_counts_and_a_stalled_library_keeps_a_sliver():
     """B has had the generations equal generations would give it (12), A is owed 10 more (50 s of the 51 s
     left); the 1 s beyond goes by gain: B's sliver, 1 × 0.01 / 0.51 s, is short of its 5 s generation."""
@@ -238,37 +214,6 @@ def test_mutate_starves_the_library_with_the_least_to_gain_and_revives_it_when_t
     assert decided["allocations"][libs[1]]["decision"] == "runs"
     assert frozen_proposals(libs[1], 3, read_yaml(tmp_path / libs[1] / "gen2" / "selection.yaml")) is None
     assert frozen_proposals(libs[0], 3, read_yaml(tmp_path / libs[0] / "gen2" / "selection.yaml"))["frozen"]
-
-
-def test_the_budget_file_widens_a_generation_and_mutate_proposes_that_many(tmp_path):
-    """gen1 of two libraries, one cheap (1 s a generation of 12 candidates) and far from its ceiling, the
-    other at its ceiling and dear: the budget job writes the cheap one's wider generation (width and kernels),
-    the file reader takes it, and mutate's count is the file's; a usual width says the config's count."""
-    from oto.agent.proposals import budgeted_candidates
-
-    libs = ["Cijk_Ailk_Bljk_DB", "Cijk_Alik_Bljk_DB"]
-    _library(tmp_path, libs[0], [10.0, 100.0], [10.0, 10.0], [1.0, 2.0], [1.0])
-    _library(tmp_path, libs[1], [10.0, 100.0], [99.0, 99.0], [1.0, 1.01], [30.0])
-    for lib in libs:  # 12 candidate kernels and a reference in each gen0
-        rows = "".join(f"{i},k{i},candidate,{1e6 / 12}\n" for i in range(12))
-        (tmp_path / lib / "gen0" / "samples.csv").write_text("seq,kernel_id,role,time_us\n" + rows)
-    (tmp_path / libs[1] / "gen0" / "samples.csv").write_text(
-        "seq,kernel_id,role,time_us\n" + "".join(f"{i},k{i},candidate,{30e6 / 12}\n" for i in range(12))
-    )
-    # 107 s left for 3 generations: the cheap one's gain share is capped at 4 × 3 × 1 s, the other's 95 s
-    # pay for its 3 usual generations (90 s) and no wider ones
-    inputs = _budget(tmp_path, libs, 1, hours=(31.0 + 107.0) / 3600)
-    inputs = BudgetInputs(inputs.hours, inputs.decks, inputs.selections, inputs.samples, 12, 4)
-    path = tmp_path / "budget" / "gen1.yaml"
-    write_yaml(path, generation_budget(inputs, 1, max_generations=4))
-    doc = read_budget(path, 1, libs)
-    assert doc["max_width"] == 4
-    wide, usual = doc["allocations"][libs[0]], doc["allocations"][libs[1]]
-    assert (wide["decision"], wide["width"], wide["kernels"]) == ("runs", 4, 48)
-    assert budgeted_candidates(path, 1, libs[0], libs) == 48
-    assert usual["width"] == 1 and budgeted_candidates(path, 1, libs[1], libs) == 12
-    assert budgeted_candidates(None, 1, libs[0], libs) is None
-    assert budgeted_candidates(path, 0, libs[0]) is None  # gen0 reads no budget
 
 
 def _starved_reason_851acdb(library, generation, budget, max_generations):
@@ -401,9 +346,7 @@ def test_the_budget_is_optional_and_checked():
     base = read_yaml(Path(__file__).parents[1] / "config" / "config.yaml")
     assert "budget" not in base  # the demo runs without one
     assert validate_config(base, "c.yaml")["budget"] is None
-    # the schema's default width is filled in, as every default is
-    budget = validate_config({**base, "budget": {"hours": 7.5}}, "c.yaml")["budget"]
-    assert budget == {"hours": 7.5, "max_width": 4}
+    assert validate_config({**base, "budget": {"hours": 7.5}}, "c.yaml")["budget"] == {"hours": 7.5}
     for bad in ({"hours": 0}, {"hours": -1}, {}, {"hours": 8, "minutes": 3}):
         with pytest.raises(ConfigError, match="budget"):
             validate_config({**base, "budget": bad}, "c.yaml")

@@ -31,8 +31,7 @@ def _fill_defaults(schema: Mapping[str, Any], data: dict[str, Any]) -> None:
     for key, sub in schema.get("properties", {}).items():
         if key not in data and "default" in sub:
             data[key] = copy.deepcopy(sub["default"])
-        kinds = sub.get("type") if isinstance(sub.get("type"), list) else [sub.get("type")]
-        if isinstance(data.get(key), dict) and "object" in kinds:  # a nullable block (budget) too, when given
+        if isinstance(data.get(key), dict) and sub.get("type") == "object":
             _fill_defaults(sub, data[key])
 
 

@@ -18,7 +18,7 @@ from oto.deck.model import LibraryDeck
 from oto.files import read_yaml
 from oto.gemm import Library
 from oto.hardware.ceilings import theoretical_gflops
-from oto.measurement.budget_file import budget_candidates, read_budget, starved_reason
+from oto.measurement.budget_file import read_budget, starved_reason
 from oto.registry.transfer import Knowledge
 from oto.search.evidence import evidence_for, topups
 from oto.search.space import Space
@@ -120,16 +120,6 @@ def starved_proposals(library: str, generation: int, budget: Mapping[str, Any]) 
     }  # fmt: skip
 
 
-def budgeted_candidates(
-    budget: Path | None, generation: int, library: str, libraries: Sequence[str] = ()
-) -> int | None:
-    """The candidates config ``budget`` gives ``library``'s generation (its share widened it); None without a
-    budget, at gen0, or where the file leaves it to the config."""
-    if budget is None or not generation:
-        return None
-    return budget_candidates(read_budget(budget, generation, libraries), library)
-
-
 def frozen_or_starved(
     library: str,
     generation: int,
@@ -162,15 +152,13 @@ def generation_proposals(
     audit: Path | None,
     previous_build: Path | None = None,
     previous_candidates: Path | None = None,
-    candidates: int | None = None,
 ) -> dict[str, Any]:
     """proposals.yaml of a generation that goes on: the agent takes its slots first (when it runs); the
     registry's top-ups (``know``) and then the configured strategy fill what it leaves empty or loses to
-    validation. ``read_profile`` gives the whole profile shown to the agent (:func:`agent_proposals`);
-    ``candidates``: the generation's candidates when config ``budget`` widened it (None: the config's)."""
+    validation. ``read_profile`` gives the whole profile shown to the agent (:func:`agent_proposals`)."""
     strategy = make_strategy(config["search"]["strategy"], int(config["seed"]), config["search"]["options"])
     evidence = evidence_for(deck, generation, selection, profile, config, know)
-    slots = int(candidates or config["search"]["candidates_per_generation"])
+    slots = int(config["search"]["candidates_per_generation"])
     top = topups(know, generation)
     agent = agent_proposals(
         Library.parse(deck.name), evidence.space, generation, selection, evidence.seeds, evidence.seen,

@@ -11,14 +11,10 @@ at what its last measured one cost, is starved for that generation: mutate freez
 (finalize and packaging still run on it; everything measured is kept). Starving is decided again at every
 generation: time the others no longer use (a library converged, or every share is capped at what the library's
 remaining generations cost) goes to a starved library whose next generation fits in it, best gain per GPU
-second first. A share larger than the library's remaining generations cost at its usual width (the
-config's candidates a generation) widens them instead of spilling to libraries with less to gain: up to
-``budget.max_width`` times the candidates a generation (``kernels`` in the file), since max_generations caps
-their number; a generation's cost is measured at the width it ran (candidates benchmarked / the usual width),
-so its unit cost stays comparable. GPU time is what the benchmark recorded: samples.csv ``time_us``
-(simulated time on the simulated backend). A pure function of the selections, decks and samples of the
-generations done, decided once per generation for every library by the budget job
-(:func:`generation_budget`), whose file each library's mutate job reads (:mod:`oto.measurement.budget_file`).
+second first. GPU time is what the benchmark recorded: samples.csv ``time_us`` (simulated time on the
+simulated backend). A pure function of the selections, decks and samples of the generations done, decided
+once per generation for every library by the budget job (:func:`generation_budget`), whose file each
+library's mutate job reads (:mod:`oto.measurement.budget_file`).
 """
 
 from __future__ import annotations
@@ -53,25 +49,17 @@ class LibraryState:
     last_generation_s: float  # GPU seconds its last measured generation took (a starved one costs 0: skipped)
     tuning: bool  # not converged (a library starved before may be given generations again)
     measured_generations: int = 1  # generations it ran (a starved one did not)
-    last_width: float = 1.0  # the last measured generation's candidates / the usual candidates (>= 1)
-    spent_units: float | None = None  # its measured generations counted at the usual width (None: as many)
 
     @property
     def expected_gain(self) -> float:
         return self.gap_time_s * max(self.improvement, MIN_IMPROVEMENT)
 
     @property
-    def unit_generation_s(self) -> float:
-        """What its next generation costs at the usual width: the last one's cost over the width it ran."""
-        return self.last_generation_s / max(self.last_width, 1.0)
-
-    @property
     def mean_generation_s(self) -> float:
-        """What one of its generations costs on average at the usual width (the equal plan's measure)."""
-        units = self.measured_generations if self.spent_units is None else self.spent_units
-        if self.spent_s > 0 and units > 0:
-            return self.spent_s / units
-        return self.unit_generation_s
+        """What one of its generations costs on average (the equal plan's measure)."""
+        if self.spent_s > 0 and self.measured_generations > 0:
+            return self.spent_s / self.measured_generations
+        return self.last_generation_s
 
 
 @dataclass(frozen=True)
@@ -80,7 +68,6 @@ class Allocation:
     share_s: float  # its share of the GPU time left
     generations: int  # further generations the share pays for (0: starved)
     reason: str  # why it is starved, or '' when it goes on
-    width: int = 1  # its next generation's candidates, in the usual candidates a generation
 
 
 def size_flops(size: Sequence[int], flops_per_mac: int = 2) -> float:
@@ -94,11 +81,9 @@ def library_state(
     selection: Mapping[str, Any],
     size_weights: Sequence[float],
     generation_seconds: Sequence[float],
-    generation_widths: Sequence[float] | None = None,
 ) -> LibraryState:
     """One library's state from its latest selection.yaml, its deck's per-size weights (``calls`` when the
-    deck comes from a workload, else ``weights``), the GPU seconds of each of its generations so far and the
-    width each ran at (candidates benchmarked / the usual candidates, at least 1; None: all 1)."""
+    deck comes from a workload, else ``weights``) and the GPU seconds of each of its generations so far."""
     sizes = selection["sizes"]
     deck_indices = selection.get("deck_indices") or list(range(len(sizes)))
     per_mac = Library.parse(str(selection["library"])).family.flops_per_mac
@@ -114,9 +99,7 @@ def library_state(
     history = [float(h) for h in selection.get("convergence", {}).get("history", [])]
     improvement = history[-1] / history[-2] - 1.0 if len(history) >= 2 and history[-2] > 0 else None
     conv = selection.get("convergence", {})
-    widths = [1.0] * len(generation_seconds) if generation_widths is None else list(generation_widths)
-    ran = [(float(s), max(float(w), 1.0)) for s, w in zip(generation_seconds, widths, strict=True) if s > 0]
-    measured = [s for s, _ in ran]  # a starved generation's 0 s says no cost
+    measured = [float(s) for s in generation_seconds if s > 0]  # a starved generation's 0 s says no cost
     return LibraryState(
         library=str(selection["library"]),
         generation=int(selection["generation"]),
@@ -127,8 +110,6 @@ def library_state(
         # a frozen selection that did not converge was starved: the budget may give it generations again
         tuning=not conv.get("converged"),
         measured_generations=len(measured),
-        last_width=ran[-1][1] if ran else 1.0,
-        spent_units=sum(w for _, w in ran) if generation_widths is not None else None,
     )
 
 
@@ -155,20 +136,14 @@ def owed_seconds(states: Sequence[LibraryState], budget_s: float, generations_le
 
 
 def _shares(
-    going: Sequence[LibraryState],
-    left: float,
-    generations_left: int,
-    owed: Mapping[str, float],
-    max_width: int = 1,
+    going: Sequence[LibraryState], left: float, generations_left: int, owed: Mapping[str, float]
 ) -> dict[str, float]:
     """The time left by expected gain, on top of what each library is owed, no library given more than its
-    remaining generations cost at ``max_width`` times the usual candidates (what a cheap library cannot use
-    goes to the others, by gain again)."""
+    remaining generations cost (what a cheap library cannot use goes to the others, by gain again)."""
     shares: dict[str, float] = {}
     pool = list(going)
     cap = {
-        s.library: max(s.unit_generation_s * generations_left * max_width - owed.get(s.library, 0.0), 0.0)
-        for s in pool
+        s.library: max(s.last_generation_s * generations_left - owed.get(s.library, 0.0), 0.0) for s in pool
     }
     while pool:
         total = sum(s.expected_gain for s in pool)
@@ -184,32 +159,29 @@ def _shares(
     return {lib: share + owed.get(lib, 0.0) for lib, share in shares.items()}
 
 
-def allocate(
-    states: Sequence[LibraryState], budget_s: float, generations_left: int, max_width: int = 1
-) -> dict[str, Allocation]:
+def allocate(states: Sequence[LibraryState], budget_s: float, generations_left: int) -> dict[str, Allocation]:
     """Each tuning library's share of the GPU time left (``budget_s`` minus what every library spent), by
-    expected gain (capped at what its remaining generations cost at ``max_width`` times the usual
-    candidates) on top of what it is owed (:func:`owed_seconds`: a library the workload calls keeps the
-    generations equal generations would give it), how many of the ``generations_left`` (the cap,
-    max_generations) it pays for at the usual width, and how much wider than usual (at most ``max_width``)
-    the share lets them be. When a share does not pay for a generation, the library (of those owed nothing)
-    with the least gain per second of those is starved and the time left shared again among the others, so
-    what it would have had is not lost; time still held by no share then goes to starved libraries whose next
+    expected gain (capped at what its remaining generations cost) on top of what it is owed
+    (:func:`owed_seconds`: a library the workload calls keeps the generations equal generations would give
+    it), and how many of the ``generations_left`` (the cap, max_generations) it pays for. When a share does
+    not pay for a generation, the library (of those owed nothing) with the
+    least gain per second of those is starved and the time left shared again among the others, so what it
+    would have had is not lost; time still held by no share then goes to starved libraries whose next
     generation fits in it."""
     left = max(budget_s - sum(s.spent_s for s in states), 0.0)
     going = sorted((s for s in states if s.tuning), key=lambda s: s.library)
     owed = owed_seconds(states, budget_s, generations_left)
     starved: dict[str, str] = {}
     while True:
-        shares = _shares(going, left - sum(owed.values()), generations_left, owed, max_width)
-        short = [s for s in going if shares[s.library] < s.unit_generation_s and not owed.get(s.library)]
+        shares = _shares(going, left - sum(owed.values()), generations_left, owed)
+        short = [s for s in going if shares[s.library] < s.last_generation_s and not owed.get(s.library)]
         if not short:
             break
-        worst = min(short, key=lambda s: (s.expected_gain / s.unit_generation_s, s.library))
+        worst = min(short, key=lambda s: (s.expected_gain / s.last_generation_s, s.library))
         w = worst
         starved[w.library] = (
             f"at gen{w.generation + 1}: its share {shares[w.library]:.3g} s of the {left:.3g} s of GPU time "
-            f"left (budget {budget_s:.3g} s) is less than its last generation's {w.unit_generation_s:.3g} s; "
+            f"left (budget {budget_s:.3g} s) is less than its last generation's {w.last_generation_s:.3g} s; "
             f"expected gain {w.expected_gain:.3g} (gap × workload time {w.gap_time_s:.3g} s × improvement "
             f"{w.improvement:.3g}), the least per GPU second of the {len(going)} libraries left"
         )
@@ -219,19 +191,18 @@ def allocate(
     spare = left - sum(shares.values())
     for s in sorted(
         (s for s in states if s.library in starved),
-        key=lambda s: (-s.expected_gain / max(s.unit_generation_s, 1e-12), s.library),
+        key=lambda s: (-s.expected_gain / max(s.last_generation_s, 1e-12), s.library),
     ):
-        if s.unit_generation_s <= spare:
-            shares[s.library] = min(s.unit_generation_s * generations_left, spare)
+        if s.last_generation_s <= spare:
+            shares[s.library] = min(s.last_generation_s * generations_left, spare)
             spare -= shares[s.library]
             going.append(s)
             del starved[s.library]
     out = {lib: Allocation(lib, 0.0, 0, why) for lib, why in starved.items()}
     for s in going:
-        cost, share = s.unit_generation_s, shares[s.library]
+        cost, share = s.last_generation_s, shares[s.library]
         gens = generations_left if cost <= 0 else min(int(share // cost), generations_left)
-        width = 1 if cost <= 0 or gens <= 0 else min(max(int(share / (gens * cost) + 1e-9), 1), max_width)
-        out[s.library] = Allocation(s.library, share, gens, "", width)
+        out[s.library] = Allocation(s.library, share, gens, "")
     return dict(sorted(out.items()))
 
 
@@ -245,27 +216,22 @@ class BudgetInputs:
     decks: Sequence[Path]
     selections: Sequence[Path]
     samples: Sequence[Path]
-    candidates: int = 0  # the usual candidates a generation (search.candidates_per_generation; 0: widths 1)
-    max_width: int = 1  # budget.max_width: how much wider than usual a generation may be
 
 
 def library_states(budget: BudgetInputs) -> tuple[list[LibraryState], list[str]]:
     """Every library's state after the last generation, in the order of ``budget.decks``, and the
     ``provenance.numbers`` its selection names (simulated, replayed or measured: what the GPU time is)."""
-    seconds: dict[str, list[tuple[int, float, float]]] = {}
+    seconds: dict[str, list[tuple[int, float]]] = {}
     for path in budget.samples:  # results/<arch>/<library>/gen<N>/samples.csv
         gen = int(path.parent.name.removeprefix("gen"))
-        spent, kernels = generation_cost(path)
-        width = max(kernels / budget.candidates, 1.0) if budget.candidates > 0 else 1.0
-        seconds.setdefault(path.parent.parent.name, []).append((gen, spent, width))
+        seconds.setdefault(path.parent.parent.name, []).append((gen, generation_gpu_seconds(path)))
     states, numbers = [], []
     for deck_path, selection_path in zip(budget.decks, budget.selections, strict=True):
         deck = read_library_yaml(deck_path)
-        ran = sorted(seconds.get(deck.name, []))
-        spent, widths = [s for _, s, _ in ran], [w for _, _, w in ran]
+        spent = [s for _, s in sorted(seconds.get(deck.name, []))]
         weights = deck.calls if deck.calls is not None else deck.weights
         selection = read_selection(selection_path)
-        states.append(library_state(selection, weights, spent, widths))
+        states.append(library_state(selection, weights, spent))
         numbers.append(str((selection.get("provenance") or {}).get("numbers", "unknown")))
     return states, numbers
 
@@ -277,7 +243,7 @@ def generation_budget(budget: BudgetInputs, generation: int, max_generations: in
     states, numbers = library_states(budget)
     budget_s = budget.hours * 3600.0
     generations_left = max_generations - generation
-    plan = allocate(states, budget_s, generations_left, budget.max_width)
+    plan = allocate(states, budget_s, generations_left)
     owed = owed_seconds(states, budget_s, generations_left)
     spent = sum(s.spent_s for s in states)
     allocations = {}
@@ -289,8 +255,6 @@ def generation_budget(budget: BudgetInputs, generation: int, max_generations: in
             "reason": share.reason if share is not None else "",
             "share_s": share.share_s if share is not None else 0.0,
             "generations": share.generations if share is not None else 0,
-            "width": share.width if share is not None and not share.reason else 1,
-            "kernels": (share.width if share is not None and not share.reason else 1) * budget.candidates,
             "owed_s": owed.get(s.library, 0.0),
             "expected_gain": s.expected_gain,
             "gap_time_s": s.gap_time_s,
@@ -303,7 +267,6 @@ def generation_budget(budget: BudgetInputs, generation: int, max_generations: in
         "generation": generation,
         "numbers": "/".join(sorted(set(numbers))) or "unknown",
         "hours": budget.hours,
-        "max_width": budget.max_width,
         "budget_s": budget_s,
         "spent_s": spent,
         "left_s": max(budget_s - spent, 0.0),
@@ -314,24 +277,16 @@ def generation_budget(budget: BudgetInputs, generation: int, max_generations: in
     }
 
 
-def generation_gpu_seconds(samples_csv: str | Path) -> float:
+def generation_gpu_seconds(samples_csv: str) -> float:
     """GPU seconds one generation's benchmark recorded: the sum of samples.csv ``time_us`` (a frozen
     generation's header-only file is 0; an unparsable or missing time counts nothing)."""
-    return generation_cost(samples_csv)[0]
-
-
-def generation_cost(samples_csv: str | Path) -> tuple[float, int]:
-    """(:func:`generation_gpu_seconds`, how many candidate kernels it benchmarked: distinct ``kernel_id`` of
-    role ``candidate``, the width it ran at in kernels)."""
-    total, candidates = 0.0, set()
+    total = 0.0
     with open(samples_csv, newline="") as fh:
         for row in csv.DictReader(fh):
-            if row.get("role") == "candidate":
-                candidates.add(row.get("kernel_id"))
             try:
                 t = float(row.get("time_us") or "nan")
             except ValueError:
                 continue
             if math.isfinite(t) and t > 0:
                 total += t
-    return total / 1e6, len(candidates)
+    return total / 1e6

@@ -23,7 +23,6 @@ BUDGET_SCHEMA = {
         "generation": {"type": "integer", "minimum": 1},
         "numbers": {"type": "string"},
         "hours": {"type": "number", "exclusiveMinimum": 0},
-        "max_width": {"type": "integer", "minimum": 1},
         "budget_s": _SECONDS,
         "spent_s": _SECONDS,
         "left_s": _SECONDS,
@@ -40,8 +39,6 @@ BUDGET_SCHEMA = {
                     "reason": {"type": "string"},
                     "share_s": _SECONDS,
                     "generations": {"type": "integer", "minimum": 0},
-                    "width": {"type": "integer", "minimum": 1},
-                    "kernels": {"type": "integer", "minimum": 0},
                     "owed_s": _SECONDS,
                     "expected_gain": {"type": "number"},
                     "gap_time_s": {"type": "number"},
@@ -94,12 +91,6 @@ def read_budget(path: Path, generation: int, libraries: Sequence[str]) -> dict[s
                 f"{entry['decision']} (a starved library says why, no other has a reason)"
             )
     return doc
-
-
-def budget_candidates(budget: Mapping[str, Any], library: str) -> int | None:
-    """How many candidates the budget gives ``library``'s generation (its share widened it, ``kernels``);
-    None where the file says nothing (a file of an older oto) or 0: the config's candidates a generation."""
-    return budget["allocations"][library].get("kernels") or None
 
 
 def starved_reason(budget: Mapping[str, Any], library: str) -> str:

@@ -341,7 +341,7 @@ def _gpu_duration(seconds: float) -> str:
     return f"{seconds:.2g} s" if seconds < 10 else fmt_duration(seconds)
 
 
-def budget_lines(est: RunEstimate, hours: float, max_width: int = 1) -> list[str]:
+def budget_lines(est: RunEstimate, hours: float) -> list[str]:
     """What ``oto plan`` says of config ``budget``: gen0 of every library, then the plan the first share
     (:func:`oto.measurement.budget.allocate`) makes from the deck alone (gap to the ceiling counted whole,
     improvement unknown); the run reallocates after every generation from what it measured."""
@@ -361,7 +361,7 @@ def budget_lines(est: RunEstimate, hours: float, max_width: int = 1) -> list[str
         for lib in est.libraries
     ]
     gen0 = sum(s.spent_s for s in states)
-    plan = allocate(states, budget_s, est.generations - 1, max_width)
+    plan = allocate(states, budget_s, est.generations - 1)
     lines = [
         "",
         f"Budget: {fmt_duration(budget_s)} of GPU time as the benchmark records it; gen0 of every library "
@@ -373,7 +373,6 @@ def budget_lines(est: RunEstimate, hours: float, max_width: int = 1) -> list[str
         lines.append(
             f"  {lib:<24s} share {_gpu_duration(a.share_s):>14s}   {1 + a.generations} of {est.generations} "
             f"generations at ~{_gpu_duration(est.generation_gpu_seconds(lib))} each"
-            + (f", {a.width}× the candidates" if a.width > 1 and not a.reason else "")
             + ("   (starved after gen0)" if a.reason else "")
         )
     return lines
@@ -526,7 +525,6 @@ def report(
     job_overhead_s: float,
     overhead_source: str,
     budget_hours: float | None = None,
-    budget_width: int = 1,
 ) -> str:
     """The text ``oto plan`` prints (``budget_hours``: config ``budget.hours``, if set)."""
     lines = [
@@ -568,7 +566,7 @@ def report(
     if est.workload:
         lines += workload_lines(est.workload)
     if budget_hours:
-        lines += budget_lines(est, budget_hours, budget_width)
+        lines += budget_lines(est, budget_hours)
         recorded = sum(j.recorded_seconds for j in est.gpu_jobs if j.rule == "benchmark")
         if recorded > 0:  # the budget counts what samples.csv records; a night also builds and starts Tensile
             night = gpu_b + est.build_seconds(target_costs)
@@ -688,15 +686,12 @@ def main(argv: list[str] | None = None) -> int:
             **({"size_cap": est.size_cap} if est.size_cap else {}),
         }
         if plan.config["budget"]:
-            budget = plan.config["budget"]
             doc["budget"] = {
-                "hours": budget["hours"],
-                "max_width": budget["max_width"],
-                "plan": budget_lines(est, budget["hours"], budget["max_width"])[1:],
+                "hours": plan.config["budget"]["hours"],
+                "plan": budget_lines(est, plan.config["budget"]["hours"])[1:],
             }
         print(json.dumps(doc, indent=1))
         return 0
     budget = plan.config["budget"]
-    hours, width = (budget["hours"], budget["max_width"]) if budget else (None, 1)
-    print(report(est, cls.name, cls.numbers, costs, target, overhead, source, hours, width))
+    print(report(est, cls.name, cls.numbers, costs, target, overhead, source, budget and budget["hours"]))
     return 0

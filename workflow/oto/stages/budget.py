@@ -26,14 +26,10 @@ def run(
     selections: Sequence[Path],
     samples: Sequence[Path],
     out_budget: Path,
-    candidates: int = 0,
-    max_width: int = 1,
 ) -> dict:
     """``decks`` and ``selections`` (generation - 1): one per library, in the run's order; ``samples``: every
-    library's samples.csv of generations 0 … generation - 1; ``candidates``: a generation's usual candidates,
-    ``max_width`` times which a share may widen it."""
-    inputs = BudgetInputs(hours, decks, selections, samples, candidates, max_width)
-    doc = generation_budget(inputs, generation, max_generations)
+    library's samples.csv of generations 0 … generation - 1."""
+    doc = generation_budget(BudgetInputs(hours, decks, selections, samples), generation, max_generations)
     write_yaml(out_budget, doc)
     decided = doc["allocations"].items()
     log.info(

@@ -7,7 +7,7 @@ import logging
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 
-from oto.agent.proposals import budgeted_candidates, frozen_or_starved, generation_proposals, ledger_path
+from oto.agent.proposals import frozen_or_starved, generation_proposals, ledger_path
 from oto.deck.model import read_library_yaml
 from oto.deck.tuning_sizes import deck_tuning_indices
 from oto.files import write_yaml
@@ -54,7 +54,6 @@ def run(
         doc = generation_proposals(
             deck, generation, selection, profile, config, know, read_profile or (lambda: profile),
             ledger_path(Path(results)), agent_audit, previous_build, previous_candidates,
-            budgeted_candidates(budget, generation, deck.name, libraries),
         )  # fmt: skip
     write_yaml(out_proposals, doc)
     return doc
