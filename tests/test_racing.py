@@ -12,6 +12,7 @@ from oto.measurement.racing import (
     SEPARATED,
     TIE,
     RaceSettings,
+    SizeDecision,
     annotate_scores,
     decide_size,
     race,
@@ -270,3 +271,69 @@ def test_workload_precision_brings_the_heavy_score_closer_to_the_truth():
     err_on = [abs(np.log(_leader_n_and_width(_workload_race(s, 0.01), 2)[2]) - truth) for s in range(8)]
     assert np.sqrt(np.mean(np.square(err_on))) < 0.6 * np.sqrt(np.mean(np.square(err_off)))
     assert max(err_on) < 0.02
+
+
+def _close_race(seed, decides, workload=None):
+    """'fast' (70) against 'close' (71), 1.4% apart at 3% jitter, at two sizes; max_repetitions 6 leaves
+    them undecided. The workload calls size 0 only."""
+    settings = RaceSettings(max_repetitions=6, workload_precision=0.01, workload_decides=decides)
+    reference = dict.fromkeys(range(2), "ref")
+    return race(
+        FakeGPU(seed=seed).measure,
+        lambda df, only: score_samples(df, dict.fromkeys(range(2), 1e6), bootstrap=100, seed=0, sizes=only),
+        lambda per, reps, off, rnd: interleave_sizes(per, reference, reps, f"t:{rnd}", off),
+        {i: ["fast", "close"] for i in range(2)},
+        reference,
+        settings,
+        {0: 100} if workload is None else workload,
+    )
+
+
+def _launches(res, kernel, size):
+    s = res.samples
+    return int(((s.kernel_id == kernel) & (s.size_index == size) & (s.status == "ok")).sum())
+
+
+def test_an_undecided_size_the_workload_calls_races_on_until_its_contenders_are_within_its_target():
+    """workload_decides: at a size the workload calls, max_repetitions leaving a contender possibly slower
+    than the leader by more than the size's precision target (0.01 / sqrt(share)) keeps both racing; within
+    the target, at another size, with the option off or with no workload, nothing races on."""
+    from oto.measurement.racing import _WorkloadPrecision
+
+    def rows(fast_half, near_half):  # (kernel, size, time, half-width in log) at size 0 and 1
+        out = []
+        for i in (0, 1):
+            for k, t, h in (("ref", 100.0, 0.01), ("fast", 70.0, fast_half), ("near", 70.7, near_half)):
+                out.append((k, i, 9, 100.0 / t, 100.0 / t * np.exp(-h), 100.0 / t * np.exp(h), t, 1.0, "ok",
+                            "", 0, "reference_timeline"))  # fmt: skip
+        return pd.DataFrame(out, columns=SCORE_COLUMNS)
+
+    d = SizeDecision(0, "fast", ("fast", "near"), None)
+    counts = pd.Series({("fast", 0): 23, ("near", 0): 23, ("fast", 1): 23, ("near", 1): 23})
+    for decides, workload, expect in (
+        (True, {0: 100}, ["fast", "near"]),  # 1% apart +- 1.4%: "near" may be 2.4% slower; target 1%
+        (False, {0: 100}, []),
+        (True, {}, []),
+        (True, {0: 1, 1: 1_000_000}, []),  # size 0's share ~1e-6: a target of ~10, any gap within it
+    ):
+        w = _WorkloadPrecision(workload, {0: "ref", 1: "ref"}, RaceSettings(workload_decides=decides))
+        w.update(rows(0.01, 0.01), counts)
+        assert w.deciding(0, d, counts) == expect, (decides, workload)
+        assert (0 in w.undecided) == bool(expect)
+    w = _WorkloadPrecision({0: 100}, {0: "ref", 1: "ref"}, RaceSettings(workload_decides=True))
+    w.update(rows(0.01, 0.01), counts)
+    assert w.deciding(0, d, counts.replace(23, 120)) == []  # both at workload_max_repetitions
+    w.update(rows(0.001, 0.001), counts)  # 0.2% apart +- 0.14%: within the 1% target
+    w.row_us[("near", 0)] = 70.14
+    assert w.deciding(0, d, counts) == []
+
+
+def test_with_workload_decides_a_race_ends_decided_or_at_its_cap_where_the_workload_calls():
+    """The whole race: 'fast' and 'close' (1.4% apart at 3% jitter), max_repetitions 6. Where the workload
+    calls (size 0) the race ends separated, tied, or with both at workload_max_repetitions; the uncalled size
+    stops as before."""
+    for seed in range(4):
+        r = _close_race(seed, True)
+        n = {k: _launches(r, k, 0) for k in ("fast", "close")}
+        assert r.decisions[0].stop in (SEPARATED, TIE) or min(n.values()) >= 120, (seed, n)
+        assert max(_launches(r, k, 1) for k in ("fast", "close")) <= 12

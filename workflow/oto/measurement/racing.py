@@ -57,6 +57,7 @@ class RaceSettings:
     # the workload's precision (finalize only): 0 off; see precision_targets
     workload_precision: float = _BENCHMARK["racing"]["workload_precision"]
     workload_max_repetitions: int = _BENCHMARK["racing"]["workload_max_repetitions"]  # the leader's, per size
+    workload_decides: bool = _BENCHMARK["racing"]["workload_decides"]  # an undecided called size races on
 
     @classmethod
     def from_config(cls, benchmark: Mapping) -> RaceSettings:
@@ -70,6 +71,7 @@ class RaceSettings:
             tie_tolerance=float(bench["tie_tolerance"]),
             workload_precision=float(r["workload_precision"]),
             workload_max_repetitions=int(r["workload_max_repetitions"]),
+            workload_decides=bool(r["workload_decides"]),
         )
 
 
@@ -195,20 +197,43 @@ class _WorkloadPrecision:
     settings: RaceSettings
     floor_us: dict[int, float] = field(default_factory=dict)  # each size's reference time, last scored
     half: dict[tuple[str, int], float] = field(default_factory=dict)
+    row_us: dict[tuple[str, int], float] = field(default_factory=dict)  # (kernel, size): time, last scored
     targets: dict[int, float] = field(default_factory=dict)
     counts: pd.Series = field(default_factory=lambda: pd.Series(dtype=int))
     refined: dict[int, int] = field(default_factory=dict)
     sizes: set[int] = field(default_factory=set)  # the open sizes whose leader alone is topped up
+    undecided: set[int] = field(default_factory=set)  # this round's sizes racing on (workload_decides)
     exhausted: bool = False  # the race's budget is spent: only these top-ups go on
 
     @property
     def on(self) -> bool:
         return bool(self.workload) and self.settings.workload_precision > 0
 
+    def deciding(self, i: int, d: SizeDecision, counts: pd.Series) -> list[str]:
+        """The kernels (reference aside) a size the workload calls races on when max_repetitions left it
+        undecided (``workload_decides``): its leader and every contender that may be slower than it by more
+        than the size's precision target (:func:`precision_targets`: what the size's share of the workload
+        lets it cost the library's figure), each up to workload_max_repetitions; [] where none."""
+        target = self.targets.get(i)
+        if not (self.on and self.settings.workload_decides) or target is None or d.leader is None:
+            return []
+        lead, ref, cap = d.leader, self.reference.get(i), self.settings.workload_max_repetitions
+        t_lead, h_lead = self.row_us.get((lead, i), math.nan), self.half.get((lead, i), math.inf)
+        apart = [
+            k for k in d.contenders
+            if k != lead and not math.log(self.row_us.get((k, i), math.nan) / t_lead)
+            + math.hypot(h_lead, self.half.get((k, i), math.inf)) <= target
+        ]  # fmt: skip
+        racing = [k for k in (lead, *apart) if apart and k != ref and int(counts.get((k, i), 0)) < cap]
+        if racing:
+            self.undecided.add(i)
+        return racing
+
     def update(self, scores: pd.DataFrame, counts: pd.Series) -> None:
         self.counts = counts
         if self.on:
-            self.half, row_us = _row_half_widths(scores)
+            self.half, self.row_us = _row_half_widths(scores)
+            row_us = self.row_us
             self.floor_us.update({i: row_us[(r, i)] for i, r in self.reference.items() if (r, i) in row_us})
             self.targets = precision_targets(self.workload, self.floor_us, self.settings.workload_precision)
 
@@ -226,8 +251,10 @@ class _WorkloadPrecision:
         return min(_launches_for(width, n, self.targets[i], s), s.workload_max_repetitions - n)
 
     def keep(self, wants: Mapping[int, int]) -> None:
-        self.sizes = set(wants)
-        self.refined.update({i: self.refined.get(i, 0) for i in wants})
+        """The sizes kept open for the workload this round (outside the race's budget): ``wants``' leaders
+        and the undecided sizes racing on."""
+        self.sizes, self.undecided = {*wants, *self.undecided}, set()
+        self.refined.update({i: self.refined.get(i, 0) for i in self.sizes})
 
     def count(self, launch_plan: Sequence[Launch]) -> None:
         at = Counter(la.size_index for la in launch_plan if la.size_index in self.refined)
@@ -326,7 +353,7 @@ def race(
                 hungry = [k for k in d.contenders if counts.get((k, i), 0) < s.max_repetitions]
                 # The reference is timed in every round that touches its size (it brackets the candidates),
                 # so it only needs candidates to travel with.
-                top_up = [k for k in hungry if k != ref]
+                top_up = [k for k in hungry if k != ref] or precision.deciding(i, d, counts)
                 if top_up:
                     open_sizes[i] = top_up
             if d.stop is None and i not in open_sizes:
