@@ -318,14 +318,14 @@ def test_an_undecided_size_the_workload_calls_races_on_until_its_contenders_are_
     ):
         w = _WorkloadPrecision(workload, {0: "ref", 1: "ref"}, RaceSettings(workload_decides=decides))
         w.update(rows(0.01, 0.01), counts)
-        assert w.deciding(0, d, counts) == expect, (decides, workload)
+        assert w.deciding(0, d) == expect, (decides, workload)
         assert (0 in w.undecided) == bool(expect)
     w = _WorkloadPrecision({0: 100}, {0: "ref", 1: "ref"}, RaceSettings(workload_decides=True))
-    w.update(rows(0.01, 0.01), counts)
-    assert w.deciding(0, d, counts.replace(23, 120)) == []  # both at workload_max_repetitions
+    w.update(rows(0.01, 0.01), counts.replace(23, 120))
+    assert w.deciding(0, d) == []  # both at workload_max_repetitions
     w.update(rows(0.001, 0.001), counts)  # 0.2% apart +- 0.14%: within the 1% target
     w.row_us[("near", 0)] = 70.14
-    assert w.deciding(0, d, counts) == []
+    assert w.deciding(0, d) == []
 
 
 def test_with_workload_decides_a_race_ends_decided_or_at_its_cap_where_the_workload_calls():

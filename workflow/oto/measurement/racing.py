@@ -105,6 +105,12 @@ class RaceResult:
         return self._csv
 
 
+def _within(ratio: float, half_a: float, half_b: float, limit: float) -> bool:
+    """Whether two kernels, one ``ratio`` (>= 1) times the other's time or score, provably differ by at
+    most ``limit`` (in log): the log gap plus their intervals' half-widths in quadrature."""
+    return math.log(ratio) + math.hypot(half_a, half_b) <= limit
+
+
 def _half_log_width(lo: float, hi: float) -> float:
     if not (np.isfinite(lo) and np.isfinite(hi)) or lo <= 0:
         return math.inf
@@ -134,8 +140,7 @@ def decide_sizes(scores: pd.DataFrame, tolerance: float, sizes=None) -> dict[int
         if len(overlapping):
             h_lead = _half_log_width(lo[lead], hi[lead])
             tied = all(
-                math.log(sc[lead] / sc[j]) + math.hypot(h_lead, _half_log_width(lo[j], hi[j])) <= limit
-                for j in overlapping
+                _within(sc[lead] / sc[j], h_lead, _half_log_width(lo[j], hi[j]), limit) for j in overlapping
             )
             stop = TIE if tied else None
         out[int(i)] = SizeDecision(int(i), str(kid_a[lead]), contenders, stop)
@@ -209,11 +214,12 @@ class _WorkloadPrecision:
     def on(self) -> bool:
         return bool(self.workload) and self.settings.workload_precision > 0
 
-    def deciding(self, i: int, d: SizeDecision, counts: pd.Series) -> list[str]:
+    def deciding(self, i: int, d: SizeDecision) -> list[str]:
         """The kernels (reference aside) a size the workload calls races on when max_repetitions left it
         undecided (``workload_decides``): its leader and every contender that may be slower than it by more
         than the size's precision target (:func:`precision_targets`: what the size's share of the workload
-        lets it cost the library's figure), each up to workload_max_repetitions; [] where none."""
+        lets it cost the library's figure), each up to workload_max_repetitions; [] where none. Read from the
+        round's :meth:`update`."""
         target = self.targets.get(i)
         if not (self.on and self.settings.workload_decides) or target is None or d.leader is None:
             return []
@@ -221,10 +227,12 @@ class _WorkloadPrecision:
         t_lead, h_lead = self.row_us.get((lead, i), math.nan), self.half.get((lead, i), math.inf)
         apart = [
             k for k in d.contenders
-            if k != lead and not math.log(self.row_us.get((k, i), math.nan) / t_lead)
-            + math.hypot(h_lead, self.half.get((k, i), math.inf)) <= target
+            if k != lead and not _within(self.row_us.get((k, i), math.nan) / t_lead, h_lead,
+                                         self.half.get((k, i), math.inf), target)
         ]  # fmt: skip
-        racing = [k for k in (lead, *apart) if apart and k != ref and int(counts.get((k, i), 0)) < cap]
+        if not apart:
+            return []
+        racing = [k for k in (lead, *apart) if k != ref and int(self.counts.get((k, i), 0)) < cap]
         if racing:
             self.undecided.add(i)
         return racing
@@ -233,8 +241,8 @@ class _WorkloadPrecision:
         self.counts = counts
         if self.on:
             self.half, self.row_us = _row_half_widths(scores)
-            row_us = self.row_us
-            self.floor_us.update({i: row_us[(r, i)] for i, r in self.reference.items() if (r, i) in row_us})
+            times = self.row_us
+            self.floor_us.update({i: times[(r, i)] for i, r in self.reference.items() if (r, i) in times})
             self.targets = precision_targets(self.workload, self.floor_us, self.settings.workload_precision)
 
     def wanted(self, i: int, d: SizeDecision) -> int | None:
@@ -353,7 +361,7 @@ def race(
                 hungry = [k for k in d.contenders if counts.get((k, i), 0) < s.max_repetitions]
                 # The reference is timed in every round that touches its size (it brackets the candidates),
                 # so it only needs candidates to travel with.
-                top_up = [k for k in hungry if k != ref] or precision.deciding(i, d, counts)
+                top_up = [k for k in hungry if k != ref] or precision.deciding(i, d)
                 if top_up:
                     open_sizes[i] = top_up
             if d.stop is None and i not in open_sizes:
