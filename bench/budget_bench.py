@@ -225,6 +225,13 @@ def main() -> int:
         help="a finished budgeted run's results/<arch> (its budget.hours must be the equal run's GPU time)",
     )
     ap.add_argument("--seed", type=int, help="config seed of both runs (default: the config's)")
+    ap.add_argument("--sweep", type=int, default=0, help="the budgeted run's budget.sweep (default 0: none)")
+    ap.add_argument(
+        "--hours",
+        type=float,
+        help="the budgeted run's budget.hours instead of the equal run's GPU time (development only: a "
+        "family subset given a full deck's night, where the libraries it leaves out take what it cannot use)",
+    )
     ap.add_argument("--json", type=Path)
     args = ap.parse_args()
     root = args.workdir or Path(tempfile.mkdtemp(prefix="oto-budget-bench-"))
@@ -241,7 +248,8 @@ def main() -> int:
         equal_dir, equal_wall = run(root / "equal", {**workload, "max_generations": generations}, args.cores)
     equal = figures(equal_dir)
     cap = args.cap or 2 * generations
-    budget = {**workload, "budget": {"hours": equal["total"]["gpu_s"] / 3600}, "max_generations": cap}
+    hours = args.hours or equal["total"]["gpu_s"] / 3600
+    budget = {**workload, "budget": {"hours": hours, "sweep": args.sweep}, "max_generations": cap}
     if args.budgeted_results:
         budget_dir, budget_wall = args.budgeted_results, float("nan")
     else:
@@ -256,8 +264,9 @@ def main() -> int:
         )
     families = args.families or "the demo's"
     print(f"workload {args.workload.name}; families {families}; equal: {generations} generations each (wall "
-          f"{equal_wall:.0f} s); budgeted: {budget['budget']['hours'] * 3600:.1f} s = the equal run's GPU "
-          f"time, max_generations {cap} (wall {budget_wall:.0f} s)\n")  # fmt: skip
+          f"{equal_wall:.0f} s); budgeted: {budget['budget']['hours'] * 3600:.1f} s "
+          f"({'--hours' if args.hours else 'the equal run' + chr(39) + 's GPU time'}), sweep {args.sweep}, "
+          f"max_generations {cap} (wall {budget_wall:.0f} s)\n")  # fmt: skip
     print(table(equal, budgeted, collapse_uncalled=len(equal["libraries"]) > 8))
     print(f"\nload average at the end (1, 5, 15 min): {', '.join(f'{x:.1f}' for x in os.getloadavg())}")
     for lib, f in budgeted["libraries"].items():

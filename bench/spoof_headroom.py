@@ -15,7 +15,6 @@ over every row of the deck the distribution of best / spoof. Numbers are **simul
 from __future__ import annotations
 
 import argparse
-import itertools
 import json
 import sys
 import time
@@ -30,28 +29,16 @@ from oto.gemm import Library  # noqa: E402
 from oto.hardware.profile import load_profile  # noqa: E402
 from oto.hardware.simulated.calibration import load_recorded  # noqa: E402
 from oto.hardware.simulated.performance import MODEL_VERSION, SimGPU  # noqa: E402
+from oto.search.lattice import fork_lattice  # noqa: E402
 from oto.tensile import legality  # noqa: E402
-from oto.tensile.params import PARAMS, canonical  # noqa: E402
 
 BIG = (4096.0, 4096.0, 1.0, 4096.0)
 
 
 def grid(lib: Library, gpu: SimGPU, limits: legality.Limits) -> list[dict]:
-    tts = [t for t in PARAMS["ThreadTile"].values if set(t) <= {2, 4, 8}]
-    wgs = [w for w in PARAMS["WorkGroup"].values if w[0] in (8, 16, 32) and w[1] in (8, 16, 32) and w[2] <= 2]
-    eb = lib.family.a.bytes
-    vws = (1,) if eb >= 16 else (2, 4, 8)
-    out = []
-    for tt, wg, du, pgr, vw, gsu in itertools.product(tts, wgs, (8, 16, 32), (1, 2), vws, (1, 4)):
-        if vw * eb > 16 or (eb > 4 and vw > 2):
-            continue
-        p = canonical(
-            {"ThreadTile": tt, "WorkGroup": wg, "DepthU": du, "PrefetchGlobalRead": pgr, "VectorWidth": vw,
-             "GlobalSplitU": gsu, "LdsPadA": -1, "LdsPadB": -1}
-        )  # fmt: skip
-        if legality.check(lib, p, limits).valid and gpu.build_outcome(lib.family, p, lib.pattern)[0] == "ok":
-            out.append(p)
-    return out
+    """The legal grid: oto's fork lattice (oto.search.lattice, the knobs above) less what the simulated
+    build rejects."""
+    return [p for p in fork_lattice(lib, limits) if gpu.build_outcome(lib.family, p, lib.pattern)[0] == "ok"]
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -14,6 +14,7 @@ rule budget:
         "../workflow/envs/oto.yaml"
     params:
         hours=config["budget"]["hours"] if config["budget"] else None,
+        sweep=config["budget"]["sweep"] if config["budget"] else None,
         max_generations=MAXGEN,
         libraries=LIBRARIES,
     script:

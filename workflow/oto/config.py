@@ -31,7 +31,9 @@ def _fill_defaults(schema: Mapping[str, Any], data: dict[str, Any]) -> None:
     for key, sub in schema.get("properties", {}).items():
         if key not in data and "default" in sub:
             data[key] = copy.deepcopy(sub["default"])
-        if isinstance(data.get(key), dict) and sub.get("type") == "object":
+        kinds = sub.get("type")
+        kinds = kinds if isinstance(kinds, list) else [kinds]  # a nullable block, ["object", "null"], too
+        if isinstance(data.get(key), dict) and "object" in kinds:
             _fill_defaults(sub, data[key])
 
 
@@ -188,6 +190,8 @@ def night_record(config: Mapping[str, Any], stock: str | None = None) -> dict[st
         # no size cap (the schema's default): digested as before the field existed, so an uncapped run
         # keeps the night id it had
         digested["deck"] = {k: v for k, v in config["deck"].items() if k != "max_sizes"}
+    if isinstance(config.get("budget"), Mapping) and not config["budget"].get("sweep"):
+        digested["budget"] = {k: v for k, v in config["budget"].items() if k != "sweep"}  # as before it
     text = json.dumps(digested, sort_keys=True, default=str)
     search = config.get("search") or {}
     families = config.get("families")

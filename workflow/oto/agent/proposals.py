@@ -18,11 +18,13 @@ from oto.deck.model import LibraryDeck
 from oto.files import read_yaml
 from oto.gemm import Library
 from oto.hardware.ceilings import theoretical_gflops
-from oto.measurement.budget_file import read_budget, starved_reason
+from oto.measurement.budget_file import read_budget, starved_reason, sweep_count
 from oto.registry.transfer import Knowledge
 from oto.search.evidence import evidence_for, topups
+from oto.search.lattice import fork_lattice
 from oto.search.space import Space
-from oto.search.strategies import make_strategy
+from oto.search.strategies import Evidence, make_strategy
+from oto.tensile.legality import Limits
 
 log = logging.getLogger(__name__)
 
@@ -152,10 +154,14 @@ def generation_proposals(
     audit: Path | None,
     previous_build: Path | None = None,
     previous_candidates: Path | None = None,
+    budget: Path | None = None,
+    libraries: Sequence[str] = (),
 ) -> dict[str, Any]:
     """proposals.yaml of a generation that goes on: the agent takes its slots first (when it runs); the
     registry's top-ups (``know``) and then the configured strategy fill what it leaves empty or loses to
-    validation. ``read_profile`` gives the whole profile shown to the agent (:func:`agent_proposals`)."""
+    validation; then, where config ``budget`` (the generation's file, for the run's ``libraries``) sets a
+    sweep aside for the library, that many fork-lattice kernels not measured yet (:func:`lattice_proposals`).
+    ``read_profile`` gives the whole profile shown to the agent (:func:`agent_proposals`)."""
     strategy = make_strategy(config["search"]["strategy"], int(config["seed"]), config["search"]["options"])
     evidence = evidence_for(deck, generation, selection, profile, config, know)
     slots = int(config["search"]["candidates_per_generation"])
@@ -168,6 +174,8 @@ def generation_proposals(
     top = [t for t in top if evidence.space.identify(t["params"]) not in taken]
     evidence = dataclasses.replace(evidence, seen=evidence.seen | taken)
     proposals = strategy.ask(evidence, max(slots - len(taken) - len(top), 0))
+    sweep = sweep_count(read_budget(budget, generation, libraries), deck.name) if budget and generation else 0
+    swept = lattice_proposals(deck.name, evidence, profile, sweep, [*top, *agent.proposals, *proposals])
     log.info(
         "%s gen%d: %d proposals from the agent (%s: %s), %d from %s", deck.name, generation, len(taken),
         agent.status, agent.reason, len(proposals), strategy.name,
@@ -184,6 +192,31 @@ def generation_proposals(
                 {"params": dict(p.params), "proposer": p.proposer, "rationale": p.rationale}
                 for p in proposals
             ),
+            *swept,
         ],
         "agent": agent.provenance(),
     }
+
+
+def lattice_proposals(
+    library: str, evidence: Evidence, profile: Mapping[str, Any], count: int, taken: Sequence[Any]
+) -> list[dict[str, Any]]:
+    """Up to ``count`` points of the library's fork lattice (:func:`oto.search.lattice.fork_lattice`, in its
+    order) that are neither measured (``evidence.seen``) nor among the generation's other proposals
+    (``taken``: entries or strategy proposals, each with its ``params``)."""
+    if count <= 0:
+        return []
+    space = evidence.space
+    have = set(evidence.seen) | {
+        space.id_of(p["params"] if isinstance(p, Mapping) else p.params) for p in taken
+    }
+    out = []
+    for params in fork_lattice(Library.parse(library), Limits.from_profile(profile)):
+        key = space.id_of(params)
+        if key in have:
+            continue
+        have.add(key)
+        out.append({"params": params, "proposer": "sweep", "rationale": "fork lattice point (budget.sweep)"})
+        if len(out) == count:
+            break
+    return out

@@ -49,6 +49,12 @@ class LibraryState:
     last_generation_s: float  # GPU seconds its last measured generation took (a starved one costs 0: skipped)
     tuning: bool  # not converged (a library starved before may be given generations again)
     measured_generations: int = 1  # generations it ran (a starved one did not)
+    kernels_measured: int = 0  # kernels its generations measured (the selection's ``measured``)
+
+    @property
+    def kernel_s(self) -> float:
+        """What measuring one more kernel costs it: its GPU time so far per kernel measured (0: unknown)."""
+        return self.spent_s / self.kernels_measured if self.kernels_measured > 0 else 0.0
 
     @property
     def expected_gain(self) -> float:
@@ -68,6 +74,8 @@ class Allocation:
     share_s: float  # its share of the GPU time left
     generations: int  # further generations the share pays for (0: starved)
     reason: str  # why it is starved, or '' when it goes on
+    sweep: int = 0  # fork-lattice kernels its next generation adds (config budget.sweep)
+    sweep_s: float = 0.0  # the GPU time set aside for them, outside its share
 
 
 def size_flops(size: Sequence[int], flops_per_mac: int = 2) -> float:
@@ -110,6 +118,7 @@ def library_state(
         # a frozen selection that did not converge was starved: the budget may give it generations again
         tuning=not conv.get("converged"),
         measured_generations=len(measured),
+        kernels_measured=len(selection.get("measured") or ()),
     )
 
 
@@ -159,7 +168,28 @@ def _shares(
     return {lib: share + owed.get(lib, 0.0) for lib, share in shares.items()}
 
 
-def allocate(states: Sequence[LibraryState], budget_s: float, generations_left: int) -> dict[str, Allocation]:
+def sweep_reservations(
+    states: Sequence[LibraryState], available_s: float, sweep: int
+) -> dict[str, tuple[int, float]]:
+    """Config ``budget.sweep``: per library with a gap to gain on, the fork-lattice kernels (up to
+    ``sweep``) its next generation adds and the GPU time set aside for them (its cost per kernel so far ×
+    the kernels), the most expected gain first, while ``available_s`` pays for them; a library whose lattice
+    the time left cannot pay for in full gets as many kernels as it can."""
+    out: dict[str, tuple[int, float]] = {}
+    for s in sorted(states, key=lambda s: (-s.expected_gain, s.library)):
+        if not (s.tuning and s.gap_time_s > 0 and s.kernel_s > 0 and sweep > 0):
+            continue
+        count = min(sweep, int(available_s / s.kernel_s + 1e-9))
+        if count <= 0:
+            break
+        out[s.library] = (count, count * s.kernel_s)
+        available_s -= count * s.kernel_s
+    return out
+
+
+def allocate(
+    states: Sequence[LibraryState], budget_s: float, generations_left: int, sweep: int = 0
+) -> dict[str, Allocation]:
     """Each tuning library's share of the GPU time left (``budget_s`` minus what every library spent), by
     expected gain (capped at what its remaining generations cost) on top of what it is owed
     (:func:`owed_seconds`: a library the workload calls keeps the generations equal generations would give
@@ -167,10 +197,13 @@ def allocate(states: Sequence[LibraryState], budget_s: float, generations_left: 
     not pay for a generation, the library (of those owed nothing) with the
     least gain per second of those is starved and the time left shared again among the others, so what it
     would have had is not lost; time still held by no share then goes to starved libraries whose next
-    generation fits in it."""
+    generation fits in it. ``sweep`` (config budget.sweep, at the first decision only): the fork-lattice
+    kernels a library may add, set aside first from what the guarantee leaves (:func:`sweep_reservations`)."""
     left = max(budget_s - sum(s.spent_s for s in states), 0.0)
     going = sorted((s for s in states if s.tuning), key=lambda s: s.library)
     owed = owed_seconds(states, budget_s, generations_left)
+    swept = sweep_reservations(going, left - sum(owed.values()), sweep)
+    left -= sum(cost for _, cost in swept.values())
     starved: dict[str, str] = {}
     while True:
         shares = _shares(going, left - sum(owed.values()), generations_left, owed)
@@ -202,7 +235,7 @@ def allocate(states: Sequence[LibraryState], budget_s: float, generations_left: 
     for s in going:
         cost, share = s.last_generation_s, shares[s.library]
         gens = generations_left if cost <= 0 else min(int(share // cost), generations_left)
-        out[s.library] = Allocation(s.library, share, gens, "")
+        out[s.library] = Allocation(s.library, share, gens, "", *swept.get(s.library, (0, 0.0)))
     return dict(sorted(out.items()))
 
 
@@ -236,14 +269,17 @@ def library_states(budget: BudgetInputs) -> tuple[list[LibraryState], list[str]]
     return states, numbers
 
 
-def generation_budget(budget: BudgetInputs, generation: int, max_generations: int) -> dict[str, Any]:
+def generation_budget(
+    budget: BudgetInputs, generation: int, max_generations: int, sweep: int = 0
+) -> dict[str, Any]:
     """The budget's decision for ``generation``, made once for every library (results/<arch>/budget/
     gen<N>.yaml, docs/architecture.md): per library whether it runs, is starved (and why) or converged, its
-    share and the figures the decision used. Mutate of each library reads its own entry."""
+    share, the fork-lattice kernels it adds (config budget.sweep: decided at gen1, once) and the figures the
+    decision used. Mutate of each library reads its own entry."""
     states, numbers = library_states(budget)
     budget_s = budget.hours * 3600.0
     generations_left = max_generations - generation
-    plan = allocate(states, budget_s, generations_left)
+    plan = allocate(states, budget_s, generations_left, sweep if generation == 1 else 0)
     owed = owed_seconds(states, budget_s, generations_left)
     spent = sum(s.spent_s for s in states)
     allocations = {}
@@ -255,6 +291,8 @@ def generation_budget(budget: BudgetInputs, generation: int, max_generations: in
             "reason": share.reason if share is not None else "",
             "share_s": share.share_s if share is not None else 0.0,
             "generations": share.generations if share is not None else 0,
+            "sweep": share.sweep if share is not None else 0,
+            "sweep_s": share.sweep_s if share is not None else 0.0,
             "owed_s": owed.get(s.library, 0.0),
             "expected_gain": s.expected_gain,
             "gap_time_s": s.gap_time_s,

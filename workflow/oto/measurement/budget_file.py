@@ -39,6 +39,8 @@ BUDGET_SCHEMA = {
                     "reason": {"type": "string"},
                     "share_s": _SECONDS,
                     "generations": {"type": "integer", "minimum": 0},
+                    "sweep": {"type": "integer", "minimum": 0},
+                    "sweep_s": _SECONDS,
                     "owed_s": _SECONDS,
                     "expected_gain": {"type": "number"},
                     "gap_time_s": {"type": "number"},
@@ -98,3 +100,10 @@ def starved_reason(budget: Mapping[str, Any], library: str) -> str:
     converged and convergence freezes it)."""
     entry = budget["allocations"][library]
     return f"starved {entry['reason']}" if entry["decision"] == "starved" else ""
+
+
+def sweep_count(budget: Mapping[str, Any], library: str) -> int:
+    """The fork-lattice kernels the budget has ``library`` add to its generation (config budget.sweep), 0
+    for a library that does not run or a file from before the sweep."""
+    entry = budget["allocations"][library]
+    return int(entry.get("sweep", 0)) if entry["decision"] == "runs" else 0

@@ -26,10 +26,12 @@ def run(
     selections: Sequence[Path],
     samples: Sequence[Path],
     out_budget: Path,
+    sweep: int = 0,
 ) -> dict:
     """``decks`` and ``selections`` (generation - 1): one per library, in the run's order; ``samples``: every
-    library's samples.csv of generations 0 … generation - 1."""
-    doc = generation_budget(BudgetInputs(hours, decks, selections, samples), generation, max_generations)
+    library's samples.csv of generations 0 … generation - 1; ``sweep``: config budget.sweep."""
+    inputs = BudgetInputs(hours, decks, selections, samples)
+    doc = generation_budget(inputs, generation, max_generations, sweep)
     write_yaml(out_budget, doc)
     decided = doc["allocations"].items()
     log.info(
@@ -40,4 +42,6 @@ def run(
     for name, a in decided:
         if a["decision"] == "starved":
             log.info("%s: starved %s", name, a["reason"])
+        elif a.get("sweep"):
+            log.info("%s: sweeps %d fork-lattice kernels (%.6g s set aside)", name, a["sweep"], a["sweep_s"])
     return doc

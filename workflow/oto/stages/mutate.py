@@ -53,7 +53,7 @@ def run(
             log.info("%s gen%d: %s", deck.name, generation, know.summary())
         doc = generation_proposals(
             deck, generation, selection, profile, config, know, read_profile or (lambda: profile),
-            ledger_path(Path(results)), agent_audit, previous_build, previous_candidates,
+            ledger_path(Path(results)), agent_audit, previous_build, previous_candidates, budget, libraries,
         )  # fmt: skip
     write_yaml(out_proposals, doc)
     return doc
