@@ -389,29 +389,34 @@ def test_oto_plan_says_what_a_budget_of_kernel_time_is_in_a_nights_hours():
 
 
 def test_a_sweep_is_set_aside_first_for_the_most_gain_and_only_what_the_time_left_pays_for():
-    """config budget.sweep: the fork-lattice kernels each library with a gap adds, at its GPU time per kernel
-    so far, the most expected gain first; the shares come out of what is left, so the two together never
-    exceed the time left. A library with nothing to gain, or no kernel measured yet, sweeps nothing."""
+    """config budget.sweep: the fork-lattice kernels each library with a gap adds at its last generation, at
+    its GPU time per kernel so far, the most expected gain first, their time set aside at every decision
+    before it; the shares come out of what is left, so the two together never exceed the time left. A
+    library with nothing to gain, or no kernel measured yet, sweeps nothing."""
     big = LibraryState("A", 1, 100.0, 0.5, 10.0, 5.0, True, 2, kernels_measured=20)  # 0.5 s a kernel
     small = LibraryState("B", 1, 1.0, 0.5, 10.0, 5.0, True, 2, kernels_measured=100)  # 0.1 s a kernel
     idle = LibraryState("C", 1, 0.0, 0.5, 10.0, 5.0, True, 2, kernels_measured=10)  # no workload calls
     states = [big, small, idle]
     # 330 s left; the guarantee keeps A and B 3 generations of 5 s (30 s): 300 s for the sweeps
     plan = allocate(states, budget_s=30.0 + 330.0, generations_left=3, sweep=500)
-    assert (plan["A"].sweep, plan["A"].sweep_s) == (500, pytest.approx(250.0))
-    assert (plan["B"].sweep, plan["B"].sweep_s) == (500, pytest.approx(50.0))  # 500 × 0.1 s fits exactly
-    assert (plan["C"].sweep, plan["C"].share_s) == (0, 0.0)
+    assert [(plan[x].sweep, plan[x].sweep_s) for x in "AB"] == [
+        (0, pytest.approx(250.0)),
+        (0, pytest.approx(50.0)),
+    ]
+    assert (plan["C"].sweep_s, plan["C"].share_s) == (0.0, 0.0)
     assert (plan["A"].share_s, plan["B"].share_s) == (pytest.approx(15.0), pytest.approx(15.0))
     assert sum(a.share_s + a.sweep_s for a in plan.values()) == pytest.approx(330.0)
-    less = allocate(states, budget_s=30.0 + 130.0, generations_left=3, sweep=500)
-    assert (less["A"].sweep, less["B"].sweep) == (200, 0)  # A's 200 kernels take the 100 s: none for B
-    assert less["A"].generations == less["B"].generations == 3  # the guarantee stands
-    assert allocate(states, budget_s=330.0, generations_left=3)["A"].sweep == 0  # no sweep configured
+    assert plan["A"].generations == plan["B"].generations == 3  # the search runs as it would without
+    last = allocate(states, budget_s=30.0 + 110.0, generations_left=1, sweep=500)  # 100 s for the sweeps
+    assert (last["A"].sweep, last["A"].sweep_s) == (200, pytest.approx(100.0))  # A's 200 kernels take it all
+    assert (last["B"].sweep, last["C"].sweep) == (0, 0)
+    assert last["A"].generations == last["B"].generations == 1  # the guarantee stands
+    assert allocate(states, budget_s=360.0, generations_left=1)["A"].sweep == 0  # no sweep configured
     unknown = LibraryState("D", 0, 50.0, 0.5, 0.0, 0.0, True, 0)  # nothing measured: no cost to go by
-    assert allocate([unknown], budget_s=100.0, generations_left=3, sweep=10)["D"].sweep == 0
+    assert allocate([unknown], budget_s=100.0, generations_left=1, sweep=10)["D"].sweep == 0
 
 
-def test_the_sweep_is_decided_at_gen1_only_and_mutate_adds_the_lattice_points_not_measured(tmp_path):
+def test_the_sweep_runs_at_the_last_generation_and_mutate_adds_the_lattice_points_not_measured(tmp_path):
     from oto.agent.proposals import lattice_proposals
     from oto.gemm import Library
     from oto.hardware.profile import load_profile
@@ -423,25 +428,19 @@ def test_the_sweep_is_decided_at_gen1_only_and_mutate_adds_the_lattice_points_no
 
     libs = ["Cijk_Ailk_Bljk_DB", "Cijk_Alik_Bljk_DB"]
     for name in libs:
-        _library(tmp_path, name, [10.0, 100.0], [10.0, 10.0], [1.0], [30.0])
-        sel = read_yaml(tmp_path / name / "gen0" / "selection.yaml")
+        _library(tmp_path, name, [10.0, 100.0], [10.0, 10.0], [1.0, 1.5], [30.0, 30.0])
+        sel = read_yaml(tmp_path / name / "gen1" / "selection.yaml")
         write_yaml(
-            tmp_path / name / "gen0" / "selection.yaml", {**sel, "measured": [f"k{i}" for i in range(30)]}
+            tmp_path / name / "gen1" / "selection.yaml", {**sel, "measured": [f"k{i}" for i in range(60)]}
         )
-    doc = generation_budget(_budget(tmp_path, libs, 1, (60.0 + 1000.0) / 3600), 1, 4, sweep=40)
-    write_yaml(tmp_path / "gen1.yaml", doc)
-    budget = read_budget(tmp_path / "gen1.yaml", 1, libs)  # the file's schema holds the new fields
-    assert [sweep_count(budget, lib) for lib in libs] == [40, 40]  # 1 s a kernel: 80 s of the 1000 s left
-    assert budget["allocations"][libs[0]]["sweep_s"] == pytest.approx(40.0)
-    for name in libs:  # gen1 ran: the sweep is not decided again
-        (tmp_path / name / "gen1").mkdir()
-        (tmp_path / name / "gen1" / "samples.csv").write_text("seq,time_us,status\n0,70000000,ok\n")
-        write_yaml(
-            tmp_path / name / "gen1" / "selection.yaml",
-            selection(name, 1, [10.0, 100.0], [10.0, 10.0], [1.0, 1.5]),
-        )
-    later = generation_budget(_budget(tmp_path, libs, 2, (60.0 + 1000.0) / 3600), 2, 4, sweep=40)
-    assert [later["allocations"][lib]["sweep"] for lib in libs] == [0, 0]
+    hours = (120.0 + 1000.0) / 3600  # 1000 s left; 1 s a kernel
+    early = generation_budget(_budget(tmp_path, libs, 2, hours), 2, 4, sweep=40)
+    assert [early["allocations"][lib]["sweep"] for lib in libs] == [0, 0]  # gen2 of 4: not yet
+    assert [early["allocations"][lib]["sweep_s"] for lib in libs] == [pytest.approx(40.0)] * 2  # set aside
+    write_yaml(tmp_path / "gen3.yaml", generation_budget(_budget(tmp_path, libs, 2, hours), 2, 3, sweep=40))
+    budget = read_budget(tmp_path / "gen3.yaml", 2, libs)  # the file's schema holds the new fields
+    assert [sweep_count(budget, lib) for lib in libs] == [40, 40]  # gen2 of 3: the last generation sweeps
+    assert sweep_count({"allocations": {libs[0]: {"decision": "starved", "sweep": 9}}}, libs[0]) == 0
 
     profile = load_profile(Path(__file__).parents[1] / "arch_profiles" / "gfx90c.yaml")
     library, limits = Library.parse(libs[0]), legality.Limits.from_profile(profile)

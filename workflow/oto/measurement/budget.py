@@ -74,8 +74,8 @@ class Allocation:
     share_s: float  # its share of the GPU time left
     generations: int  # further generations the share pays for (0: starved)
     reason: str  # why it is starved, or '' when it goes on
-    sweep: int = 0  # fork-lattice kernels its next generation adds (config budget.sweep)
-    sweep_s: float = 0.0  # the GPU time set aside for them, outside its share
+    sweep: int = 0  # fork-lattice kernels its next generation adds (config budget.sweep; the last one only)
+    sweep_s: float = 0.0  # the GPU time set aside for its sweep until then, outside its share
 
 
 def size_flops(size: Sequence[int], flops_per_mac: int = 2) -> float:
@@ -172,9 +172,9 @@ def sweep_reservations(
     states: Sequence[LibraryState], available_s: float, sweep: int
 ) -> dict[str, tuple[int, float]]:
     """Config ``budget.sweep``: per library with a gap to gain on, the fork-lattice kernels (up to
-    ``sweep``) its next generation adds and the GPU time set aside for them (its cost per kernel so far ×
-    the kernels), the most expected gain first, while ``available_s`` pays for them; a library whose lattice
-    the time left cannot pay for in full gets as many kernels as it can."""
+    ``sweep``) its last generation adds and the GPU time set aside for them until then (its cost per kernel
+    so far × the kernels), the most expected gain first, while ``available_s`` pays for them; a library
+    whose lattice the time left cannot pay for in full gets as many kernels as it can."""
     out: dict[str, tuple[int, float]] = {}
     for s in sorted(states, key=lambda s: (-s.expected_gain, s.library)):
         if not (s.tuning and s.gap_time_s > 0 and s.kernel_s > 0 and sweep > 0):
@@ -197,8 +197,10 @@ def allocate(
     not pay for a generation, the library (of those owed nothing) with the
     least gain per second of those is starved and the time left shared again among the others, so what it
     would have had is not lost; time still held by no share then goes to starved libraries whose next
-    generation fits in it. ``sweep`` (config budget.sweep, at the first decision only): the fork-lattice
-    kernels a library may add, set aside first from what the guarantee leaves (:func:`sweep_reservations`)."""
+    generation fits in it. ``sweep`` (config budget.sweep): the fork-lattice kernels a library adds at its
+    last generation (``generations_left`` 1), their time set aside at every decision before it from what
+    the guarantee leaves (:func:`sweep_reservations`): the search's generations run as they would without
+    the sweep, which adds the kernels several knobs from anything the search has once it has done."""
     left = max(budget_s - sum(s.spent_s for s in states), 0.0)
     going = sorted((s for s in states if s.tuning), key=lambda s: s.library)
     owed = owed_seconds(states, budget_s, generations_left)
@@ -235,7 +237,10 @@ def allocate(
     for s in going:
         cost, share = s.last_generation_s, shares[s.library]
         gens = generations_left if cost <= 0 else min(int(share // cost), generations_left)
-        out[s.library] = Allocation(s.library, share, gens, "", *swept.get(s.library, (0, 0.0)))
+        count, set_aside = swept.get(s.library, (0, 0.0))
+        out[s.library] = Allocation(
+            s.library, share, gens, "", count if generations_left == 1 else 0, set_aside
+        )
     return dict(sorted(out.items()))
 
 
@@ -274,12 +279,12 @@ def generation_budget(
 ) -> dict[str, Any]:
     """The budget's decision for ``generation``, made once for every library (results/<arch>/budget/
     gen<N>.yaml, docs/architecture.md): per library whether it runs, is starved (and why) or converged, its
-    share, the fork-lattice kernels it adds (config budget.sweep: decided at gen1, once) and the figures the
-    decision used. Mutate of each library reads its own entry."""
+    share, the fork-lattice kernels it adds (config budget.sweep: at the last generation, their time set
+    aside before) and the figures the decision used. Mutate of each library reads its own entry."""
     states, numbers = library_states(budget)
     budget_s = budget.hours * 3600.0
     generations_left = max_generations - generation
-    plan = allocate(states, budget_s, generations_left, sweep if generation == 1 else 0)
+    plan = allocate(states, budget_s, generations_left, sweep)
     owed = owed_seconds(states, budget_s, generations_left)
     spent = sum(s.spent_s for s in states)
     allocations = {}
