@@ -119,10 +119,12 @@ def budget_inputs(wc):
             f"results/{wc.arch}/budget/gen{gen}.yaml: the budget decides generations 1 to "
             f"{MAXGEN - 1} (max_generations {MAXGEN})"
         )
+    previous = {"previous": f"results/{wc.arch}/budget/gen{gen - 1}.yaml"} if gen > 1 else {}
     return {
         "decks": [f"{RESULTS}/{lib}/deck.yaml" for lib in LIBRARIES],
         "selections": [f"{RESULTS}/{lib}/gen{gen - 1}/selection.yaml" for lib in LIBRARIES],
         "samples": [f"{RESULTS}/{lib}/gen{g}/samples.csv" for lib in LIBRARIES for g in range(gen)],
+        **previous,  # its own decision before: which libraries have swept (config budget.sweep)
     }
 
 

@@ -16,4 +16,5 @@ with stage(snakemake) as ctx:
         [Path(p) for p in snakemake.input.samples],
         Path(snakemake.output[0]),
         sweep=int(snakemake.params.sweep),
+        previous=ctx.optional_input(snakemake, "previous"),
     )

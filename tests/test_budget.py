@@ -3,6 +3,7 @@ the reason, and nothing changed without a budget."""
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 
 import pytest
@@ -389,15 +390,17 @@ def test_oto_plan_says_what_a_budget_of_kernel_time_is_in_a_nights_hours():
 
 
 def test_a_sweep_is_set_aside_first_for_the_most_gain_and_only_what_the_time_left_pays_for():
-    """config budget.sweep: the fork-lattice kernels each library with a gap adds at its last generation, at
-    its GPU time per kernel so far, the most expected gain first, their time set aside at every decision
-    before it; the shares come out of what is left, so the two together never exceed the time left. A
-    library with nothing to gain, or no kernel measured yet, sweeps nothing."""
+    """config budget.sweep: the fork-lattice kernels each library with a gap adds, once, when it has had the
+    generations equal generations would give it (or at its last), at its GPU time per kernel so far, the
+    most expected gain first, their time set aside at every decision before; the shares come out of what is
+    left, so the two together never exceed the time left. A library with nothing to gain, no kernel
+    measured yet, or one that has swept, sweeps nothing."""
     big = LibraryState("A", 1, 100.0, 0.5, 10.0, 5.0, True, 2, kernels_measured=20)  # 0.5 s a kernel
     small = LibraryState("B", 1, 1.0, 0.5, 10.0, 5.0, True, 2, kernels_measured=100)  # 0.1 s a kernel
     idle = LibraryState("C", 1, 0.0, 0.5, 10.0, 5.0, True, 2, kernels_measured=10)  # no workload calls
     states = [big, small, idle]
-    # 330 s left; the guarantee keeps A and B 3 generations of 5 s (30 s): 300 s for the sweeps
+    # 330 s left of 360: equal generations would give each library 360 / 15 = 24 generations, so none is due
+    # yet; the guarantee keeps A and B 3 generations of 5 s (30 s): 300 s set aside for the sweeps
     plan = allocate(states, budget_s=30.0 + 330.0, generations_left=3, sweep=500)
     assert [(plan[x].sweep, plan[x].sweep_s) for x in "AB"] == [
         (0, pytest.approx(250.0)),
@@ -411,12 +414,24 @@ def test_a_sweep_is_set_aside_first_for_the_most_gain_and_only_what_the_time_lef
     assert (last["A"].sweep, last["A"].sweep_s) == (200, pytest.approx(100.0))  # A's 200 kernels take it all
     assert (last["B"].sweep, last["C"].sweep) == (0, 0)
     assert last["A"].generations == last["B"].generations == 1  # the guarantee stands
+    # C is dear (150 s a generation), A and B cheap and 4 generations in: equal generations give each
+    # 330 / 155 = 2, which A and B are past: due now, though 4 generations are left. The 10 s left pay for
+    # 20 of A's kernels, none of B's; once A has swept, B's 100 (10 s) fit
+    ahead = [dataclasses.replace(x, spent_s=10.0, measured_generations=4) for x in (big, small)]
+    dear = dataclasses.replace(idle, spent_s=300.0, last_generation_s=150.0)
+    due = allocate([*ahead, dear], budget_s=330.0, generations_left=4, sweep=100)
+    assert (due["A"].sweep, due["A"].sweep_s, due["B"].sweep) == (20, pytest.approx(10.0), 0)
+    assert due["A"].generations == 0 and not due["A"].reason  # it runs: the sweep pays for its generation
+    after = allocate([*ahead, dear], budget_s=330.0, generations_left=4, sweep=100, swept={"A"})
+    assert (after["A"].sweep, after["A"].sweep_s, after["B"].sweep) == (0, 0.0, 100)
+    level = [dataclasses.replace(x, measured_generations=2) for x in ahead]  # at equal's 2: not yet
+    assert allocate([*level, dear], budget_s=330.0, generations_left=4, sweep=100)["A"].sweep == 0
     assert allocate(states, budget_s=360.0, generations_left=1)["A"].sweep == 0  # no sweep configured
     unknown = LibraryState("D", 0, 50.0, 0.5, 0.0, 0.0, True, 0)  # nothing measured: no cost to go by
     assert allocate([unknown], budget_s=100.0, generations_left=1, sweep=10)["D"].sweep == 0
 
 
-def test_the_sweep_runs_at_the_last_generation_and_mutate_adds_the_lattice_points_not_measured(tmp_path):
+def test_a_library_sweeps_once_and_mutate_adds_the_lattice_points_not_measured(tmp_path):
     from oto.agent.proposals import lattice_proposals
     from oto.gemm import Library
     from oto.hardware.profile import load_profile
@@ -433,14 +448,34 @@ def test_the_sweep_runs_at_the_last_generation_and_mutate_adds_the_lattice_point
         write_yaml(
             tmp_path / name / "gen1" / "selection.yaml", {**sel, "measured": [f"k{i}" for i in range(60)]}
         )
-    hours = (120.0 + 1000.0) / 3600  # 1000 s left; 1 s a kernel
-    early = generation_budget(_budget(tmp_path, libs, 2, hours), 2, 4, sweep=40)
-    assert [early["allocations"][lib]["sweep"] for lib in libs] == [0, 0]  # gen2 of 4: not yet
+    hours = (120.0 + 1000.0) / 3600  # 1000 s left; 1 s a kernel; equal generations would give 18 each
+    early = generation_budget(_budget(tmp_path, libs, 2, hours), 2, 6, sweep=40)
+    assert [early["allocations"][lib]["sweep"] for lib in libs] == [0, 0]  # gen2 of 6: not yet
     assert [early["allocations"][lib]["sweep_s"] for lib in libs] == [pytest.approx(40.0)] * 2  # set aside
-    write_yaml(tmp_path / "gen3.yaml", generation_budget(_budget(tmp_path, libs, 2, hours), 2, 3, sweep=40))
-    budget = read_budget(tmp_path / "gen3.yaml", 2, libs)  # the file's schema holds the new fields
-    assert [sweep_count(budget, lib) for lib in libs] == [40, 40]  # gen2 of 3: the last generation sweeps
+    assert early["swept"] == []
+    last = generation_budget(_budget(tmp_path, libs, 2, hours), 2, 3, sweep=40)  # gen2 of 3: the last
+    write_yaml(tmp_path / "budget" / "gen2.yaml", last)
+    budget = read_budget(tmp_path / "budget" / "gen2.yaml", 2, libs)  # the file's schema holds the new fields
+    assert [sweep_count(budget, lib) for lib in libs] == [40, 40] and budget["swept"] == sorted(libs)
     assert sweep_count({"allocations": {libs[0]: {"decision": "starved", "sweep": 9}}}, libs[0]) == 0
+    # the next decision reads this one: a library that has swept does not again, nor has time set aside
+    for name in libs:
+        (tmp_path / name / "gen2").mkdir()
+        (tmp_path / name / "gen2" / "samples.csv").write_text("seq,time_us,status\n0,70000000,ok\n")
+        sel = selection(name, 2, [10.0, 100.0], [10.0, 10.0], [1.0, 1.5, 2.0])
+        write_yaml(
+            tmp_path / name / "gen2" / "selection.yaml", {**sel, "measured": [f"k{i}" for i in range(99)]}
+        )
+    after = dataclasses.replace(_budget(tmp_path, libs, 3, hours), previous=tmp_path / "budget" / "gen2.yaml")
+    doc = generation_budget(after, 3, 4, sweep=40)
+    assert [(doc["allocations"][lib]["sweep"], doc["allocations"][lib]["sweep_s"]) for lib in libs] == [
+        (0, 0.0)
+    ] * 2
+    assert doc["swept"] == sorted(libs)
+    bad = {**last, "swept": ["Cijk_Ailk_Bljk_SB"]}
+    write_yaml(tmp_path / "budget" / "gen2.yaml", bad)
+    with pytest.raises(StageFileError, match="field 'swept': not this run's libraries"):
+        generation_budget(after, 3, 4, sweep=40)
 
     profile = load_profile(Path(__file__).parents[1] / "arch_profiles" / "gfx90c.yaml")
     library, limits = Library.parse(libs[0]), legality.Limits.from_profile(profile)

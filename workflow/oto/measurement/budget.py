@@ -21,13 +21,14 @@ from __future__ import annotations
 
 import csv
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from oto.deck.model import read_library_yaml
 from oto.gemm import Library
+from oto.measurement.budget_file import read_budget
 from oto.measurement.selection_file import read_selection
 
 # A library that stopped improving keeps a sliver of weight (convergence, not the budget, decides it is done).
@@ -74,7 +75,9 @@ class Allocation:
     share_s: float  # its share of the GPU time left
     generations: int  # further generations the share pays for (0: starved)
     reason: str  # why it is starved, or '' when it goes on
-    sweep: int = 0  # fork-lattice kernels its next generation adds (config budget.sweep; the last one only)
+    sweep: int = (
+        0  # fork-lattice kernels its next generation adds (config budget.sweep; once: when it is due)
+    )
     sweep_s: float = 0.0  # the GPU time set aside for its sweep until then, outside its share
 
 
@@ -169,15 +172,15 @@ def _shares(
 
 
 def sweep_reservations(
-    states: Sequence[LibraryState], available_s: float, sweep: int
+    states: Sequence[LibraryState], available_s: float, sweep: int, swept: Collection[str] = ()
 ) -> dict[str, tuple[int, float]]:
-    """Config ``budget.sweep``: per library with a gap to gain on, the fork-lattice kernels (up to
-    ``sweep``) its last generation adds and the GPU time set aside for them until then (its cost per kernel
-    so far × the kernels), the most expected gain first, while ``available_s`` pays for them; a library
-    whose lattice the time left cannot pay for in full gets as many kernels as it can."""
+    """Config ``budget.sweep``: per library with a gap to gain on that has not swept yet (``swept``), the
+    fork-lattice kernels (up to ``sweep``) its sweep adds and the GPU time set aside for them until then
+    (its cost per kernel so far × the kernels), the most expected gain first, while ``available_s`` pays
+    for them; a library whose lattice the time left cannot pay for in full gets as many kernels as it can."""
     out: dict[str, tuple[int, float]] = {}
     for s in sorted(states, key=lambda s: (-s.expected_gain, s.library)):
-        if not (s.tuning and s.gap_time_s > 0 and s.kernel_s > 0 and sweep > 0):
+        if not (s.tuning and s.gap_time_s > 0 and s.kernel_s > 0 and sweep > 0) or s.library in swept:
             continue
         count = min(sweep, int(available_s / s.kernel_s + 1e-9))
         if count <= 0:
@@ -188,7 +191,11 @@ def sweep_reservations(
 
 
 def allocate(
-    states: Sequence[LibraryState], budget_s: float, generations_left: int, sweep: int = 0
+    states: Sequence[LibraryState],
+    budget_s: float,
+    generations_left: int,
+    sweep: int = 0,
+    swept: Collection[str] = (),
 ) -> dict[str, Allocation]:
     """Each tuning library's share of the GPU time left (``budget_s`` minus what every library spent), by
     expected gain (capped at what its remaining generations cost) on top of what it is owed
@@ -197,19 +204,33 @@ def allocate(
     not pay for a generation, the library (of those owed nothing) with the
     least gain per second of those is starved and the time left shared again among the others, so what it
     would have had is not lost; time still held by no share then goes to starved libraries whose next
-    generation fits in it. ``sweep`` (config budget.sweep): the fork-lattice kernels a library adds at its
-    last generation (``generations_left`` 1), their time set aside at every decision before it from what
-    the guarantee leaves (:func:`sweep_reservations`): the search's generations run as they would without
-    the sweep, which adds the kernels several knobs from anything the search has once it has done."""
+    generation fits in it. ``sweep`` (config budget.sweep): the fork-lattice kernels a library not in
+    ``swept`` adds in the generation after those equal generations would give it, or at its last generation
+    (``generations_left`` 1), whichever comes first; their time is set aside at every decision before from
+    what the guarantee leaves (:func:`sweep_reservations`). The search's generations up to then run as they
+    would without it, so the run measures every kernel the equal plan would, and then the lattice, in a
+    generation of its own that the equal plan's kernels do not share (a generation keeps one leader per size:
+    the lattice's luckiest measurement, beside the search's, would hide the search's kernel there)."""
     left = max(budget_s - sum(s.spent_s for s in states), 0.0)
     going = sorted((s for s in states if s.tuning), key=lambda s: s.library)
     owed = owed_seconds(states, budget_s, generations_left)
-    swept = sweep_reservations(going, left - sum(owed.values()), sweep)
-    left -= sum(cost for _, cost in swept.values())
+    reserved = sweep_reservations(going, left - sum(owed.values()), sweep, swept)
+    left -= sum(cost for _, cost in reserved.values())
+    n_equal = equal_generations(states, budget_s)
+    # a library whose sweep is due runs this generation: the time set aside for its sweep pays for it
+    due = {
+        s.library
+        for s in going
+        if s.library in reserved and (generations_left == 1 or s.measured_generations > n_equal)
+    }
     starved: dict[str, str] = {}
     while True:
         shares = _shares(going, left - sum(owed.values()), generations_left, owed)
-        short = [s for s in going if shares[s.library] < s.last_generation_s and not owed.get(s.library)]
+        short = [
+            s
+            for s in going
+            if shares[s.library] < s.last_generation_s and not owed.get(s.library) and s.library not in due
+        ]
         if not short:
             break
         worst = min(short, key=lambda s: (s.expected_gain / s.last_generation_s, s.library))
@@ -237,10 +258,8 @@ def allocate(
     for s in going:
         cost, share = s.last_generation_s, shares[s.library]
         gens = generations_left if cost <= 0 else min(int(share // cost), generations_left)
-        count, set_aside = swept.get(s.library, (0, 0.0))
-        out[s.library] = Allocation(
-            s.library, share, gens, "", count if generations_left == 1 else 0, set_aside
-        )
+        count, set_aside = reserved.get(s.library, (0, 0.0))
+        out[s.library] = Allocation(s.library, share, gens, "", count if s.library in due else 0, set_aside)
     return dict(sorted(out.items()))
 
 
@@ -254,6 +273,9 @@ class BudgetInputs:
     decks: Sequence[Path]
     selections: Sequence[Path]
     samples: Sequence[Path]
+    previous: Path | None = (
+        None  # the decision of generation g-1 (g >= 2): who has swept (config budget.sweep)
+    )
 
 
 def library_states(budget: BudgetInputs) -> tuple[list[LibraryState], list[str]]:
@@ -279,12 +301,17 @@ def generation_budget(
 ) -> dict[str, Any]:
     """The budget's decision for ``generation``, made once for every library (results/<arch>/budget/
     gen<N>.yaml, docs/architecture.md): per library whether it runs, is starved (and why) or converged, its
-    share, the fork-lattice kernels it adds (config budget.sweep: at the last generation, their time set
-    aside before) and the figures the decision used. Mutate of each library reads its own entry."""
+    share, the fork-lattice kernels it adds (config budget.sweep, once: ``swept`` lists the libraries that
+    have, carried from the previous decision) and the figures the decision used. Mutate of each library
+    reads its own entry."""
     states, numbers = library_states(budget)
     budget_s = budget.hours * 3600.0
     generations_left = max_generations - generation
-    plan = allocate(states, budget_s, generations_left, sweep)
+    before = set()
+    if budget.previous is not None:
+        libraries = [s.library for s in states]
+        before = set(read_budget(budget.previous, generation - 1, libraries).get("swept") or ())
+    plan = allocate(states, budget_s, generations_left, sweep, before)
     owed = owed_seconds(states, budget_s, generations_left)
     spent = sum(s.spent_s for s in states)
     allocations = {}
@@ -317,6 +344,7 @@ def generation_budget(
         "equal_generations": equal_generations(states, budget_s),
         "libraries": [s.library for s in states],
         "allocations": allocations,
+        "swept": sorted(before | {lib for lib, a in plan.items() if a.sweep}),
     }
 
 

@@ -29,6 +29,7 @@ BUDGET_SCHEMA = {
         "generations_left": {"type": "integer"},
         "equal_generations": {"type": "integer"},
         "libraries": {"type": "array", "items": {"type": "string"}},
+        "swept": {"type": "array", "items": {"type": "string"}},  # config budget.sweep: done by now
         "allocations": {
             "type": "object",
             "additionalProperties": {
@@ -86,6 +87,9 @@ def read_budget(path: Path, generation: int, libraries: Sequence[str]) -> dict[s
     if sorted(doc["allocations"]) != run:
         other = sorted(set(run) ^ set(doc["allocations"]))
         raise StageFileError(f"{path}: field 'allocations': not one entry per library ({', '.join(other)})")
+    stray = sorted(set(doc.get("swept") or ()) - set(run))
+    if stray:
+        raise StageFileError(f"{path}: field 'swept': not this run's libraries ({', '.join(stray)})")
     for name, entry in doc["allocations"].items():  # a starved library says why; no other has a reason
         if (entry["decision"] == "starved") != bool(entry["reason"]):
             raise StageFileError(

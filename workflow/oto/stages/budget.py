@@ -27,10 +27,12 @@ def run(
     samples: Sequence[Path],
     out_budget: Path,
     sweep: int = 0,
+    previous: Path | None = None,
 ) -> dict:
     """``decks`` and ``selections`` (generation - 1): one per library, in the run's order; ``samples``: every
-    library's samples.csv of generations 0 … generation - 1; ``sweep``: config budget.sweep."""
-    inputs = BudgetInputs(hours, decks, selections, samples)
+    library's samples.csv of generations 0 … generation - 1; ``sweep``: config budget.sweep; ``previous``:
+    the decision of generation - 1 (from gen2 on), which says who has swept."""
+    inputs = BudgetInputs(hours, decks, selections, samples, previous)
     doc = generation_budget(inputs, generation, max_generations, sweep)
     write_yaml(out_budget, doc)
     decided = doc["allocations"].items()
