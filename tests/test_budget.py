@@ -371,6 +371,9 @@ def test_oto_plan_shows_the_first_share_from_the_deck():
     lines = budget_lines(est, hours=150 / 3600)  # 50 s left: Big's 3/4 pays for no generation
     assert "1 of 4 generations" in next(x for x in lines if x.strip().startswith("Big"))
     assert "(starved after gen0)" in next(x for x in lines if x.strip().startswith("Big"))
+    assert not any("sweep" in x for x in lines)
+    swept = budget_lines(est, hours=150 / 3600, sweep=900)  # the sweep's builds are outside the budget
+    assert "up to 900 fork-lattice kernels" in swept[-1] and "built too, outside the budget" in swept[-1]
 
 
 def test_oto_plan_says_what_a_budget_of_kernel_time_is_in_a_nights_hours():
@@ -490,3 +493,37 @@ def test_a_library_sweeps_once_and_mutate_adds_the_lattice_points_not_measured(t
     assert [p["params"] for p in out] == [lattice[1], lattice[4], lattice[5], lattice[6]]
     assert {p["proposer"] for p in out} == {"sweep"}
     assert lattice_proposals(libs[0], evidence, profile, 0, taken) == []
+
+
+@pytest.mark.slow
+def test_a_budgeted_run_sweeps_the_lattice_once_and_measures_it(tmp_path):
+    """The real workflow with budget.sweep: the sweep's time is set aside at gen1, the last generation (the
+    equal generations the hour pays for are far more) adds the lattice points not measured, candidates.yaml
+    takes them like any proposal, and the decision says who has swept."""
+    from workflow_helpers import FAST_CONFIG, make_workdir, snakemake
+
+    config = {**FAST_CONFIG, "max_generations": 3, "budget": {"hours": 1.0, "sweep": 20}}
+    work = make_workdir(tmp_path, config)
+    libs = ["Cijk_Ailk_Bjlk_DB", "Cijk_Ailk_Bljk_DB"]
+    proc = snakemake(work, "--cores", "2", *(f"results/gfx90c/{lib}/gen2/selection.yaml" for lib in libs))
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    res = work / "results" / "gfx90c"
+    first, last = (read_yaml(res / "budget" / f"gen{g}.yaml") for g in (1, 2))
+    assert first["swept"] == [] and all(first["allocations"][lib]["sweep_s"] > 0 for lib in libs)
+    assert last["swept"] == libs and all(last["allocations"][lib]["sweep"] == 20 for lib in libs)
+    for lib in libs:
+        assert not [
+            p
+            for p in read_yaml(res / lib / "gen1" / "proposals.yaml")["proposals"]
+            if p["proposer"] == "sweep"
+        ]
+        swept = [
+            p
+            for p in read_yaml(res / lib / "gen2" / "proposals.yaml")["proposals"]
+            if p["proposer"] == "sweep"
+        ]
+        assert len(swept) == 20
+        measured = set(read_yaml(res / lib / "gen1" / "selection.yaml")["measured"])
+        kernels = read_yaml(res / lib / "gen2" / "candidates.yaml")["kernels"]
+        taken = {k["id"] for k in kernels if k["proposer"] == "sweep" and "candidate" in k["roles"]}
+        assert len(taken) == 20 and not taken & measured  # new kernels, measured now

@@ -22,7 +22,7 @@ from workflow_helpers import FAST_CONFIG, REPO, make_workdir, snakemake
 ARCH = FAST_CONFIG["arch"]
 LIBRARIES, GENERATIONS, FAMILIES = 2, FAST_CONFIG["max_generations"], 1  # DB × {NN, NT}
 TARGETS = (f"results/{ARCH}/TensileLibrary.dat", f"results/{ARCH}/family/DB.yaml")  # family: on request
-BUDGETED = {**FAST_CONFIG, "budget": {"hours": 1.0}}
+BUDGETED = {**FAST_CONFIG, "budget": {"hours": 1.0}, "max_generations": 3}  # gen2's budget reads gen1's
 
 
 def _jobs(stdout: str) -> list[dict[str, str]]:
@@ -51,7 +51,7 @@ def workflow(tmp_path_factory):
     work = make_workdir(tmp_path_factory.mktemp("stages"), FAST_CONFIG)
     listed = snakemake(work, "--list-rules")
     assert listed.returncode == 0, listed.stderr[-3000:]
-    (work / "budget.yaml").write_text(yaml.safe_dump({"budget": BUDGETED["budget"]}))
+    (work / "budget.yaml").write_text(yaml.safe_dump({k: BUDGETED[k] for k in ("budget", "max_generations")}))
     runs = {}
     for name, extra in (("plain", ()), ("budgeted", ("--configfile", "config/config.yaml", "budget.yaml"))):
         proc = snakemake(work, "-n", "--logger-oto-full", *TARGETS, *extra)  # Snakemake's own listing
@@ -89,7 +89,7 @@ def test_every_output_is_in_its_stage_home(workflow):
 def test_the_jobs_of_a_run_are_those_the_scopes_declare(workflow):
     _, runs = workflow
     for name, config in (("plain", FAST_CONFIG), ("budgeted", BUDGETED)):
-        expected = {**run_jobs(LIBRARIES, GENERATIONS, config), "family": FAMILIES}
+        expected = {**run_jobs(LIBRARIES, config["max_generations"], config), "family": FAMILIES}
         assert Counter(j["rule"] for j in runs[name]) == expected, name
     assert "budget" not in run_jobs(LIBRARIES, GENERATIONS, FAST_CONFIG)
     assert run_jobs(LIBRARIES, 4, BUDGETED)["budget"] == 3  # one per generation after gen0
@@ -105,8 +105,9 @@ def test_the_jobs_of_a_run_are_those_the_scopes_declare(workflow):
 
 def test_each_stage_reads_the_stages_it_declares(workflow):
     """An edge of the DAG from an earlier stage is declared in ``reads``; one from a later stage (or the same)
-    is a generation (or the budget's round after it) reading the previous generation's files. The workflow
-    order follows from ``reads``."""
+    is a generation (or the budget's round after it) reading the previous generation's files, or the
+    budget's round reading its previous decision (who has swept). The workflow order follows from
+    ``reads``."""
     _, runs = workflow
     jobs = runs["budgeted"]  # every stage has jobs
     producer = {f: j["rule"] for j in jobs for f in _files(j["output"])}
@@ -116,8 +117,10 @@ def test_each_stage_reads_the_stages_it_declares(workflow):
     assert forward == {(r, s.name) for s in stages() for r in s.reads}
     backward = edges - forward
     scopes = {(declaration(a).scope, declaration(b).scope) for a, b in backward}
-    assert backward and scopes == {("generation", "generation"), ("generation", "round")}, backward
-    assert {(a, b) for a, b in backward if b == "budget"} == {("benchmark", "budget"), ("select", "budget")}
+    assert backward and scopes == {("generation", "generation"), ("generation", "round"), ("round", "round")}
+    assert {(a, b) for a, b in backward if b == "budget"} == {
+        ("benchmark", "budget"), ("select", "budget"), ("budget", "budget")
+    }  # fmt: skip
 
 
 def test_the_rules_that_take_the_profile_are_those_declaring_its_fields(workflow):

@@ -341,7 +341,7 @@ def _gpu_duration(seconds: float) -> str:
     return f"{seconds:.2g} s" if seconds < 10 else fmt_duration(seconds)
 
 
-def budget_lines(est: RunEstimate, hours: float) -> list[str]:
+def budget_lines(est: RunEstimate, hours: float, sweep: int = 0) -> list[str]:
     """What ``oto plan`` says of config ``budget``: gen0 of every library, then the plan the first share
     (:func:`oto.measurement.budget.allocate`) makes from the deck alone (gap to the ceiling counted whole,
     improvement unknown); the run reallocates after every generation from what it measured."""
@@ -374,6 +374,12 @@ def budget_lines(est: RunEstimate, hours: float) -> list[str]:
             f"  {lib:<24s} share {_gpu_duration(a.share_s):>14s}   {1 + a.generations} of {est.generations} "
             f"generations at ~{_gpu_duration(est.generation_gpu_seconds(lib))} each"
             + ("   (starved after gen0)" if a.reason else "")
+        )
+    if sweep:
+        lines.append(
+            f"  and a sweep: up to {sweep} fork-lattice kernels for each library with a gap, in the "
+            "generation after those equal generations would give it (or at its last), at its GPU time per "
+            "kernel; the sweep's kernels are built too, outside the budget"
         )
     return lines
 
@@ -525,6 +531,7 @@ def report(
     job_overhead_s: float,
     overhead_source: str,
     budget_hours: float | None = None,
+    budget_sweep: int = 0,
 ) -> str:
     """The text ``oto plan`` prints (``budget_hours``: config ``budget.hours``, if set)."""
     lines = [
@@ -566,7 +573,7 @@ def report(
     if est.workload:
         lines += workload_lines(est.workload)
     if budget_hours:
-        lines += budget_lines(est, budget_hours)
+        lines += budget_lines(est, budget_hours, budget_sweep)
         recorded = sum(j.recorded_seconds for j in est.gpu_jobs if j.rule == "benchmark")
         if recorded > 0:  # the budget counts what samples.csv records; a night also builds and starts Tensile
             night = gpu_b + est.build_seconds(target_costs)
@@ -688,10 +695,11 @@ def main(argv: list[str] | None = None) -> int:
         if plan.config["budget"]:
             doc["budget"] = {
                 "hours": plan.config["budget"]["hours"],
-                "plan": budget_lines(est, plan.config["budget"]["hours"])[1:],
+                "plan": budget_lines(est, plan.config["budget"]["hours"], plan.config["budget"]["sweep"])[1:],
             }
         print(json.dumps(doc, indent=1))
         return 0
     budget = plan.config["budget"]
-    print(report(est, cls.name, cls.numbers, costs, target, overhead, source, budget and budget["hours"]))
+    hours, sweep = (budget["hours"], budget["sweep"]) if budget else (None, 0)
+    print(report(est, cls.name, cls.numbers, costs, target, overhead, source, hours, sweep))
     return 0
