@@ -75,9 +75,7 @@ class Allocation:
     share_s: float  # its share of the GPU time left
     generations: int  # further generations the share pays for (0: starved)
     reason: str  # why it is starved, or '' when it goes on
-    sweep: int = (
-        0  # fork-lattice kernels its next generation adds (config budget.sweep; once: when it is due)
-    )
+    sweep: int = 0  # fork-lattice kernels its next generation adds (config budget.sweep: once, when due)
     sweep_s: float = 0.0  # the GPU time set aside for its sweep until then, outside its share
 
 
@@ -273,9 +271,7 @@ class BudgetInputs:
     decks: Sequence[Path]
     selections: Sequence[Path]
     samples: Sequence[Path]
-    previous: Path | None = (
-        None  # the decision of generation g-1 (g >= 2): who has swept (config budget.sweep)
-    )
+    previous: Path | None = None  # the decision of generation g-1 (g >= 2): who has swept (budget.sweep)
 
 
 def library_states(budget: BudgetInputs) -> tuple[list[LibraryState], list[str]]:
