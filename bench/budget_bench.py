@@ -263,10 +263,10 @@ def main() -> int:
             "both runs with the same code"
         )
     families = args.families or "the demo's"
+    hours_from = "--hours" if args.hours else "the equal run's GPU time"
     print(f"workload {args.workload.name}; families {families}; equal: {generations} generations each (wall "
-          f"{equal_wall:.0f} s); budgeted: {budget['budget']['hours'] * 3600:.1f} s "
-          f"({'--hours' if args.hours else 'the equal run' + chr(39) + 's GPU time'}), sweep {args.sweep}, "
-          f"max_generations {cap} (wall {budget_wall:.0f} s)\n")  # fmt: skip
+          f"{equal_wall:.0f} s); budgeted: {budget['budget']['hours'] * 3600:.1f} s ({hours_from}), sweep "
+          f"{args.sweep}, max_generations {cap} (wall {budget_wall:.0f} s)\n")  # fmt: skip
     print(table(equal, budgeted, collapse_uncalled=len(equal["libraries"]) > 8))
     print(f"\nload average at the end (1, 5, 15 min): {', '.join(f'{x:.1f}' for x in os.getloadavg())}")
     for lib, f in budgeted["libraries"].items():

@@ -7,7 +7,7 @@ import dataclasses
 from pathlib import Path
 
 import pytest
-from oto.agent.proposals import frozen_or_starved, frozen_proposals
+from oto.agent.proposals import budget_decision, frozen_or_starved, frozen_proposals
 from oto.config import ConfigError, validate_config
 from oto.deck.model import LibraryDeck, read_library_yaml, write_library_yaml
 from oto.files import StageFileError, read_yaml, write_yaml
@@ -184,7 +184,7 @@ def _starved(tmp_path, libs, name, gen, hours, max_generations=4):
     rule writes it), then mutate's reading of it."""
     path = tmp_path / "budget" / f"gen{gen}.yaml"
     write_yaml(path, generation_budget(_budget(tmp_path, libs, gen, hours), gen, max_generations))
-    return frozen_or_starved(name, gen, None, path, libs)
+    return frozen_or_starved(name, gen, None, budget_decision(path, gen, libs))
 
 
 def test_mutate_starves_the_library_with_the_least_to_gain_and_revives_it_when_time_frees(tmp_path):
@@ -264,7 +264,7 @@ def test_the_budget_file_gives_every_library_the_decision_each_mutate_job_made_a
         write_yaml(path, generation_budget(inputs, gen, max_generations))
         for name in libs:
             old = _starved_reason_851acdb(name, gen, inputs, max_generations)
-            new = frozen_or_starved(name, gen, None, path, libs)
+            new = frozen_or_starved(name, gen, None, budget_decision(path, gen, libs))
             assert (new or {}).get("reason", "") == old, (name, left)
             decided[read_budget(path, gen, libs)["allocations"][name]["decision"]] += 1
     assert decided["runs"] and decided["starved"], decided  # both paths were taken

@@ -122,20 +122,22 @@ def starved_proposals(library: str, generation: int, budget: Mapping[str, Any]) 
     }  # fmt: skip
 
 
+def budget_decision(budget: Path | None, generation: int, libraries: Sequence[str]) -> dict | None:
+    """Config ``budget``'s decision for ``generation`` (``budget``: its file, results/<arch>/budget/
+    gen<N>.yaml, read once for the run's ``libraries``); None without a budget, and at gen0."""
+    return read_budget(budget, generation, libraries) if budget is not None and generation else None
+
+
 def frozen_or_starved(
     library: str,
     generation: int,
     selection: Mapping[str, Any] | None,
-    budget: Path | None = None,
-    libraries: Sequence[str] = (),
+    decision: Mapping[str, Any] | None = None,
 ) -> dict | None:
-    """The frozen proposals of a library starved by config ``budget`` (when set: ``budget`` is the
-    generation's budget file, results/<arch>/budget/gen<N>.yaml, read for the run's ``libraries``) or
-    converged; None when it goes on. A starved library's selection is frozen too: the starved reason comes
-    first, to say why."""
-    starved = None
-    if budget is not None and generation:
-        starved = starved_proposals(library, generation, read_budget(budget, generation, libraries))
+    """The frozen proposals of a library starved by config ``budget`` (``decision``: the generation's,
+    :func:`budget_decision`) or converged; None when it goes on. A starved library's selection is frozen
+    too: the starved reason comes first, to say why."""
+    starved = starved_proposals(library, generation, decision) if decision is not None else None
     doc = starved or frozen_proposals(library, generation, selection)
     if doc is not None:
         log.info("%s gen%d: frozen (%s)", library, generation, doc["reason"])
@@ -154,13 +156,12 @@ def generation_proposals(
     audit: Path | None,
     previous_build: Path | None = None,
     previous_candidates: Path | None = None,
-    budget: Path | None = None,
-    libraries: Sequence[str] = (),
+    decision: Mapping[str, Any] | None = None,
 ) -> dict[str, Any]:
     """proposals.yaml of a generation that goes on: the agent takes its slots first (when it runs); the
     registry's top-ups (``know``) and then the configured strategy fill what it leaves empty or loses to
-    validation; then, where config ``budget`` (the generation's file, for the run's ``libraries``) sets a
-    sweep aside for the library, that many fork-lattice kernels not measured yet (:func:`lattice_proposals`).
+    validation; then, where config ``budget``'s ``decision`` for the generation (:func:`budget_decision`)
+    has the library sweep, that many fork-lattice kernels not measured yet (:func:`lattice_proposals`).
     ``read_profile`` gives the whole profile shown to the agent (:func:`agent_proposals`)."""
     strategy = make_strategy(config["search"]["strategy"], int(config["seed"]), config["search"]["options"])
     evidence = evidence_for(deck, generation, selection, profile, config, know)
@@ -174,7 +175,7 @@ def generation_proposals(
     top = [t for t in top if evidence.space.identify(t["params"]) not in taken]
     evidence = dataclasses.replace(evidence, seen=evidence.seen | taken)
     proposals = strategy.ask(evidence, max(slots - len(taken) - len(top), 0))
-    sweep = sweep_count(read_budget(budget, generation, libraries), deck.name) if budget and generation else 0
+    sweep = sweep_count(decision, deck.name) if decision is not None else 0
     swept = lattice_proposals(deck.name, evidence, profile, sweep, [*top, *agent.proposals, *proposals])
     log.info(
         "%s gen%d: %d proposals from the agent (%s: %s), %d from %s", deck.name, generation, len(taken),

@@ -177,8 +177,10 @@ def sweep_reservations(
     (its cost per kernel so far × the kernels), the most expected gain first, while ``available_s`` pays
     for them; a library whose lattice the time left cannot pay for in full gets as many kernels as it can."""
     out: dict[str, tuple[int, float]] = {}
+    if sweep <= 0:
+        return out
     for s in sorted(states, key=lambda s: (-s.expected_gain, s.library)):
-        if not (s.tuning and s.gap_time_s > 0 and s.kernel_s > 0 and sweep > 0) or s.library in swept:
+        if not (s.tuning and s.gap_time_s > 0 and s.kernel_s > 0) or s.library in swept:
             continue
         count = min(sweep, int(available_s / s.kernel_s + 1e-9))
         if count <= 0:

@@ -4,7 +4,7 @@ tuning forks over (ForkParameters, every combination benchmarked), kept to what 
 A search strategy moves from kernel to kernel; on a plateau its next kernels are neighbours of the ones it
 has, and a kernel several knobs away (another macro tile, depth and split) is never proposed. The lattice
 is the other way to spend GPU time: every point of a small grid, measured once. Config ``budget.sweep``
-spends a budget's spare time on it for the libraries the workload calls (oto.measurement.budget).
+spends a budget's spare time on it for the libraries with a gap to gain on (oto.measurement.budget).
 
 The grid: ThreadTile {2,4,8}², WorkGroup {8,16,32}² × LocalSplitU {1,2}, DepthU {8,16,32},
 PrefetchGlobalRead {1,2}, VectorWidth {2,4,8} (1 for 16-byte elements, ≤ 2 for 8-byte ones, at most 16

@@ -7,7 +7,7 @@ import logging
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 
-from oto.agent.proposals import frozen_or_starved, generation_proposals, ledger_path
+from oto.agent.proposals import budget_decision, frozen_or_starved, generation_proposals, ledger_path
 from oto.deck.model import read_library_yaml
 from oto.deck.tuning_sizes import deck_tuning_indices
 from oto.files import write_yaml
@@ -45,7 +45,8 @@ def run(
     ``profile``), read only when the agent runs; ``budget``: config budget's file of this generation."""
     deck = read_library_yaml(deck_path)
     selection = read_selection(previous_selection) if previous_selection else None
-    doc = frozen_or_starved(deck.name, generation, selection, budget, libraries)
+    decision = budget_decision(budget, generation, libraries)  # read once: starved, or its sweep
+    doc = frozen_or_starved(deck.name, generation, selection, decision)
     if doc is None:
         sizes = [deck.sizes[i] for i in deck_tuning_indices(deck, int(config["benchmark"]["tuning_sizes"]))]
         know = job_knowledge(Path(results), deck.name, generation, sizes, profile, config)
@@ -53,7 +54,7 @@ def run(
             log.info("%s gen%d: %s", deck.name, generation, know.summary())
         doc = generation_proposals(
             deck, generation, selection, profile, config, know, read_profile or (lambda: profile),
-            ledger_path(Path(results)), agent_audit, previous_build, previous_candidates, budget, libraries,
+            ledger_path(Path(results)), agent_audit, previous_build, previous_candidates, decision,
         )  # fmt: skip
     write_yaml(out_proposals, doc)
     return doc
