@@ -6,6 +6,7 @@ from __future__ import annotations
 import dataclasses
 from pathlib import Path
 
+import pandas as pd
 import pytest
 from oto.agent.proposals import budget_decision, frozen_or_starved, frozen_proposals
 from oto.config import ConfigError, validate_config
@@ -428,6 +429,9 @@ def test_a_sweep_is_set_aside_first_for_the_most_gain_and_only_what_the_time_lef
     after = allocate([*ahead, dear], budget_s=330.0, generations_left=4, sweep=100, swept={"A"})
     assert (after["A"].sweep, after["A"].sweep_s, after["B"].sweep) == (0, 0.0, 100)
     level = [dataclasses.replace(x, measured_generations=2) for x in ahead]  # at equal's 2: not yet
+    # a sweep's generation is spent, but not what the equal plan's generations cost on average
+    swept = dataclasses.replace(big, spent_s=110.0, measured_generations=3, sweep_s=100.0)
+    assert (swept.mean_generation_s, big.mean_generation_s) == (pytest.approx(5.0), pytest.approx(5.0))
     assert allocate([*level, dear], budget_s=330.0, generations_left=4, sweep=100)["A"].sweep == 0
     assert allocate(states, budget_s=360.0, generations_left=1)["A"].sweep == 0  # no sweep configured
     unknown = LibraryState("D", 0, 50.0, 0.5, 0.0, 0.0, True, 0)  # nothing measured: no cost to go by
@@ -475,9 +479,19 @@ def test_a_library_sweeps_once_and_mutate_adds_the_lattice_points_not_measured(t
         (0, 0.0)
     ] * 2
     assert doc["swept"] == sorted(libs)
+    assert last["swept_at"] == doc["swept_at"] == dict.fromkeys(libs, 2)
+    # the sweep's 70 s are spent, but the next generation is priced at what the search's generations cost
+    # (30 s): at the sweep's, a sweep of a thousand kernels would starve the library right after it
+    for lib in libs:
+        entry = doc["allocations"][lib]
+        assert (entry["spent_s"], entry["last_generation_s"]) == (pytest.approx(130.0), pytest.approx(30.0))
+        assert entry["measured_generations"] == 3
     bad = {**last, "swept": ["Cijk_Ailk_Bljk_SB"]}
     write_yaml(tmp_path / "budget" / "gen2.yaml", bad)
     with pytest.raises(StageFileError, match="field 'swept': not this run's libraries"):
+        generation_budget(after, 3, 4, sweep=40)
+    write_yaml(tmp_path / "budget" / "gen2.yaml", {**last, "swept": [libs[0]]})
+    with pytest.raises(StageFileError, match=f"field 'swept_at': {libs[1]} not in 'swept'"):
         generation_budget(after, 3, 4, sweep=40)
 
     profile = load_profile(Path(__file__).parents[1] / "arch_profiles" / "gfx90c.yaml")
@@ -527,3 +541,47 @@ def test_a_budgeted_run_sweeps_the_lattice_once_and_measures_it(tmp_path):
         kernels = read_yaml(res / lib / "gen2" / "candidates.yaml")["kernels"]
         taken = {k["id"] for k in kernels if k["proposer"] == "sweep" and "candidate" in k["roles"]}
         assert len(taken) == 20 and not taken & measured  # new kernels, measured now
+
+
+def test_a_sweep_generation_races_on_where_the_workload_calls(tmp_path, monkeypatch):
+    """A generation with lattice points races with the workload's calls per tuning size (its deck_indices
+    into the deck), so the sizes the workload calls race their leaders on as finalize's race does; other
+    generations, and decks without a workload, race as before (no workload)."""
+    from oto.measurement.benchmarking import sweep_workload
+    from oto.measurement.racing import RaceResult
+    from oto.search.lattice import SWEEP_PROPOSER
+    from oto.stages import benchmark
+
+    sizes = [[64, 64, 1, 64], [128, 128, 1, 128], [256, 256, 1, 256]]
+    deck = LibraryDeck(
+        name="Cijk_Ailk_Bljk_DB", family="DB", pattern="NN", problem_type={}, logic={}, solutions=[],
+        sizes=sizes, shipped=[None] * 3, calls=[0, 7, 3],
+    )  # fmt: skip
+    kernel = {"params": {"MacroTile0": 64}, "roles": ["candidate"]}
+    cands = {
+        "library": deck.name, "generation": 4, "sizes": [sizes[2], sizes[0]], "deck_indices": [2, 0],
+        "reference": {}, "kernels": [{"id": "a", "proposer": "surrogate", **kernel}],
+    }  # fmt: skip
+    assert sweep_workload(cands, deck) is None
+    cands["kernels"].append({"id": "b", "proposer": SWEEP_PROPOSER, **kernel})
+    assert sweep_workload(cands, deck) == {0: 3.0, 1: 0.0}
+    assert sweep_workload(cands, dataclasses.replace(deck, calls=None)) is None
+
+    # The benchmark stage hands it to the race.
+    write_library_yaml(deck, tmp_path / "deck.yaml", {})
+    write_yaml(tmp_path / "candidates.yaml", cands)
+    write_yaml(tmp_path / "build.yaml", {"kernels": [{"id": k, "status": "ok"} for k in "ab"]})
+    seen = []
+
+    def race_library(*args, workload=None, **kwargs):
+        seen.append(args[-1] if len(args) == 12 else workload)
+        return RaceResult(pd.DataFrame({"seq": []}), pd.DataFrame(), {}, 0, 0)
+
+    class Backend:
+        numbers = "simulated"
+
+    monkeypatch.setattr(benchmark, "race_library", race_library)
+    monkeypatch.setattr(benchmark, "resolve", lambda *a: Backend())
+    paths = [tmp_path / f for f in ("candidates.yaml", "build.yaml", "deck.yaml")]
+    benchmark.run(*paths, {}, {}, tmp_path / "w", tmp_path / "r", tmp_path / "samples.csv")
+    assert seen == [{0: 3.0, 1: 0.0}]

@@ -21,7 +21,7 @@ from oto.hardware.ceilings import theoretical_gflops
 from oto.measurement.budget_file import read_budget, starved_reason, sweep_count
 from oto.registry.transfer import Knowledge
 from oto.search.evidence import evidence_for, topups
-from oto.search.lattice import fork_lattice
+from oto.search.lattice import SWEEP_PROPOSER, fork_lattice
 from oto.search.space import Space
 from oto.search.strategies import Evidence, make_strategy
 from oto.tensile.legality import Limits
@@ -217,7 +217,9 @@ def lattice_proposals(
         if key in have:
             continue
         have.add(key)
-        out.append({"params": params, "proposer": "sweep", "rationale": "fork lattice point (budget.sweep)"})
+        out.append(
+            {"params": params, "proposer": SWEEP_PROPOSER, "rationale": "fork lattice point (budget.sweep)"}
+        )
         if len(out) == count:
             break
     return out

@@ -43,6 +43,7 @@ from oto.measurement.racing import BUDGET, FIXED, RaceResult, RaceSettings, deci
 from oto.measurement.samples import read_samples
 from oto.measurement.scoring import MEASUREMENT_COLUMNS, SAMPLE_COLUMNS, ImplausibleReference, score_library
 from oto.registry.records import protocol_of
+from oto.search.lattice import SWEEP_PROPOSER
 
 log = logging.getLogger(__name__)
 REFERENCE_EVERY = 4  # candidates between two reference launches
@@ -276,6 +277,21 @@ def run_race(
     if kept is not None:
         atomic_write_text(kept, result.samples_csv())
     return result
+
+
+def sweep_workload(candidates: Mapping, deck: LibraryDeck) -> dict[int, float] | None:
+    """The workload's calls per tuning size of a generation that sweeps the fork lattice (a candidate
+    candidates.yaml says the lattice proposed); None for other generations and decks without a workload.
+
+    A sweep races a thousand kernels, most within a few % of each other, where max_repetitions cannot tell
+    the one that beats the earlier generations' best from the luckiest of the rest. With the workload its
+    race goes on where the user's time is, as finalize's does (``racing.workload_decides`` and
+    ``workload_precision``). Other generations race a few kernels and keep the equal plan's cost."""
+    kernels = candidates.get("kernels") or []
+    if deck.calls is None or not any(k.get("proposer") == SWEEP_PROPOSER for k in kernels):
+        return None
+    at = candidates.get("deck_indices") or range(len(candidates.get("sizes") or []))
+    return {i: float(deck.calls[int(d)]) for i, d in enumerate(at)}
 
 
 def race_library(

@@ -51,6 +51,7 @@ class LibraryState:
     tuning: bool  # not converged (a library starved before may be given generations again)
     measured_generations: int = 1  # generations it ran (a starved one did not)
     kernels_measured: int = 0  # kernels its generations measured (the selection's ``measured``)
+    sweep_s: float = 0.0  # GPU seconds of its sweep's generation (in spent_s, not in last_generation_s)
 
     @property
     def kernel_s(self) -> float:
@@ -63,9 +64,10 @@ class LibraryState:
 
     @property
     def mean_generation_s(self) -> float:
-        """What one of its generations costs on average (the equal plan's measure)."""
-        if self.spent_s > 0 and self.measured_generations > 0:
-            return self.spent_s / self.measured_generations
+        """What one of its generations costs on average (the equal plan's measure: its sweep aside)."""
+        searched = self.measured_generations - (self.sweep_s > 0)
+        if self.spent_s > 0 and searched > 0:
+            return (self.spent_s - self.sweep_s) / searched
         return self.last_generation_s
 
 
@@ -90,9 +92,12 @@ def library_state(
     selection: Mapping[str, Any],
     size_weights: Sequence[float],
     generation_seconds: Sequence[float],
+    sweep_s: float = 0.0,
 ) -> LibraryState:
     """One library's state from its latest selection.yaml, its deck's per-size weights (``calls`` when the
-    deck comes from a workload, else ``weights``) and the GPU seconds of each of its generations so far."""
+    deck comes from a workload, else ``weights``) and the GPU seconds of each of its generations so far but
+    its sweep's (config budget.sweep), ``sweep_s``: spent, but not what a generation of its search costs,
+    which its next generation is priced at (a sweep a hundred times dearer would starve it)."""
     sizes = selection["sizes"]
     deck_indices = selection.get("deck_indices") or list(range(len(sizes)))
     per_mac = Library.parse(str(selection["library"])).family.flops_per_mac
@@ -114,12 +119,13 @@ def library_state(
         generation=int(selection["generation"]),
         gap_time_s=gap_time,
         improvement=UNKNOWN_IMPROVEMENT if improvement is None else improvement,
-        spent_s=float(sum(generation_seconds)),
+        spent_s=float(sum(generation_seconds)) + sweep_s,
         last_generation_s=measured[-1] if measured else 0.0,
         # a frozen selection that did not converge was starved: the budget may give it generations again
         tuning=not conv.get("converged"),
-        measured_generations=len(measured),
+        measured_generations=len(measured) + (sweep_s > 0),
         kernels_measured=len(selection.get("measured") or ()),
+        sweep_s=sweep_s,
     )
 
 
@@ -276,9 +282,12 @@ class BudgetInputs:
     previous: Path | None = None  # the decision of generation g-1 (g >= 2): who has swept (budget.sweep)
 
 
-def library_states(budget: BudgetInputs) -> tuple[list[LibraryState], list[str]]:
+def library_states(
+    budget: BudgetInputs, swept_at: Mapping[str, int] | None = None
+) -> tuple[list[LibraryState], list[str]]:
     """Every library's state after the last generation, in the order of ``budget.decks``, and the
-    ``provenance.numbers`` its selection names (simulated, replayed or measured: what the GPU time is)."""
+    ``provenance.numbers`` its selection names (simulated, replayed or measured: what the GPU time is).
+    ``swept_at``: the generation each library that swept swept in (its GPU time kept apart)."""
     seconds: dict[str, list[tuple[int, float]]] = {}
     for path in budget.samples:  # results/<arch>/<library>/gen<N>/samples.csv
         gen = int(path.parent.name.removeprefix("gen"))
@@ -286,10 +295,12 @@ def library_states(budget: BudgetInputs) -> tuple[list[LibraryState], list[str]]
     states, numbers = [], []
     for deck_path, selection_path in zip(budget.decks, budget.selections, strict=True):
         deck = read_library_yaml(deck_path)
-        spent = [s for _, s in sorted(seconds.get(deck.name, []))]
+        at = (swept_at or {}).get(deck.name)
+        spent = [s for g, s in sorted(seconds.get(deck.name, [])) if g != at]
+        sweep_s = sum(s for g, s in seconds.get(deck.name, []) if g == at)
         weights = deck.calls if deck.calls is not None else deck.weights
         selection = read_selection(selection_path)
-        states.append(library_state(selection, weights, spent))
+        states.append(library_state(selection, weights, spent, sweep_s))
         numbers.append(str((selection.get("provenance") or {}).get("numbers", "unknown")))
     return states, numbers
 
@@ -302,13 +313,14 @@ def generation_budget(
     share, the fork-lattice kernels it adds (config budget.sweep, once: ``swept`` lists the libraries that
     have, carried from the previous decision) and the figures the decision used. Mutate of each library
     reads its own entry."""
-    states, numbers = library_states(budget)
+    before: set[str] = set()  # who has swept, and in which generation (a file before swept_at: unknown)
+    at: dict[str, int] = {}
+    if budget.previous is not None:  # results/<arch>/<library>/deck.yaml: the run's libraries, by folder
+        earlier = read_budget(budget.previous, generation - 1, [Path(p).parent.name for p in budget.decks])
+        before, at = set(earlier.get("swept") or ()), dict(earlier.get("swept_at") or {})
+    states, numbers = library_states(budget, at)
     budget_s = budget.hours * 3600.0
     generations_left = max_generations - generation
-    before = set()
-    if budget.previous is not None:
-        libraries = [s.library for s in states]
-        before = set(read_budget(budget.previous, generation - 1, libraries).get("swept") or ())
     plan = allocate(states, budget_s, generations_left, sweep, before)
     owed = owed_seconds(states, budget_s, generations_left)
     spent = sum(s.spent_s for s in states)
@@ -343,6 +355,7 @@ def generation_budget(
         "libraries": [s.library for s in states],
         "allocations": allocations,
         "swept": sorted(before | {lib for lib, a in plan.items() if a.sweep}),
+        "swept_at": dict(sorted({**at, **{lib: generation for lib, a in plan.items() if a.sweep}}.items())),
     }
 
 

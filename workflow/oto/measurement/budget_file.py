@@ -30,6 +30,7 @@ BUDGET_SCHEMA = {
         "equal_generations": {"type": "integer"},
         "libraries": {"type": "array", "items": {"type": "string"}},
         "swept": {"type": "array", "items": {"type": "string"}},  # config budget.sweep: done by now
+        "swept_at": {"type": "object", "additionalProperties": {"type": "integer", "minimum": 1}},  # ... when
         "allocations": {
             "type": "object",
             "additionalProperties": {
@@ -87,9 +88,13 @@ def read_budget(path: Path, generation: int, libraries: Sequence[str]) -> dict[s
     if sorted(doc["allocations"]) != run:
         other = sorted(set(run) ^ set(doc["allocations"]))
         raise StageFileError(f"{path}: field 'allocations': not one entry per library ({', '.join(other)})")
-    stray = sorted(set(doc.get("swept") or ()) - set(run))
-    if stray:
-        raise StageFileError(f"{path}: field 'swept': not this run's libraries ({', '.join(stray)})")
+    for key in ("swept", "swept_at"):
+        stray = sorted(set(doc.get(key) or ()) - set(run))
+        if stray:
+            raise StageFileError(f"{path}: field '{key}': not this run's libraries ({', '.join(stray)})")
+    if not set(doc.get("swept_at") or ()) <= set(doc.get("swept") or ()):
+        extra = sorted(set(doc["swept_at"]) - set(doc.get("swept") or ()))
+        raise StageFileError(f"{path}: field 'swept_at': {', '.join(extra)} not in 'swept'")
     for name, entry in doc["allocations"].items():  # a starved library says why; no other has a reason
         if (entry["decision"] == "starved") != bool(entry["reason"]):
             raise StageFileError(

@@ -21,7 +21,10 @@ solution, i.e. the spoof floor) with the candidates, and every sample is brought
 
   Too few sane readings (missing, zero, above 1.5x nominal) fall back to the reference, with the reason.
 * **Each kernel's sensitivity to it** (β, :func:`fit_drift`): memory-bound kernels follow the DRAM clock and
-  drift less than ALU-bound ones.
+  drift less than ALU-bound ones. A β is fitted from a few noisy samples, so it is shrunk towards what the
+  batch says kernels like it have: the bulk's β for a kernel, its kernel's for a size, by the spread the
+  batch shows (empirical Bayes). A race times its survivors rounds away from the median state, and a β
+  error times that distance would otherwise decide which of a thousand close kernels leads.
 * **The state scores refer to: the batch's median drift.** A memory-bound kernel's ratio to an ALU-bound
   reference really does change with the state (by the sensitivity gap times the log drift), so a score is
   only defined at a state, and the median state is the one every kernel was measured around: no
@@ -388,15 +391,61 @@ def fit_drift(samples: pd.DataFrame, sensitivity: bool = True, nominal_mhz: floa
         yc = ys - (np.bincount(g, ys, n_groups) / count)[g]
     sxy = np.where(fit, np.bincount(g, xc * yc, n_groups), 0.0)
     sxx = np.where(fit, np.bincount(g, xc * xc, n_groups), 0.0)
-    # Two levels: the kernel's β over all its sizes (many samples) shrunk towards 1, then each size's own β
-    # shrunk towards the kernel's (its ALU share, hence its drift, changes with the shape).
+    # Two levels: the kernel's β over all its sizes (many samples) shrunk towards the batch's, then each
+    # size's own β shrunk towards the kernel's (its ALU share, hence its drift, changes with the shape). How
+    # far each level may stray is estimated from the batch itself (_spread): a race's survivors are timed
+    # rounds away from the batch's median state, so a β no truer than its few samples would move their
+    # scores by its error times that distance, and the race would pick the luckiest fit of a thousand.
     group_kernel = np.asarray([k for k, _ in groups], dtype=int)
     k_sxy = np.bincount(group_kernel, sxy, len(kernels))
     k_sxx = np.bincount(group_kernel, sxx, len(kernels))
-    b_kernel = (k_sxy + SENSITIVITY_PRIOR) / (k_sxx + SENSITIVITY_PRIOR)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        b_fit = np.where(fit & (sxx > 0), sxy / sxx, 0.0)
+        resid = (yc - b_fit[g] * xc) ** 2
+    dof = np.where(fit, count - 2, 0)
+    noise = float(np.bincount(g, np.where(fit[g], resid, 0.0), n_groups).sum() / max(dof.sum(), 1))
+    noise = noise if dof.sum() >= 10 and noise > 0 else JITTER**2
+    b_kernel = _kernel_sensitivity(k_sxy, k_sxx, noise)
     prior = b_kernel[group_kernel]
-    b_group = np.where(fit, (sxy + SIZE_SENSITIVITY_PRIOR * prior) / (sxx + SIZE_SENSITIVITY_PRIOR), prior)
+    tau = _spread(np.where(fit, b_fit - prior, 0.0), np.where(fit, sxx, 0.0) / noise, SIZE_SENSITIVITY_SPREAD)
+    b_group = np.where(fit, (sxy + noise / tau**2 * prior) / (sxx + noise / tau**2), prior)
     return DriftFit(x, b_group[group_code], anchor, choice)
+
+
+def _kernel_sensitivity(sxy: np.ndarray, sxx: np.ndarray, noise: float) -> np.ndarray:
+    """Each kernel's β from its centred sums over its sizes. The batch's bulk, the kernels whose own fit is
+    within two standard errors (its own and the bulk's spread) of the bulk's pooled β, is shrunk towards it
+    by that spread (:func:`_spread`); the rest (a memory-bound kernel among ALU-bound ones, say) and batches
+    of fewer than three fits keep their own fit, shrunk a little towards 1 (:data:`SENSITIVITY_PRIOR`)."""
+    own = (sxy + SENSITIVITY_PRIOR) / (sxx + SENSITIVITY_PRIOR)
+    fitted = sxx > 0
+    if fitted.sum() < 3:
+        return own
+    with np.errstate(invalid="ignore", divide="ignore"):
+        b, var = np.where(fitted, sxy / sxx, 1.0), np.where(fitted, noise / sxx, np.inf)
+    bulk = fitted
+    for _ in range(2):  # the bulk's β and spread, then again without the kernels outside it
+        mean = float(sxy[bulk].sum() / sxx[bulk].sum())
+        tau = _spread(b[bulk] - mean, 1 / var[bulk], SENSITIVITY_SPREAD)
+        bulk = fitted & (np.abs(b - mean) <= 2 * np.sqrt(var + tau**2))
+        if bulk.sum() < 3:
+            return own
+    return np.where(bulk, (sxy + noise / tau**2 * mean) / (sxx + noise / tau**2), own)
+
+
+def _spread(deviation: np.ndarray, weight: np.ndarray, most: float) -> float:
+    """How far the true sensitivities stray from their prior (the standard deviation τ), estimated from the
+    fitted ones' ``deviation`` and ``weight`` (1 / their sampling variance; 0: not fitted) by DerSimonian and
+    Laird's moments: what the deviations scatter beyond their own noise. Between :data:`LEAST_SPREAD` and
+    ``most``, which it stays at for fewer than three fits (a batch of a reference and two kernels)."""
+    w = weight[weight > 0]
+    if len(w) < 3:
+        return most
+    d = deviation[weight > 0]
+    q = float(np.sum(w * d**2))
+    c = float(w.sum() - np.sum(w**2) / w.sum())
+    tau2 = (q - (len(w) - 1)) / c if c > 0 else most**2
+    return float(np.sqrt(np.clip(tau2, LEAST_SPREAD**2, most**2)))
 
 
 def normalise_times(
@@ -412,8 +461,11 @@ def normalise_times(
     return d.bring(_ok_times(samples), d.anchor if at == "median" else 0.0)
 
 
-SENSITIVITY_PRIOR = 0.03**2 / 0.5**2  # jitter variance / prior variance of a kernel's β around 1
-SIZE_SENSITIVITY_PRIOR = 0.03**2 / 0.15**2  # ... of one size's β around its kernel's
+JITTER = 0.03  # launch-to-launch noise (log) assumed where a batch has too few fits to tell its own
+SENSITIVITY_SPREAD = 0.5  # the most a kernel's β may stray from its batch's bulk
+SENSITIVITY_PRIOR = JITTER**2 / SENSITIVITY_SPREAD**2  # ... of one outside the bulk from 1
+SIZE_SENSITIVITY_SPREAD = 0.15  # the most one size's β may stray from its kernel's
+LEAST_SPREAD = 0.02  # the least: a β fitted from hundreds of samples still counts for itself
 
 
 def _med(x: np.ndarray) -> float:

@@ -26,6 +26,7 @@ WORKGROUP_SIDES = (8, 16, 32)
 DEPTH_U = (8, 16, 32)
 PREFETCH_GLOBAL_READ = (1, 2)
 GLOBAL_SPLIT_U = (1, 4)
+SWEEP_PROPOSER = "sweep"  # a lattice point's proposer in candidates.yaml: the generation sweeps
 
 
 def fork_lattice(library: Library, limits: legality.Limits) -> list[dict[str, Any]]:

@@ -15,7 +15,7 @@ from oto.backends.base import Kernel, Size
 from oto.deck.model import read_library_yaml
 from oto.files import atomic_write_text, read_yaml, read_yaml_mirrored
 from oto.hardware import ceilings, memory
-from oto.measurement.benchmarking import race_library
+from oto.measurement.benchmarking import race_library, sweep_workload
 from oto.stages import BACKEND_FIELDS, Stage
 
 # The backend's figures, the memory guard's and scoring's (the family's peak, nominal clock included).
@@ -37,8 +37,7 @@ def run(
     out_samples: Path,
 ) -> pd.DataFrame:
     cands, build = read_yaml_mirrored(candidates_path), read_yaml(build_path)
-    deck = read_library_yaml(deck_path)
-    job = f"gen{cands['generation']}"
+    deck, job = read_library_yaml(deck_path), f"gen{cands['generation']}"
     built = {b["id"] for b in build.get("kernels", []) if b["status"] == "ok"}
     kernels = {k["id"]: Kernel(k["id"], k["params"]) for k in cands.get("kernels", []) if k["id"] in built}
     candidates = [k["id"] for k in cands.get("kernels", []) if "candidate" in k["roles"] and k["id"] in built]
@@ -47,8 +46,9 @@ def run(
     per_size = {i: candidates for i in range(len(sizes))} if candidates or reference else {}
     backend = resolve(config, profile, job_stream(deck.name, job))
     result = race_library(
-        backend, deck, profile, config, kernels, sizes, per_size, reference, workdir, job, results
-    )
+        backend, deck, profile, config, kernels, sizes, per_size, reference, workdir, job, results,
+        sweep_workload(cands, deck),  # a sweep's race goes on where the workload's time is
+    )  # fmt: skip
     atomic_write_text(out_samples, result.samples_csv())
     stops = dict(sorted(Counter(d.stop for d in result.decisions.values()).items()))
     log.info(
