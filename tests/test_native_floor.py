@@ -22,6 +22,7 @@ from oto.reporting.acceptance import _native_markdown
 from oto.reporting.figures import native_rows as native_table
 from oto.run.plan import PlanError, plan_run
 from oto.tensile import legality
+from oto.tensile.logic_reader import LogicFileError
 from oto.tensile.logic_writer import logic_file_name, solution_entry, write_logic_file
 from oto.tensile.params import canonical
 
@@ -103,6 +104,62 @@ def test_a_native_floor_that_is_not_there_fails_the_dry_run(tmp_path):
     cfg = {"arch": "gfx1103", "families": ["SB_GB"], "deck": {"native_floor": {"path": str(tmp_path / "no")}}}
     with pytest.raises(PlanError, match=r"config field 'deck.native_floor.path': .* is not a folder"):
         plan_run(cfg)
+
+
+INT8 = "Cijk_Ailk_Bljk_I8II_BH"
+
+
+def write_int8_native(folder: Path, pad: int) -> Path:
+    """A gfx1103 int8 file whose one solution is navi31's first WMMA kernel padded as navi33's are (LDS of B
+    by ``pad``): upstream's gfx1103 and gfx1150 int8 files are navi33's, whose kernels pad by 32."""
+    folder.mkdir(parents=True, exist_ok=True)
+    lib = NAVI31.libraries[INT8]
+    params = {**lib.solutions[0]["params"], "LdsPadB": pad}
+    write_logic_file(
+        folder / logic_file_name("gfx1103", INT8),
+        problem_type=lib.problem_type,
+        solutions=[solution_entry(lib.problem_type, params, 0)],
+        exact_rows=[([4096, 4096, 1, 4096, 4128, 4128, 4128, 4128], 0, 41825.4)],
+        schedule="navi33",
+        architecture="gfx1103",
+        device_names=["Device 73f0"],
+    )
+    return folder
+
+
+def test_a_native_int8_kernel_padded_by_32_is_read_raced_and_never_searched(tmp_path):
+    """Tensile takes LdsPad 32 (validParameters) and navi33's int8 kernels use it, so upstream's own gfx1103
+    and gfx1150 int8 files carry it: their native floor reads, its kernel is legal on gfx1103 and keeps its
+    pad, while no space offers 32 (tuned without it) and a resolved pad of 32 is not taken as a point."""
+    from oto.search.tensile_space import tensile_space
+    from oto.tensile.params import legal_value
+
+    native = write_int8_native(tmp_path / "gfx1103", 32)
+    cfg = {"arch": "gfx1103", "families": ["I8II_BH"], "patterns": ["NN"]}
+    plan = plan_run({**cfg, "deck": {"native_floor": {"path": str(native)}}})
+    _, selected, _ = load_run_deck(plan.deck, plan.libraries)
+    lib = selected.libraries[INT8]
+    limits = legality.Limits.from_profile(load_profile(ROOT / "arch_profiles" / "gfx1103.yaml"))
+    refs = lib.native_references(range(len(lib.sizes)), limits)
+    (params,) = {str(r["params"]): r["params"] for r in refs.values()}.values()
+    assert params["LdsPadB"] == 32 and legality.check(Library.parse(INT8), params, limits).valid
+    space = tensile_space(Library.parse(INT8), limits)
+    assert 16 in space.parameter("LdsPadB").values and 32 not in space.parameter("LdsPadB").values
+    assert space.index(params) is None  # raced as the floor, never a point the search models
+    assert not legal_value("LdsPadB", 32) and legal_value("LdsPadB", 16)
+
+
+def test_a_native_kernel_with_a_pad_tensile_refuses_names_its_file_and_field(tmp_path):
+    native = write_int8_native(tmp_path / "gfx1103", 32)
+    path = native / logic_file_name("gfx1103", INT8)
+    text = path.read_text()
+    assert text.count("LdsPadB: 32") == 1
+    path.write_text(text.replace("LdsPadB: 32", "LdsPadB: 5"))
+    cfg = {"arch": "gfx1103", "families": ["I8II_BH"], "patterns": ["NN"]}
+    where = rf"gfx1103_{INT8}.yaml: element 5 \(solutions\) entry 0: LdsPadB=5 is not a legal value"
+    with pytest.raises(LogicFileError, match=where):
+        plan = plan_run({**cfg, "deck": {"native_floor": {"path": str(native)}}})
+        load_run_deck(plan.deck, plan.libraries)
 
 
 def test_final_rows_and_the_report_show_the_native_floor_next_to_the_floor():
@@ -213,3 +270,20 @@ def test_the_simulated_upstream_arm_runs_upstreams_own_library_where_the_deck_ha
     assert night.simulated_upstream_note(plain, stock) == (
         "it runs the spoof's navi31 (gfx1100) kernels without the override: the model times them alike"
     )
+
+
+@pytest.mark.skipif(
+    not (UPSTREAM / f"gfx1103_{INT8}.yaml").is_file(), reason=f"no copy of upstream's file in {UPSTREAM}"
+)
+def test_the_native_floor_reads_upstreams_own_gfx1103_int8_file():
+    """The real int8 file (navi33's, kernels padded by 32): it reads, and every kernel its Matching table
+    picks at the deck's sizes is legal on gfx1103 as it stands, no substitute needed."""
+    cfg = {"arch": "gfx1103", "families": ["I8II_BH"], "patterns": ["NN"]}
+    plan = plan_run({**cfg, "deck": {"native_floor": {"path": str(UPSTREAM)}}})
+    _, selected, _ = load_run_deck(plan.deck, plan.libraries)
+    lib = selected.libraries[INT8]
+    limits = legality.Limits.from_profile(load_profile(ROOT / "arch_profiles" / "gfx1103.yaml"))
+    refs = lib.native_references(range(len(lib.sizes)), limits)
+    assert any(r["params"].get("LdsPadB") == 32 for r in refs.values())
+    assert all(legality.check(Library.parse(INT8), r["params"], limits).valid for r in refs.values())
+    assert all("substitute" not in r for r in refs.values())

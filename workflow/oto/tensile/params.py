@@ -101,6 +101,11 @@ _WIDER: dict[str, tuple] = {
     "LdsPadB": (16,),
 }
 
+# Values Tensile's validParameters takes (LdsPad: -1, 0, 1, 2, 3, 4, 8, 16, 32, 48, 64) that a kernel read
+# from a logic file may carry but no space searches: navi33's int8 WMMA kernels pad LDS by 32, and upstream's
+# gfx1103 and gfx1150 folders are copies of navi33's, so their native floors would not read without them.
+_READ_ONLY: dict[str, tuple] = {"LdsPadA": (3, 32, 48, 64), "LdsPadB": (3, 32, 48, 64)}
+
 # Knobs only some ISAs have (oto.tensile.isa): searched where the ISA runs them (:func:`space_params`), and
 # kept in a candidate's canonical form only when they differ from Tensile's default, so that a kernel without
 # them (every gfx9 kernel) keeps its form and id. Defaults are Tensile's: a candidate that omits one means it.
@@ -257,9 +262,10 @@ def complete_wmma(config: dict[str, Any]) -> dict[str, Any]:
 # Each knob's legal values as a set: canonical() runs for every kernel a job reads or proposes (a navi31
 # manifest holds 6,753), and ThreadTile's and WorkGroup's tuples are long. A set member equals a tuple member
 # exactly when ``in`` on the tuple says so (numbers hash by value); an unhashable value is no member.
-_LEGAL: dict[str, frozenset] = {
+_SEARCHED: dict[str, frozenset] = {
     n: frozenset(p.values) | frozenset(_WIDER.get(n, ())) for n, p in PARAMS.items()
 }
+_LEGAL: dict[str, frozenset] = {n: v | frozenset(_READ_ONLY.get(n, ())) for n, v in _SEARCHED.items()}
 _ISA_LEGAL: dict[str, frozenset] = {n: frozenset(p.values) for n, p in ISA_PARAMS.items()}
 _EXTRA_NAMES = frozenset(EXTRA_PARAMS)
 _KNOWN = frozenset(PARAMS) | frozenset(ISA_PARAMS) | _EXTRA_NAMES
@@ -273,11 +279,12 @@ def _legal(value: Any, legal: frozenset) -> bool:
 
 
 def legal_value(name: str, value: Any) -> bool:
-    """Whether :func:`canonical` takes ``value`` for the knob ``name`` of :data:`PARAMS` (a bool as its
-    integer), so a canonical candidate with it changed stays canonical."""
+    """Whether ``value`` for the knob ``name`` of :data:`PARAMS` (a bool as its integer) is one some space
+    searches, so a candidate with it changed stays canonical and, where its ISA offers the value, a point of
+    the space (:func:`canonical` also takes the values only files carry, ``_READ_ONLY``)."""
     if isinstance(value, bool):
         value = int(value)
-    return name in _LEGAL and name not in _LIST_PARAMS and _legal(value, _LEGAL[name])
+    return name in _SEARCHED and name not in _LIST_PARAMS and _legal(value, _SEARCHED[name])
 
 
 def canonical(params: Mapping[str, Any]) -> dict[str, Any]:
@@ -300,6 +307,8 @@ def canonical(params: Mapping[str, Any]) -> dict[str, Any]:
             value = int(value)
         if not _legal(value, _LEGAL[name]):
             legal = list(p.values) + list(_WIDER.get(name, ()))
+            if name in _READ_ONLY:
+                legal = sorted(legal + list(_READ_ONLY[name]))
             raise CandidateError(f"{name}={value!r} is not a legal value (legal: {legal})")
         out[name] = list(value) if name in _LIST_PARAMS else value
     for name, p in ISA_PARAMS.items():
