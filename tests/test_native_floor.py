@@ -176,7 +176,7 @@ def test_final_rows_and_the_report_show_the_native_floor_next_to_the_floor():
     final = FinalRace({}, {}, {}, {}, {}, None, native={0: "knative", 1: "knative", 2: "knative"})
     summary = native_rows(rows, scores, final)
     assert [r["vs_native"] for r in rows] == [pytest.approx(2.0), pytest.approx(3.0), None]
-    assert summary == {"geomean_vs_native": pytest.approx(6**0.5), "sizes": 2}
+    assert summary == {"geomean_vs_native": pytest.approx(6**0.5), "sizes": 2, "kept": 0}
     assert native_rows(rows, scores, FinalRace({}, {}, {}, {}, {}, None)) is None
     table = native_table(
         [
@@ -192,6 +192,52 @@ def test_final_rows_and_the_report_show_the_native_floor_next_to_the_floor():
     assert "## Against the native floor" in text and "| 2.449×" in text
     assert _native_markdown([], "x") == []
     assert Counter(r["native"] for r in rows) == {"knative": 3}
+
+
+def test_a_size_whose_winner_loses_to_upstreams_own_kernel_ships_that_kernel():
+    """The final library is never slower than upstream's own library for the GPU where the race can tell: a
+    winner that loses to the native kernel (beyond the tie tolerance) gives way to it, a tie keeps the tuned
+    winner, a size without a winner takes the native kernel where it ran; nothing changes without a native
+    floor. The kept sizes are counted and reported."""
+    from oto.measurement.finals import keep_native
+
+    def score(i, kernel, s, hw=0.005):
+        interval = {"ci_low": s * (1 - hw), "ci_high": s * (1 + hw)}
+        return {
+            "size_index": i,
+            "kernel_id": kernel,
+            "score": s,
+            **interval,
+            "gflops": 100 * s,
+            "status": "ok",
+        }
+
+    rows = [
+        {"size_index": 0, "winner": "ktuned", "score": 1.2, "ci_low": 1.19, "ci_high": 1.21, "gflops": 120.0},
+        {"size_index": 1, "winner": "ktuned", "score": 1.2, "ci_low": 1.19, "ci_high": 1.21, "gflops": 120.0},
+        {"size_index": 2, "winner": None, "score": None, "ci_low": None, "ci_high": None, "gflops": None},
+        {"size_index": 3, "winner": "ktuned", "score": 1.1, "ci_low": 1.09, "ci_high": 1.11, "gflops": 110.0},
+    ]
+    for r in rows:
+        r["ceiling_gflops"] = 200.0
+    scores = [score(0, "knative", 1.4), score(1, "knative", 1.21), score(2, "knative", 0.9)]
+    native = {0: "knative", 1: "knative", 2: "knative", 3: None}
+    kept = keep_native(rows, scores, native, 0.02)
+    assert [r["winner"] for r in kept] == ["knative", "ktuned", "knative", "ktuned"]
+    assert [r["kept_by_native"] for r in kept] == [True, False, True, False]
+    assert kept[0]["score"] == pytest.approx(1.4) and kept[0]["pct_ceiling"] == pytest.approx(70.0)
+    assert (
+        kept[0]["verdict"] == "win" and rows[0]["winner"] == "ktuned"
+    )  # the caller's rows stay as they were
+    assert keep_native(rows, scores, {}, 0.02) == rows
+    final = FinalRace({}, {}, {}, {}, {}, None, native=native)
+    summary = native_rows(kept, [*scores, score(1, "ktuned", 1.2), score(0, "ktuned", 1.2)], final)
+    assert summary["kept"] == 2 and kept[0]["vs_native"] == pytest.approx(1.0)
+    table = native_table(
+        [{"library": LIB, "native_floor": {"arch": "gfx1150", "path": "p"}, "per_size": kept}]
+    )
+    assert table[0]["kept"] == 2
+    assert "| kept |" in "\n".join(_native_markdown(table, "the spoof floor"))
 
 
 # Upstream's real gfx1103 folder (ROCm/rocm-libraries, projects/rocblas/library/src/blas3/Tensile/Logic/

@@ -47,8 +47,8 @@ class FinalRace:
     # the shipped kernels raced per size for the second floor, the best shipped kernel (oto.measurement.
     # best_shipped); empty with benchmark.best_shipped_shortlist 0
     shortlist: best_shipped.Shortlist = field(default_factory=best_shipped.Shortlist)
-    # deck size → the native floor's kernel (config deck.native_floor), raced beside the finalists and
-    # reported, never a winner; empty without a native floor
+    # deck size → the native floor's kernel (config deck.native_floor), raced beside the finalists and kept
+    # where the winner loses to it (keep_native); empty without a native floor
     native: dict[int, str | None] = field(default_factory=dict)
     # deck size → the selection's contenders there (earlier generations' leaders never raced against the
     # size's best: oto.measurement.selection.size_contenders), raced at that size only
@@ -215,6 +215,33 @@ def _native_contender(kernel: str | None, tuned: Mapping, ok: set[str]) -> list[
     return [kernel] if kernel is not None and kernel in ok and kernel not in tuned else []
 
 
+def keep_native(
+    rows: list[dict], scores: Sequence[Mapping], native: Mapping[int, str | None], tolerance: float
+) -> list[dict]:
+    """Rows whose winner loses to the native floor's kernel of their size (or that have none while it ran)
+    take that kernel, marked ``kept_by_native``: the final library never ships a size slower than upstream's
+    own library for the GPU runs it, as it never ships one slower than the best shipped kernel."""
+    if not native:
+        return rows
+    ran = {
+        (int(r["size_index"]), r["kernel_id"]): r
+        for r in scores
+        if r["status"] == "ok" and not missing(r["score"])
+    }
+    out = []
+    for row in rows:
+        row = dict(row)
+        theirs = ran.get((int(row["size_index"]), native.get(int(row["size_index"]))))
+        lost = theirs is not None and (
+            row.get("winner") is None or best_shipped.against(row, theirs, tolerance)[1] == "loss"
+        )
+        if lost:
+            best_shipped.take(row, theirs, tolerance)
+        row["kept_by_native"] = lost
+        out.append(row)
+    return out
+
+
 def native_rows(rows: list[dict], scores: list[Mapping], final: FinalRace) -> dict[str, Any] | None:
     """Each per-size row's native floor kernel, its score (against the floor) and the winner's speed-up over
     it (``vs_native``); the summary over the sizes both ran. None without a native floor."""
@@ -230,7 +257,11 @@ def native_rows(rows: list[dict], scores: list[Mapping], final: FinalRace) -> di
         r["vs_native"] = r["score"] / native if native and r["score"] else None
         if r["vs_native"]:
             ratios.append(r["vs_native"])
-    return {"geomean_vs_native": geomean(ratios) if ratios else None, "sizes": len(ratios)}
+    return {
+        "geomean_vs_native": geomean(ratios) if ratios else None,
+        "sizes": len(ratios),
+        "kept": sum(1 for r in rows if r.get("kept_by_native")),
+    }
 
 
 def final_document(
@@ -241,7 +272,8 @@ def final_document(
     library = Library.parse(deck.name)
     df = final.race.samples
     scores = score_library(df, library, [list(s[:4]) for s in deck.sizes], profile, config).to_dict("records")
-    # the native floor's kernels raced as contenders only: never a size's winner
+    # the native floor's kernels are not the search's winners: a size takes one only when its winner loses
+    # to it (keep_native)
     raced_tuned = set(final.tuned).union(*final.contenders.values())
     native_only = {k for k in final.native.values() if k is not None and k not in raced_tuned}
     ranked = [r for r in scores if r["kernel_id"] not in native_only]
@@ -259,6 +291,7 @@ def final_document(
         r["shipped_gflops"] = deck.shipped_gflops(r["size_index"])  # named shipped_gflops_gfx900 before
         r["race"] = stops.get(r["size_index"]) or "no_valid"
     tolerance = float(config["benchmark"]["tie_tolerance"])
+    rows = keep_native(rows, scores, final.native, tolerance)
     rows = best_shipped.judge_rows(rows, scores, _shipped(final, deck), tolerance, final.shortlist.positions)
     if deck.calls is not None:  # a workload's times: the winner's in the state its score is in
         state = score_state_times(df, library, [list(s[:4]) for s in deck.sizes], profile, config)

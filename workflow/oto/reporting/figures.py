@@ -299,6 +299,7 @@ def native_rows(libraries: Sequence[Mapping]) -> list[dict[str, Any]]:
                 "geomean_vs_native": geomean(r["vs_native"] for r in rows),
                 "geomean_score": geomean(finite(r.get("score")) for r in rows),
                 "native_faster_than_floor": sum(1 for r in rows if (finite(r.get("native_score")) or 0) > 1),
+                "kept": sum(1 for r in lib.get("per_size") or [] if r.get("kept_by_native")),
             }
         )
     return out

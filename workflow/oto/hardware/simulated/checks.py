@@ -15,11 +15,6 @@ from typing import Any
 CHECKS_FILE = Path(__file__).resolve().parent / "model_checks.json"
 
 
-# What a chip's assumed constants gave on a chip's own held-back files before it was calibrated
-# (bench/RESULTS.md, "Second GCN chip, never fitted"): the caveat to a relative's check.
-ASSUMED_CHIP = "vega20 before its own calibration: 56.2% of 60,031 rows within ±25%, rank correlation 0.14"
-
-
 @functools.cache
 def model_checks() -> dict[str, Any]:
     return json.loads(CHECKS_FILE.read_text())
@@ -54,7 +49,7 @@ def model_check_line(arch: str, profile: Mapping[str, Any] | None = None, relati
             f"{never}; its physics were checked on {relative}, another chip ({near['model_version']}: "
             f"{near['rows']:,} rows of {near['data']}: {_pct(near['within_25pct'])} within ±25%, efficiency "
             f"rank correlation {near['efficiency_rho']:.2f}); {arch}'s own constants are assumed, and a chip "
-            f"with assumed constants can agree far worse ({ASSUMED_CHIP})."
+            f"with assumed constants can agree far worse ({assumed_caveat(arch)})."
         )
     if c.get("rows"):
         return (
@@ -64,6 +59,19 @@ def model_check_line(arch: str, profile: Mapping[str, Any] | None = None, relati
     seen = c.get("observations")
     tail = f": {c['observations_within_25pct']} of {seen} within ±25%" if seen else ""
     return f"Model check ({c['model_version']}): {c['data']}{tail} (bench/RESULTS.md)."
+
+
+def assumed_caveat(arch: str) -> str:
+    """What chips of ``arch``'s generation gave with assumed constants on their own files (model_checks.json,
+    ``assumed_constants``; every generation's where its own has none)."""
+    known = {k: v for k, v in model_checks().get("assumed_constants", {}).items() if k != "about"}
+    generation = f"gfx{arch[3:-2]}" if arch.startswith("gfx") and len(arch) > 5 else arch
+    entries = known.get(generation) or [e for k in sorted(known) for e in known[k]]
+    return "; ".join(
+        f"{e['chip']}: {_pct(e['within_25pct'])} of {e['rows']:,} rows within ±25%, rank correlation "
+        f"{e['efficiency_rho']:.2f}"
+        for e in entries
+    )
 
 
 def _pct(x: float | None) -> str:
