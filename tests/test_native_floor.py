@@ -240,6 +240,40 @@ def test_a_size_whose_winner_loses_to_upstreams_own_kernel_ships_that_kernel():
     assert "| kept |" in "\n".join(_native_markdown(table, "the spoof floor"))
 
 
+def test_a_kept_shipped_kernel_that_loses_to_upstreams_own_gives_way_to_it():
+    """Both second floors judge the final kernel in turn: a winner that ties with upstream's kernel but loses
+    to the best shipped one takes that, and where that in turn loses to upstream's kernel, upstream's kernel
+    ships (kept by native, no longer by the best shipped kernel); a size whose native kernel is slower keeps
+    what the best shipped judgement gave."""
+    from oto.measurement.finals import _judge_floors
+
+    def score(i, kernel, s):
+        return {"size_index": i, "kernel_id": kernel, "score": s, "ci_low": s * 0.995, "ci_high": s * 1.005,
+                "gflops": 100 * s, "status": "ok"}  # fmt: skip
+
+    rows = [
+        {
+            "size_index": i,
+            "winner": "ktuned",
+            "score": 1.2,
+            "ci_low": 1.194,
+            "ci_high": 1.206,
+            "gflops": 120.0,
+        }
+        for i in (0, 1)
+    ]
+    for r in rows:
+        r.update(shipped="kfloor", ceiling_gflops=200.0)
+    scores = [score(0, "kshipped", 1.3), score(0, "knative", 1.21), score(0, "kfloor", 1.0)]
+    scores += [score(1, "kshipped", 1.3), score(1, "knative", 1.4), score(1, "kfloor", 1.0)]
+    final = FinalRace({}, {}, {}, {}, {}, None, native={0: "knative", 1: "knative"})
+    judged = _judge_floors(rows, scores, final, {"kshipped", "kfloor"}, 0.02)
+    assert [r["winner"] for r in judged] == ["kshipped", "knative"]
+    assert [r["kept_by_native"] for r in judged] == [False, True]
+    assert [r["kept_by_best_shipped"] for r in judged] == [True, False]
+    assert judged[1]["vs_best_shipped"] == pytest.approx(1.4 / 1.3, rel=1e-4)
+
+
 # Upstream's real gfx1103 folder (ROCm/rocm-libraries, projects/rocblas/library/src/blas3/Tensile/Logic/
 # asm_full/gfx1103), when a copy is on this machine: oto keeps none (bench/native_floor.py, bench/RESULTS.md).
 UPSTREAM = Path(os.environ.get("OTO_NATIVE_LOGIC") or "/work/data/native/gfx1103")

@@ -215,6 +215,24 @@ def _native_contender(kernel: str | None, tuned: Mapping, ok: set[str]) -> list[
     return [kernel] if kernel is not None and kernel in ok and kernel not in tuned else []
 
 
+def _judge_floors(
+    rows: list[dict], scores: Sequence[Mapping], final: FinalRace, shipped: set[str], tolerance: float
+) -> list[dict]:
+    """Each size's final kernel against both second floors: the native kernel where the winner loses to it,
+    then the best shipped kernel where that loses to it, then the native kernel again where a kept shipped
+    kernel loses to it (and the judgement against the best shipped kernel again). Two rounds settle it: a
+    kernel taken for beating another beyond the tie tolerance never loses to it."""
+    rows = keep_native(rows, scores, final.native, tolerance)
+    rows = best_shipped.judge_rows(rows, scores, shipped, tolerance, final.shortlist.positions)
+    rows = keep_native(rows, scores, final.native, tolerance)
+    rows = best_shipped.judge_rows(rows, scores, shipped, tolerance, final.shortlist.positions)
+    for r in rows:  # taken in a round and given up in a later one: not kept
+        if "kept_by_native" in r:
+            native = final.native.get(r["size_index"])
+            r["kept_by_native"] = bool(r["kept_by_native"]) and r["winner"] == native
+    return rows
+
+
 def keep_native(
     rows: list[dict], scores: Sequence[Mapping], native: Mapping[int, str | None], tolerance: float
 ) -> list[dict]:
@@ -237,7 +255,7 @@ def keep_native(
         )
         if lost:
             best_shipped.take(row, theirs, tolerance)
-        row["kept_by_native"] = lost
+        row["kept_by_native"] = lost or bool(row.get("kept_by_native"))
         out.append(row)
     return out
 
@@ -291,8 +309,7 @@ def final_document(
         r["shipped_gflops"] = deck.shipped_gflops(r["size_index"])  # named shipped_gflops_gfx900 before
         r["race"] = stops.get(r["size_index"]) or "no_valid"
     tolerance = float(config["benchmark"]["tie_tolerance"])
-    rows = keep_native(rows, scores, final.native, tolerance)
-    rows = best_shipped.judge_rows(rows, scores, _shipped(final, deck), tolerance, final.shortlist.positions)
+    rows = _judge_floors(rows, scores, final, _shipped(final, deck), tolerance)
     if deck.calls is not None:  # a workload's times: the winner's in the state its score is in
         state = score_state_times(df, library, [list(s[:4]) for s in deck.sizes], profile, config)
         for r in rows:
