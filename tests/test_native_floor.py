@@ -127,6 +127,17 @@ def write_int8_native(folder: Path, pad: int) -> Path:
     return folder
 
 
+def int8_native_references(native: Path):
+    """The int8 library's native floor kernels at every deck size of a gfx1103 run with ``native`` as its
+    native folder, and gfx1103's limits."""
+    cfg = {"arch": "gfx1103", "families": ["I8II_BH"], "patterns": ["NN"]}
+    plan = plan_run({**cfg, "deck": {"native_floor": {"path": str(native)}}})
+    _, selected, _ = load_run_deck(plan.deck, plan.libraries)
+    lib = selected.libraries[INT8]
+    limits = legality.Limits.from_profile(load_profile(ROOT / "arch_profiles" / "gfx1103.yaml"))
+    return lib.native_references(range(len(lib.sizes)), limits), limits
+
+
 def test_a_native_int8_kernel_padded_by_32_is_read_raced_and_never_searched(tmp_path):
     """Tensile takes LdsPad 32 (validParameters) and navi33's int8 kernels use it, so upstream's own gfx1103
     and gfx1150 int8 files carry it: their native floor reads, its kernel is legal on gfx1103 and keeps its
@@ -134,13 +145,7 @@ def test_a_native_int8_kernel_padded_by_32_is_read_raced_and_never_searched(tmp_
     from oto.search.tensile_space import tensile_space
     from oto.tensile.params import legal_value
 
-    native = write_int8_native(tmp_path / "gfx1103", 32)
-    cfg = {"arch": "gfx1103", "families": ["I8II_BH"], "patterns": ["NN"]}
-    plan = plan_run({**cfg, "deck": {"native_floor": {"path": str(native)}}})
-    _, selected, _ = load_run_deck(plan.deck, plan.libraries)
-    lib = selected.libraries[INT8]
-    limits = legality.Limits.from_profile(load_profile(ROOT / "arch_profiles" / "gfx1103.yaml"))
-    refs = lib.native_references(range(len(lib.sizes)), limits)
+    refs, limits = int8_native_references(write_int8_native(tmp_path / "gfx1103", 32))
     (params,) = {str(r["params"]): r["params"] for r in refs.values()}.values()
     assert params["LdsPadB"] == 32 and legality.check(Library.parse(INT8), params, limits).valid
     space = tensile_space(Library.parse(INT8), limits)
@@ -358,12 +363,7 @@ def test_the_simulated_upstream_arm_runs_upstreams_own_library_where_the_deck_ha
 def test_the_native_floor_reads_upstreams_own_gfx1103_int8_file():
     """The real int8 file (navi33's, kernels padded by 32): it reads, and every kernel its Matching table
     picks at the deck's sizes is legal on gfx1103 as it stands, no substitute needed."""
-    cfg = {"arch": "gfx1103", "families": ["I8II_BH"], "patterns": ["NN"]}
-    plan = plan_run({**cfg, "deck": {"native_floor": {"path": str(UPSTREAM)}}})
-    _, selected, _ = load_run_deck(plan.deck, plan.libraries)
-    lib = selected.libraries[INT8]
-    limits = legality.Limits.from_profile(load_profile(ROOT / "arch_profiles" / "gfx1103.yaml"))
-    refs = lib.native_references(range(len(lib.sizes)), limits)
+    refs, limits = int8_native_references(UPSTREAM)
     assert any(r["params"].get("LdsPadB") == 32 for r in refs.values())
     assert all(legality.check(Library.parse(INT8), r["params"], limits).valid for r in refs.values())
     assert all("substitute" not in r for r in refs.values())
