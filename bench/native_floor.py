@@ -17,7 +17,6 @@ faster.
 from __future__ import annotations
 
 import argparse
-import math
 import os
 import sys
 from pathlib import Path
@@ -32,6 +31,7 @@ from oto.deck.tuning_sizes import tuning_indices  # noqa: E402
 from oto.gemm import Library  # noqa: E402
 from oto.hardware.profile import load_profile  # noqa: E402
 from oto.hardware.simulated.performance import SimGPU  # noqa: E402
+from oto.measurement.selection import geomean  # noqa: E402
 from oto.run.plan import plan_run  # noqa: E402
 from oto.tensile import legality  # noqa: E402
 from oto.tensile.logic_reader import read_logic_file  # noqa: E402
@@ -104,7 +104,7 @@ def main(argv: list[str] | None = None) -> int:
             t_native = gpu.true_time_us(lib.family, native[i]["params"], m, n, b, k, lib.pattern)
             t_spoof = gpu.true_time_us(lib.family, spoof[i]["params"], m, n, b, k, lib.pattern)
             ratios.append(float(np.asarray(t_native) / np.asarray(t_spoof)))
-        geo = math.exp(sum(math.log(r) for r in ratios) / len(ratios))
+        geo = geomean(ratios)
         at = next((i for i, s in enumerate(lib.sizes) if list(s[:4]) == [1024, 1024, 1, 1024]), None)
         big = ""
         if at is not None:
@@ -122,7 +122,7 @@ def main(argv: list[str] | None = None) -> int:
         slower = sum(1 for g in geomeans if g > 1)
         print(
             f"\n{len(geomeans)} libraries: native / spoof floor time, geomean over them "
-            f"{math.exp(sum(map(math.log, geomeans)) / len(geomeans)):.2f}x; the native floor is slower in "
+            f"{geomean(geomeans):.2f}x; the native floor is slower in "
             f"{slower} of {len(geomeans)}"
         )
     return 0

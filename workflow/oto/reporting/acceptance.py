@@ -74,7 +74,7 @@ def _native_markdown(rows: list[Mapping], reference: str) -> list[str]:
         out.append(
             f"| {r['library']} | {r['arch']} ({r['path']}) | {r['sizes']} | "
             f"{fmt(r['geomean_vs_native'], '.3f', '×')} | {fmt(r['geomean_score'], '.3f', '×')} | "
-            f"{r['native_faster_than_floor']} | {r.get('kept', 0)} |"
+            f"{r['native_faster_than_floor']} | {r['kept']} |"
         )
     return out
 

@@ -12,6 +12,8 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from oto.tensile.solution_fields import isa_tuple
+
 CHECKS_FILE = Path(__file__).resolve().parent / "model_checks.json"
 
 
@@ -65,8 +67,7 @@ def assumed_caveat(arch: str) -> str:
     """What chips of ``arch``'s generation gave with assumed constants on their own files (model_checks.json,
     ``assumed_constants``; every generation's where its own has none)."""
     known = {k: v for k, v in model_checks().get("assumed_constants", {}).items() if k != "about"}
-    generation = f"gfx{arch[3:-2]}" if arch.startswith("gfx") and len(arch) > 5 else arch
-    entries = known.get(generation) or [e for k in sorted(known) for e in known[k]]
+    entries = known.get(f"gfx{isa_tuple(arch)[0]}") or [e for k in sorted(known) for e in known[k]]
     return "; ".join(
         f"{e['chip']}: {_pct(e['within_25pct'])} of {e['rows']:,} rows within ±25%, rank correlation "
         f"{e['efficiency_rho']:.2f}"
