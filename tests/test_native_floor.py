@@ -172,16 +172,21 @@ def test_final_rows_and_the_report_show_the_native_floor_next_to_the_floor():
         {"size_index": 0, "score": 1.2},
         {"size_index": 1, "score": 1.5},
         {"size_index": 2, "score": None},
+        {"size_index": 3, "score": 1.1},
     ]
     scores = [
         {"size_index": 0, "kernel_id": "knative", "score": 0.6, "status": "ok"},
         {"size_index": 1, "kernel_id": "knative", "score": 0.5, "status": "ok"},
         {"size_index": 2, "kernel_id": "knative", "score": 0.4, "status": "ok"},
+        {"size_index": 3, "kernel_id": "knative", "score": float("nan"), "status": "validation_failed"},
     ]
-    final = FinalRace({}, {}, {}, {}, {}, None, native={0: "knative", 1: "knative", 2: "knative"})
+    native = {0: "knative", 1: "knative", 2: "knative", 3: "knative"}
+    final = FinalRace({}, {}, {}, {}, {}, None, native=native)
     summary = native_rows(rows, scores, final)
-    assert [r["vs_native"] for r in rows] == [pytest.approx(2.0), pytest.approx(3.0), None]
-    assert summary == {"geomean_vs_native": pytest.approx(6**0.5), "sizes": 2, "kept": 0}
+    assert [r["vs_native"] for r in rows] == [pytest.approx(2.0), pytest.approx(3.0), None, None]
+    assert [r["native_status"] for r in rows] == ["ok", "ok", "ok", "validation_failed"]
+    expected = {"geomean_vs_native": pytest.approx(6**0.5), "sizes": 2, "kept": 0, "failed_validation": 1}
+    assert summary == expected
     assert native_rows(rows, scores, FinalRace({}, {}, {}, {}, {}, None)) is None
     table = native_table(
         [
@@ -193,10 +198,11 @@ def test_final_rows_and_the_report_show_the_native_floor_next_to_the_floor():
         ]
     )
     assert table[0]["geomean_vs_native"] == pytest.approx(6**0.5) and table[0]["sizes"] == 2
+    assert table[0]["native_wrong"] == 1
     text = "\n".join(_native_markdown(table, "the spoof floor"))
-    assert "## Against the native floor" in text and "| 2.449×" in text
+    assert "## Against the native floor" in text and "| 2.449×" in text and "| 0 | 1 |" in text
     assert _native_markdown([], "x") == []
-    assert Counter(r["native"] for r in rows) == {"knative": 3}
+    assert Counter(r["native"] for r in rows) == {"knative": 4}
 
 
 def test_a_size_whose_winner_loses_to_upstreams_own_kernel_ships_that_kernel():

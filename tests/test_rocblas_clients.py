@@ -313,6 +313,51 @@ def test_compare_records_a_failed_call_as_its_arms_sample_and_scores_the_rest(tm
     assert summary["measured"] == 2 and summary["failed"][0]["size_index"] == 1 and summary["wins"] == 2
 
 
+def test_a_size_where_the_baselines_kernel_gave_wrong_results_counts_in_no_speed_up(tmp_path):
+    """compare times the arms without validating them: where finalize's race saw the baseline's kernel give
+    wrong results, the tuned arm's time there is no regression and no win. The size is left out of the
+    figures, listed with its reason and said in the report; the other baseline keeps it."""
+    import pandas as pd
+    from oto.reporting.collect import rocblas_clients
+    from oto.rocblas.compare import compare_document
+    from oto.rocblas.night import baseline_failures
+
+    def scores(speedups):
+        return pd.DataFrame(
+            [{"kernel_id": "tuned", "size_index": i, "score": s, "ci_low": s * 0.99, "ci_high": s * 1.01,
+              "status": "ok", "reason": ""} for i, s in enumerate(speedups)]
+        )  # fmt: skip
+
+    per_size = [
+        {"size_index": 0, "shipped_status": "ok", "native": "kn", "native_status": "ok"},
+        {"size_index": 1, "shipped_status": "ok", "native": "kn", "native_status": "validation_failed"},
+        {"size_index": 2, "shipped_status": "validation_failed", "native": None, "native_status": None},
+        {"size_index": 3, "shipped_status": None},  # a final.yaml from before the statuses: nothing left out
+    ]
+    wrong = baseline_failures({SB: {"per_size": per_size}})
+    assert set(wrong["spoof"][SB]) == {2} and set(wrong["upstream"][SB]) == {1, 2}
+    table = scores([1.2, 0.8, 0.7, 1.1])
+    kept = family_summary({SB: table}, "tuned", bootstrap=50)["SB"]
+    assert [r["size_index"] for r in kept["regressions"]] == [1, 2] and kept["baseline_failed"] == []
+    upstream = family_summary({SB: table}, "tuned", bootstrap=50, baseline_wrong=wrong["upstream"])["SB"]
+    assert upstream["regressions"] == [] and upstream["sizes"] == 4 and upstream["measured"] == 2
+    assert [g["size_index"] for g in upstream["baseline_failed"]] == [1, 2]
+    assert upstream["geomean_speedup"] == pytest.approx((1.2 * 1.1) ** 0.5, rel=1e-3)
+    spoof = family_summary({SB: table}, "tuned", bootstrap=50, baseline_wrong=wrong["spoof"])["SB"]
+    assert [r["size_index"] for r in spoof["regressions"]] == [1] and spoof["measured"] == 3
+    samples = pd.DataFrame({"numbers": ["simulated"]})
+    doc = compare_document({"spoof": {"SB": spoof}, "upstream": {"SB": upstream}}, "tuned", samples, {})
+    (tmp_path / "compare").mkdir()
+    (tmp_path / "compare" / "compare.yaml").write_text(yaml.safe_dump(doc))
+    notes = rocblas_clients(tmp_path)["compare"]["notes"]
+    assert notes == [
+        f"against spoof, SB: 1 size(s) left out, where the baseline's kernel failed validation in finalize's "
+        f"race ({SB} size 2)",
+        f"against upstream, SB: 2 size(s) left out, where the baseline's kernel failed validation in "
+        f"finalize's race ({SB} size 1; {SB} size 2)",
+    ]
+
+
 def test_the_runner_follows_the_backend_and_says_why_when_there_is_none(tmp_path, bench):
     from oto.rocblas.clients import client_runner
 

@@ -266,12 +266,14 @@ def native_rows(rows: list[dict], scores: list[Mapping], final: FinalRace) -> di
     if not final.native:
         return None
     score = {(int(r["size_index"]), r["kernel_id"]): r["score"] for r in scores if r["status"] == "ok"}
+    status = race_status(scores)
     ratios = []
     for r in rows:
         kernel = final.native.get(r["size_index"])
         native = score.get((r["size_index"], kernel)) if kernel else None
         native = None if native is None or missing(native) or native <= 0 else float(native)
         r["native"], r["native_score"] = kernel, native
+        r["native_status"] = status.get((r["size_index"], kernel)) if kernel else None
         r["vs_native"] = r["score"] / native if native and r["score"] else None
         if r["vs_native"]:
             ratios.append(r["vs_native"])
@@ -279,7 +281,15 @@ def native_rows(rows: list[dict], scores: list[Mapping], final: FinalRace) -> di
         "geomean_vs_native": geomean(ratios) if ratios else None,
         "sizes": len(ratios),
         "kept": sum(1 for r in rows if r.get("kept_by_native")),
+        # upstream's own kernel gave wrong results there: no speed-up over it counts (compare leaves them out)
+        "failed_validation": sum(1 for r in rows if r["native_status"] == "validation_failed"),
     }
+
+
+def race_status(scores: Sequence[Mapping]) -> dict[tuple[int, str], str]:
+    """(size, kernel) → how the kernel's launches at that size ended in the race (scoring's classes: ok, or
+    the failure most of its failed launches had)."""
+    return {(int(r["size_index"]), str(r["kernel_id"])): str(r["status"]) for r in scores}
 
 
 def final_document(
@@ -304,8 +314,10 @@ def final_document(
         float(config["benchmark"]["tie_tolerance"]),
         int(selection["generation"]),
     )
+    status = race_status(scores)
     for r in rows:
         r["shipped"] = final.reference[r["size_index"]]
+        r["shipped_status"] = status.get((r["size_index"], r["shipped"]))
         r["shipped_gflops"] = deck.shipped_gflops(r["size_index"])  # named shipped_gflops_gfx900 before
         r["race"] = stops.get(r["size_index"]) or "no_valid"
     tolerance = float(config["benchmark"]["tie_tolerance"])

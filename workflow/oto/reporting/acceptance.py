@@ -64,17 +64,18 @@ def _native_markdown(rows: list[Mapping], reference: str) -> list[str]:
         "",
         "The tuned winners also raced, at every deck size, the solution upstream's own library for this GPU "
         f"runs there (its Matching table's pick); the floor column repeats their scores against {reference}. "
-        "A size whose winner lost to upstream's kernel ships that kernel (kept).",
+        "A size whose winner lost to upstream's kernel ships that kernel (kept); a size where upstream's "
+        "kernel gave wrong results counts in no speed-up (wrong results).",
         "",
         "| library | native library | sizes | geomean speed-up over native | over the floor | "
-        "sizes where native beats the floor | kept |",
-        "|---|---|---|---|---|---|---|",
+        "sizes where native beats the floor | kept | wrong results |",
+        "|---|---|---|---|---|---|---|---|",
     ]
     for r in rows:
         out.append(
             f"| {r['library']} | {r['arch']} ({r['path']}) | {r['sizes']} | "
             f"{fmt(r['geomean_vs_native'], '.3f', '×')} | {fmt(r['geomean_score'], '.3f', '×')} | "
-            f"{r['native_faster_than_floor']} | {r['kept']} |"
+            f"{r['native_faster_than_floor']} | {r['kept']} | {r['native_wrong']} |"
         )
     return out
 

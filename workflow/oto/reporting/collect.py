@@ -418,7 +418,7 @@ def rocblas_clients(results: Path) -> dict[str, Any]:
         }
     cmp = _yaml(results / "compare" / "compare.yaml")
     if cmp is not None:
-        rows = []
+        rows, left_out = [], []
         for against, families in (cmp.get("against") or {}).items():
             for fam, r in families.items():
                 ci = r.get("median_ci") or [None, None]
@@ -440,12 +440,18 @@ def rocblas_clients(results: Path) -> dict[str, Any]:
                         "failed": len(r.get("failed") or []),
                     }
                 )
+                if wrong := r.get("baseline_failed"):
+                    where = "; ".join(f"{g['library']} size {g['size_index']}" for g in wrong)
+                    left_out.append(
+                        f"against {against}, {fam}: {len(wrong)} size(s) left out, where the baseline's "
+                        f"kernel failed validation in finalize's race ({where})"
+                    )
         out["compare"] = {
             "skipped": cmp.get("reason") if cmp.get("skipped") else None,
             "numbers": cmp.get("numbers"),
             "client": (cmp.get("client") or {}).get("what"),
             "repetitions": cmp.get("repetitions"),
-            "notes": [f"{k}: {v}" for k, v in sorted((cmp.get("notes") or {}).items())],
+            "notes": [*(f"{k}: {v}" for k, v in sorted((cmp.get("notes") or {}).items())), *left_out],
             "rows": rows,
         }
     return out

@@ -300,6 +300,9 @@ def native_rows(libraries: Sequence[Mapping]) -> list[dict[str, Any]]:
                 "geomean_score": geomean(finite(r.get("score")) for r in rows),
                 "native_faster_than_floor": sum(1 for r in rows if (finite(r.get("native_score")) or 0) > 1),
                 "kept": sum(1 for r in lib.get("per_size") or [] if r.get("kept_by_native")),
+                "native_wrong": sum(
+                    1 for r in lib.get("per_size") or [] if r.get("native_status") == "validation_failed"
+                ),
             }
         )
     return out

@@ -14,7 +14,9 @@ t-interval. A call that crashes, hangs or prints nothing readable is a failed sa
 Per family (:func:`family_summary`): how many sizes, the median speed-up with its interval
 (:func:`oto.measurement.scoring.median_cis` over the sizes), the geometric mean, the 10th and 90th
 percentiles, wins/ties/losses (:func:`oto.measurement.selection.verdict`), and every regression: a size whose
-whole interval is below 1.
+whole interval is below 1. The arms are timed, not validated: a size where the baseline's kernel gave wrong
+results in finalize's race is left out of the figures and listed (``baseline_failed``), as no speed-up over
+a wrong answer counts.
 """
 
 from __future__ import annotations
@@ -101,17 +103,23 @@ def family_summary(
     tie_tolerance: float = 0.02,
     bootstrap: int = 400,
     seed: int = 0,
+    baseline_wrong: Mapping[str, Mapping[int, str]] | None = None,
 ) -> dict[str, dict[str, Any]]:
     """Per family, ``arm``'s speed-up distribution over the sizes of its libraries (``scores``: library ->
-    :func:`compare_scores` rows) and every regression (see the module doc)."""
+    :func:`compare_scores` rows) and every regression (see the module doc). ``baseline_wrong``: library →
+    {size: why} where the baseline's kernel is known to give wrong results; those sizes are left out of the
+    figures and listed as ``baseline_failed``."""
     by_family: dict[str, list[tuple[str, Mapping[str, Any]]]] = {}
     for library, table in scores.items():
         fam = Library.parse(library).family.code
         for row in table[table["kernel_id"] == arm].to_dict("records"):
             by_family.setdefault(fam, []).append((library, row))
+    wrong = baseline_wrong or {}
     out: dict[str, dict[str, Any]] = {}
     rng = np.random.default_rng(seed)
     for fam, entries in sorted(by_family.items()):
+        left_out = [(lib, r) for lib, r in entries if int(r["size_index"]) in wrong.get(lib, {})]
+        entries = [(lib, r) for lib, r in entries if int(r["size_index"]) not in wrong.get(lib, {})]
         ok = [(lib, r) for lib, r in entries if r["status"] == "ok" and np.isfinite(r["score"])]
         failed = [
             {"library": lib, "size_index": int(r["size_index"]), "status": r["status"], "reason": r["reason"]}
@@ -128,7 +136,7 @@ def family_summary(
             if np.isfinite(r["ci_high"]) and r["ci_high"] < 1
         ]  # fmt: skip
         out[fam] = {
-            "sizes": len(entries),
+            "sizes": len(entries) + len(left_out),
             "measured": len(ok),
             "median_speedup": round(float(np.median(values)), 4) if len(values) else None,
             "median_ci": [round(float(lo), 4), round(float(hi), 4)] if len(values) > 1 else None,
@@ -140,6 +148,10 @@ def family_summary(
             "losses": verdicts.count("loss"),
             "regressions": regressions,
             "failed": failed,
+            "baseline_failed": [
+                {"library": lib, "size_index": (i := int(r["size_index"])), "reason": wrong[lib][i]}
+                for lib, r in left_out
+            ],
         }
     return out
 

@@ -219,6 +219,23 @@ def verify_night(
     return doc
 
 
+def baseline_failures(finals: Mapping[str, Mapping[str, Any]]) -> dict[str, dict[str, dict[int, str]]]:
+    """Per baseline arm, library → {size: why}: the sizes where the arm's kernel gave wrong results in
+    finalize's race (compare times the arms without validating, so a speed-up over such a kernel means
+    nothing). The spoof arm runs each size's shipped kernel; the upstream arm the native floor's where the
+    size has one, else the shipped one (:func:`arms`)."""
+    out: dict[str, dict[str, dict[int, str]]] = {"spoof": {}, "upstream": {}}
+    for library, final in finals.items():
+        for row in final.get("per_size") or []:
+            i = int(row["size_index"])
+            shipped = row.get("shipped_status")
+            upstream = row.get("native_status") if row.get("native") else shipped
+            for arm, status in (("spoof", shipped), ("upstream", upstream)):
+                if status == "validation_failed":
+                    out[arm].setdefault(library, {})[i] = "its kernel failed validation in finalize's race"
+    return out
+
+
 def simulated_upstream_note(decks: Mapping[str, LibraryDeck], stock: StockLibrary) -> str:
     """What the simulated upstream arm ran: upstream's own library (the native floor) or the spoof's."""
     native = sorted(name for name, deck in decks.items() if deck.native_floor is not None)
@@ -273,7 +290,8 @@ def compare_night(
             pair = df[df["kernel_id"].isin(["tuned", b])]
             scores[b][library] = compare_scores(pair, library, final["sizes"], b, boot, seed)
     samples = pd.concat(parts, ignore_index=True)
-    summaries = {b: family_summary(scores[b], "tuned", tie, boot, seed) for b in baselines}
+    wrong = baseline_failures(finals)
+    summaries = {b: family_summary(scores[b], "tuned", tie, boot, seed, wrong[b]) for b in baselines}
     doc = compare_document(summaries, "tuned", samples, {**runner.provenance(), "what": what})
     doc.update(notes=notes, repetitions=int(cfg["repetitions"]))
     return doc, samples
