@@ -373,3 +373,45 @@ def test_the_native_floor_reads_upstreams_own_gfx1103_int8_file():
     assert any(r["params"].get("LdsPadB") == 32 for r in refs.values())
     assert all(legality.check(Library.parse(INT8), r["params"], limits).valid for r in refs.values())
     assert all("substitute" not in r for r in refs.values())
+
+
+def test_a_floor_kernel_that_is_another_sizes_native_pick_still_wins_its_own_size():
+    """Upstream's libraries share solutions, so one kernel can be a size's spoof floor (or on its shortlist)
+    and another size's native pick. It stays a contender where it is the floor: a size whose tuned kernels
+    all lose to the floor ships the floor, not a loser to it (the gfx1103 demo shipped a 0.975x loss at one
+    BBS_BH_GB size before). Where it is raced only as the native pick it wins nothing by itself."""
+    from oto.measurement.best_shipped import Shortlist
+    from oto.measurement.finals import rankable
+    from oto.measurement.selection import per_size_rows
+
+    def score(i, kernel, s, lo, hi):
+        return {"size_index": i, "kernel_id": kernel, "score": s, "ci_low": lo, "ci_high": hi,
+                "gflops": 100 * s, "status": "ok"}  # fmt: skip
+
+    scores = [
+        score(0, "kfloor", 1.0, 0.95, 1.05),
+        score(0, "ktuned", 0.975, 0.955, 0.997),
+        score(0, "kshort", 0.99, 0.97, 1.01),
+        score(1, "kfloor", 1.3, 1.28, 1.32),  # size 1's native pick only
+        score(1, "kref1", 1.0, 0.98, 1.02),
+        score(1, "ktuned", 1.1, 1.08, 1.12),
+        score(2, "kshort", 1.2, 1.18, 1.22),  # size 2's native pick and on its shortlist
+        score(2, "kref2", 1.0, 0.98, 1.02),
+        score(2, "ktuned", 1.1, 1.08, 1.12),
+    ]
+    final = FinalRace(
+        {"ktuned": {}},
+        {},
+        {0: "kfloor", 1: "kref1", 2: "kref2"},
+        {},
+        {},
+        None,
+        Shortlist(per_size={0: ["kshort"], 2: ["kshort"]}),
+        native={0: None, 1: "kfloor", 2: "kshort"},
+    )
+    ranked = rankable(scores, final)
+    assert [(r["size_index"], r["kernel_id"]) for r in scores if r not in ranked] == [(1, "kfloor")]
+    profile = load_profile(ROOT / "arch_profiles" / "gfx1103.yaml")
+    rows = per_size_rows(ranked, [[256, 256, 1, 256]] * 3, Library.parse(LIB), profile, 0.02, 0)
+    assert [r["winner"] for r in rows] == ["kfloor", "ktuned", "kshort"]
+    assert rows[0]["verdict"] == "tie"

@@ -198,6 +198,25 @@ def workload_time(
     }
 
 
+def rankable(scores: Sequence[Mapping], final: FinalRace) -> list[Mapping]:
+    """The score rows that may win their size: all but a native floor kernel raced there only as that (a size
+    takes one only when its winner loses to it: :func:`keep_native`). Judged per size, since upstream's
+    libraries share solutions: the kernel that is one size's floor, or on its shortlist of shipped kernels,
+    can be another size's native pick, and must stay a contender where it is the floor."""
+
+    def native_only(row: Mapping) -> bool:
+        i, kernel = int(row["size_index"]), row["kernel_id"]
+        return (
+            kernel == final.native.get(i)
+            and kernel not in final.tuned
+            and kernel not in final.contenders.get(i, ())
+            and kernel != final.reference.get(i)
+            and kernel not in final.shortlist.per_size.get(i, ())
+        )
+
+    return [r for r in scores if not native_only(r)]
+
+
 def _floor_half_widths(scores: Sequence[Mapping], final: FinalRace) -> dict[int, float]:
     """Per size, the half-width (in log) of its reference's interval: its score is its own samples against
     their median, so the interval is that median's uncertainty."""
@@ -300,11 +319,7 @@ def final_document(
     library = Library.parse(deck.name)
     df = final.race.samples
     scores = score_library(df, library, [list(s[:4]) for s in deck.sizes], profile, config).to_dict("records")
-    # the native floor's kernels are not the search's winners: a size takes one only when its winner loses
-    # to it (keep_native)
-    raced_tuned = set(final.tuned).union(*final.contenders.values())
-    native_only = {k for k in final.native.values() if k is not None and k not in raced_tuned}
-    ranked = [r for r in scores if r["kernel_id"] not in native_only]
+    ranked = rankable(scores, final)
     stops = {i: d.stop for i, d in final.race.decisions.items()}
     rows = per_size_rows(
         ranked,
