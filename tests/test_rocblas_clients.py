@@ -336,15 +336,17 @@ def test_a_size_where_the_baselines_kernel_gave_wrong_results_counts_in_no_speed
     ]
     wrong = baseline_failures({SB: {"per_size": per_size}})
     assert set(wrong["spoof"][SB]) == {2} and set(wrong["upstream"][SB]) == {1, 2}
-    table = scores([1.2, 0.8, 0.7, 1.1])
+    # size 4: its interval is below 1 but within the tie tolerance, a tie and no regression
+    table = scores([1.2, 0.8, 0.7, 1.1, 0.99])
     kept = family_summary({SB: table}, "tuned", bootstrap=50)["SB"]
     assert [r["size_index"] for r in kept["regressions"]] == [1, 2] and kept["baseline_failed"] == []
+    assert (kept["ties"], kept["losses"]) == (1, 2)
     upstream = family_summary({SB: table}, "tuned", bootstrap=50, baseline_wrong=wrong["upstream"])["SB"]
-    assert upstream["regressions"] == [] and upstream["sizes"] == 4 and upstream["measured"] == 2
+    assert upstream["regressions"] == [] and upstream["sizes"] == 5 and upstream["measured"] == 3
     assert [g["size_index"] for g in upstream["baseline_failed"]] == [1, 2]
-    assert upstream["geomean_speedup"] == pytest.approx((1.2 * 1.1) ** 0.5, rel=1e-3)
+    assert upstream["geomean_speedup"] == pytest.approx((1.2 * 1.1 * 0.99) ** (1 / 3), rel=1e-3)
     spoof = family_summary({SB: table}, "tuned", bootstrap=50, baseline_wrong=wrong["spoof"])["SB"]
-    assert [r["size_index"] for r in spoof["regressions"]] == [1] and spoof["measured"] == 3
+    assert [r["size_index"] for r in spoof["regressions"]] == [1] and spoof["measured"] == 4
     samples = pd.DataFrame({"numbers": ["simulated"]})
     doc = compare_document({"spoof": {"SB": spoof}, "upstream": {"SB": upstream}}, "tuned", samples, {})
     (tmp_path / "compare").mkdir()
