@@ -47,8 +47,8 @@ class FinalRace:
     # the shipped kernels raced per size for the second floor, the best shipped kernel (oto.measurement.
     # best_shipped); empty with benchmark.best_shipped_shortlist 0
     shortlist: best_shipped.Shortlist = field(default_factory=best_shipped.Shortlist)
-    # deck size → the native floor's kernel (config deck.native_floor), raced beside the finalists and kept
-    # where the winner loses to it (keep_native); empty without a native floor
+    # deck size → the native floor's kernel (config deck.native_floor), raced beside the finalists; it wins
+    # its size as any raced kernel does (keep_native after the best shipped judgement); empty without one
     native: dict[int, str | None] = field(default_factory=dict)
     # deck size → the selection's contenders there (earlier generations' leaders never raced against the
     # size's best: oto.measurement.selection.size_contenders), raced at that size only
@@ -198,23 +198,24 @@ def workload_time(
     }
 
 
-def rankable(scores: Sequence[Mapping], final: FinalRace) -> list[Mapping]:
-    """The score rows that may win their size: all but a native floor kernel raced there only as that (a size
-    takes one only when its winner loses to it: :func:`keep_native`). Judged per size, since upstream's
-    libraries share solutions: the kernel that is one size's floor, or on its shortlist of shipped kernels,
-    can be another size's native pick, and must stay a contender where it is the floor."""
+def searched_rows(scores: Sequence[Mapping], final: FinalRace) -> list[Mapping]:
+    """The score rows of the kernels the night raced as its own or as a floor: all but a native floor kernel
+    raced at a size only as that size's native pick (its failures there are upstream's, not the run's).
+    Judged per size, since upstream's libraries share solutions: one size's floor, or a kernel on its
+    shortlist of shipped kernels, can be another size's native pick."""
+    return [r for r in scores if not _native_only(final, int(r["size_index"]), r["kernel_id"])]
 
-    def native_only(row: Mapping) -> bool:
-        i, kernel = int(row["size_index"]), row["kernel_id"]
-        return (
-            kernel == final.native.get(i)
-            and kernel not in final.tuned
-            and kernel not in final.contenders.get(i, ())
-            and kernel != final.reference.get(i)
-            and kernel not in final.shortlist.per_size.get(i, ())
-        )
 
-    return [r for r in scores if not native_only(r)]
+def _native_only(final: FinalRace, i: int, kernel: str | None) -> bool:
+    """Is ``kernel`` at size ``i`` that size's native pick and raced there as nothing else?"""
+    return (
+        kernel is not None
+        and kernel == final.native.get(i)
+        and kernel not in final.tuned
+        and kernel not in final.contenders.get(i, ())
+        and kernel != final.reference.get(i)
+        and kernel not in final.shortlist.per_size.get(i, ())
+    )
 
 
 def _floor_half_widths(scores: Sequence[Mapping], final: FinalRace) -> dict[int, float]:
@@ -245,10 +246,9 @@ def _judge_floors(
     rows = best_shipped.judge_rows(rows, scores, shipped, tolerance, final.shortlist.positions)
     rows = keep_native(rows, scores, final.native, tolerance)
     rows = best_shipped.judge_rows(rows, scores, shipped, tolerance, final.shortlist.positions)
-    for r in rows:  # taken in a round and given up in a later one: not kept
-        if "kept_by_native" in r:
-            native = final.native.get(r["size_index"])
-            r["kept_by_native"] = bool(r["kept_by_native"]) and r["winner"] == native
+    if final.native:  # the size ships upstream's own kernel, won outright or taken: kept by native
+        for r in rows:
+            r["kept_by_native"] = _native_only(final, int(r["size_index"]), r["winner"])
     return rows
 
 
@@ -319,10 +319,13 @@ def final_document(
     library = Library.parse(deck.name)
     df = final.race.samples
     scores = score_library(df, library, [list(s[:4]) for s in deck.sizes], profile, config).to_dict("records")
-    ranked = rankable(scores, final)
     stops = {i: d.stop for i, d in final.race.decisions.items()}
+    # every kernel raced at a size may win it, upstream's own (the native floor's pick) included: a tie the
+    # race cannot separate goes to the faster point estimate, as it does between the tuned and the shipped
+    # kernels (the gfx1103 demo shipped tuned kernels 2-6% slower than upstream's, compare found, when
+    # upstream's kernel could only be taken on a clear loss)
     rows = per_size_rows(
-        ranked,
+        scores,
         [list(s[:4]) for s in deck.sizes],
         library,
         profile,
@@ -344,7 +347,7 @@ def final_document(
             r["time_us_median_state"] = round(t, 3) if t is not None else None
     failures = Counter({k: v for k, v in selection["summary"]["failures"].items()})
     failures.update(b.status for b in final.built.values() if b.status != "ok")
-    failures.update(measurement_failures(ranked))
+    failures.update(measurement_failures(searched_rows(scores, final)))
     native = native_rows(rows, scores, final)
     winners = sorted({r["winner"] for r in rows if r["winner"]})
     doc = {
