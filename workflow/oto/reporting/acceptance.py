@@ -64,7 +64,7 @@ def _native_markdown(rows: list[Mapping], reference: str) -> list[str]:
         "",
         "The tuned winners also raced, at every deck size, the solution upstream's own library for this GPU "
         f"runs there (its Matching table's pick); the floor column repeats their scores against {reference}. "
-        "A size whose winner lost to upstream's kernel ships that kernel (kept); a size where upstream's "
+        "A size where upstream's kernel is the fastest raced ships it (kept); a size where upstream's "
         "kernel gave wrong results counts in no speed-up (wrong results).",
         "",
         "| library | native library | sizes | geomean speed-up over native | over the floor | "
