@@ -247,3 +247,29 @@ def test_a_capped_deck_is_stated_in_both_reports_and_a_whole_one_adds_nothing(tm
         and "Capped deck: 8 of 16 shipped sizes kept (deck.max_sizes: 4)." in html
     )
     assert "Cijk_Ailk_Bljk_DB 4 of 8" in html
+
+
+def test_the_native_floor_is_in_both_reports_and_absent_without_one(tmp_path):
+    """A library raced against upstream's own library for the GPU (config deck.native_floor) has its table in
+    acceptance.md and acceptance.html alike: speed-up over native, kept sizes and sizes where upstream's
+    kernel gave wrong results; a run without a native floor shows no such table."""
+    res = make_results(tmp_path)
+    before, before_html = _run(res, tmp_path)
+    assert "Against the native floor" not in before and 'data-test="native-floor"' not in before_html
+    path = sorted(res.glob("*/final.yaml"))[0]
+    final = yaml.safe_load(path.read_text())
+    for i, r in enumerate(final["per_size"]):
+        r.update(native="knative", native_score=0.5, native_status="ok", kept_by_native=i == 0)
+        r["vs_native"] = r["score"] / 0.5 if r["score"] else None
+    final["per_size"][-1].update(native_score=None, native_status="validation_failed", vs_native=None)
+    where = {"source": "logic", "path": "upstream/gfx1103", "arch": "gfx1103", "label": "native"}
+    final["native_floor"] = where
+    path.write_text(yaml.safe_dump(final))
+    text, html = _run(res, tmp_path)
+    table = html.split('data-test="native-floor"')[1]
+    row = re.search(r'<tr data-library="' + final["library"] + r'">(.*?)</tr>', table, re.S)
+    cells = re.findall(r"<td[^>]*>(.*?)</td>", row.group(1), re.S)
+    assert "Against the native floor" in html and "Against the native floor" in text
+    assert "gfx1103 (upstream/gfx1103)" in cells[1] and cells[6:] == ["1", "1"]  # kept, wrong results
+    measured = [r for r in final["per_size"] if r["vs_native"]]
+    assert cells[2] == str(len(measured)) and f"| {final['library']} | gfx1103 (upstream/gfx1103) |" in text
