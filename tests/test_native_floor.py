@@ -419,3 +419,29 @@ def test_upstreams_own_kernel_wins_a_tie_it_leads_and_a_shared_solution_keeps_ev
     # upstream's failures are not the run's: only size 1's and 3's native-only rows are not the night's own
     left = [(r["size_index"], r["kernel_id"]) for r in scores if r not in searched_rows(scores, final)]
     assert left == [(1, "kfloor"), (3, "knat3")]
+
+
+def test_the_closing_summary_gives_the_run_against_upstreams_own_library(tmp_path):
+    """The terminal's last lines say how the run did against the native floor, over every library raced
+    against it (the geomean weighted by each library's sizes); a run without one says nothing of it."""
+    import json
+    import math
+
+    from oto.reporting.summary import run_summary
+
+    native = [
+        {"library": name, "arch": "gfx1103", "sizes": n, "geomean_vs_native": g, "kept": k, "native_wrong": w}
+        for name, n, g, k, w in ((LIB, 3, 2.0, 1, 0), ("L2", 1, 1.0, 2, 1))
+    ]
+    pages = tmp_path / "results" / "dashboard"
+    pages.mkdir(parents=True)
+    doc = {"state": "finished", "final": {"native": native}}
+    (pages / "data.json").write_text(json.dumps(doc))
+    lines = [line.strip() for line in run_summary(tmp_path / "results", 3, "1 s", built=None)]
+    g = math.exp(3 * math.log(2.0) / 4)
+    assert (
+        f"native     vs upstream's own gfx1103 library: geomean {g:.2f}× over 4 sizes of 2 libraries, its "
+        "kernel ships at 3 of them, it gave wrong results at 1"
+    ) in lines
+    (pages / "data.json").write_text(json.dumps({"state": "finished", "final": {}}))
+    assert not any(line.strip().startswith("native") for line in run_summary(tmp_path / "results", 3, "1 s"))

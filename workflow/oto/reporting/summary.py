@@ -12,6 +12,7 @@ and gives that library's own figures, read from the files it wrote.
 from __future__ import annotations
 
 import json
+import math
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -90,6 +91,22 @@ def _headlines(doc: Mapping[str, Any]) -> list[tuple[str, str]]:
     if len(families) > 1:  # one family's many sizes can hide another's figures
         out += [(f["family"], f"{f['sizes']} sizes, {_figures(f, reference)}") for f in families]
     return out
+
+
+def _native(doc: Mapping[str, Any]) -> str:
+    """The run against upstream's own library for the GPU (config deck.native_floor), over every library
+    raced against it: the geomean speed-up, the sizes that ship upstream's kernel and those where it gave
+    wrong results; nothing without a native floor."""
+    rows = [r for r in ((doc.get("final") or {}).get("native") or []) if r.get("sizes")]
+    if not rows or doc.get("state") != "finished":
+        return ""
+    sizes = sum(int(r["sizes"]) for r in rows)
+    g = math.exp(sum(int(r["sizes"]) * math.log(r["geomean_vs_native"]) for r in rows) / sizes)
+    kept = sum(int(r.get("kept") or 0) for r in rows)
+    wrong = sum(int(r.get("native_wrong") or 0) for r in rows)
+    text = f"vs upstream's own {rows[0].get('arch')} library: geomean {g:.2f}× over {sizes} sizes"
+    text += f" of {len(rows)} libraries, its kernel ships at {kept} of them"
+    return text + (f", it gave wrong results at {wrong}" if wrong else "")
 
 
 def results_folders(outputs: Sequence[str]) -> list[Path]:
@@ -186,6 +203,8 @@ def _whole_run(results: Path, outs: set[Path] | None) -> list[str]:
     if not library_built:
         lines.append(f"  {'library':<10s} not built by this run (target {results / LIBRARY} builds it)")
     lines += [f"  {label:<10s} {text}" for label, text in _headlines(doc)]
+    if native := _native(doc):
+        lines.append(f"  {'native':<10s} {native}")
     cap = (doc.get("coverage") or {}).get("size_cap")
     if cap:  # a demo's sample of the deck: the figures above are not the footprint's
         lines.append(f"  {'deck':<10s} capped: {cap['text']}; the figures are over the kept sizes")
