@@ -360,6 +360,46 @@ def test_a_size_where_the_baselines_kernel_gave_wrong_results_counts_in_no_speed
     ]
 
 
+def test_a_baselines_own_failed_calls_are_listed_and_said(tmp_path):
+    """The spoof hangs some RDNA3 APUs (ROCm/rocm-libraries#6320): compare's figures are speed-ups of the
+    tuned arm, so a baseline's own crash or hang would show nowhere. It is listed per family (library, size,
+    status, calls) and the report says it; the tuned arm's failures stay per size in ``failed``."""
+    import pandas as pd
+    from oto.reporting.collect import rocblas_clients
+    from oto.rocblas.compare import compare_document, failed_calls
+
+    rows = [
+        ("spoof", SB, 3, "timeout", "no completion within 5000000 us"),
+        ("spoof", SB, 3, "timeout", "no completion within 5000000 us"),
+        ("spoof", SB, 5, "crash", "rc -6"),
+        ("spoof", SB, 5, "ok", ""),
+        ("tuned", SB, 4, "timeout", "no completion within 5000000 us"),
+        ("upstream", "Cijk_Ailk_Bljk_DB", 0, "ok", ""),
+    ]
+    samples = pd.DataFrame(rows, columns=["kernel_id", "library", "size_index", "status", "reason"])
+    spoof = failed_calls(samples, "spoof")
+    assert spoof == {"SB": [
+        {"library": SB, "size_index": 3, "status": "timeout", "calls": 2,
+         "reason": "no completion within 5000000 us"},
+        {"library": SB, "size_index": 5, "status": "crash", "calls": 1, "reason": "rc -6"},
+    ]}  # fmt: skip
+    assert failed_calls(samples, "upstream") == {}
+    summary = {"sizes": 6, "measured": 6, "wins": 6, "ties": 0, "losses": 0, "regressions": [], "failed": []}
+    doc = compare_document(
+        {"spoof": {"SB": {**summary, "baseline_calls_failed": spoof["SB"]}}, "upstream": {"SB": summary}},
+        "tuned",
+        samples.assign(numbers="simulated"),
+        {},
+    )
+    (tmp_path / "compare").mkdir()
+    (tmp_path / "compare" / "compare.yaml").write_text(yaml.safe_dump(doc))
+    notes = rocblas_clients(tmp_path)["compare"]["notes"]
+    assert notes == [
+        f"against spoof, SB: 3 call(s) of the spoof arm itself failed (crash 1, timeout 2: {SB} size 3; {SB} "
+        "size 5)"
+    ]
+
+
 def test_the_runner_follows_the_backend_and_says_why_when_there_is_none(tmp_path, bench):
     from oto.rocblas.clients import client_runner
 

@@ -418,7 +418,7 @@ def rocblas_clients(results: Path) -> dict[str, Any]:
         }
     cmp = _yaml(results / "compare" / "compare.yaml")
     if cmp is not None:
-        rows, left_out = [], []
+        rows, extra_notes = [], []
         for against, families in (cmp.get("against") or {}).items():
             for fam, r in families.items():
                 ci = r.get("median_ci") or [None, None]
@@ -440,9 +440,19 @@ def rocblas_clients(results: Path) -> dict[str, Any]:
                         "failed": len(r.get("failed") or []),
                     }
                 )
+                if failed := r.get("baseline_calls_failed"):
+                    kinds = Counter()
+                    for g in failed:
+                        kinds[g["status"]] += int(g["calls"])
+                    where = "; ".join(f"{g['library']} size {g['size_index']}" for g in failed)
+                    counts = ", ".join(f"{k} {n}" for k, n in sorted(kinds.items()))
+                    extra_notes.append(
+                        f"against {against}, {fam}: {sum(kinds.values())} call(s) of the {against} arm "
+                        f"itself failed ({counts}: {where})"
+                    )
                 if wrong := r.get("baseline_failed"):
                     where = "; ".join(f"{g['library']} size {g['size_index']}" for g in wrong)
-                    left_out.append(
+                    extra_notes.append(
                         f"against {against}, {fam}: {len(wrong)} size(s) left out, where the baseline's "
                         f"kernel failed validation in finalize's race ({where})"
                     )
@@ -451,7 +461,7 @@ def rocblas_clients(results: Path) -> dict[str, Any]:
             "numbers": cmp.get("numbers"),
             "client": (cmp.get("client") or {}).get("what"),
             "repetitions": cmp.get("repetitions"),
-            "notes": [*(f"{k}: {v}" for k, v in sorted((cmp.get("notes") or {}).items())), *left_out],
+            "notes": [*(f"{k}: {v}" for k, v in sorted((cmp.get("notes") or {}).items())), *extra_notes],
             "rows": rows,
         }
     return out

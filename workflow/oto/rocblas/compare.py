@@ -18,7 +18,9 @@ verdict calls a loss, its speed-up below 1 by more than the tie tolerance and it
 whole interval below 1 alone is no regression: with hundreds of tied sizes a 95% interval misses 1 on a few
 by chance, as the gfx1103 demo showed with the same kernel in both arms at 0.991x.) The arms are timed, not
 validated: a size where the baseline's kernel gave wrong results in finalize's race is left out of the
-figures and listed (``baseline_failed``), as no speed-up over a wrong answer counts.
+figures and listed (``baseline_failed``), as no speed-up over a wrong answer counts. A baseline's own failed
+calls (a crash, a hang) are listed too (``baseline_calls_failed``, :func:`failed_calls`): its speed-up
+figures cannot show them, and the spoof is what hangs some RDNA3 APUs.
 """
 
 from __future__ import annotations
@@ -155,6 +157,21 @@ def family_summary(
                 for lib, r in left_out
             ],
         }
+    return out
+
+
+def failed_calls(samples: pd.DataFrame, arm: str) -> dict[str, list[dict[str, Any]]]:
+    """Per family, the calls of ``arm`` that failed (crash, hang, no readable time), one entry per library,
+    size and status with their count and first reason: a baseline's own failures, which its speed-up figures
+    cannot show (the spoof hangs some RDNA3 APUs: ROCm/rocm-libraries#6320)."""
+    bad = samples[(samples["kernel_id"] == arm) & (samples["status"] != "ok")]
+    out: dict[str, list[dict[str, Any]]] = {}
+    for (library, size, status), group in bad.groupby(["library", "size_index", "status"], sort=True):
+        fam = Library.parse(str(library)).family.code
+        out.setdefault(fam, []).append(
+            {"library": str(library), "size_index": int(size), "status": str(status), "calls": len(group),
+             "reason": str(group["reason"].iloc[0])}
+        )  # fmt: skip
     return out
 
 

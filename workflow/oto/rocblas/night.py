@@ -28,7 +28,7 @@ from oto.config import config_defaults
 from oto.deck.model import LibraryDeck
 from oto.gemm import Library, gemm_flops
 from oto.rocblas.clients import Arm, ClientRunner, arm_kernels
-from oto.rocblas.compare import compare_document, compare_scores, family_summary, run_compare
+from oto.rocblas.compare import compare_document, compare_scores, failed_calls, family_summary, run_compare
 from oto.rocblas.decisions import apply_replacements  # noqa: F401  (the stages call it here)
 from oto.rocblas.verify import changes_summary, decide, run_verify, verify_document
 from oto.tensile.labels import StockLibrary, logic_label
@@ -292,6 +292,10 @@ def compare_night(
     samples = pd.concat(parts, ignore_index=True)
     wrong = baseline_failures(finals)
     summaries = {b: family_summary(scores[b], "tuned", tie, boot, seed, wrong[b]) for b in baselines}
+    for b in baselines:  # the baseline's own failed calls, which its speed-ups cannot show
+        for fam, calls in failed_calls(samples, b).items():
+            if fam in summaries[b]:
+                summaries[b][fam]["baseline_calls_failed"] = calls
     doc = compare_document(summaries, "tuned", samples, {**runner.provenance(), "what": what})
     doc.update(notes=notes, repetitions=int(cfg["repetitions"]))
     return doc, samples
