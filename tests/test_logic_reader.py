@@ -9,6 +9,7 @@ from oto.tensile.logic_reader import (
     LogicFileError,
     fix_solution_indices,
     problem_type_name,
+    read_architecture,
     read_exact_rows,
     read_logic_file,
 )
@@ -187,3 +188,18 @@ def test_a_nan_gflops_in_an_exact_row_is_refused(vega10_dir, tmp_path):
     data[7][2][1][1] = float("nan")
     with pytest.raises(LogicFileError, match=r"row 2 \[.*\]: GFLOPS nan is not a finite"):
         read_exact_rows(_write(tmp_path / DB_NN, data))
+
+
+def test_the_architecture_is_read_from_the_head_of_a_file_in_any_layout(vega10_dir, tmp_path):
+    """Whose library a file is, for the dry-run, from its first elements: a name or an ``{Architecture:
+    ...}`` mapping; a file not in block layout is parsed whole; a mapping without the name is named."""
+    assert read_architecture(vega10_dir / DB_NN) == read_logic_file(vega10_dir / DB_NN).architecture
+    data = _load(vega10_dir / DB_NN)
+    data[2] = {"Architecture": "gfx1103", "CUCount": 12}
+    assert read_architecture(_write(tmp_path / DB_NN, data)) == "gfx1103"
+    flow = tmp_path / "flow.yaml"
+    flow.write_text(yaml.dump(data, Dumper=yaml.CSafeDumper, default_flow_style=True))
+    assert not flow.read_text().startswith("-") and read_architecture(flow) == "gfx1103"
+    data[2] = {"CUCount": 12}
+    with pytest.raises(LogicFileError, match=r"element 2 \(architecture\) dict has no 'Architecture' field"):
+        read_architecture(_write(tmp_path / DB_NN, data))

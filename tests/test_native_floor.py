@@ -44,8 +44,9 @@ STUB = canonical(
 )
 
 
-def write_native(folder: Path, libraries=(LIB,)) -> Path:
-    """A gfx1103 logic folder with a one-solution file per library (upstream's stub, in its format)."""
+def write_native(folder: Path, libraries=(LIB,), arch: str = "gfx1103") -> Path:
+    """A gfx1103 logic folder with a one-solution file per library (upstream's stub, in its format); ``arch``:
+    the GPU the files say they are for."""
     folder.mkdir(parents=True, exist_ok=True)
     for name in libraries:
         lib = NAVI31.libraries[name]
@@ -55,7 +56,7 @@ def write_native(folder: Path, libraries=(LIB,)) -> Path:
             solutions=[solution_entry(lib.problem_type, STUB, 0)],
             exact_rows=[([126, 126, 1, 66], 0, 12.5)],
             schedule="navi33",
-            architecture="gfx1103",
+            architecture=arch,
             device_names=["Device 6863"],
         )
     return folder
@@ -104,6 +105,18 @@ def test_a_native_floor_that_is_not_there_fails_the_dry_run(tmp_path):
     cfg = {"arch": "gfx1103", "families": ["SB_GB"], "deck": {"native_floor": {"path": str(tmp_path / "no")}}}
     with pytest.raises(PlanError, match=r"config field 'deck.native_floor.path': .* is not a folder"):
         plan_run(cfg)
+
+
+def test_another_gpus_folder_as_the_native_floor_fails_the_dry_run_naming_the_file(tmp_path):
+    """The native floor is upstream's library for the GPU being tuned: a gfx1150 folder given to a gfx1103
+    run (the files identical but for that name, as upstream copies navi33's) is refused at dry-run, naming
+    the file, what it is for and what to point at."""
+    native = write_native(tmp_path / "gfx1150", arch="gfx1150")
+    cfg = {"arch": "gfx1103", "families": ["SB_GB"], "deck": {"native_floor": {"path": str(native)}}}
+    where = rf"config field 'deck.native_floor.path': .*gfx1103_{LIB}.yaml is upstream's library for gfx1150"
+    with pytest.raises(PlanError, match=where + r", not for gfx1103, .* upstream's own gfx1103 folder"):
+        plan_run(cfg)
+    assert plan_run({**cfg, "arch": "gfx1150"}).deck["native_floor"]["arch"] == "gfx1150"
 
 
 INT8 = "Cijk_Ailk_Bljk_I8II_BH"

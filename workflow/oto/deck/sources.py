@@ -42,6 +42,7 @@ from oto.tensile.isa import caps_donor
 from oto.tensile.logic_reader import (
     LogicFile,
     LogicFileError,
+    read_architecture,
     read_exact_rows,
     read_logic_dir,
     read_logic_file,
@@ -927,6 +928,15 @@ def plan_native_floor(settings: Mapping[str, Any], libraries: Sequence[str]) -> 
     plan = source.plan()
     served = sorted(set(libraries) & set(plan.libraries))
     source.check(served)
+    arch = settings["native_floor"]["arch"]
+    logic = [f for lib in served for f in plan.files[lib]] if source.name == LogicSource.name else []
+    for f in logic:  # upstream's library for this GPU, by definition: not another GPU's
+        if (theirs := read_architecture(f)) != arch:
+            raise DeckConfigError(
+                f"config field 'deck.native_floor.path': {f} is upstream's library for {theirs}, not for "
+                f"{arch}, the GPU this run tunes; point it at upstream's own {arch} folder (rocm-libraries' "
+                f"asm_full/{arch})"
+            )
     return plan.path, plan.files_for(served)
 
 

@@ -333,6 +333,35 @@ _FLOW_LIST = re.compile(r"\[([^\[\]]*)\]")
 _NUMBER = re.compile(r"\s*[-+]?(\d+(\.\d*)?|\.\d+)([eE][-+]?\d+)?\s*")
 
 
+def read_architecture(path: str | Path) -> str:
+    """Element 2 (the architecture the file is for, a name or an ``{Architecture: ...}`` mapping) of a logic
+    file, from its first elements only when the file is in block layout, so a dry-run can check whose library
+    a folder is without parsing its solutions."""
+    path = Path(path)
+    try:
+        text = path.read_text()
+    except OSError as exc:
+        raise LogicFileError(f"{path}: cannot read: {exc.strerror}") from exc
+    starts = [m.start() for m in _TOP_ITEM.finditer(text)]
+    head = None
+    if text.startswith("-") and len(starts) >= 4:
+        try:
+            head = yaml.load(text[: starts[3]], Loader=_Loader)
+        except yaml.YAMLError:
+            head = None
+    if not isinstance(head, list) or len(head) < 3:
+        return _arch_of(read_logic_file(path).architecture)
+    return _arch_of(_element(head, 2, "architecture", (str, dict), path.name), path.name)
+
+
+def _arch_of(arch: str | Mapping[str, Any], where: str = "") -> str:
+    if isinstance(arch, Mapping):
+        if "Architecture" not in arch:
+            raise LogicFileError(f"{where}: element 2 (architecture) dict has no 'Architecture' field")
+        return str(arch["Architecture"])
+    return str(arch)
+
+
 def _flow_rows(chunk: str) -> list | None:
     """The rows of an exact-logic block written as ``- - [M, N, B, K]`` / ``  - [index, gflops]`` lines, or
     None when the block is written any other way (the caller then parses YAML)."""
