@@ -158,6 +158,19 @@ def test_a_bad_command_line_value_names_the_command_line_not_the_file():
     with pytest.raises(PlanError, match=r"^--config patterns=…: field 'patterns.0'") as err:
         plan_run({**BASE, "patterns": ["XX"]}, ["config/config.yaml"], command_line={"patterns": ["XX"]})
     assert "--configfile" not in str(err.value)  # a wrong value, not text where a number was meant
+    # a valid value the plan refuses names where it came from too: the deck has no such family, no profile
+    with pytest.raises(PlanError, match=r"^--config families=…: field 'families': ZB_GB not in the deck"):
+        plan_run(
+            {**BASE, "arch": "gfx1103", "families": ["ZB_GB"]},
+            ["config/config.yaml"],
+            {"families": ["ZB_GB"]},
+        )
+    with pytest.raises(PlanError, match=r"^config/config.yaml: field 'families': ZB_GB not in the deck"):
+        plan_run(
+            {**BASE, "arch": "gfx1103", "families": ["ZB_GB"]}, ["config/config.yaml"], {"arch": "gfx1103"}
+        )
+    with pytest.raises(PlanError, match=r"^--config arch=…: field 'arch': no arch profile"):
+        plan_run({**BASE, "arch": "gfx9999"}, ["config/config.yaml"], {"arch": "gfx9999"})
 
 
 def test_the_rdna_apus_plan():

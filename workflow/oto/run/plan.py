@@ -173,6 +173,10 @@ def plan_run(
     """The run's plan from its config; ``command_line``: the entries of Snakemake's ``--config``;
     ``results_root``: where results/<arch>/ lies (the libraries earlier runs finished there are kept)."""
     source = ", ".join(str(c) for c in configfiles) or "config"
+
+    def given(field: str) -> str:  # where a top-level field's value came from, for an error naming it
+        return f"--config {field}=…" if field in (command_line or {}) else source
+
     try:
         cfg = validate_config(config, source, command_line)
     except ConfigError as exc:
@@ -181,12 +185,12 @@ def plan_run(
     try:
         profile_file = profile_path(arch)
         if not profile_file.is_file():
-            raise PlanError(f"{source}: field 'arch': no arch profile {profile_file}")
+            raise PlanError(f"{given('arch')}: field 'arch': no arch profile {profile_file}")
         profile = load_profile(profile_file)
     except ProfileError as exc:
         raise PlanError(str(exc)) from None
     try:  # another GPU's registry to start from: a typo would warm-start nothing, silently
-        check_warm_start(cfg["registry"]["warm_start"], Path("results") / arch, source)
+        check_warm_start(cfg["registry"]["warm_start"], Path("results") / arch, given("registry"))
     except WarmStartError as exc:
         raise PlanError(str(exc)) from None
     settings = deck_settings(cfg["deck"], profile)
@@ -199,8 +203,8 @@ def plan_run(
         raise PlanError(f"{source}: field 'deck': {exc}") from None
     names = deck_plan.libraries
     stock = profile["stock_library"]["logic_prefix"]
-    families = select_libraries(names, cfg["families"], cfg["patterns"], source, stock)
-    shard, families = shard_families(families, cfg["shard"], source)
+    families = select_libraries(names, cfg["families"], cfg["patterns"], given("families"), stock)
+    shard, families = shard_families(families, cfg["shard"], given("shard"))
     libraries = sorted(lib for libs in families.values() for lib in libs)
     try:  # a zero or negative size fails the dry-run, naming file and row, not finalize after a night
         deck_source.check(libraries)
@@ -233,7 +237,7 @@ def plan_run(
         ]
         for lib in libraries
     }
-    device_file = device_profile_path(cfg, profile, profile_file, source)
+    device_file = device_profile_path(cfg, profile, profile_file, given("device_profile"))
     if device_file != profile_file:
         profile, profile_file = load_profile(device_file), device_file
     try:  # the strategy's options fail the dry-run, not the first mutate job
