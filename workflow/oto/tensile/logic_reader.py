@@ -312,16 +312,21 @@ def read_logic_file(path: str | Path) -> LogicFile:
 _TOP_ITEM = re.compile(r"^-(?: |$)", re.M)
 
 
+def _top_items(path: Path) -> tuple[str, list[int]]:
+    """A logic file's text and where each of its top-level ``- `` items starts (block layout)."""
+    try:
+        text = path.read_text()
+    except OSError as exc:
+        raise LogicFileError(f"{path}: cannot read: {exc.strerror}") from exc
+    return text, [m.start() for m in _TOP_ITEM.finditer(text)]
+
+
 def read_exact_rows(path: str | Path) -> list[tuple[tuple[int, ...], int, float]]:
     """Element 7 (exact logic) of a logic file, checked like :func:`read_logic_file` does, without parsing
     its solutions (most of the file), so a dry-run can check a whole deck's sizes in well under a second.
     Files not in block layout (one top-level item per ``- `` line) are parsed in full."""
     path = Path(path)
-    try:
-        text = path.read_text()
-    except OSError as exc:
-        raise LogicFileError(f"{path}: cannot read: {exc.strerror}") from exc
-    starts = [m.start() for m in _TOP_ITEM.finditer(text)]
+    text, starts = _top_items(path)
     if text.startswith("-") and len(starts) >= 9:
         rows = _flow_rows(text[starts[7] + 1 : starts[8]])
         if rows is not None:
@@ -338,11 +343,7 @@ def read_architecture(path: str | Path) -> str:
     file, from its first elements only when the file is in block layout, so a dry-run can check whose library
     a folder is without parsing its solutions."""
     path = Path(path)
-    try:
-        text = path.read_text()
-    except OSError as exc:
-        raise LogicFileError(f"{path}: cannot read: {exc.strerror}") from exc
-    starts = [m.start() for m in _TOP_ITEM.finditer(text)]
+    text, starts = _top_items(path)
     head = None
     if text.startswith("-") and len(starts) >= 4:
         try:
