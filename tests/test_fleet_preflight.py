@@ -146,6 +146,8 @@ def test_an_override_that_hides_the_isa_from_tensile_stops_a_measured_run(tmp_pa
     by, found = run_checks(root, environ=env, report=TENSILE_REPORT)
     assert by["hsa_override"].status == "stop" and "HIP see gfx900" in by["hsa_override"].found
     assert "unset HSA_OVERRIDE_GFX_VERSION" in by["hsa_override"].advice and blocking(found)
+    assert "tensile: {isa: gfx900}" in by["hsa_override"].advice  # the way to tune under it, and its risk
+    assert "rocm-libraries#6320" in by["hsa_override"].advice
     assert "Cannot start" in format_checks(found)
     ok, _ = run_checks(root, environ=env, report=TENSILE_REPORT, config={"tensile": {"isa": "gfx900"}})
     assert ok["hsa_override"].status == "note"

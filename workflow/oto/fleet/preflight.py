@@ -265,9 +265,10 @@ def _override_check(
             "hsa_override",
             "stop",
             f"HSA_OVERRIDE_GFX_VERSION={value} makes HIP see {effective}, but kernels are built for {isa}",
-            "they would not load. For tuning, unset it in this console (unset HSA_OVERRIDE_GFX_VERSION), "
-            "or set "
-            f"tensile: {{isa: {effective}}} in the config (the kernels are the same on gfx90c and gfx900)",
+            "they would not load. For tuning, unset it in this console (unset HSA_OVERRIDE_GFX_VERSION); "
+            f"or set tensile: {{isa: {effective}}} in the config to build {effective}'s kernels and tune "
+            f"them under the override, where {effective}'s kernels run correctly on this GPU (gfx900's do "
+            "on a gfx90c; under 11.0.0 some 780Ms fault or hang: ROCm/rocm-libraries#6320)",
         )
     return Check("hsa_override", "note", f"HSA_OVERRIDE_GFX_VERSION={value}: HIP sees {effective}")
 
