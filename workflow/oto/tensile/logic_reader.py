@@ -312,13 +312,20 @@ def read_logic_file(path: str | Path) -> LogicFile:
 _TOP_ITEM = re.compile(r"^-(?: |$)", re.M)
 
 
-def _top_items(path: Path) -> tuple[str, list[int]]:
-    """A logic file's text and where each of its top-level ``- `` items starts (block layout)."""
+def _top_items(path: Path, limit: int = -1) -> tuple[str, list[int]]:
+    """A logic file's text (its first ``limit`` characters when given) and where each of its top-level ``- ``
+    items starts (block layout)."""
     try:
-        text = path.read_text()
+        with path.open() as f:
+            text = f.read(limit)
     except OSError as exc:
         raise LogicFileError(f"{path}: cannot read: {exc.strerror}") from exc
     return text, [m.start() for m in _TOP_ITEM.finditer(text)]
+
+
+# A logic file's first four elements (version, schedule, architecture, device names) fit in this many
+# characters; a file whose head does not is read whole.
+_HEAD_CHARS = 65536
 
 
 def read_exact_rows(path: str | Path) -> list[tuple[tuple[int, ...], int, float]]:
@@ -343,7 +350,7 @@ def read_architecture(path: str | Path) -> str:
     file, from its first elements only when the file is in block layout, so a dry-run can check whose library
     a folder is without parsing its solutions."""
     path = Path(path)
-    text, starts = _top_items(path)
+    text, starts = _top_items(path, _HEAD_CHARS)  # the head only: the dry-run reads every file whole once
     head = None
     if text.startswith("-") and len(starts) >= 4:
         try:
