@@ -382,6 +382,11 @@ def _taken_out(c: Mapping[str, Any]) -> str:
     return f"{c['removed']} at size {c['size_index']} → {c['replacement']} ({c['how']}): {c['why']}"
 
 
+def _sizes(entries: list[Mapping[str, Any]]) -> str:
+    """Where compare's entries are, as the notes name them: "<library> size <i>; ..."."""
+    return "; ".join(f"{g['library']} size {g['size_index']}" for g in entries)
+
+
 def _regression(g: Mapping[str, Any]) -> str:
     return (
         f"{g['library']} size {g['size_index']}: {g['speedup']:.3f}× ({g['ci_low']:.3f}–{g['ci_high']:.3f})"
@@ -444,17 +449,15 @@ def rocblas_clients(results: Path) -> dict[str, Any]:
                     kinds = Counter()
                     for g in failed:
                         kinds[g["status"]] += int(g["calls"])
-                    where = "; ".join(f"{g['library']} size {g['size_index']}" for g in failed)
                     counts = ", ".join(f"{k} {n}" for k, n in sorted(kinds.items()))
                     extra_notes.append(
                         f"against {against}, {fam}: {sum(kinds.values())} call(s) of the {against} arm "
-                        f"itself failed ({counts}: {where})"
+                        f"itself failed ({counts}: {_sizes(failed)})"
                     )
                 if wrong := r.get("baseline_failed"):
-                    where = "; ".join(f"{g['library']} size {g['size_index']}" for g in wrong)
                     extra_notes.append(
                         f"against {against}, {fam}: {len(wrong)} size(s) left out, where the baseline's "
-                        f"kernel failed validation in finalize's race ({where})"
+                        f"kernel failed validation in finalize's race ({_sizes(wrong)})"
                     )
         out["compare"] = {
             "skipped": cmp.get("reason") if cmp.get("skipped") else None,
