@@ -7,6 +7,7 @@ and control characters out."""
 from __future__ import annotations
 
 import hashlib
+import html
 import io
 import json
 import os
@@ -193,6 +194,66 @@ def test_when_every_candidate_is_overruled_the_shipped_kernel_keeps_the_size(tmp
     assert all(
         r["score"] == pytest.approx(1.0, rel=0.01) and r["verdict"] == "tie" for r in final["per_size"]
     )
+
+
+def write_native_db(folder: Path) -> Path:
+    """A gfx90c native folder (upstream's own library for the GPU, as gfx1103 and gfx1150 have one) whose DB
+    file ships one kernel: the synthetic bundles' "other" variant."""
+    from oto.tensile.logic_writer import logic_file_name, solution_entry, write_logic_file
+
+    lib = DECK.libraries[LIBRARY]
+    _, params = variant(LIBRARY, "other")
+    folder.mkdir(parents=True)
+    write_logic_file(
+        folder / logic_file_name("gfx90c", LIBRARY),
+        problem_type=lib.problem_type,
+        solutions=[solution_entry(lib.problem_type, params, 0)],
+        exact_rows=[(list(lib.sizes[0][:4]), 0, 10.0)],
+        schedule="vega10",
+        architecture="gfx90c",
+        device_names=["Device 1636"],
+    )
+    return folder
+
+
+def test_a_candidate_a_device_measured_slower_than_upstreams_own_kernel_never_ships(tmp_path):
+    """With a native floor (deck.native_floor), upstream's own kernel for the GPU races beside the finalists.
+    A device that measured the tuned kernel at 1.2x and upstream's at 1.4x picked upstream's; a louder one
+    measured the tuned kernel at 2.0x. Upstream's kernel is a shipped kernel that device measured faster, so
+    the tuned one is overruled there, as it would be against the spoof's. (Before, the merge knew only the
+    spoof's kernels as shipped, and the geomean of 1.2 and 2.0 shipped the tuned kernel.)"""
+    native = write_native_db(tmp_path / "native")
+    other, _ = variant(LIBRARY, "other")
+    winner, _ = variant(LIBRARY, "winner")
+    machine = make_root(tmp_path, name="quiet", machine_id="d" * 32)
+    quiet = synthetic_bundle(tmp_path, name="quiet", machine=machine, score=1.2, rivals={"other": 1.4})
+    loud = synthetic_bundle(tmp_path, name="loud", score=2.0, rivals={"other": 1.3})
+    config = validate_config(
+        {"arch": "gfx90c", "families": "all", "deck": {"native_floor": {"path": str(native)}}}
+    )
+    doc = merge([quiet, loud], tmp_path / "out", MergeSettings("gfx90c", ARCH, config, numbers="simulated"))
+    assert len(doc["bundles"]["accepted"]) == 2 and doc["native_floor"]["path"] == str(native)
+    final = yaml.safe_load((tmp_path / "out/gfx90c" / LIBRARY / "final.yaml").read_text())
+    quiet_device = next(b["device"] for b in doc["bundles"]["accepted"] if b["file"] == quiet.name)
+    for r in final["per_size"]:
+        assert (
+            r["winner"] == other
+            and r["kept_by_native"]
+            and r["score"] == pytest.approx((1.4 * 1.3) ** 0.5, rel=0.03)
+        )
+        (o,) = r["overruled"]
+        assert o["kernel"] == winner and o["device"] == quiet_device
+        assert o["why"] == f"measured slower than upstream's own kernel {other} (1.4x) there"
+    for report in ("acceptance.md", "acceptance.html"):
+        text = html.unescape((tmp_path / "out/gfx90c" / report).read_text())
+        assert "Upstream's own gfx90c library (" in text and "native) raced beside the candidates" in text
+        assert f"slower than upstream's own kernel {other}" in text
+    # without the native floor the merge knows only the spoof's kernels: the louder device's word wins
+    doc = merge([quiet, loud], tmp_path / "plain", settings())
+    final = yaml.safe_load((tmp_path / "plain/gfx90c" / LIBRARY / "final.yaml").read_text())
+    assert doc["native_floor"] is None
+    assert {r["winner"] for r in final["per_size"]} == {winner}
+    assert not any(r.get("overruled") or r.get("kept_by_native") for r in final["per_size"])
 
 
 # -- physics everywhere -----------------------------------------------------------------------------------

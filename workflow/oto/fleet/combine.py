@@ -15,6 +15,8 @@ Per deck size:
   ≤ 1 − tolerance with its interval below 1) or slower than a shipped kernel measured on that same device
   (interval below the shipped kernel's, score below it by the tolerance), or that failed there, never ships,
   however fast another device says it is. One device's word does not outvote another device's measurement.
+  Upstream's own kernels for the GPU (config ``deck.native_floor``, raced beside the finalists) are shipped
+  kernels in this sense too, but not the floor: they are overruled like any candidate.
 * **The winner** is the remaining candidate with the best geometric mean over the devices that measured it
   (more devices first on a tie); its interval spans every device's interval. When every candidate is
   overruled, the size's shipped kernel keeps it (score 1 by definition).
@@ -127,10 +129,18 @@ def _final_winners(contribs: Sequence[Contribution]) -> dict[str, dict[int, set[
 
 
 def overruled_by(
-    kernel: str, i: int, per: Mapping[str, dict], obs: Mapping, shipped: set[str], tolerance: float
+    kernel: str,
+    i: int,
+    per: Mapping[str, dict],
+    obs: Mapping,
+    shipped: set[str],
+    tolerance: float,
+    native: frozenset[str] = frozenset(),
 ) -> dict[str, Any] | None:
     """Why ``kernel`` may not ship at size ``i`` (the first device that measured it slower than the spoof or
-    a shipped kernel, or saw it fail), or None."""
+    a shipped kernel, or saw it fail), or None. ``shipped``: the floor's kernels (score 1 by definition, never
+    overruled for being slower than themselves); ``native``: upstream's own kernels for the GPU, rivals as
+    shipped kernels are but judged like any candidate."""
     for d, v in sorted(per.items()):
         where = {"kernel": kernel, "device": d, "score": rounded(v["score"]), "ci_low": rounded(v["ci_low"]),
                  "ci_high": rounded(v["ci_high"]), "source": v["source"]}  # fmt: skip
@@ -140,25 +150,30 @@ def overruled_by(
             continue
         if verdict(v["score"], v["ci_low"] or v["score"], v["ci_high"] or v["score"], tolerance) == "loss":
             return {**where, "why": "measured slower than the spoof (the shipped kernel) there"}
-        for s in sorted(shipped):
+        for s in sorted((shipped | native) - {kernel}):
             ref = obs[d].get((s, i))
             slower = ref and ref["score"] and v["score"] <= ref["score"] * (1 - tolerance)
             if slower and (v["ci_high"] or v["score"]) < (ref["ci_low"] or ref["score"]):
-                return {
-                    **where,
-                    "why": f"measured slower than shipped kernel {s} ({ref['score']:.3g}x) there",
-                }
+                whose = "shipped kernel" if s in shipped else "upstream's own kernel"
+                return {**where, "why": f"measured slower than {whose} {s} ({ref['score']:.3g}x) there"}
     return None
 
 
-def _decide(i: int, candidates: Iterable[str], obs: Mapping, shipped: set[str], tolerance: float):
+def _decide(
+    i: int,
+    candidates: Iterable[str],
+    obs: Mapping,
+    shipped: set[str],
+    tolerance: float,
+    native: frozenset[str] = frozenset(),
+):
     """(winner, per-device views, overruled candidates) at size ``i``."""
     best, overruled = None, []
     for k in sorted(candidates):
         per = {d: obs[d][(k, i)] for d in sorted(obs) if (k, i) in obs[d]}
         if not any(v["score"] for v in per.values()):
             continue
-        why = overruled_by(k, i, per, obs, shipped, tolerance)
+        why = overruled_by(k, i, per, obs, shipped, tolerance, native)
         if why:
             overruled.append(why)
             continue
@@ -210,20 +225,27 @@ def _row(i: int, k: str | None, per: Mapping[str, dict], roof: Mapping, picked: 
 
 
 def merged_rows(
-    deck: LibraryDeck, contribs: Sequence[Contribution], profiles: Mapping[str, Mapping], tolerance: float
+    deck: LibraryDeck,
+    contribs: Sequence[Contribution],
+    profiles: Mapping[str, Mapping],
+    tolerance: float,
+    native: Mapping[int, str] | None = None,
 ) -> tuple[list[dict], dict[str, dict], dict[str, dict[int, set[str]]], dict]:
-    """(rows, kernel params, each device's recomputed final winners, device observations)."""
+    """(rows, kernel params, each device's recomputed final winners, device observations). ``native``: deck
+    size → upstream's own kernel for the GPU there (the native floor), which no candidate measured slower
+    than it on some device outvotes."""
     obs, winners = _views(contribs), _final_winners(contribs)
     lib = Library.parse(deck.name)
     sizes = np.asarray([s[:4] for s in deck.sizes], dtype=float).reshape(-1, 4)
     roof = {d: roofline_gflops(profiles[d], lib.family, *sizes.T) for d in obs}
     references = {i: k for c in contribs for i, k in c.evidence.references.items()}
     shipped = set(references.values())
+    upstream = frozenset((native or {}).values()) - shipped
     params = {k: p for c in contribs for k, p in c.evidence.params.items()}
     rows = []
     for i in range(len(deck.sizes)):
         candidates = set().union(*(w.get(i, set()) for w in winners.values()))
-        (k, per), overruled = _decide(i, candidates, obs, shipped, tolerance)
+        (k, per), overruled = _decide(i, candidates, obs, shipped, tolerance, upstream)
         fallback = k is None and bool(overruled) and references.get(i) in params
         if fallback:  # every candidate overruled: the shipped kernel keeps the size
             k = references[i]
@@ -234,6 +256,8 @@ def merged_rows(
             row["overruled"] = overruled
         if fallback and k:
             row["kept_by_shipped_kernel"] = True
+        elif k is not None and k in upstream and k == (native or {}).get(i):
+            row["kept_by_native"] = True  # upstream's own kernel for the GPU keeps the size
         rows.append(row)
     return rows, params, winners, obs
 
@@ -300,15 +324,20 @@ def per_device(
 
 
 def merge_library(
-    deck: LibraryDeck, contribs: Sequence[Contribution], profiles: Mapping[str, Mapping], tolerance: float
+    deck: LibraryDeck,
+    contribs: Sequence[Contribution],
+    profiles: Mapping[str, Mapping],
+    tolerance: float,
+    native: Mapping[int, str] | None = None,
 ) -> dict[str, Any] | None:
     """The merged final of one library (final.yaml format; per-device figures under ``devices``, overruled
-    candidates under ``overruled``), or None when no device finished it."""
+    candidates under ``overruled``), or None when no device finished it. ``native``: as for
+    :func:`merged_rows`."""
     finished = [c for c in contribs if c.evidence.final]
     if not finished:
         return None
     lib = Library.parse(deck.name)
-    rows, params, winners, obs = merged_rows(deck, contribs, profiles, tolerance)
+    rows, params, winners, obs = merged_rows(deck, contribs, profiles, tolerance, native)
     summary = summarise(rows, Counter())
     provs = [(c.claimed or {}).get("provenance") or {} for c in finished]
     return {

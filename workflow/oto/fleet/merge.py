@@ -35,7 +35,7 @@ import oto
 from oto.deck.model import Deck, DeckError, LibraryDeck, write_deck_yaml, write_library_yaml
 from oto.deck.shards import Shard
 from oto.deck.size_cap import SizeCap
-from oto.deck.sources import attach_floor, cap_deck, deck_settings, run_source
+from oto.deck.sources import attach_floor, attach_native_floor, cap_deck, deck_settings, run_source
 from oto.files import atomic_write_text, read_yaml, write_yaml
 from oto.fleet import split_passthrough
 from oto.fleet.archive import Budget, Limits, Rejected
@@ -134,6 +134,12 @@ def shipped_kernels(deck: Deck, arch_profile: Mapping) -> Callable[[str], dict[s
         return {r["id"]: r["params"] for r in refs.values() if r["id"]}
 
     return of
+
+
+def native_kernels(lib: LibraryDeck, limits: legality.Limits) -> dict[int, str]:
+    """Deck size → upstream's own kernel for the GPU there (the native floor's pick; {} without one)."""
+    refs = lib.native_references(list(range(len(lib.sizes))), limits)
+    return {i: r["id"] for i, r in refs.items() if r["id"]}
 
 
 def expectation(settings: MergeSettings, deck: Deck, pinned: str | None) -> Expect:
@@ -267,6 +273,9 @@ def _merge_into(
     deck_setup = deck_settings(settings.config["deck"], settings.arch_profile)
     deck = merge_deck(settings.config, settings.arch_profile)
     floor = attach_floor(deck, deck_setup)  # each merged library races the floor the config names
+    # upstream's own library for the GPU (deck.native_floor): a candidate a device measured slower than its
+    # kernel there is overruled, as one slower than a shipped kernel is
+    attach_native_floor(deck, deck_setup)
     kept = KeptBundles(arch_dir / "fleet" / "bundles", staging / "fleet" / "bundles")
     kept.carry(list(known.values()), before.get("lost") or [])
     committed = kept.committed.resolve()
@@ -298,6 +307,7 @@ def _merge_into(
     doc["bundles"].update(restored=kept.restored, lost=lost)
     doc["recovered"] = recovered
     doc["floor"] = floor  # None: the deck's own shipped kernels
+    doc["native_floor"] = deck_setup.get("native_floor")  # None: upstream ships the GPU no library of its own
     from oto.reporting.fleet import render_html, render_markdown
 
     atomic_write_text(staging / "acceptance.md", render_markdown(doc))
@@ -320,6 +330,7 @@ def _write_libraries(
     line simulated numbers carry (:func:`model_check`)."""
     profiles = {b.device_id: calibrated.get(b.device_id, b.profile) for b in accepted}
     tol = float(settings.config["benchmark"]["tie_tolerance"])
+    limits = legality.Limits.from_profile(settings.arch_profile)
     libraries = sorted({lib for b in accepted for lib in b.evidence})
     label = settings.config["package"]["label"]
     prefix = logic_label(settings.arch_profile, label).prefix
@@ -341,7 +352,8 @@ def _write_libraries(
             for b in accepted
             if lib in b.evidence
         ]
-        final = merge_library(deck.libraries[lib], contribs, profiles, tol)
+        native = native_kernels(deck.libraries[lib], limits)
+        final = merge_library(deck.libraries[lib], contribs, profiles, tol, native)
         write_library_yaml(deck.libraries[lib], arch_dir / lib / "deck.yaml", provenance)
         if final is None:
             merged[lib] = _unfinished(contribs)

@@ -127,8 +127,19 @@ def _provenance(doc: Mapping[str, Any]) -> list[str]:
         "kernel that any device measured slower than the spoof or a shipped kernel (or saw fail) is "
         "overruled and never ships on another device's word. GFLOPS and % of the ceiling are per device "
         f"(each device's roofline from its device profile). Tie tolerance ±{doc['tie_tolerance']:.0%}.",
+        *([f"- {native_text(doc['native_floor'])}"] if doc.get("native_floor") else []),
         "",
     ]
+
+
+def native_text(native: Mapping[str, Any]) -> str:
+    """The native floor's sentence: what it is and what it overrules (``native``: merge.yaml's
+    ``native_floor``)."""
+    return (
+        f"Upstream's own {md(native.get('arch') or '?')} library ({md(native.get('path') or '?')}) raced "
+        "beside the candidates: a kernel any device measured slower than its kernel is overruled as well, "
+        "and a size its kernel wins says so (kept_by_native in final.yaml)."
+    )
 
 
 def _devices(doc: Mapping[str, Any]) -> list[str]:
@@ -360,5 +371,6 @@ def render_html(doc: Mapping[str, Any]) -> str:
             pct=pct,
             measured_by=measured_by,
             overruled_text=overruled_text,
+            native_text=native_text,
         )
     )
