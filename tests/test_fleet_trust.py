@@ -23,6 +23,7 @@ import pytest
 import yaml
 from fleet_helpers import LIBRARY, make_root, oto, rebuild, synthetic_bundle, variant, with_zero_logs
 from oto.config import validate_config
+from oto.deck.model import DeckError
 from oto.deck.sources import SHIPPED_MANIFEST, read_manifest
 from oto.fleet.bundle import Scrubber
 from oto.fleet.intake import Expect, Limits, Rejected, open_bundle
@@ -196,9 +197,9 @@ def test_when_every_candidate_is_overruled_the_shipped_kernel_keeps_the_size(tmp
     )
 
 
-def write_native_db(folder: Path) -> Path:
+def write_native_db(folder: Path, arch: str = "gfx90c") -> Path:
     """A gfx90c native folder (upstream's own library for the GPU, as gfx1103 and gfx1150 have one) whose DB
-    file ships one kernel: the synthetic bundles' "other" variant."""
+    file ships one kernel: the synthetic bundles' "other" variant; ``arch``: the GPU the file is for."""
     from oto.tensile.logic_writer import logic_file_name, solution_entry, write_logic_file
 
     lib = DECK.libraries[LIBRARY]
@@ -210,7 +211,7 @@ def write_native_db(folder: Path) -> Path:
         solutions=[solution_entry(lib.problem_type, params, 0)],
         exact_rows=[(list(lib.sizes[0][:4]), 0, 10.0)],
         schedule="vega10",
-        architecture="gfx90c",
+        architecture=arch,
         device_names=["Device 1636"],
     )
     return folder
@@ -248,6 +249,14 @@ def test_a_candidate_a_device_measured_slower_than_upstreams_own_kernel_never_sh
         text = html.unescape((tmp_path / "out/gfx90c" / report).read_text())
         assert "Upstream's own gfx90c library (" in text and "native) raced beside the candidates" in text
         assert f"slower than upstream's own kernel {other}" in text
+    # another GPU's library as the native floor is refused before any bundle is opened, as the dry-run does
+    wrong = write_native_db(tmp_path / "gfx902", arch="gfx902")
+    config["deck"]["native_floor"]["path"] = str(wrong)
+    with pytest.raises(
+        DeckError, match=r"deck.native_floor.path': .*gfx90c_Cijk_Ailk_Bljk_DB.yaml is upstream"
+    ):
+        merge([quiet, loud], tmp_path / "wrong", MergeSettings("gfx90c", ARCH, config, numbers="simulated"))
+    assert not (tmp_path / "wrong/gfx90c/fleet").exists()
     # without the native floor the merge knows only the spoof's kernels: the louder device's word wins
     doc = merge([quiet, loud], tmp_path / "plain", settings())
     final = yaml.safe_load((tmp_path / "plain/gfx90c" / LIBRARY / "final.yaml").read_text())

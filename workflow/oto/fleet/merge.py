@@ -35,7 +35,14 @@ import oto
 from oto.deck.model import Deck, DeckError, LibraryDeck, write_deck_yaml, write_library_yaml
 from oto.deck.shards import Shard
 from oto.deck.size_cap import SizeCap
-from oto.deck.sources import attach_floor, attach_native_floor, cap_deck, deck_settings, run_source
+from oto.deck.sources import (
+    attach_floor,
+    attach_native_floor,
+    cap_deck,
+    deck_settings,
+    plan_native_floor,
+    run_source,
+)
 from oto.files import atomic_write_text, read_yaml, write_yaml
 from oto.fleet import split_passthrough
 from oto.fleet.archive import Budget, Limits, Rejected
@@ -274,7 +281,9 @@ def _merge_into(
     deck = merge_deck(settings.config, settings.arch_profile)
     floor = attach_floor(deck, deck_setup)  # each merged library races the floor the config names
     # upstream's own library for the GPU (deck.native_floor): a candidate a device measured slower than its
-    # kernel there is overruled, as one slower than a shipped kernel is
+    # kernel there is overruled, as one slower than a shipped kernel is; another GPU's folder is refused as
+    # the dry-run refuses it
+    plan_native_floor(deck_setup, sorted(deck.libraries))
     attach_native_floor(deck, deck_setup)
     kept = KeptBundles(arch_dir / "fleet" / "bundles", staging / "fleet" / "bundles")
     kept.carry(list(known.values()), before.get("lost") or [])
