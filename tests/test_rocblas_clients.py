@@ -106,6 +106,10 @@ if m == 256:
     sys.stdout.flush(); os.abort()
 if m == 512:
     time.sleep(600)
+once = os.path.join(os.path.dirname(sys.argv[0]), "hung-once")
+if m == 640 and not os.path.exists(once):  # hangs the first time only: the machine's hang, not the kernel's
+    open(once, "w").close()
+    time.sleep(600)
 head = "transA,transB,M,N,K,alpha,lda,beta,ldb,ldc,cold_iters,hot_iters,rocblas-Gflops,us"
 norm = 0.5 if m == 128 else 3e-7
 t = 2.0 * m * n * k / 1e3 / (100.0 if os.environ.get("ROCBLAS_TENSILE_LIBPATH") else 80.0)
@@ -150,10 +154,36 @@ def test_verify_records_pass_fail_crash_hang_and_malformed_per_size_and_goes_on(
         "exceeds" in rows[1].reason and "rc -6" in rows[2].reason and "Memory access fault" in rows[2].reason
     )
     assert "killed after 3 s" in rows[3].reason and "values for the" in rows[4].reason
+    # the kernel's only timeout was run once more, and hung again
+    assert [r.retried for r in rows] == [False, False, False, True, False, False]
+    assert (
+        rows[3].reason.count("killed after 3 s") == 2
+        and "run again: its first call timed out" in rows[3].reason
+    )
     assert [r.kernel_id for r in rows] == kernels and {r.numbers for r in rows} == {"measured"}
     first = sorted((tmp_path / "calls").glob("call-0001-*.log"))[0].read_text()
     assert "library /opt/tuned/library override 9.0.0" in first  # the arm's environment reached the client
     assert not list((tmp_path / "journal" / "calls").glob("*.json"))  # every call left the journal
+
+
+def test_a_kernels_one_hang_is_run_again_and_a_hang_that_repeats_across_sizes_is_not(tmp_path, bench):
+    """One timeout among a kernel's calls can be the machine's: it is run once more and the second result
+    stands (here the stand-in hangs at M = 640 the first time only). A kernel that hung at two sizes is not
+    run again: on hardware each hung call costs the client's whole timeout."""
+    sizes = [[640, 64, 1, 64], [64, 64, 1, 64], [512, 64, 1, 64], [512, 96, 1, 64], [96, 96, 1, 96]]
+    kernels = ["kflaky0000000", "kflaky0000000", "khangs0000000", "khangs0000000", "kgood00000000"]
+    tuned = Arm("tuned", "/opt/tuned/library", {}, arm_kernels(SB, sizes, kernels))
+    rows = run_verify(runner_for(tmp_path, bench), tuned, SB, sizes)
+    assert [r.status for r in rows] == ["pass", "pass", "timeout", "timeout", "pass"]
+    assert [r.retried for r in rows] == [True, False, False, False, False]
+    assert rows[0].reason == "run again: its first call timed out (rocblas-bench killed after 3 s)"
+    assert len(list((tmp_path / "calls").glob("call-*.log"))) == 6  # five sizes, one of them twice
+    d = decide(SB, [{"size_index": i, "winner": k, "shipped": "kspoof"} for i, k in enumerate(kernels)], rows)
+    assert set(d.failing) == {"khangs0000000"} and d.winners[0] == "kflaky0000000"
+    from oto.reporting.collect import _retried
+
+    entry = {"rows": [r.as_dict() for r in rows]}
+    assert _retried(entry) == " (1 run again after a timeout: pass 1)"
 
 
 def test_a_quarantined_size_is_never_run_and_a_dead_call_is_run_alone_first(tmp_path, bench):

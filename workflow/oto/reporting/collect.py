@@ -35,7 +35,7 @@ from oto.files import StageFileError, atomic_write_text, read_yaml_mirrored
 from oto.hardware.simulated.checks import model_check_for
 from oto.measurement.scoring import drift_series
 from oto.reporting import figures
-from oto.rocblas.verify import read_verify
+from oto.rocblas.verify import Change, read_verify, removed_kernels
 from oto.tensile.provenance import nights, simulated_build_banner
 
 CACHE_VERSION = 5  # 2: generations carry their drift estimator; 3: figures against the realistic roofline;
@@ -378,8 +378,13 @@ def _fig(x: Any, spec: str = ".3f") -> str:
     return "—" if x is None else format(float(x), spec)
 
 
-def _taken_out(c: Mapping[str, Any]) -> str:
-    return f"{c['removed']} at size {c['size_index']} → {c['replacement']} ({c['how']}): {c['why']}"
+def _retried(entry: Mapping[str, Any]) -> str:
+    """How many of a library's verify calls were run again after a timeout, and how those ended."""
+    again = Counter(r.get("status") for r in entry.get("rows") or [] if r.get("retried"))
+    if not again:
+        return ""
+    ended = ", ".join(f"{k} {v}" for k, v in sorted(again.items()))
+    return f" ({sum(again.values())} run again after a timeout: {ended})"
 
 
 def _sizes(entries: list[Mapping[str, Any]]) -> str:
@@ -410,8 +415,9 @@ def rocblas_clients(results: Path) -> dict[str, Any]:
                     "sizes": sum(counts.values()),
                     "passed": counts.get("pass", 0),
                     "failed": sum(v for k, v in counts.items() if k != "pass"),
-                    "counts": ", ".join(f"{k} {v}" for k, v in sorted(counts.items())),
-                    "taken_out": [_taken_out(c) for c in entry.get("changes") or []],
+                    "counts": ", ".join(f"{k} {v}" for k, v in sorted(counts.items())) + _retried(entry),
+                    # one entry per kernel taken out, not per size: a kernel out at 70 sizes is one line
+                    "taken_out": removed_kernels([Change(**c) for c in entry.get("changes") or []], 5),
                 }
             )
         out["verify"] = {

@@ -12,6 +12,12 @@ Every size gets a row, whatever happens: ``pass``, ``fail`` (the norm is over th
 not be read: the size is unverified, not failed), ``unsupported`` (the client has no call for the problem
 type). The run goes on after each.
 
+A call that timed out is run once more when it is its kernel's only timeout of the library: one hang among
+a kernel's calls can be the machine's (a busy desktop on the APU, a driver hiccup; the night had launched it
+at that size many times), a hang that repeats is the kernel's. The row then says so (``retried``), and the
+second call's result stands. A kernel that timed out at two or more sizes is not run again: a real hang
+costs the client's whole timeout per call.
+
 The decision (:func:`decide`): a kernel that fails, crashes, hangs or resets the GPU at any size is wrong,
 so it is taken out at every size it wins; each of those sizes goes to the next candidate of its ranking
 that passed verification at some size and failed at none, else to the size's shipped (spoof) kernel.
@@ -21,8 +27,9 @@ from __future__ import annotations
 
 import logging
 import math
+from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -61,6 +68,7 @@ class VerifyRow:
     time_us: float
     reason: str
     numbers: str
+    retried: bool = False  # its first call timed out, and this is the second call's result
 
     def as_dict(self) -> dict[str, Any]:
         d = asdict(self)
@@ -90,9 +98,21 @@ def judge(result: ClientResult, size_index: int) -> VerifyRow:
 def run_verify(
     runner: ClientRunner, arm: Arm, library: str, sizes: Sequence[Sequence[int]]
 ) -> list[VerifyRow]:
-    """Every size of ``library`` checked with the arm installed, one call each; nothing stops the run."""
+    """Every size of ``library`` checked with the arm installed, one call each, and a kernel's only timeout
+    run once more (see the module doc); nothing stops the run."""
     calls = [(arm, library, tuple(int(x) for x in s[:4])) for s in sizes]
-    return [judge(res, i) for i, res in enumerate(runner.run_calls(calls, verify=True))]  # type: ignore[arg-type]
+    rows = [judge(res, i) for i, res in enumerate(runner.run_calls(calls, verify=True))]  # type: ignore[arg-type]
+    timeouts = Counter(r.kernel_id for r in rows if r.status == "timeout")
+    again = [
+        i for i, r in enumerate(rows) if r.status == "timeout" and r.kernel_id and timeouts[r.kernel_id] == 1
+    ]
+    if again:
+        results = runner.run_calls([calls[i] for i in again], verify=True)  # type: ignore[arg-type]
+        for i, res in zip(again, results, strict=True):
+            row = judge(res, i)
+            first = f"run again: its first call timed out ({rows[i].reason})"
+            rows[i] = replace(row, reason=f"{row.reason}; {first}" if row.reason else first, retried=True)
+    return rows
 
 
 @dataclass(frozen=True)
@@ -110,6 +130,12 @@ class Change:
 def changes_summary(library: str, changes: Sequence[Change], shown: int = 3) -> list[str]:
     """One line per kernel verification took out, with how many sizes went where and a few of them: on a
     deck of thousands of sizes a line per size would bury the terminal (each size is in the rule's log)."""
+    return [f"{library}: {line}" for line in removed_kernels(changes, shown)]
+
+
+def removed_kernels(changes: Sequence[Change], shown: int = 3) -> list[str]:
+    """:func:`changes_summary`'s lines without the library: what the reports' verify table lists (a kernel
+    that hung once is out at every size it won, often dozens)."""
     by_kernel: dict[str, list[Change]] = {}
     for c in changes:
         by_kernel.setdefault(c.removed, []).append(c)
@@ -118,9 +144,7 @@ def changes_summary(library: str, changes: Sequence[Change], shown: int = 3) -> 
         moved = ", ".join(f"{c.size_index} → {c.replacement}" for c in cs[:shown])
         more = f", … {len(cs) - shown} more" if len(cs) > shown else ""
         hows = " / ".join(sorted({c.how for c in cs}))
-        lines.append(
-            f"{library}: {kernel} out ({cs[0].why}); {len(cs)} size(s) given to the {hows} ({moved}{more})"
-        )
+        lines.append(f"{kernel} out ({cs[0].why}); {len(cs)} size(s) given to the {hows} ({moved}{more})")
     return lines
 
 
