@@ -256,8 +256,10 @@ def merged_rows(
             row["overruled"] = overruled
         if fallback and k:
             row["kept_by_shipped_kernel"] = True
-        elif k is not None and k in upstream and k == (native or {}).get(i):
-            row["kept_by_native"] = True  # upstream's own kernel for the GPU keeps the size
+        elif k is not None and k == (native or {}).get(i) and k != references.get(i):
+            # upstream's own kernel for the GPU keeps the size (navi31 and navi33 share kernels: it may be a
+            # spoof kernel of another size)
+            row["kept_by_native"] = True
         rows.append(row)
     return rows, params, winners, obs
 
