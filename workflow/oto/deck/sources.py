@@ -42,6 +42,7 @@ from oto.tensile.isa import caps_donor
 from oto.tensile.logic_reader import (
     LogicFile,
     LogicFileError,
+    architecture_name,
     read_architecture,
     read_exact_rows,
     read_logic_dir,
@@ -116,7 +117,7 @@ def shipped_limits(architecture: str | Mapping) -> legality.Limits | None:
     """The legality limits a logic file's kernels were shipped for: its own ISA for an RDNA file (gfx1030's
     wave32 and dot rules, gfx1100's WMMA), whose kernels no gfx9 rule admits; None (gfx90c's, the default)
     for a gfx9 file, so that the vega10 manifest stays as it was derived."""
-    name = _arch_name(architecture)
+    name = architecture_name(architecture)
     try:
         isa = sf_isa(name)
         if isa[0] < 10:
@@ -180,14 +181,10 @@ def library_from_logic(lf: LogicFile) -> LibraryDeck:
     )  # fmt: skip
 
 
-def _arch_name(arch: str | Mapping) -> str:
-    return str(arch["Architecture"]) if isinstance(arch, Mapping) else str(arch)
-
-
 def deck_from_logic_files(files: list[LogicFile]) -> Deck:
     if not files:
         raise DeckError("no logic files given")
-    archs = sorted({_arch_name(f.architecture) for f in files})
+    archs = sorted({architecture_name(f.architecture) for f in files})
     if len(archs) != 1:
         raise DeckError(f"logic files target several architectures: {', '.join(archs)}")
     libs: dict[str, LibraryDeck] = {}

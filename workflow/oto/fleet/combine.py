@@ -240,7 +240,8 @@ def merged_rows(
     roof = {d: roofline_gflops(profiles[d], lib.family, *sizes.T) for d in obs}
     references = {i: k for c in contribs for i, k in c.evidence.references.items()}
     shipped = set(references.values())
-    upstream = frozenset((native or {}).values()) - shipped
+    native = native or {}
+    upstream = frozenset(native.values()) - shipped
     params = {k: p for c in contribs for k, p in c.evidence.params.items()}
     rows = []
     for i in range(len(deck.sizes)):
@@ -256,7 +257,7 @@ def merged_rows(
             row["overruled"] = overruled
         if fallback and k:
             row["kept_by_shipped_kernel"] = True
-        elif k is not None and k == (native or {}).get(i) and k != references.get(i):
+        elif k is not None and k == native.get(i) and k != references.get(i):
             # upstream's own kernel for the GPU keeps the size (navi31 and navi33 share kernels: it may be a
             # spoof kernel of another size)
             row["kept_by_native"] = True

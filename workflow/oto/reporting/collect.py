@@ -383,8 +383,12 @@ def _retried(entry: Mapping[str, Any]) -> str:
     again = Counter(r.get("status") for r in entry.get("rows") or [] if r.get("retried"))
     if not again:
         return ""
-    ended = ", ".join(f"{k} {v}" for k, v in sorted(again.items()))
-    return f" ({sum(again.values())} run again after a timeout: {ended})"
+    return f" ({sum(again.values())} run again after a timeout: {_tally(again)})"
+
+
+def _tally(counts: Mapping[str, int]) -> str:
+    """Counts by kind, as the reports list them: "crash 1, timeout 2"."""
+    return ", ".join(f"{k} {n}" for k, n in sorted(counts.items()))
 
 
 def _sizes(entries: list[Mapping[str, Any]]) -> str:
@@ -415,7 +419,7 @@ def rocblas_clients(results: Path) -> dict[str, Any]:
                     "sizes": sum(counts.values()),
                     "passed": counts.get("pass", 0),
                     "failed": sum(v for k, v in counts.items() if k != "pass"),
-                    "counts": ", ".join(f"{k} {v}" for k, v in sorted(counts.items())) + _retried(entry),
+                    "counts": _tally(counts) + _retried(entry),
                     # one entry per kernel taken out, not per size: a kernel out at 70 sizes is one line
                     "taken_out": removed_kernels([Change(**c) for c in entry.get("changes") or []], 5),
                 }
@@ -455,10 +459,9 @@ def rocblas_clients(results: Path) -> dict[str, Any]:
                     kinds = Counter()
                     for g in failed:
                         kinds[g["status"]] += int(g["calls"])
-                    counts = ", ".join(f"{k} {n}" for k, n in sorted(kinds.items()))
                     extra_notes.append(
                         f"against {against}, {fam}: {sum(kinds.values())} call(s) of the {against} arm "
-                        f"itself failed ({counts}: {_sizes(failed)})"
+                        f"itself failed ({_tally(kinds)}: {_sizes(failed)})"
                     )
                 if wrong := r.get("baseline_failed"):
                     extra_notes.append(

@@ -249,8 +249,7 @@ def parse_logic(data: Any, path: str | Path) -> LogicFile:
         raise LogicFileError(f"{where}: element 0 (version) has no MinimumRequiredVersion")
     schedule = _element(data, 1, "schedule name", str, where)
     arch = _element(data, 2, "architecture", (str, dict), where)
-    if isinstance(arch, dict) and "Architecture" not in arch:
-        raise LogicFileError(f"{where}: element 2 (architecture) dict has no 'Architecture' field")
+    architecture_name(arch, where)  # a mapping must name it
     devices = data[3] if data[3] is not None else []
     if not isinstance(devices, list):
         raise LogicFileError(f"{where}: element 3 (device names) has type {type(devices).__name__}")
@@ -358,11 +357,12 @@ def read_architecture(path: str | Path) -> str:
         except yaml.YAMLError:
             head = None
     if not isinstance(head, list) or len(head) < 3:
-        return _arch_of(read_logic_file(path).architecture)
-    return _arch_of(_element(head, 2, "architecture", (str, dict), path.name), path.name)
+        return architecture_name(read_logic_file(path).architecture, path.name)
+    return architecture_name(_element(head, 2, "architecture", (str, dict), path.name), path.name)
 
 
-def _arch_of(arch: str | Mapping[str, Any], where: str = "") -> str:
+def architecture_name(arch: str | Mapping[str, Any], where: str = "") -> str:
+    """The GPU a logic file's element 2 names (a name, or a mapping with an ``Architecture`` field)."""
     if isinstance(arch, Mapping):
         if "Architecture" not in arch:
             raise LogicFileError(f"{where}: element 2 (architecture) dict has no 'Architecture' field")
