@@ -104,7 +104,7 @@ def map_priors(priors: Sequence[Observation], space: Space, valu_only: Sequence[
         held.add(key)
         if distance is None:
             out.as_is += 1
-            out.priors.append(replace(prior, foreign=True))
+            out.priors.append(prior)
             continue
         # a moved kernel is at least one knob away: the geometry terms leave the adopted instruction and the
         # vector widths out, and a distance of 0 would pass it off as legal here as it is (the surrogate
@@ -115,9 +115,7 @@ def map_priors(priors: Sequence[Observation], space: Space, valu_only: Sequence[
         where = f"mapped from {prior.kernel_id} to the nearest legal point here (distance {distance:.2f})"
         source = f"{prior.source}, {where}" if prior.source else where
         out.priors.append(
-            replace(
-                prior, kernel_id=key, params=space.config(idx), source=source, distance=distance, foreign=True
-            )
+            replace(prior, kernel_id=key, params=space.config(idx), source=source, distance=distance)
         )
     return out
 

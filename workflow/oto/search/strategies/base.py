@@ -96,8 +96,6 @@ class Observation:
     # a prior from another GPU moved to its nearest legal point of this space (oto.search.prior_map): how far
     # it moved; 0 for everything else (measured here, or legal here as it is)
     distance: float = 0.0
-    # a prior from another GPU's registry (registry.warm_start), moved or legal here as it is
-    foreign: bool = False
 
 
 @dataclass(frozen=True)

@@ -84,8 +84,6 @@ MAPPED_RANK_NEIGHBOURS = False
 # measurements (mapped_prior_trust); chosen on the development pairs of bench/RESULTS.md, "Mapped priors that
 # earn their weight"
 MAPPED_PRIOR_TRUST = True
-# priors from another GPU legal here as they are earn their weight too (from the second generation)
-FOREIGN_PRIOR_TRUST = False
 TRUST_MIN_MEASURED = 6  # this GPU's own measurements before the agreement is computed (the trust is unknown)
 MAPPED_TRUST_Z = 1.64  # the agreement must beat chance: rank correlation > z / sqrt(n - 1) (one-sided 5%)
 POOL_RANDOM = 600  # random valid configurations scored per ask (enumerated spaces)
@@ -158,7 +156,7 @@ def spearman(a, b) -> float:
     return rho if math.isfinite(rho) else 0.0
 
 
-def mapped_prior_trust(hist: History, z: float = 0.0, earning: list[bool] | None = None) -> float | None:
+def mapped_prior_trust(hist: History, z: float = 0.0) -> float | None:
     """How far the priors moved from another GPU's space (distance > 0) have earned their weight here: the
     rank correlation between what a model of those priors alone predicts for the kernels measured on this
     GPU and what they measured, when it beats chance (exceeds ``z`` / sqrt(n - 1), n measurements: ``z``
@@ -169,11 +167,12 @@ def mapped_prior_trust(hist: History, z: float = 0.0, earning: list[bool] | None
     the search; one whose ranking does not (RDNA2's VALU kernels mapped onto RDNA3 WMMA kernels, where other
     tiles win) is weighed down to nothing once this GPU's own kernels say so, and the run goes on as a cold
     run would. The measurements are this GPU's, whatever proposed them (shipped seeds, their neighbours, the
-    mapped priors' own first bets), so a ranking that only holds among the priors themselves scores low.
-    ``earning``: which priors are weighed (default: the mapped ones, distance > 0)."""
-    if earning is None:
-        earning = [d > 0 for d in hist.prior_distances]
-    mapped = [(p, c) for p, c, e in zip(hist.prior_points, hist.prior_costs, earning, strict=True) if e]
+    mapped priors' own first bets), so a ranking that only holds among the priors themselves scores low."""
+    mapped = [
+        (p, c)
+        for p, c, d in zip(hist.prior_points, hist.prior_costs, hist.prior_distances, strict=True)
+        if d > 0
+    ]
     ok = hist.ok()
     if len(mapped) < 2 or len(ok) < TRUST_MIN_MEASURED:
         return None
@@ -353,13 +352,6 @@ class SurrogateStrategy(BaseStrategy):
             "they leave the model and the candidate pool; if not, they keep ``prior_noise`` throughout",
         ),
         Option(
-            "foreign_prior_trust",
-            FOREIGN_PRIOR_TRUST,
-            "with ``mapped_prior_trust``: whether priors from another GPU's registry that are legal here as "
-            "they are (the same ISA) earn their weight as the mapped ones do from the second generation on; "
-            "the first generation's bets on them are kept",
-        ),
-        Option(
             "mapped_prior_trust_z",
             MAPPED_TRUST_Z,
             "with ``mapped_prior_trust``: the rank correlation counts only above this many standard errors "
@@ -444,31 +436,24 @@ class SurrogateStrategy(BaseStrategy):
                 break
             pick.offer(nb, why)
 
-    def _weights(self, hist: History) -> list[float]:
-        """Each prior's weight in the model and the candidate pool (1: as any prior; 0: out), by
-        :func:`mapped_prior_trust`: a mapped prior weighs the trust (0 until it is known); with
-        ``foreign_prior_trust`` a prior from another GPU legal here as it is weighs the trust once it is known
-        (the first generation's bets on it stand); every other prior weighs 1."""
-        moved = zip(hist.prior_distances, hist.prior_foreign, strict=True)
+    def _trust(self, hist: History) -> float:
+        """The weight of the mapped priors (1: as any prior; 0: not earned, or not yet; see
+        :func:`mapped_prior_trust`)."""
         if not self.settings["mapped_prior_trust"]:
-            return [1.0] * len(hist.prior_points)
-        foreign = self.settings["foreign_prior_trust"]
-        earning = [d > 0 or (foreign and f) for d, f in moved]
-        trust = mapped_prior_trust(hist, self.settings["mapped_prior_trust_z"], earning)
-        return [
-            1.0 if not e else (trust if trust is not None else (0.0 if d > 0 else 1.0))
-            for d, e in zip(hist.prior_distances, earning, strict=True)
-        ]
+            return 1.0
+        trust = mapped_prior_trust(hist, self.settings["mapped_prior_trust_z"])
+        return 0.0 if trust is None else trust
 
-    def _pool(self, hist: History, rng: np.random.Generator, weights: list[float]) -> list[Index]:
-        """Candidates the model scores; ``weights``: the priors' (:meth:`_weights`), those at 0 left out."""
+    def _pool(self, hist: History, rng: np.random.Generator, trusted: bool = True) -> list[Index]:
+        """Candidates the model scores; ``trusted``: whether the mapped priors' best are among them."""
         space = hist.space
         prior = [
             p
-            for p, _, w in sorted(
-                zip(hist.prior_points, hist.prior_costs, weights, strict=True), key=lambda t: t[1]
+            for p, _, d in sorted(
+                zip(hist.prior_points, hist.prior_costs, hist.prior_distances, strict=True),
+                key=lambda t: t[1],
             )
-            if w > 0
+            if trusted or d == 0
         ]
         ranked = hist.ranked() or prior[:TOP_NEIGHBOURHOODS] or hist.seeds
         cands: dict[Index, None] = dict.fromkeys(prior[:TOP_NEIGHBOURHOODS])  # the family's best, as is
@@ -533,8 +518,8 @@ class SurrogateStrategy(BaseStrategy):
 
     def _model_step(self, pick: Picker, hist: History, rng: np.random.Generator) -> None:
         line_c, pair_c, certify_kind = self._local(hist, rng)
-        weights = self._weights(hist)
-        pool = self._pool(hist, rng, weights)
+        trust = self._trust(hist)
+        pool = self._pool(hist, rng, trust > 0)
         in_pool = set(pool)
         pool += [c for c in dict.fromkeys(line_c + pair_c) if c not in in_pool]
         if not pool:
@@ -544,10 +529,15 @@ class SurrogateStrategy(BaseStrategy):
         if len(ok) > MAX_TRAIN:  # the best half, then an even spread over the rest
             rest = ok[MAX_TRAIN // 2 :]
             ok = ok[: MAX_TRAIN // 2] + rest[:: max(1, len(rest) // (MAX_TRAIN // 2))][: MAX_TRAIN // 2]
-        in_model = self.settings["mapped_priors_in_model"]
-        keep = [w > 0 and (in_model or d == 0) for w, d in zip(weights, hist.prior_distances, strict=True)]
+        keep = [
+            d == 0 or (self.settings["mapped_priors_in_model"] and trust > 0) for d in hist.prior_distances
+        ]
         prior_pts = [p for p, k in zip(hist.prior_points, keep, strict=True) if k]
-        prior_noise = [self.settings["prior_noise"] / w for w, k in zip(weights, keep, strict=True) if k]
+        prior_noise = [
+            self.settings["prior_noise"] / (1.0 if d == 0 else trust)
+            for d, k in zip(hist.prior_distances, keep, strict=True)
+            if k
+        ]
         pts = [p for p, _ in ok] + prior_pts
         ys = [c for _, c in ok] + [c for c, k in zip(hist.prior_costs, keep, strict=True) if k]
         if not ys:
