@@ -265,6 +265,36 @@ def test_a_warm_start_that_names_no_registry_fails_the_dry_run(tmp_path):
     assert plan_run(cfg, ["c.yaml"]).arch == "gfx902"
 
 
+def test_oto_plan_says_which_families_a_donor_of_another_isa_generation_hands_on_mapped(
+    tmp_path, capsys, monkeypatch
+):
+    """registry.warm_start: gfx1035 (RDNA2) has no WMMA, so its half and int8 kernels reach gfx1103's search
+    mapped onto WMMA kernels; oto plan says so per folder and names the families (SB, whose kernels are legal
+    on gfx1103 as they are, is not among them). A gfx1100 registry (the same instructions) gets no note."""
+    from oto.run import probe
+    from oto.run.estimate import main
+
+    monkeypatch.setattr(probe, "job_probe", lambda: None)  # no probe file in the checkout
+    donors = []
+    for arch in ("gfx1035", "gfx1100"):
+        (tmp_path / arch / "registry").mkdir(parents=True)
+        (tmp_path / arch / "registry" / "registry.sqlite").write_bytes(b"")
+        donors.append(str(tmp_path / arch))
+    argv = ["--config", "arch=gfx1103", "families=[SB,HHS_BH,I8II_BH]", "max_generations=1"]
+    assert main([*argv, f"registry={{warm_start: [{donors[0]}, {donors[1]}]}}"]) == 0
+    notes = [line for line in capsys.readouterr().out.splitlines() if line.startswith("warm start from")]
+    assert notes == [
+        f"warm start from {donors[0]}: gfx1035 ran HHS_BH, I8II_BH without the matrix instruction gfx1103 "
+        "runs them on. Those kernels reach the search mapped onto gfx1103's own kernels and count only as "
+        "far as their ranking holds on gfx1103; a registry of another gfx11 GPU hands on kernels legal here "
+        "as they are."
+    ]
+    assert main([*argv, f"registry={{warm_start: [{donors[1]}]}}", "--json"]) == 0
+    assert "warm_start" not in json.loads(capsys.readouterr().out)
+    assert main([*argv, f"registry={{warm_start: [{donors[0]}]}}", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["warm_start"] == notes
+
+
 def test_a_misspelt_key_is_named_and_blamed_where_it_was_given():
     """A --config typo (familes=all) was blamed on config/config.yaml, as an unexpected property of the top
     level; it names the key, where it came from and the field that was meant."""

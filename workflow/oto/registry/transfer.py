@@ -248,5 +248,43 @@ def valu_only(arch: str, library: str) -> bool | None:
     return not offers_matrix_instruction(caps, Library.parse(library).family)
 
 
+def donor_notes(folders: Sequence[str], arch: str, libraries: Sequence[str]) -> list[str]:
+    """What ``oto plan`` says of each ``registry.warm_start`` folder: the run's families whose kernels the
+    donor ran without the matrix instruction ``arch`` runs them on, or the other way round. Those kernels are
+    not points of ``arch``'s space as they are: the search maps them (:mod:`oto.search.prior_map`) and weighs
+    them only as far as their ranking holds on ``arch``. A donor of ``arch``'s own ISA generation hands on
+    kernels legal here as they are, and saves far more (bench/RESULTS.md, "Warm start across GPUs")."""
+    from oto.gemm import Library
+    from oto.tensile.runtime import isa_of
+
+    try:
+        generation = f"gfx{isa_of(arch)[0]}"
+    except ValueError:
+        return []
+    notes = []
+    for folder in folders:
+        donor = Path(folder).name
+        adopt, drop = set(), set()
+        for library in libraries:
+            theirs, ours = valu_only(donor, library), valu_only(arch, library)
+            if theirs is None or ours is None or theirs == ours:
+                continue
+            (adopt if theirs else drop).add(Library.parse(library).family.code)
+        if not adopt and not drop:
+            continue
+        parts = (
+            [f"{', '.join(sorted(adopt))} without the matrix instruction {arch} runs them on"]
+            if adopt
+            else []
+        )
+        parts += [f"{', '.join(sorted(drop))} on a matrix instruction {arch} lacks"] if drop else []
+        notes.append(
+            f"warm start from {folder}: {donor} ran {' and '.join(parts)}. Those kernels reach the search "
+            f"mapped onto {arch}'s own kernels and count only as far as their ranking holds on {arch}; a "
+            f"registry of another {generation} GPU hands on kernels legal here as they are."
+        )
+    return notes
+
+
 def _best(kernel: Mapping[str, Any]) -> tuple[float, str]:
     return (-(kernel["score"] or 0.0), str(kernel["id"]))

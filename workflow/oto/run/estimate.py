@@ -629,6 +629,7 @@ def main(argv: list[str] | None = None) -> int:
     from oto.backends import backend_class
     from oto.backends.tensile import TensileBackend
     from oto.config import layered_config
+    from oto.registry.transfer import donor_notes
     from oto.run.plan import PlanError, plan_run
     from oto.run.probe import job_probe
 
@@ -672,6 +673,7 @@ def main(argv: list[str] | None = None) -> int:
     cls = backend_class(plan.config, profile)
     costs, target = cls.costs(plan.config), TensileBackend.costs(plan.config)
     overhead, source = job_overhead(recorded_durations(arch=est.arch), job_probe())
+    donors = donor_notes(plan.config["registry"]["warm_start"], plan.arch, plan.libraries)
     if args.json:
         doc = {
             "arch": est.arch,
@@ -691,6 +693,7 @@ def main(argv: list[str] | None = None) -> int:
             "job_seconds": {"value": overhead, "source": source},
             **({"workload": est.workload} if est.workload else {}),
             **({"size_cap": est.size_cap} if est.size_cap else {}),
+            **({"warm_start": donors} if donors else {}),
         }
         if plan.config["budget"]:
             doc["budget"] = {
@@ -702,4 +705,6 @@ def main(argv: list[str] | None = None) -> int:
     budget = plan.config["budget"]
     hours, sweep = (budget["hours"], budget["sweep"]) if budget else (None, 0)
     print(report(est, cls.name, cls.numbers, costs, target, overhead, source, hours, sweep))
+    if donors:
+        print("", *donors, sep="\n")
     return 0
