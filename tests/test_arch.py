@@ -583,6 +583,28 @@ def test_a_job_reads_the_view_its_plan_made(path):
 
 
 @pytest.mark.parametrize("path", SHIPPED, ids=lambda p: p.stem)
+def test_the_simulated_backends_provenance_reads_only_what_its_stages_declare(path):
+    """mutate and emit resolve the backend for its provenance (the registry's knowledge of the same numbers
+    and chip) through their profile views. The simulated chip's identity hashes every chip constant, the
+    Infinity Cache of gfx1030 and gfx1100 (memory.last_level_cache) included: a view without it failed
+    their demos' first mutate job. The identity from a view is the one from the whole profile."""
+    from oto.backends import resolve
+    from oto.config import validate_config
+    from oto.hardware.profile import ProfileView
+    from oto.run.profile_views import stage_view
+    from oto.stages import PROVENANCE_FIELDS, stages
+
+    profile = load_profile(path)
+    config = validate_config({"arch": profile["arch"], "families": ["SB"], "backend": "sim"})
+    whole = resolve(config, profile, "x").provenance()
+    readers = [s.name for s in stages() if s.profile and PROVENANCE_FIELDS in s.profile]
+    assert {"mutate", "emit"} <= set(readers)
+    for stage in readers:
+        view = ProfileView(profile, stage_view(profile, stage, config, "Cijk_Ailk_Bljk_SB"))
+        assert resolve(config, view, "x").provenance() == whole, stage
+
+
+@pytest.mark.parametrize("path", SHIPPED, ids=lambda p: p.stem)
 def test_a_validated_profile_validates_again(path):
     """Device profiles (oto.fleet.device) are written from the validated profile, empty blocks included."""
     profile = load_profile(path)

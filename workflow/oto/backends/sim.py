@@ -33,7 +33,14 @@ from oto.backends.base import (
 from oto.backends.sweeps import plan_sweeps, roles_of, sweep_launches, sweep_of_launch
 from oto.config import config_defaults
 from oto.hardware.simulated.noise import NOISE_KEYS, NoiseModel
-from oto.hardware.simulated.performance import MODEL_VERSION, Arch, SimGPU, chip_version, with_chip
+from oto.hardware.simulated.performance import (
+    CHIP_VERSION_FIELDS,
+    MODEL_VERSION,
+    Arch,
+    SimGPU,
+    chip_version,
+    with_chip,
+)
 
 LAUNCH_ORDERS = {"plan": "plan", "sweeps": "reported"}  # sim.launch_order -> Capabilities.launch_order
 
@@ -46,7 +53,7 @@ class SimBackend:
     # What its provenance reads (the chip constants and their calibration: performance.chip_version), so
     # records simulated on two calibrations of a chip never count as the same experiment. Every stage that
     # resolves the backend for its provenance declares them (oto.run.profile_views).
-    PROVENANCE_FIELDS = ("arch", "timing", "memory.sustained_bandwidth_gbs", "calibration")
+    PROVENANCE_FIELDS = ("arch", *CHIP_VERSION_FIELDS)
 
     def __init__(self, profile: Mapping[str, Any], sim_config: Mapping[str, Any], seed: int, stream: str):
         defaults = config_defaults("sim")  # the config schema states every default

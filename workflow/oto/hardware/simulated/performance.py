@@ -293,6 +293,11 @@ def chip_bounds(profile: Mapping[str, Any], name: str) -> tuple[float, float]:
     return TIMING_BOUNDS[name]
 
 
+# What chip_version reads of a profile: a stage that resolves the simulated backend for its provenance
+# declares these (oto.backends.sim.SimBackend.PROVENANCE_FIELDS), or its profile view refuses the read
+CHIP_VERSION_FIELDS = ("timing", "memory.sustained_bandwidth_gbs", "memory.last_level_cache", "calibration")
+
+
 def chip_version(profile: Mapping[str, Any], hidden: Mapping[str, Any] | None = None) -> str:
     """Identity of the chip a simulated GPU runs, 12 hex digits: a hash of the profile's chip constants as
     written (the ``timing`` block with its operating points, ``memory.sustained_bandwidth_gbs``), the id of
