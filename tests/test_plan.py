@@ -295,6 +295,19 @@ def test_oto_plan_says_which_families_a_donor_of_another_isa_generation_hands_on
     assert json.loads(capsys.readouterr().out)["warm_start"] == notes
 
 
+def test_oto_plan_blames_a_bad_value_on_the_config_option_that_gave_it(capsys):
+    """oto plan --config KEY=VALUE layers the value over the config file as Snakemake does; a bad one is
+    blamed on --config, as the dry-run blames it, not on config/config.yaml, which never held it."""
+    from oto.run.estimate import main
+
+    assert main(["--config", "familes=all"]) == 2
+    assert capsys.readouterr().err.strip() == (
+        "oto plan: --config familes=…: field 'familes': not a config field (did you mean 'families'?)"
+    )
+    assert main(["--config", "benchmark.tuning_size=8"]) == 2
+    assert capsys.readouterr().err.startswith("oto plan: --config benchmark=…: field 'benchmark.tuning_size'")
+
+
 def test_a_misspelt_key_is_named_and_blamed_where_it_was_given():
     """A --config typo (familes=all) was blamed on config/config.yaml, as an unexpected property of the top
     level; it names the key, where it came from and the field that was meant."""

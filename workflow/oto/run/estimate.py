@@ -663,7 +663,9 @@ def main(argv: list[str] | None = None) -> int:
         config = layered_config([args.configfile])  # as Snakemake layers it over config/config.yaml
         for item in args.config:
             _override(config, item)
-        plan = plan_run(config, [args.configfile])
+        # a bad value given with --config is blamed on --config, as the dry-run blames it
+        given = {item.partition("=")[0].split(".")[0]: None for item in args.config}
+        plan = plan_run(config, [args.configfile], {k: config.get(k) for k in given})
     except (OSError, ValueError, yaml.YAMLError) as exc:  # PlanError is a ValueError
         print(f"oto plan: {exc}", file=sys.stderr)
         return 2
