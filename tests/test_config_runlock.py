@@ -73,6 +73,33 @@ def test_a_night_records_the_families_its_arch_selected_not_the_whole_per_librar
     assert night_record(validate_config({"arch": "gfx90c", "families": ["DB"]}))["families"] == ["DB"]
 
 
+def test_a_night_records_the_registries_it_warm_started_from():
+    """registry.warm_start is part of the night record (final.yaml, the logic provenance, the report): which
+    other GPUs' kernels were the search's priors. A cold night's record has no such field."""
+    cold = validate_config({"arch": "gfx902", "families": ["DB"]})
+    warm = validate_config(
+        {"arch": "gfx902", "families": ["DB"], "registry": {"warm_start": ["results/gfx90c"]}}
+    )
+    assert "warm_start" not in night_record(cold)
+    assert night_record(warm)["warm_start"] == ["results/gfx90c"]
+    assert night_record(warm)["id"] != night_record(cold)["id"]
+    from oto.reporting.acceptance import nights_markdown
+
+    nights = {n["id"]: {**n, "libraries": ["Cijk_Ailk_Bjlk_DB"]} for n in (night_record(warm),)}
+    (line,) = nights_markdown(nights, ["Cijk_Ailk_Bjlk_DB"])
+    assert line.endswith(
+        "backend auto; warm start from results/gfx90c (other GPUs' registries: their kernels were labelled "
+        "priors of the search, never measurements here)."
+    )
+    (line,) = nights_markdown({n["id"]: {**n, "libraries": []} for n in (night_record(cold),)}, [])
+    assert line.endswith("backend auto.")
+    from oto.reporting.dashboard import environment  # the HTML pages' line (acceptance.html, the dashboard)
+
+    note = environment().get_template("_macros.html.j2").module.nights_note
+    assert '<span data-test="warm-start">results/gfx90c</span>' in str(note(nights))
+    assert "warm start" not in str(note({n["id"]: {**n, "libraries": []} for n in (night_record(cold),)}))
+
+
 def test_a_night_config_is_read_as_snakemake_layers_it(monkeypatch, tmp_path):
     """Snakemake runs `--configfile night.yaml` over the Snakefile's config/config.yaml, key by key: every oto
     command that reads a run's config (the tester's bundle and merge check, oto merge, plan, shards) reads

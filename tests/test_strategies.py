@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 
 import numpy as np
 import pytest
@@ -339,6 +340,23 @@ def test_mapped_priors_leave_the_first_batch_its_random_design(distance):
     props = old.ask(Evidence(space, 0, [], (), frozenset(), prior=bowl_priors(1.0)), 12)
     assert sum("related problem" in p.rationale for p in props) == 4
     assert not any("initial design" in p.rationale for p in props)
+
+
+def test_a_first_bet_on_another_gpus_prior_says_whose_it_is():
+    """A warm start's priors are labelled (``Observation.source``, oto.search.evidence.prior_label), and a
+    first bet on one carries the label into its proposal's why, so candidates.yaml says which GPU's registry
+    a kernel came from; the family's own priors (no label) read as before."""
+    space = bowl_space(True)
+    label = "simulated prior from gfx90c's registry (another GPU)"
+    foreign = [replace(o, source=label) for o in bowl_priors(0.0)]
+    props = make_strategy("surrogate", 3).ask(Evidence(space, 0, [], (), frozenset(), prior=foreign), 12)
+    bets = [p.rationale for p in props if "related problem" in p.rationale]
+    assert bets == [f"best kernel of a related problem (transfer: {label})"] * 4
+    props = make_strategy("surrogate", 3).ask(
+        Evidence(space, 0, [], (), frozenset(), prior=bowl_priors(0)), 12
+    )
+    bets = [p.rationale for p in props if "related problem" in p.rationale]
+    assert bets == ["best kernel of a related problem (transfer)"] * 4
 
 
 def test_a_configuration_that_leaves_a_parameter_out_indexes_at_its_default():

@@ -194,6 +194,7 @@ def night_record(config: Mapping[str, Any], stock: str | None = None) -> dict[st
         digested["budget"] = {k: v for k, v in config["budget"].items() if k != "sweep"}  # as before it
     text = json.dumps(digested, sort_keys=True, default=str)
     search = config.get("search") or {}
+    warm = (config.get("registry") or {}).get("warm_start") or []
     families = config.get("families")
     if isinstance(families, Mapping) and stock in families:
         families = families[stock]
@@ -207,4 +208,7 @@ def night_record(config: Mapping[str, Any], stock: str | None = None) -> dict[st
         "seed": config.get("seed"),
         "strategy": search.get("strategy"),
         "max_generations": config.get("max_generations"),
+        # other GPUs' registries whose kernels were the search's labelled priors (registry.warm_start); a cold
+        # run's record is as it was before the field
+        **({"warm_start": [str(f) for f in warm]} if warm else {}),
     }

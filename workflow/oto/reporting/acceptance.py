@@ -93,7 +93,13 @@ def nights_markdown(nights: Mapping[str, Mapping], finished: Sequence[str]) -> l
         out.append(
             f"- Night `{night_id}`{which}: families {_listed(n.get('families'))}; patterns "
             f"{_listed(n.get('patterns') or [])}; strategy {n.get('strategy')}; seed {n.get('seed')}; "
-            f"{n.get('max_generations')} generations; backend {n.get('backend')}."
+            f"{n.get('max_generations')} generations; backend {n.get('backend')}"
+            + (
+                f"; warm start from {_listed(n['warm_start'])} (other GPUs' registries: their kernels were "
+                "labelled priors of the search, never measurements here)."
+                if n.get("warm_start")
+                else "."
+            )
         )
     unrecorded = sorted(set(finished) - {lib for n in nights.values() for lib in n["libraries"]})
     if unrecorded:

@@ -37,6 +37,7 @@ class History:
     prior_points: list[Index]
     prior_costs: list[float]
     prior_distances: list[float]  # how far each prior was moved onto this space (0: legal here as it is)
+    prior_sources: list[str]  # what each prior is ("": the family's other patterns), for the proposals' why
     taken: set[str]  # ids never to propose again (measured, rejected or proposed in this ask)
     seeds: list[Index]
 
@@ -48,7 +49,7 @@ class History:
 
 
 def history(evidence: Evidence, space: Space) -> History:
-    pts, costs, ppts, pcosts, pdist = [], [], [], [], []
+    pts, costs, ppts, pcosts, pdist, psource = [], [], [], [], [], []
     for o in evidence.observations:
         # the observed parameters first: several configurations may share an id (Tensile builds them as one
         # kernel), and which of them the space met first depends on its cache
@@ -62,9 +63,10 @@ def history(evidence: Evidence, space: Space) -> History:
             ppts.append(idx)
             pcosts.append(c)
             pdist.append(float(o.distance))
+            psource.append(o.source)
     seeds = [i for i in (space.index(_listify(s)) for s in evidence.seeds) if i is not None]
     taken = set(evidence.seen) | {space.key(p) for p in pts}
-    return History(space, pts, costs, ppts, pcosts, pdist, taken, seeds)
+    return History(space, pts, costs, ppts, pcosts, pdist, psource, taken, seeds)
 
 
 def _listify(params: Mapping[str, Any]) -> dict[str, Any]:

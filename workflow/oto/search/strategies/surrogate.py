@@ -394,7 +394,9 @@ class SurrogateStrategy(BaseStrategy):
                 moved = hist.prior_distances[int(i)] > 0
                 if moved and mapped >= self.settings["mapped_first_bets"]:
                     continue
-                pick.offer(hist.prior_points[int(i)], "best kernel of a related problem (transfer)")
+                source = hist.prior_sources[int(i)]  # another GPU's registry, say: the proposal says so
+                why = "best kernel of a related problem (transfer" + (f": {source})" if source else ")")
+                pick.offer(hist.prior_points[int(i)], why)
                 bets += 1
                 mapped += moved
         if not ok and hist.seeds:
