@@ -68,22 +68,22 @@ def size_transfer(measured: Mapping[str, float], sizes: Sequence) -> float | Non
     (``{"M,N,B,K": score}``): at each wanted size a Gaussian-weighted mean of the log scores by distance in
     log (M, N, batch, K), shrunk towards its overall geomean where nothing measured is near. A kernel that
     excelled at small sizes ranks high for a run tuning small sizes, not for one tuning large ones."""
+    import numpy as np  # a job scores every registry kernel of the family at every tuning size: vectorised
+
     pts = [(_log_size(k), math.log(v)) for k, v in measured.items() if v and v > 0 and math.isfinite(v)]
     if not pts:
         return None
     overall = sum(v for _, v in pts) / len(pts)
     if not sizes:
         return math.exp(overall)
-    logs = []
-    for want in sizes:
-        w0 = _log_size(want)
-        num, den = SIZE_PRIOR_WEIGHT * overall, SIZE_PRIOR_WEIGHT
-        for at, v in pts:
-            d2 = sum((a - b) ** 2 for a, b in zip(at, w0, strict=False))
-            w = math.exp(-d2 / (2 * SIZE_BANDWIDTH**2))
-            num, den = num + w * v, den + w
-        logs.append(num / den)
-    return math.exp(sum(logs) / len(logs))
+    wanted = [_log_size(w) for w in sizes]
+    dims = min(len(x) for x in [*(at for at, _ in pts), *wanted])  # as zip: the dimensions both sides have
+    at = np.asarray([a[:dims] for a, _ in pts])
+    logs = np.asarray([v for _, v in pts])
+    d2 = ((np.asarray([w[:dims] for w in wanted])[:, None, :] - at[None, :, :]) ** 2).sum(axis=2)
+    weight = np.exp(-d2 / (2 * SIZE_BANDWIDTH**2))  # wanted size x measured size
+    near = (SIZE_PRIOR_WEIGHT * overall + weight @ logs) / (SIZE_PRIOR_WEIGHT + weight.sum(axis=1))
+    return math.exp(float(near.mean()))
 
 
 def _scored(
