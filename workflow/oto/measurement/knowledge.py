@@ -8,7 +8,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from oto.backends import job_stream, resolve
-from oto.registry.transfer import Knowledge, knowledge
+from oto.registry.transfer import Knowledge, knowledge, measured_kernels
 
 
 def job_knowledge(
@@ -19,3 +19,11 @@ def job_knowledge(
     Snakemake runs again sees what it saw the first time."""
     provenance = resolve(config, profile, job_stream(library, f"gen{generation}")).provenance()
     return knowledge(results, profile["arch"], library, config, sizes, provenance, as_job=True)
+
+
+def job_measured(
+    results: Path, library: str, generation: int, sizes: Sequence, profile: Mapping, config: Mapping
+) -> set[str]:
+    """What :func:`job_knowledge` says was measured, alone (emit's dedupe), read the same way."""
+    provenance = resolve(config, profile, job_stream(library, f"gen{generation}")).provenance()
+    return measured_kernels(results, profile["arch"], library, config, sizes, provenance, as_job=True)

@@ -157,9 +157,7 @@ def knowledge(
         return Knowledge(set(), set(), [], [], numbers, priors) if priors else None
     chain = RunChain.on_disk(arch_dir, run_id(config)) if as_job else None
     try:
-        want = {size_key(s) for s in sizes}
-        protocol = protocol_of(provenance, config)
-        measured = {k for k, got in db.measured(arch, library, protocol, chain).items() if want <= got}
+        measured = _measured(db, arch, library, protocol_of(provenance, config), chain, sizes)
         kernels = _scored(db, arch, fam, numbers, sizes, chain)
         own = [k for lib, k in kernels if lib == library]
         family = [k for lib, k in kernels if lib != library]
@@ -176,6 +174,39 @@ def knowledge(
     except sqlite3.DatabaseError as exc:
         log.warning("ignoring the registry store %s: %s", db.path, exc)
         return None
+    finally:
+        db.close()
+
+
+def _measured(
+    db: Store, arch: str, library: str, protocol: str, chain: RunChain | None, sizes: Sequence
+) -> set:
+    """Kernel ids of ``library`` the store benchmarked under ``protocol`` at every one of ``sizes``."""
+    want = {size_key(s) for s in sizes}
+    return {k for k, got in db.measured(arch, library, protocol, chain).items() if want <= got}
+
+
+def measured_kernels(
+    arch_dir: Path,
+    arch: str,
+    library: str,
+    config: Mapping,
+    sizes: Sequence,
+    provenance: Mapping,
+    as_job: bool = False,
+) -> set[str]:
+    """:attr:`Knowledge.measured` alone, for emit (its candidates skip what was measured under this protocol
+    at every tuning size): none of the scoring of the family's kernels and other GPUs' priors that mutate
+    needs. Empty without a store or with an unreadable one (mutate warns about it)."""
+    db = Store.open_optional(store_path(arch_dir))
+    if db is None:
+        return set()
+    chain = RunChain.on_disk(arch_dir, run_id(config)) if as_job else None
+    try:
+        return _measured(db, arch, library, protocol_of(provenance, config), chain, sizes)
+    except sqlite3.DatabaseError as exc:
+        log.warning("ignoring the registry store %s: %s", db.path, exc)
+        return set()
     finally:
         db.close()
 
