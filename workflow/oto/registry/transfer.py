@@ -180,7 +180,7 @@ def knowledge(
 
 def _measured(
     db: Store, arch: str, library: str, protocol: str, chain: RunChain | None, sizes: Sequence
-) -> set:
+) -> set[str]:
     """Kernel ids of ``library`` the store benchmarked under ``protocol`` at every one of ``sizes``."""
     want = {size_key(s) for s in sizes}
     return {k for k, got in db.measured(arch, library, protocol, chain).items() if want <= got}
@@ -197,7 +197,7 @@ def measured_kernels(
 ) -> set[str]:
     """:attr:`Knowledge.measured` alone, for emit (its candidates skip what was measured under this protocol
     at every tuning size): none of the scoring of the family's kernels and other GPUs' priors that mutate
-    needs. Empty without a store or with an unreadable one (mutate warns about it)."""
+    needs. Empty without a store, and with an unreadable one (with a warning, as :func:`knowledge` gives)."""
     db = Store.open_optional(store_path(arch_dir))
     if db is None:
         return set()
@@ -303,12 +303,11 @@ def donor_notes(folders: Sequence[str], arch: str, libraries: Sequence[str]) -> 
             (adopt if theirs else drop).add(Library.parse(library).family.code)
         if not adopt and not drop:
             continue
-        parts = (
-            [f"{', '.join(sorted(adopt))} without the matrix instruction {arch} runs them on"]
-            if adopt
-            else []
-        )
-        parts += [f"{', '.join(sorted(drop))} on a matrix instruction {arch} lacks"] if drop else []
+        parts = []
+        if adopt:
+            parts.append(f"{', '.join(sorted(adopt))} without the matrix instruction {arch} runs them on")
+        if drop:
+            parts.append(f"{', '.join(sorted(drop))} on a matrix instruction {arch} lacks")
         notes.append(
             f"warm start from {folder}: {donor} ran {' and '.join(parts)}. Those kernels reach the search "
             f"mapped onto {arch}'s own kernels and count only as far as their ranking holds on {arch}; a "

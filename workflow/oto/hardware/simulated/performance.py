@@ -300,9 +300,10 @@ CHIP_VERSION_FIELDS = ("timing", "memory.sustained_bandwidth_gbs", "memory.last_
 
 def chip_version(profile: Mapping[str, Any], hidden: Mapping[str, Any] | None = None) -> str:
     """Identity of the chip a simulated GPU runs, 12 hex digits: a hash of the profile's chip constants as
-    written (the ``timing`` block with its operating points, ``memory.sustained_bandwidth_gbs``), the id of
-    the calibration they come from, if any, and of a hidden device's constants (``sim.chip``). A simulated
-    backend's provenance carries it, so records of two calibrations never count as the same experiment."""
+    written (``CHIP_VERSION_FIELDS``: the ``timing`` block with its operating points,
+    ``memory.sustained_bandwidth_gbs``, an RDNA card's ``memory.last_level_cache``), the id of the calibration
+    they come from, if any, and of a hidden device's constants (``sim.chip``). A simulated backend's
+    provenance carries it, so records of two calibrations never count as the same experiment."""
     doc = {
         "timing": profile.get("timing") or {},
         "sustained_bandwidth_gbs": profile["memory"]["sustained_bandwidth_gbs"],
