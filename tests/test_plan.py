@@ -173,6 +173,17 @@ def test_a_bad_command_line_value_names_the_command_line_not_the_file():
         plan_run({**BASE, "arch": "gfx9999"}, ["config/config.yaml"], {"arch": "gfx9999"})
 
 
+def test_the_demo_plans_for_every_shipped_profile():
+    """`--config arch=<arch>` runs the demo for every GPU oto ships a profile of: config/config.yaml names
+    demo families for each profile's stock library (gfx906's vega20 had none: its dry-run failed)."""
+    from oto.config import layered_config
+    from workflow_helpers import REPO
+
+    for path in sorted((REPO / "arch_profiles").glob("*.yaml")):
+        plan = plan_run(layered_config([], {"arch": path.stem}), ["config/config.yaml"], {"arch": path.stem})
+        assert plan.arch == path.stem and plan.libraries, path.stem
+
+
 def test_the_rdna_apus_plan():
     for arch, prefix in (("gfx1035", "rembrandt"), ("gfx1103", "gfx1103"), ("gfx1150", "gfx1150")):
         plan = plan_run({**BASE, "arch": arch, "families": ["SB"]})  # navi21's or navi31's deck: no DB
