@@ -10,7 +10,7 @@ from oto.measurement.selection import novelty
 from oto.registry.job_files import read_job_file, write_job_file
 from oto.registry.records import TOPUP, generation_records
 from oto.registry.store import Store, consolidate, store_path
-from oto.registry.transfer import knowledge, measured_kernels, size_transfer
+from oto.registry.transfer import knowledge, size_transfer
 from oto.search.candidates import classify_proposals
 from oto.tensile.legality import Limits
 from oto.tensile.params import candidate_id, canonical
@@ -147,16 +147,12 @@ def test_knowledge_dedupes_by_candidate_size_and_protocol(tmp_path):
     other = {**CONFIG, "benchmark": {**CONFIG["benchmark"], "repetitions": 9}}
     assert not knowledge(tmp_path / "gfx90c", "gfx90c", LIB, other, SIZES, SIM).measured
     assert knowledge(tmp_path / "nothing", "gfx90c", LIB, CONFIG, SIZES, SIM) is None
-    # emit's read (measured_kernels) is knowledge's measured set, without the scoring
-    for config, sizes, root in (
-        (CONFIG, SIZES, "gfx90c"),
-        (other, SIZES, "gfx90c"),
-        (CONFIG, SIZES, "nothing"),
-    ):
-        full = knowledge(tmp_path / root, "gfx90c", LIB, config, sizes, SIM)
-        assert measured_kernels(tmp_path / root, "gfx90c", LIB, config, sizes, SIM) == (
-            full.measured if full else set()
-        )
+    # emit's read (measured_only) is the same measured set, without the scoring
+    for config, root in ((CONFIG, "gfx90c"), (other, "gfx90c")):
+        emit = knowledge(tmp_path / root, "gfx90c", LIB, config, SIZES, SIM, measured_only=True)
+        assert emit.measured == knowledge(tmp_path / root, "gfx90c", LIB, config, SIZES, SIM).measured
+        assert emit.own == emit.family == emit.priors == []
+    assert knowledge(tmp_path / "nothing", "gfx90c", LIB, CONFIG, SIZES, SIM, measured_only=True) is None
 
 
 def test_knowledge_transfers_between_neighbouring_sizes():
@@ -312,7 +308,7 @@ def test_a_job_run_again_does_not_take_its_own_run_for_an_earlier_one(tmp_path):
     assert knowledge(arch_dir, "gfx90c", LIB, CONFIG, SIZES, SIM).measured == mine  # as knowledge: all of it
     job = knowledge(arch_dir, "gfx90c", LIB, CONFIG, SIZES, SIM, as_job=True)
     assert job.measured == set() and job.own == []  # its own chain is on disk: not knowledge
-    assert measured_kernels(arch_dir, "gfx90c", LIB, CONFIG, SIZES, SIM, as_job=True) == set()  # emit's read
+    assert knowledge(arch_dir, "gfx90c", LIB, CONFIG, SIZES, SIM, True, measured_only=True).measured == set()
     other = {**CONFIG, "seed": 2}  # another run's view of the same protocol's records
     assert knowledge(arch_dir, "gfx90c", LIB, other, SIZES, SIM, as_job=True).measured == mine
     f0.unlink()  # the library's generations deleted: what they measured is knowledge again

@@ -8,22 +8,21 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from oto.backends import job_stream, resolve
-from oto.registry.transfer import Knowledge, knowledge, measured_kernels
+from oto.registry.transfer import Knowledge, knowledge
 
 
 def job_knowledge(
-    results: Path, library: str, generation: int, sizes: Sequence, profile: Mapping, config: Mapping
+    results: Path,
+    library: str,
+    generation: int,
+    sizes: Sequence,
+    profile: Mapping,
+    config: Mapping,
+    measured_only: bool = False,
 ) -> Knowledge | None:
     """The registry's knowledge of ``library`` at the tuning ``sizes`` for the job of ``generation`` in
     ``results`` (``results/<arch>``); None without a store. The job's own run chain is left out, so a job
-    Snakemake runs again sees what it saw the first time."""
+    Snakemake runs again sees what it saw the first time. ``measured_only``: emit's read (``measured``
+    alone)."""
     provenance = resolve(config, profile, job_stream(library, f"gen{generation}")).provenance()
-    return knowledge(results, profile["arch"], library, config, sizes, provenance, as_job=True)
-
-
-def job_measured(
-    results: Path, library: str, generation: int, sizes: Sequence, profile: Mapping, config: Mapping
-) -> set[str]:
-    """What :func:`job_knowledge` says was measured, alone (emit's dedupe), read the same way."""
-    provenance = resolve(config, profile, job_stream(library, f"gen{generation}")).provenance()
-    return measured_kernels(results, profile["arch"], library, config, sizes, provenance, as_job=True)
+    return knowledge(results, profile["arch"], library, config, sizes, provenance, True, measured_only)

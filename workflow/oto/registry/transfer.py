@@ -140,11 +140,13 @@ def knowledge(
     sizes: Sequence,
     provenance: Mapping,
     as_job: bool = False,
+    measured_only: bool = False,
 ) -> Knowledge | None:
     """Optional knowledge for mutate and emit: None when there is no store yet (first run). ``provenance``
     is the resolved backend's (what this run's numbers will be). ``as_job``: leave out this run's own
     selection chain (its generations still on disk), so a job that Snakemake runs again sees what it saw the
-    first time (:func:`oto.registry.store.outside`)."""
+    first time (:func:`oto.registry.store.outside`). ``measured_only``: what emit reads, ``measured`` alone,
+    without scoring the family's kernels and other GPUs' priors at every tuning size."""
     from oto.gemm import Library
 
     registry = config_block(config, "registry")
@@ -153,11 +155,15 @@ def knowledge(
     fam = Library.parse(library).family.code
     db = Store.open_optional(store_path(arch_dir))
     if db is None:  # a first run: only other GPUs' registries (registry.warm_start) know anything
-        priors = warm_start_priors(warm, library, fam, numbers, sizes)
+        priors = [] if measured_only else warm_start_priors(warm, library, fam, numbers, sizes)
         return Knowledge(set(), set(), [], [], numbers, priors) if priors else None
     chain = RunChain.on_disk(arch_dir, run_id(config)) if as_job else None
     try:
-        measured = _measured(db, arch, library, protocol_of(provenance, config), chain, sizes)
+        want = {size_key(s) for s in sizes}
+        protocol = protocol_of(provenance, config)
+        measured = {k for k, got in db.measured(arch, library, protocol, chain).items() if want <= got}
+        if measured_only:
+            return Knowledge(measured, set(), [], [], numbers)
         kernels = _scored(db, arch, fam, numbers, sizes, chain)
         own = [k for lib, k in kernels if lib == library]
         family = [k for lib, k in kernels if lib != library]
@@ -174,39 +180,6 @@ def knowledge(
     except sqlite3.DatabaseError as exc:
         log.warning("ignoring the registry store %s: %s", db.path, exc)
         return None
-    finally:
-        db.close()
-
-
-def _measured(
-    db: Store, arch: str, library: str, protocol: str, chain: RunChain | None, sizes: Sequence
-) -> set[str]:
-    """Kernel ids of ``library`` the store benchmarked under ``protocol`` at every one of ``sizes``."""
-    want = {size_key(s) for s in sizes}
-    return {k for k, got in db.measured(arch, library, protocol, chain).items() if want <= got}
-
-
-def measured_kernels(
-    arch_dir: Path,
-    arch: str,
-    library: str,
-    config: Mapping,
-    sizes: Sequence,
-    provenance: Mapping,
-    as_job: bool = False,
-) -> set[str]:
-    """:attr:`Knowledge.measured` alone, for emit (its candidates skip what was measured under this protocol
-    at every tuning size): none of the scoring of the family's kernels and other GPUs' priors that mutate
-    needs. Empty without a store, and with an unreadable one (with a warning, as :func:`knowledge` gives)."""
-    db = Store.open_optional(store_path(arch_dir))
-    if db is None:
-        return set()
-    chain = RunChain.on_disk(arch_dir, run_id(config)) if as_job else None
-    try:
-        return _measured(db, arch, library, protocol_of(provenance, config), chain, sizes)
-    except sqlite3.DatabaseError as exc:
-        log.warning("ignoring the registry store %s: %s", db.path, exc)
-        return set()
     finally:
         db.close()
 
