@@ -40,12 +40,9 @@ def run(
     previous = read_yaml_mirrored(previous_selection) if previous_selection is not None else {}
     seen = set(previous.get("measured", []))
     sizes = [list(deck.sizes[i][:4]) for i in idx]
-    # what the registry measured here alone: emit skips those candidates, and uses no other knowledge
-    know = (
-        None if frozen else job_knowledge(Path(results), deck.name, generation, sizes, profile, config, True)
-    )
+    known = not frozen and job_knowledge(Path(results), deck.name, generation, sizes, profile, config, True)
     proposed = [] if frozen else require(proposals, "proposals", proposals_path, list)
-    measured = frozenset(know.measured if know is not None else ())
+    measured = frozenset(known.measured if known else ())  # measured_only (True): all emit reads of it
     limits = legality.Limits.from_profile(profile)
     doc = candidates_document(deck, generation, frozen, proposed, idx, limits, seen, measured)
     write_yaml_mirrored(out_candidates, doc)  # with a JSON mirror: four jobs of the generation read it
