@@ -26,3 +26,12 @@ def job_knowledge(
     alone)."""
     provenance = resolve(config, profile, job_stream(library, f"gen{generation}")).provenance()
     return knowledge(results, profile["arch"], library, config, sizes, provenance, True, measured_only)
+
+
+def job_measured(
+    results: Path, library: str, generation: int, sizes: Sequence, profile: Mapping, config: Mapping
+) -> frozenset[str]:
+    """All emit reads of :func:`job_knowledge`: the kernels measured under this job's protocol at every tuning
+    size (``measured_only``: nothing else is scored)."""
+    know = job_knowledge(results, library, generation, sizes, profile, config, measured_only=True)
+    return frozenset(know.measured) if know is not None else frozenset()

@@ -661,11 +661,11 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
     try:
         config = layered_config([args.configfile])  # as Snakemake layers it over config/config.yaml
+        given: dict = {}  # the --config entries alone, as Snakemake passes them: errors there name --config
         for item in args.config:
             _override(config, item)
-        # a bad value given with --config is blamed on --config, as the dry-run blames it
-        given = {item.partition("=")[0].split(".")[0]: None for item in args.config}
-        plan = plan_run(config, [args.configfile], {k: config.get(k) for k in given})
+            _override(given, item)
+        plan = plan_run(config, [args.configfile], given)
     except (OSError, ValueError, yaml.YAMLError) as exc:  # PlanError is a ValueError
         print(f"oto plan: {exc}", file=sys.stderr)
         return 2

@@ -9,7 +9,7 @@ from pathlib import Path
 from oto.deck.model import read_library_yaml
 from oto.deck.tuning_sizes import deck_tuning_indices
 from oto.files import read_yaml, read_yaml_mirrored, require, write_yaml_mirrored
-from oto.measurement.knowledge import job_knowledge
+from oto.measurement.knowledge import job_measured
 from oto.search.candidates import candidates_document
 from oto.stages import PROVENANCE_FIELDS, Stage
 from oto.tensile import benchmark_config, install, legality
@@ -40,9 +40,10 @@ def run(
     previous = read_yaml_mirrored(previous_selection) if previous_selection is not None else {}
     seen = set(previous.get("measured", []))
     sizes = [list(deck.sizes[i][:4]) for i in idx]
-    known = not frozen and job_knowledge(Path(results), deck.name, generation, sizes, profile, config, True)
+    measured = (
+        frozenset() if frozen else job_measured(Path(results), deck.name, generation, sizes, profile, config)
+    )
     proposed = [] if frozen else require(proposals, "proposals", proposals_path, list)
-    measured = frozenset(known.measured if known else ())  # measured_only (True): all emit reads of it
     limits = legality.Limits.from_profile(profile)
     doc = candidates_document(deck, generation, frozen, proposed, idx, limits, seen, measured)
     write_yaml_mirrored(out_candidates, doc)  # with a JSON mirror: four jobs of the generation read it
