@@ -50,7 +50,11 @@ def test_a_logic_deck_runs_end_to_end_against_a_floor_of_its_own_choosing(tmp_pa
     # every size raced its floor's kernel, not the deck's own shipped one
     assert [r["shipped"] for r in final["per_size"]] == [refs[i]["id"] for i in range(len(deck.sizes))]
     assert [refs[i]["id"] for i in refs] != [own[i]["id"] for i in own]
-    assert all(r["score"] and r["score"] > 0 for r in final["per_size"] if r["winner"])
+    # a score against the floor wherever it ran; where all its launches failed, no score and a winner by time
+    scored = [r for r in final["per_size"] if r["winner"] and r["verdict"] != "floor_failed"]
+    assert all(r["score"] and r["score"] > 0 for r in scored)
+    failed = [r for r in final["per_size"] if r["verdict"] == "floor_failed"]
+    assert all(r["score"] is None and r["shipped_status"] != "ok" and r["gflops"] for r in failed)
     # how each floor kernel's launches ended in the race (compare leaves out sizes where it was wrong)
     assert {r["shipped_status"] for r in final["per_size"] if r["winner"]} <= {"ok", "validation_failed"}
     # the deck's own shipped figures stay, under their arch-neutral name

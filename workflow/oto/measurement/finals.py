@@ -22,6 +22,7 @@ from oto.measurement.racing import RaceResult
 from oto.measurement.score_rows import missing
 from oto.measurement.scoring import measurement_summary, score_library, score_state_times
 from oto.measurement.selection import (
+    FLOOR_FAILED,
     finalists,
     geomean,
     measurement_failures,
@@ -305,6 +306,41 @@ def native_rows(rows: list[dict], scores: list[Mapping], final: FinalRace) -> di
     }
 
 
+def floor_failed_winners(rows: list[dict], scores: Sequence[Mapping]) -> list[dict]:
+    """Rows without a winner because the size's shipped kernel (the spoof floor) failed every launch there
+    while other kernels passed take the fastest of those (median time at the peak state), with the verdict
+    ``floor_failed`` and no score: there is no speed-up over a kernel that gives wrong results or hangs, and
+    without a winner the logic would have left the size to the nearest size's kernel and the package to the
+    failing spoof. The race cannot separate them (scores are against the floor), so it is the probe's
+    launches that pick: the row says so (``picked_by``)."""
+    passed: dict[int, list[Mapping]] = {}
+    for r in scores:
+        if r["status"] == "ok" and finite(r.get("time_us")):
+            passed.setdefault(int(r["size_index"]), []).append(r)
+    out = []
+    for row in rows:
+        failed = row.get("shipped_status") not in (None, "ok", "no_samples")
+        ran = passed.get(int(row["size_index"]))
+        if row.get("winner") is None and failed and ran:
+            fastest = min(ran, key=lambda r: (float(r["time_us"]), str(r["kernel_id"])))
+            row = {
+                **row,
+                "winner": str(fastest["kernel_id"]),
+                "gflops": _rounded(fastest.get("gflops")),
+                "verdict": FLOOR_FAILED,
+                "picked_by": "median time: the shipped kernel failed, so no kernel has a score here",
+            }
+            ceiling, gflops = finite(row.get("ceiling_gflops")), row["gflops"]
+            row["pct_ceiling"] = _rounded(100 * gflops / ceiling) if gflops and ceiling else None
+        out.append(row)
+    return out
+
+
+def _rounded(x) -> float | None:
+    v = finite(x)
+    return None if v is None else round(v, 6)
+
+
 def race_status(scores: Sequence[Mapping]) -> dict[tuple[int, str], str]:
     """(size, kernel) → how the kernel's launches at that size ended in the race (scoring's classes: ok, or
     the failure most of its failed launches had)."""
@@ -338,6 +374,7 @@ def final_document(
         r["shipped_status"] = status.get((r["size_index"], r["shipped"]))
         r["shipped_gflops"] = deck.shipped_gflops(r["size_index"])  # named shipped_gflops_gfx900 before
         r["race"] = stops.get(r["size_index"]) or "no_valid"
+    rows = floor_failed_winners(rows, scores)
     tolerance = float(config["benchmark"]["tie_tolerance"])
     rows = _judge_floors(rows, scores, final, _shipped(final, deck), tolerance)
     if deck.calls is not None:  # a workload's times: the winner's in the state its score is in
@@ -405,7 +442,9 @@ def final_log_lines(doc: Mapping[str, Any]) -> list[str]:
     nan = float("nan")
     lines = [
         f"{len(doc['per_size'])} sizes, {len(doc['kernels'])} kernels, geomean "
-        f"{s['geomean_score'] or nan:.3f} x spoof, W/T/L {s['wins']}/{s['ties']}/{s['losses']}; vs best "
+        f"{s['geomean_score'] or nan:.3f} x spoof, W/T/L {s['wins']}/{s['ties']}/{s['losses']}"
+        + (f" ({n} size{'s' * (n != 1)} where the spoof's kernel failed)" if (n := s["floor_failed"]) else "")
+        + "; vs best "
         f"shipped {b['geomean_score'] or nan:.3f} x, W/T/L {b['wins']}/{b['ties']}/{b['losses']}"
     ]
     if "workload" in doc:

@@ -36,6 +36,11 @@ def _finite(x) -> float | None:
 # the tuned library serves the shipped kernel there, so it is neither a win nor a loss, and reports count it
 # apart (they called it a loss: "slower at some sizes").
 NOT_MEASURED = "not_measured"
+# A size where the spoof floor's kernel failed every launch (wrong results, a crash, a hang) while other
+# kernels passed: no speed-up over it exists, so it is neither a win nor a tie; finalize ships the fastest
+# kernel that passed there (finals.floor_failed_winners) and reports count the size apart, as one the tuned
+# library fixes rather than speeds up (they called it "not measured").
+FLOOR_FAILED = "floor_failed"
 
 
 def verdict(score: float, ci_low: float, ci_high: float, tolerance: float) -> str:
@@ -172,6 +177,7 @@ def summarise(
         "ties": verdicts["tie"],
         "losses": verdicts["loss"],
         "not_measured": verdicts[NOT_MEASURED],
+        "floor_failed": verdicts[FLOOR_FAILED],
         "failures": dict(sorted(failures.items())),
     }
 

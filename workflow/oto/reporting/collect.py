@@ -198,6 +198,7 @@ def _generation_record(gen_dir: Path, roofline: Roofline) -> dict:
         "ties": int(summary.get("ties") or 0),
         "losses": int(summary.get("losses") or 0),
         "not_measured": int(summary.get("not_measured") or 0),
+        "floor_failed": int(summary.get("floor_failed") or 0),
         "failures_cumulative": {k: int(v) for k, v in (summary.get("failures") or {}).items()},
         "converged": bool(conv.get("converged")),
         "reason": conv.get("reason", ""),

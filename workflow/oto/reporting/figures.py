@@ -26,6 +26,7 @@ import numpy as np
 
 from oto.hardware.profile import hsa_override_version
 from oto.measurement.scoring import finite
+from oto.reporting.summary import apart
 
 SLOWEST_SHOWN = 10
 BOUNDS = ("latency", "memory", "compute")  # what limits a size's roofline (see the module docstring)
@@ -43,13 +44,19 @@ def geomean(values: Iterable[float | None]) -> float | None:
 
 def verdict_counts(rows: Iterable[Mapping]) -> dict[str, int]:
     v = Counter(r.get("verdict") for r in rows)
-    return {"wins": v["win"], "ties": v["tie"], "losses": v["loss"], "not_measured": v["not_measured"]}
+    return {
+        "wins": v["win"],
+        "ties": v["tie"],
+        "losses": v["loss"],
+        "not_measured": v["not_measured"],
+        "floor_failed": v["floor_failed"],
+    }
 
 
 def wtl_text(counts: Mapping[str, Any]) -> str:
-    """W/T/L as the tables print it, with the sizes no kernel ran at (selection.NOT_MEASURED) beside it."""
-    n = int(counts.get("not_measured") or 0)
-    return f"{counts['wins']}/{counts['ties']}/{counts['losses']}" + (f" ({n} not measured)" if n else "")
+    """W/T/L as the tables print it, with the sizes no kernel ran at (selection.NOT_MEASURED) and those where
+    the spoof's kernel failed (selection.FLOOR_FAILED) beside it."""
+    return f"{counts['wins']}/{counts['ties']}/{counts['losses']}" + apart(counts, " ({n} not measured)")
 
 
 # final.yaml rows judged against the second floor, the best shipped kernel (oto.measurement.best_shipped)

@@ -78,6 +78,7 @@ def _rows(doc: Mapping[str, Any]) -> list[dict[str, Any]]:
                 "ties": summary.get("ties"),
                 "losses": summary.get("losses"),
                 "not_measured": summary.get("not_measured") or 0,
+                "floor_failed": summary.get("floor_failed") or 0,
                 "verdict": lib.get("verdict") or "not finished on any device",
                 "overruled": lib.get("overruled"),
                 **agree,

@@ -60,10 +60,19 @@ def _figures(o: Mapping[str, Any], reference: str) -> str:
     )
 
 
+def apart(counts: Mapping[str, Any], not_measured: str) -> str:
+    """The sizes counted apart from W/T/L: ``not_measured`` (a format with ``{n}``) where no kernel ran, and
+    those where the spoof's kernel failed while a passing kernel ships."""
+    n, f = int(counts.get("not_measured") or 0), int(counts.get("floor_failed") or 0)
+    return (not_measured.format(n=n) if n else "") + (
+        f" ({f} size{'s' * (f != 1)} where the reference kernel failed: a passing kernel ships)" if f else ""
+    )
+
+
 def _not_measured(counts: Mapping[str, Any]) -> str:
-    """The sizes no kernel ran at (the reference included: too large for the device's memory, say)."""
-    n = int(counts.get("not_measured") or 0)
-    return f" ({n} sizes not measured)" if n else ""
+    """The sizes no kernel ran at (the reference included: too large for the device's memory, say), and those
+    where only the spoof's kernel failed (:func:`apart`)."""
+    return apart(counts, " ({n} sizes not measured)")
 
 
 def _best_shipped(g, sizes, counts) -> str:
