@@ -216,11 +216,13 @@ def race_samples(
     reps: int = 5,
     spread: float = 0.0,
     family="DB",
+    failed_references=(),
 ):
     """A samples table (samples.csv layout) of a race at ``sizes``: per size its reference and each kernel of
     ``kernels`` ({id: (score, gflops) or a per-size list of them, None: timed out}), ``reps`` launches each,
     interleaved. Times follow from the GFLOPS (the reference's from the kernel's score); ``spread`` varies
-    them by a fixed pattern (no randomness)."""
+    them by a fixed pattern (no randomness). At the sizes ``failed_references`` names every launch of the
+    reference fails validation."""
     import pandas as pd
     from oto.gemm import Family, gemm_flops
     from oto.measurement.scoring import MEASUREMENT_COLUMNS, SAMPLE_COLUMNS
@@ -242,6 +244,8 @@ def race_samples(
                 wobble = 1 + spread * pattern[(rep + 3 * j) % len(pattern)]
                 if spec is None:
                     t, status, reason = float("nan"), "timeout", "no completion within 5000000 us"
+                elif role == "reference" and i in failed_references:
+                    t, status, reason = float("nan"), "validation_failed", "max error 3e2"
                 else:
                     t, status, reason = ref_time / spec[0] * wobble, "ok", ""
                 m, n, b, k = map(int, size[:4])
@@ -267,6 +271,7 @@ def synthetic_bundle(
     rationale: str = "smaller macro tile for the small FP64 sizes of this deck",
     winner: str = "winner",
     quarantine: bool = False,
+    failed_references: tuple[int, ...] = (),
 ) -> Path:
     """A small, valid bundle written by oto.fleet.bundle.write_bundle from result files made up here (no
     workflow run), as a tester's oto would have made them from its samples: one library; a finalize race at
@@ -275,7 +280,8 @@ def synthetic_bundle(
     its final.yaml scored from those samples as the finalize stage scores them (a kernel slower than the
     reference loses to it); one tuning generation at two sizes (measured at the first, timed out at the
     second) with its registry records; with ``quarantine`` also the tuned kernel quarantined as gpu_reset by
-    the GPU-reset journal."""
+    the GPU-reset journal. At the deck sizes ``failed_references`` names, every launch of the reference
+    fails validation, and final.yaml ships the fastest kernel that passed there, as finalize does."""
     from collections import Counter
 
     from oto.config import validate_config
@@ -287,7 +293,7 @@ def synthetic_bundle(
     from oto.hardware.ceilings import ceilings_document
     from oto.hardware.profile import load_profile
     from oto.measurement.scoring import score_library
-    from oto.measurement.selection import per_size_rows, summarise
+    from oto.measurement.selection import floor_failed_winners, per_size_rows, race_status, summarise
     from oto.registry.job_files import write_job_file
     from oto.registry.records import generation_records
     from oto.tensile import legality
@@ -314,10 +320,18 @@ def synthetic_bundle(
     config = {"arch": "gfx90c", "families": [lib.family.code], "backend": "sim", "seed": 1, "shard": shard}
     scoring = validate_config({"arch": "gfx90c", "families": "all"})
     results = tmp / name / "results" / "gfx90c"
-    final_df = race_samples(deck.sizes, references, kernels, numbers, spread=spread, family=lib.family.code)
+    final_df = race_samples(
+        deck.sizes, references, kernels, numbers, spread=spread, family=lib.family.code,
+        failed_references=failed_references,
+    )  # fmt: skip
     atomic_write_text(results / library / "final_samples.csv", final_df.to_csv(index=False))
     final_scores = score_library(final_df, lib, deck.sizes, profile, scoring).to_dict("records")
     rows = per_size_rows(final_scores, deck.sizes, lib, profile, 0.02, 0)
+    status = race_status(final_scores)
+    for r in rows:
+        r.update(shipped=references[r["size_index"]])
+        r["shipped_status"] = status.get((r["size_index"], r["shipped"]))
+    rows = floor_failed_winners(rows, final_scores)
     final = {
         "library": library,
         "family": lib.family.code,

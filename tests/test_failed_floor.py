@@ -13,10 +13,17 @@ import math
 from collections import Counter
 
 import pytest
+import yaml
 from oto.backends import job_stream, resolve
 from oto.gemm import Library
-from oto.measurement.finals import final_document, final_log_lines, floor_failed_winners, race_finalists
-from oto.measurement.selection import FLOOR_FAILED, NOT_MEASURED, per_size_rows, summarise
+from oto.measurement.finals import final_document, final_log_lines, race_finalists
+from oto.measurement.selection import (
+    FLOOR_FAILED,
+    NOT_MEASURED,
+    floor_failed_winners,
+    per_size_rows,
+    summarise,
+)
 from oto.reporting.dashboard import environment
 from oto.reporting.figures import library_verdict, verdict_counts, wtl_text
 from oto.reporting.summary import _figures
@@ -157,3 +164,115 @@ def test_finalize_ships_a_passing_kernel_where_the_spoof_kernel_fails_and_the_lo
     assert held == [(row["winner"], row["gflops"])]
     entries = verify_entries(doc, samples, refs)
     assert entries[at]["winner"] == row["winner"] and entries[at]["shipped"] == floor
+
+
+# A tester's bundle: the merge recomputes its final from its samples, the floor's failures included.
+FAILED_AT = 2
+
+
+@pytest.fixture(scope="module")
+def failed_floor_bundle(tmp_path_factory):
+    from fleet_helpers import synthetic_bundle
+
+    tmp = tmp_path_factory.mktemp("failed-floor")
+    return synthetic_bundle(tmp, rivals={"other": 1.1}, failed_references=(FAILED_AT,))
+
+
+def _final_edit(fn):
+    from fleet_helpers import LIBRARY
+    from test_fleet_intake import edit_yaml
+
+    return edit_yaml(f"results/{LIBRARY}/final.yaml", fn)
+
+
+def test_an_honest_bundle_with_a_size_where_the_floor_failed_is_taken_as_measured(failed_floor_bundle):
+    """The tester's final ships the fastest kernel that passed where the reference failed, with no score:
+    intake takes it (it rejected a winner without a score as 'not a measurement'), and the merge's own
+    recomputation from the samples finds the same."""
+    from fleet_helpers import LIBRARY, variant
+    from oto.fleet.intake import open_bundle
+    from test_fleet_intake import EXPECT
+
+    bundle = open_bundle(failed_floor_bundle, EXPECT)
+    ev = bundle.evidence[LIBRARY]
+    row = ev.final[FAILED_AT]
+    assert (row["verdict"], row["winner"], row["score"]) == (
+        FLOOR_FAILED,
+        variant(LIBRARY, "winner")[0],
+        None,
+    )
+    assert row["shipped_status"] == "validation_failed" and row["gflops"] > 0
+    assert [r["verdict"] for i, r in enumerate(ev.final) if i != FAILED_AT] == ["win"] * (len(ev.final) - 1)
+
+
+def test_a_bundle_claiming_the_floor_failed_where_its_samples_ran_it_is_rejected(failed_floor_bundle):
+    from fleet_helpers import rebuild
+    from test_fleet_intake import rejected
+
+    def claim(doc):
+        doc["per_size"][0].update(verdict=FLOOR_FAILED, score=None, ci_low=None, ci_high=None)
+
+    msg = rejected(rebuild(failed_floor_bundle, _final_edit(claim)))
+    assert "size 0" in msg and "the reference failed there, but its own samples have the reference ok" in msg
+
+
+def test_a_bundle_naming_a_slower_kernel_where_the_floor_failed_is_rejected(failed_floor_bundle):
+    from fleet_helpers import LIBRARY, rebuild, variant
+    from test_fleet_intake import rejected
+
+    rival, params = variant(LIBRARY, "other")
+
+    def claim(doc):
+        doc["kernels"][rival] = params
+        doc["per_size"][FAILED_AT]["winner"] = rival
+
+    msg = rejected(rebuild(failed_floor_bundle, _final_edit(claim)))
+    assert f"size {FAILED_AT}" in msg and rival in msg and "measurably slower" in msg
+
+
+def test_a_score_claimed_against_a_floor_that_failed_is_rejected(failed_floor_bundle):
+    from fleet_helpers import rebuild
+    from test_fleet_intake import rejected
+
+    def claim(doc):
+        doc["per_size"][FAILED_AT]["score"] = 1.5
+
+    msg = rejected(rebuild(failed_floor_bundle, _final_edit(claim)))
+    assert f"per_size[{FAILED_AT}]: field 'score': 1.5 where the reference failed" in msg
+
+    def unsaid(doc):  # a score where its own samples have the reference failing, the verdict a win
+        doc["per_size"][FAILED_AT].update(score=1.5, verdict="win")
+
+    msg = rejected(rebuild(failed_floor_bundle, _final_edit(unsaid)))
+    assert "with a score against it, but its own samples have the reference validation_failed" in msg
+
+
+def test_the_merge_ships_the_kernel_the_devices_picked_where_the_floor_failed(tmp_path, failed_floor_bundle):
+    """No score exists at the size on any device, so the merge's geomean of scores has nothing to rank: the
+    kernel the devices' own races picked there ships, labelled as in the run (it was 'not measured')."""
+    from fleet_helpers import LIBRARY, variant
+    from oto.config import validate_config
+    from oto.fleet.merge import MergeSettings, merge
+    from test_fleet_intake import ARCH
+
+    settings = MergeSettings(
+        "gfx90c", ARCH, validate_config({"arch": "gfx90c", "families": "all"}), "simulated"
+    )
+    merge([failed_floor_bundle], tmp_path / "merged", settings)
+    out = tmp_path / "merged" / "gfx90c"
+    final = yaml.safe_load((out / LIBRARY / "final.yaml").read_text())
+    row = final["per_size"][FAILED_AT]
+    assert (row["winner"], row["verdict"], row["score"]) == (
+        variant(LIBRARY, "winner")[0],
+        FLOOR_FAILED,
+        None,
+    )
+    (device,) = row["devices"].values()
+    assert device["picked_it"] and device["gflops"] == row["gflops"] > 0
+    assert (final["summary"]["floor_failed"], final["summary"]["not_measured"]) == (1, 0)
+    assert (
+        "(1 size where the reference kernel failed: a passing kernel ships)"
+        in (out / "acceptance.md").read_text()
+    )
+    logic = yaml.safe_load(next((out / "logic").glob("*.yaml")).read_text())
+    assert list(final["sizes"][FAILED_AT]) in [r[0] for r in logic[7]]

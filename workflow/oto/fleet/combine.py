@@ -19,7 +19,9 @@ Per deck size:
   kernels in this sense too, but not the floor: they are overruled like any candidate.
 * **The winner** is the remaining candidate with the best geometric mean over the devices that measured it
   (more devices first on a tie); its interval spans every device's interval. When every candidate is
-  overruled, the size's shipped kernel keeps it (score 1 by definition).
+  overruled, the size's shipped kernel keeps it (score 1 by definition). Where no candidate has a score on
+  any device (the reference failed every launch where it ran), the kernel most devices picked ships,
+  verdict ``floor_failed`` (:func:`_floor_failed_pick`).
 
 Agreement: a (kernel, size) measured on two or more devices is a replicated measurement; per library the
 merge gives their number, the median and 90th-percentile relative difference of their scores, the share
@@ -42,7 +44,7 @@ import pandas as pd
 from oto.deck.model import LibraryDeck
 from oto.gemm import Library
 from oto.hardware.ceilings import family_peak_gflops, roofline_gflops
-from oto.measurement.selection import NOT_MEASURED, summarise, verdict
+from oto.measurement.selection import FLOOR_FAILED, NOT_MEASURED, summarise, verdict
 from oto.reporting.figures import library_verdict
 
 FAILED = frozenset({"validation_failed", "crash", "timeout"})  # a launch that disqualifies its kernel there
@@ -82,13 +84,16 @@ def _views(contribs: Sequence[Contribution]) -> dict[str, dict[tuple[str, int], 
     key = ["device", "kernel", "size_index"]
     final = df["source"].eq("final")
     df = df[final | ~final.groupby([df[k] for k in key]).transform("any")]
-    ok = (df["status"].eq("ok") & (df["score"] > 0)).to_numpy()
+    # a launch that ran: its GFLOPS count, and its score where there is one (none where the size's reference
+    # failed: oto.measurement.selection.floor_failed_winners)
+    ran = (df["status"].eq("ok") & (df["gflops"] > 0)).to_numpy()
+    ok = ran & (df["score"] > 0).to_numpy()
     bounds = ["score", "ci_low", "ci_high"]
     values = df[bounds].to_numpy(float)
     usable = (values > 0) & np.isfinite(values) & ok[:, None]
     logs = pd.DataFrame(np.log(np.where(usable, values, np.nan)), columns=bounds)
-    gflops = df["gflops"].where(ok).to_numpy(float)
-    table = df[key].reset_index(drop=True).assign(gflops=gflops, ok=ok, source=df["source"].to_numpy())
+    gflops = df["gflops"].where(ran).to_numpy(float)
+    table = df[key].reset_index(drop=True).assign(gflops=gflops, ok=ran, source=df["source"].to_numpy())
     table = pd.concat([table, logs], axis=1)
     g = table.groupby(key, sort=False)
     agg = g.agg(
@@ -184,6 +189,22 @@ def _decide(
     return (best[1], best[2]) if best else (None, {}), overruled
 
 
+def _floor_failed_pick(
+    i: int, candidates: Iterable[str], obs: Mapping, winners: Mapping[str, Mapping[int, set[str]]]
+) -> tuple[str | None, dict[str, dict]]:
+    """At a size no candidate has a score on any device (every device that ran it saw the reference fail:
+    oto.measurement.selection.floor_failed_winners), the kernel most devices' own races picked there, among
+    those that passed on every device that measured them (then the one more devices measured, then the first
+    id): the devices' GFLOPS do not combine into one ranking, their picks do. (None, {}): none passed."""
+    ranked = []
+    for k in sorted(candidates):
+        per = {d: obs[d][(k, i)] for d in sorted(obs) if (k, i) in obs[d]}
+        if per and not any(v["failed"] for v in per.values()) and all(v["gflops"] for v in per.values()):
+            picked = sum(1 for d in winners if k in winners[d].get(i, set()))
+            ranked.append((-picked, -len(per), k, per))
+    return (min(ranked)[2], min(ranked)[3]) if ranked else (None, {})
+
+
 def _row(i: int, k: str | None, per: Mapping[str, dict], roof: Mapping, picked: Mapping, tolerance: float):
     if k is None:
         return {"size_index": i, "winner": None, "score": None, "ci_low": None, "ci_high": None,
@@ -218,7 +239,8 @@ def _row(i: int, k: str | None, per: Mapping[str, dict], roof: Mapping, picked: 
         # % of a ceiling is per device (under `devices`): devices have different ceilings.
         "ceiling_gflops": None,
         "pct_ceiling": None,
-        "verdict": verdict(score, lo, hi, tolerance),
+        # no score on any device: the reference failed where the kernel ran (_floor_failed_pick)
+        "verdict": verdict(score, lo, hi, tolerance) if score is not None else FLOOR_FAILED,
         "n_devices": len(per),
         "devices": devices,
     }
@@ -247,6 +269,8 @@ def merged_rows(
     for i in range(len(deck.sizes)):
         candidates = set().union(*(w.get(i, set()) for w in winners.values()))
         (k, per), overruled = _decide(i, candidates, obs, shipped, tolerance, upstream)
+        if k is None and not overruled:  # no score anywhere: the reference failed where it ran
+            k, per = _floor_failed_pick(i, candidates, obs, winners)
         fallback = k is None and bool(overruled) and references.get(i) in params
         if fallback:  # every candidate overruled: the shipped kernel keeps the size
             k = references[i]

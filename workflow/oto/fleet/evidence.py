@@ -9,7 +9,9 @@ them (:func:`oto.measurement.selection.per_size_rows`); every generation's sampl
 
 * ``final.yaml``: at each size the named winner must have been measured there without failing, must not be
   measurably slower than the best kernel the samples found (its interval entirely below the best's), and its
-  claimed score and GFLOPS must lie in the recomputed interval widened by the tie tolerance;
+  claimed score and GFLOPS must lie in the recomputed interval widened by the tie tolerance; where the
+  reference failed every launch (no score: verdict ``floor_failed``) both must say so, and the winner must
+  have passed there and be no slower than the fastest kernel that passed, by the tolerance;
 * each benchmarked registry record: its score in the recomputed interval of its generation's samples, its
   time and GFLOPS consistent with the size's flops, its time within the backend's launch timeout.
 
@@ -36,7 +38,7 @@ from oto.gemm import Library, gemm_flops
 from oto.measurement.benchmarking import RACE_BOOTSTRAP
 from oto.measurement.samples import read_samples
 from oto.measurement.scoring import ImplausibleReference, launch_timeout_us, score_library
-from oto.measurement.selection import per_size_rows
+from oto.measurement.selection import FLOOR_FAILED, floor_failed_winners, per_size_rows, race_status
 from oto.registry.records import size_key
 
 _KERNEL = re.compile(r"^k[0-9a-f]{12}$")
@@ -129,6 +131,10 @@ def library_evidence(
             scores, [list(s[:4]) for s in deck_sizes], lib, scoring.profile, scoring.tolerance, generation
         )
         ev.references = _references(df)
+        status = race_status(scores)  # where the reference failed every launch, the fastest that passed
+        for r in ev.final:
+            r["shipped_status"] = status.get((int(r["size_index"]), ev.references.get(int(r["size_index"]))))
+        ev.final = floor_failed_winners(ev.final, scores)
         check_final(claimed, ev.final, scores, deck_sizes, library, scoring.tolerance)
         _add(ev, scores, {i: [i] for i in range(len(deck_sizes))}, "final", None)
     by_key: dict[str, list[int]] = defaultdict(list)
@@ -271,6 +277,9 @@ def check_final(
             continue
         where = f"results/{library}/final.yaml: size {i} {list(deck_sizes[i][:4])}: kernel {kid}"
         mine, best = by.get((kid, i)), derived[i]
+        if row.get("verdict") == FLOOR_FAILED or best.get("verdict") == FLOOR_FAILED:
+            _check_floor_failed(row, mine, best, where, tolerance)
+            continue
         if mine is None or mine["status"] != "ok" or _num(mine["score"]) is None:
             status = "never measured" if mine is None else f"measured {mine['status']}"
             raise Rejected(f"{where} is named the winner, but its own samples have it {status} there")
@@ -295,6 +304,34 @@ def check_final(
             raise Rejected(
                 f"{where}: final.yaml claims {row['gflops']:.4g} GFLOPS, its own samples give {g:.4g}"
             )
+
+
+def _check_floor_failed(
+    row: Mapping[str, Any], mine: Mapping | None, best: Mapping[str, Any], where: str, tolerance: float
+) -> None:
+    """A size claimed won where the reference failed (no score: oto.measurement.selection.
+    floor_failed_winners), or one the samples say is such a size: both must say so, the winner must have
+    passed there and not be slower than the fastest kernel that passed by more than the tolerance, and its
+    GFLOPS must be its own samples'."""
+    if row.get("verdict") != best.get("verdict"):
+        said = "the reference failed there" if row.get("verdict") == FLOOR_FAILED else "a score against it"
+        raise Rejected(f"{where} is named the winner with {said}, but its own samples have the reference "
+                       f"{best.get('shipped_status') or 'not measured'} there")  # fmt: skip
+    if mine is None or mine["status"] != "ok" or _num(mine["time_us"]) is None:
+        status = "never measured" if mine is None else f"measured {mine['status']}"
+        raise Rejected(f"{where} is named the winner, but its own samples have it {status} there")
+    fastest = _num(best["gflops"])
+    g = _num(mine["gflops"])
+    if fastest and g and g * (1 + tolerance) < fastest:
+        raise Rejected(
+            f"{where} is named the winner where the reference failed, but its own samples measure it at "
+            f"{g:.4g} GFLOPS against {best['winner']} at {fastest:.4g}: measurably slower"
+        )
+    if row.get("score") is not None or not g or not _within(float(row.get("gflops") or 0), g, g, tolerance):
+        raise Rejected(
+            f"{where}: final.yaml claims score {quote(row.get('score'))} and {quote(row.get('gflops'))} "
+            f"GFLOPS where the reference failed; its own samples give no score and {g or 0:.4g} GFLOPS"
+        )
 
 
 def check_records(

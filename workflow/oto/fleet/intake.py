@@ -50,6 +50,7 @@ from oto.gemm import FamilyCodeError, Library
 from oto.hardware.ceilings import family_peak_gflops
 from oto.hardware.device_profile import DeviceProfileError, check_device_profile
 from oto.hardware.profile import ProfileError, validate_profile
+from oto.measurement.selection import FLOOR_FAILED
 from oto.registry.gpu_journal import GPU_RESET
 from oto.registry.records import COLUMNS, KEY, KINDS
 from oto.tensile.logic_writer import MINIMUM_REQUIRED_VERSION
@@ -462,7 +463,12 @@ def _check_final_rows(
             continue
         if r["winner"] not in kernels:
             raise Rejected(f"{where}: field 'winner': {quote(r['winner'])} is not in 'kernels'")
-        for col in ("score", "gflops"):
+        # where the reference failed every launch there is no score against it, only the winner's GFLOPS
+        failed_floor = r.get("verdict") == FLOOR_FAILED
+        if failed_floor and r.get("score") is not None:
+            raise Rejected(f"{where}: field 'score': {quote(r['score'])} where the reference failed (verdict "
+                           f"{FLOOR_FAILED}): there is no speed-up over a kernel that failed")  # fmt: skip
+        for col in ("gflops",) if failed_floor else ("score", "gflops"):
             if not _finite(r.get(col)) or r[col] <= 0:
                 raise Rejected(
                     f"{where}: field '{col}': {quote(r.get(col))} — a negative, zero or NaN {col} "

@@ -22,11 +22,12 @@ from oto.measurement.racing import RaceResult
 from oto.measurement.score_rows import missing
 from oto.measurement.scoring import measurement_summary, score_library, score_state_times
 from oto.measurement.selection import (
-    FLOOR_FAILED,
     finalists,
+    floor_failed_winners,
     geomean,
     measurement_failures,
     per_size_rows,
+    race_status,
     size_contenders,
     summarise,
 )
@@ -304,47 +305,6 @@ def native_rows(rows: list[dict], scores: list[Mapping], final: FinalRace) -> di
         # upstream's own kernel gave wrong results there: no speed-up over it counts (compare leaves them out)
         "failed_validation": sum(1 for r in rows if r["native_status"] == "validation_failed"),
     }
-
-
-def floor_failed_winners(rows: list[dict], scores: Sequence[Mapping]) -> list[dict]:
-    """Rows without a winner because the size's shipped kernel (the spoof floor) failed every launch there
-    while other kernels passed take the fastest of those (median time at the peak state), with the verdict
-    ``floor_failed`` and no score: there is no speed-up over a kernel that gives wrong results or hangs, and
-    without a winner the logic would have left the size to the nearest size's kernel and the package to the
-    failing spoof. The race cannot separate them (scores are against the floor), so it is the probe's
-    launches that pick: the row says so (``picked_by``)."""
-    passed: dict[int, list[Mapping]] = {}
-    for r in scores:
-        if r["status"] == "ok" and finite(r.get("time_us")):
-            passed.setdefault(int(r["size_index"]), []).append(r)
-    out = []
-    for row in rows:
-        failed = row.get("shipped_status") not in (None, "ok", "no_samples")
-        ran = passed.get(int(row["size_index"]))
-        if row.get("winner") is None and failed and ran:
-            fastest = min(ran, key=lambda r: (float(r["time_us"]), str(r["kernel_id"])))
-            row = {
-                **row,
-                "winner": str(fastest["kernel_id"]),
-                "gflops": _rounded(fastest.get("gflops")),
-                "verdict": FLOOR_FAILED,
-                "picked_by": "median time: the shipped kernel failed, so no kernel has a score here",
-            }
-            ceiling, gflops = finite(row.get("ceiling_gflops")), row["gflops"]
-            row["pct_ceiling"] = _rounded(100 * gflops / ceiling) if gflops and ceiling else None
-        out.append(row)
-    return out
-
-
-def _rounded(x) -> float | None:
-    v = finite(x)
-    return None if v is None else round(v, 6)
-
-
-def race_status(scores: Sequence[Mapping]) -> dict[tuple[int, str], str]:
-    """(size, kernel) → how the kernel's launches at that size ended in the race (scoring's classes: ok, or
-    the failure most of its failed launches had)."""
-    return {(int(r["size_index"]), str(r["kernel_id"])): str(r["status"]) for r in scores}
 
 
 def final_document(

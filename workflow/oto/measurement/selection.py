@@ -38,7 +38,7 @@ def _finite(x) -> float | None:
 NOT_MEASURED = "not_measured"
 # A size where the spoof floor's kernel failed every launch (wrong results, a crash, a hang) while other
 # kernels passed: no speed-up over it exists, so it is neither a win nor a tie; finalize ships the fastest
-# kernel that passed there (finals.floor_failed_winners) and reports count the size apart, as one the tuned
+# kernel that passed there (floor_failed_winners) and reports count the size apart, as one the tuned
 # library fixes rather than speeds up (they called it "not measured").
 FLOOR_FAILED = "floor_failed"
 
@@ -133,6 +133,42 @@ def per_size_rows(
         )
         rows.append(row)
     return rows
+
+
+def race_status(scores: Sequence[Mapping]) -> dict[tuple[int, str], str]:
+    """(size, kernel) → how the kernel's launches at that size ended in the race (scoring's classes: ok, or
+    the failure most of its failed launches had)."""
+    return {(int(r["size_index"]), str(r["kernel_id"])): str(r["status"]) for r in scores}
+
+
+def floor_failed_winners(rows: list[dict], scores: Sequence[Mapping]) -> list[dict]:
+    """Rows without a winner because the size's shipped kernel (the spoof floor) failed every launch there
+    while other kernels passed take the fastest of those (median time at the peak state), with the verdict
+    ``floor_failed`` and no score: there is no speed-up over a kernel that gives wrong results or hangs, and
+    without a winner the logic would have left the size to the nearest size's kernel and the package to the
+    failing spoof. The race cannot separate them (scores are against the floor), so it is the probe's
+    launches that pick: the row says so (``picked_by``)."""
+    passed: dict[int, list[Mapping]] = {}
+    for r in scores:
+        if r["status"] == "ok" and _finite(r.get("time_us")):
+            passed.setdefault(int(r["size_index"]), []).append(r)
+    out = []
+    for row in rows:
+        failed = row.get("shipped_status") not in (None, "ok", "no_samples")
+        ran = passed.get(int(row["size_index"]))
+        if row.get("winner") is None and failed and ran:
+            fastest = min(ran, key=lambda r: (float(r["time_us"]), str(r["kernel_id"])))
+            row = {
+                **row,
+                "winner": str(fastest["kernel_id"]),
+                "gflops": _finite(fastest.get("gflops")),
+                "verdict": FLOOR_FAILED,
+                "picked_by": "median time: the shipped kernel failed, so no kernel has a score here",
+            }
+            ceiling, gflops = _finite(row.get("ceiling_gflops")), row["gflops"]
+            row["pct_ceiling"] = _finite(100 * gflops / ceiling) if gflops and ceiling else None
+        out.append(row)
+    return out
 
 
 def _contender(r: Mapping, kernel: str, generation: int) -> dict[str, Any]:
