@@ -1,9 +1,10 @@
 """A size where the floor's own kernel (the spoof's shipped solution) fails every launch: wrong results, a
-crash, a hang. There is no speed-up over it, so finalize ships the fastest kernel that passed there, the row
-says why (verdict ``floor_failed``, no score), and the reports count the size apart from wins, ties and
-losses. Before, such a size had no winner ("not measured"), the logic left it to the nearest size's kernel,
-and only verify's rescue kept the failing spoof kernel out of the package (the gfx902 demo: vega10's ZB_GB
-kernel k5f02d74a7506 failed validation at 10 sizes)."""
+crash, a hang, or a quarantine once it took the GPU down (the spoof's hangs on some 780Ms). There is no
+speed-up over it, so finalize ships the fastest kernel that passed there, the row says why (verdict
+``floor_failed``, no score), and the reports count the size apart from wins, ties and losses. Before, such a
+size had no winner ("not measured"), the logic left it to the nearest size's kernel, and only verify's rescue
+kept the failing spoof kernel out of the package (the gfx902 demo: vega10's ZB_GB kernel k5f02d74a7506
+failed validation at 10 sizes)."""
 
 from __future__ import annotations
 
@@ -51,7 +52,7 @@ def _score(kernel, size, score, time_us, status="ok"):
 
 
 def _rows(profile, scores, shipped_status):
-    rows = per_size_rows(scores, [[256, 256, 1, 256]] * 3, DB, profile, 0.02, 0)
+    rows = per_size_rows(scores, [[256, 256, 1, 256]] * len(shipped_status), DB, profile, 0.02, 0)
     for r, status in zip(rows, shipped_status, strict=True):
         r.update(shipped="kref", shipped_status=status)
     return rows
@@ -70,9 +71,14 @@ def test_a_size_whose_floor_failed_ships_the_fastest_kernel_that_passed(profile)
         # size 2: the floor hung and so did everything else
         _score("kref", 2, NAN, NAN, "timeout"),
         _score("ka", 2, NAN, NAN, "timeout"),
+        # size 3: the floor took the GPU down once and is quarantined (never launched again: gpu_reset)
+        _score("kref", 3, NAN, NAN, "gpu_reset"),
+        _score("ka", 3, NAN, 5.0),
     ]
-    rows = floor_failed_winners(_rows(profile, scores, ["ok", "validation_failed", "timeout"]), scores)
-    assert [r["verdict"] for r in rows] == ["win", FLOOR_FAILED, NOT_MEASURED]
+    status = ["ok", "validation_failed", "timeout", "gpu_reset"]
+    rows = floor_failed_winners(_rows(profile, scores, status), scores)
+    assert [r["verdict"] for r in rows] == ["win", FLOOR_FAILED, NOT_MEASURED, FLOOR_FAILED]
+    assert rows[3]["winner"] == "ka"
     fixed = rows[1]
     assert (fixed["winner"], fixed["score"], fixed["ci_low"]) == ("kb", None, None)
     assert math.isclose(fixed["gflops"], 1e3 / 7.0, rel_tol=1e-6)
@@ -80,9 +86,10 @@ def test_a_size_whose_floor_failed_ships_the_fastest_kernel_that_passed(profile)
     assert "the shipped kernel failed" in fixed["picked_by"]
     assert rows[2]["winner"] is None and "picked_by" not in rows[0]
     # the floor ran (no failure of its own) and no candidate has a score: not a floor that failed
-    untouched = floor_failed_winners(_rows(profile, scores, ["ok", "ok", "ok"]), scores)
-    assert [r["verdict"] for r in untouched] == ["win", NOT_MEASURED, NOT_MEASURED]
+    untouched = floor_failed_winners(_rows(profile, scores, ["ok"] * 4), scores)
+    assert [r["verdict"] for r in untouched] == ["win", NOT_MEASURED, NOT_MEASURED, NOT_MEASURED]
 
+    rows = rows[:3]
     summary = summarise(rows, Counter(validation_failed=1))
     assert (summary["wins"], summary["ties"], summary["losses"]) == (1, 0, 0)
     assert (summary["not_measured"], summary["floor_failed"]) == (1, 1)

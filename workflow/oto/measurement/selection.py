@@ -36,10 +36,11 @@ def _finite(x) -> float | None:
 # the tuned library serves the shipped kernel there, so it is neither a win nor a loss, and reports count it
 # apart (they called it a loss: "slower at some sizes").
 NOT_MEASURED = "not_measured"
-# A size where the spoof floor's kernel failed every launch (wrong results, a crash, a hang) while other
-# kernels passed: no speed-up over it exists, so it is neither a win nor a tie; finalize ships the fastest
-# kernel that passed there (floor_failed_winners) and reports count the size apart, as one the tuned
-# library fixes rather than speeds up (they called it "not measured").
+# A size where the spoof floor's kernel failed every launch (wrong results, a crash, a hang, or never run
+# again once it took the GPU down: gpu_reset, the spoof's hangs on some 780Ms) while other kernels passed:
+# no speed-up over it exists, so it is neither a win nor a tie; finalize ships the fastest kernel that passed
+# there (floor_failed_winners) and reports count the size apart, as one the tuned library fixes rather than
+# speeds up (they called it "not measured").
 FLOOR_FAILED = "floor_failed"
 
 
