@@ -372,7 +372,7 @@ def pr_description(
                 "| family | sizes | median [95% CI] | geomean | p10..p90 | win/tie/loss | regressions |"
             )
             out.append("|---|---|---|---|---|---|---|")
-            regressions = []
+            regressions, wrong = [], []
             for fam, s in sorted(fams.items()):
                 ci = s.get("median_ci") or ["?", "?"]
                 out.append(
@@ -381,13 +381,20 @@ def pr_description(
                     f"{s.get('wins')}/{s.get('ties')}/{s.get('losses')} | {len(s.get('regressions') or [])} |"
                 )
                 regressions += [(fam, r) for r in s.get("regressions") or []]
+                wrong += s.get("baseline_failed") or []
             out.append("")
             for _fam, r in regressions:
                 out.append(
                     f"- regression vs {baseline}: {r['library']} size {r['size_index']}: {r['speedup']} "
                     f"[{r['ci_low']}, {r['ci_high']}]"
                 )
-            if regressions:
+            if wrong:  # the baseline gave wrong results there: left out of its figures, fixed by the library
+                out.append(
+                    f"- {len(wrong)} size(s) left out: {baseline}'s kernel gave wrong results there on "
+                    f"{arch} (finalize's race); the tuned library ships its own kernel there, checked by "
+                    "verify above: " + "; ".join(f"{w['library']} size {w['size_index']}" for w in wrong)
+                )
+            if regressions or wrong:
                 out.append("")
     else:
         out.append("Not run.")
