@@ -88,6 +88,11 @@ def test_a_size_whose_floor_failed_ships_the_fastest_kernel_that_passed(profile)
     # the floor ran (no failure of its own) and no candidate has a score: not a floor that failed
     untouched = floor_failed_winners(_rows(profile, scores, ["ok"] * 4), scores)
     assert [r["verdict"] for r in untouched] == ["win", NOT_MEASURED, NOT_MEASURED, NOT_MEASURED]
+    # nor where its timings were implausible, or nothing ran (too large for the memory, never measured)
+    other = floor_failed_winners(
+        _rows(profile, scores, ["ok", "bad_timing", "too_large", "no_samples"]), scores
+    )
+    assert [r["verdict"] for r in other] == ["win", NOT_MEASURED, NOT_MEASURED, NOT_MEASURED]
 
     rows = rows[:3]
     summary = summarise(rows, Counter(validation_failed=1))

@@ -86,8 +86,8 @@ def _views(contribs: Sequence[Contribution]) -> dict[str, dict[tuple[str, int], 
     df = df[final | ~final.groupby([df[k] for k in key]).transform("any")]
     # a launch that ran: its GFLOPS count, and its score where there is one (none where the size's reference
     # failed: oto.measurement.selection.floor_failed_winners)
-    ran = (df["status"].eq("ok") & (df["gflops"] > 0)).to_numpy()
-    ok = ran & (df["score"] > 0).to_numpy()
+    ok = (df["status"].eq("ok") & (df["score"] > 0)).to_numpy()
+    ran = ok | (df["status"].eq("ok") & (df["gflops"] > 0)).to_numpy()
     bounds = ["score", "ci_low", "ci_high"]
     values = df[bounds].to_numpy(float)
     usable = (values > 0) & np.isfinite(values) & ok[:, None]

@@ -42,6 +42,9 @@ NOT_MEASURED = "not_measured"
 # there (floor_failed_winners) and reports count the size apart, as one the tuned library fixes rather than
 # speeds up (they called it "not measured").
 FLOOR_FAILED = "floor_failed"
+# how the floor's launches failed for that (scoring's classes; not bad timings, nor a size too large for
+# the device's memory, where nothing runs)
+FLOOR_FAILURES = frozenset({"validation_failed", "timeout", "crash", "gpu_reset"})
 
 
 def verdict(score: float, ci_low: float, ci_high: float, tolerance: float) -> str:
@@ -155,9 +158,8 @@ def floor_failed_winners(rows: list[dict], scores: Sequence[Mapping]) -> list[di
             passed.setdefault(int(r["size_index"]), []).append(r)
     out = []
     for row in rows:
-        failed = row.get("shipped_status") not in (None, "ok", "no_samples")
         ran = passed.get(int(row["size_index"]))
-        if row.get("winner") is None and failed and ran:
+        if row.get("winner") is None and row.get("shipped_status") in FLOOR_FAILURES and ran:
             fastest = min(ran, key=lambda r: (float(r["time_us"]), str(r["kernel_id"])))
             row = {
                 **row,
