@@ -382,6 +382,10 @@ def test_wins_ties_losses_keep_each_family_together():
     assert [t for _, t in ticks] == ["DB NN", "DB NT", "ZB_GB NN", "ZB_GB NT"]
     gaps = [b - a for (a, _), (b, _) in zip(ticks, ticks[1:], strict=False)]
     assert gaps[1] > gaps[0] == pytest.approx(gaps[2])  # a gap between the families
+    assert "spoof failed" not in plots.wins_ties_losses(data)
+    # sizes where the spoof's kernel failed (selection.FLOOR_FAILED) get their own bar and legend entry
+    data["libraries"][0]["final"]["per_size"].append({"verdict": "floor_failed"})
+    assert "spoof failed" in plots.wins_ties_losses(data)
 
 
 def test_the_coverage_axis_starts_at_one_and_the_baseline_is_labelled(results):

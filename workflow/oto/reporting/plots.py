@@ -26,7 +26,7 @@ PALETTE = [
     "#002d9c", "#ee538b", "#b28600", "#009d9a", "#012749", "#8a3800", "#a56eff",
 ]  # fmt: skip
 TEXT, TEXT_2, GRID, LAYER = "#161616", "#525252", "#e0e0e0", "#ffffff"
-STATUS = {"win": "#24a148", "tie": "#8d8d8d", "loss": "#da1e28"}
+STATUS = {"win": "#24a148", "tie": "#8d8d8d", "loss": "#da1e28", "floor_failed": "#8a3ffc"}
 PROPOSER_COLOURS = {  # every strategy its own colour, so one proposer looks the same on every page
     "agent": "#6929c4",
     "symbolic": "#1192e8",
@@ -269,12 +269,15 @@ def wins_ties_losses(data: Mapping):
         if i and lib["family"] != rows[i - 1]["family"]:
             at += 0.6
         v = Counter(r.get("verdict") for r in (lib["final"] or lib["latest"])["per_size"])
-        counts.append((f"{lib['family']} {lib['pattern']}", v["win"], v["tie"], v["loss"]))
+        counts.append((f"{lib['family']} {lib['pattern']}", v["win"], v["tie"], v["loss"], v["floor_failed"]))
         y.append(-at)
         at += 1
     fig, ax = plt.subplots(figsize=(6.0, 1.0 + 0.28 * at))
     left = [0] * len(counts)
-    for i, (kind, label) in enumerate((("win", "win"), ("tie", "tie"), ("loss", "loss"))):
+    kinds = [("win", "win"), ("tie", "tie"), ("loss", "loss")]
+    if any(c[4] for c in counts):  # sizes where the spoof's kernel failed (selection.FLOOR_FAILED)
+        kinds.append(("floor_failed", "spoof failed"))
+    for i, (kind, label) in enumerate(kinds):
         vals = [c[i + 1] for c in counts]
         ax.barh(y, vals, left=left, color=STATUS[kind], height=0.62, label=label)
         left = [a + b for a, b in zip(left, vals, strict=True)]
@@ -282,7 +285,7 @@ def wins_ties_losses(data: Mapping):
     ax.xaxis.set_major_locator(MaxNLocator(integer=True))
     ax.grid(axis="y", visible=False)
     ax.set_xlabel("sizes")
-    ax.legend(loc="lower right", bbox_to_anchor=(1.0, 1.0), ncol=3)
+    ax.legend(loc="lower right", bbox_to_anchor=(1.0, 1.0), ncol=len(kinds))
     return fig
 
 
