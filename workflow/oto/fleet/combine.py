@@ -202,7 +202,10 @@ def _floor_failed_pick(
         if per and not any(v["failed"] for v in per.values()) and all(v["gflops"] for v in per.values()):
             picked = sum(1 for d in winners if k in winners[d].get(i, set()))
             ranked.append((-picked, -len(per), k, per))
-    return (min(ranked)[2], min(ranked)[3]) if ranked else (None, {})
+    if not ranked:
+        return None, {}
+    _, _, k, per = min(ranked, key=lambda r: r[:3])  # ids are unique: the views are never compared
+    return k, per
 
 
 def _row(i: int, k: str | None, per: Mapping[str, dict], roof: Mapping, picked: Mapping, tolerance: float):
