@@ -28,7 +28,7 @@ from oto.measurement.selection import (
 from oto.reporting.dashboard import environment
 from oto.reporting.figures import library_verdict, verdict_counts, wtl_text
 from oto.reporting.summary import _figures
-from oto.rocblas.night import verify_entries
+from oto.rocblas.night import race_scores, verify_entries
 from oto.tensile import legality
 from oto.tensile.baseline import baseline_kernel
 from oto.tensile.logic_writer import plan_logic
@@ -174,8 +174,9 @@ def test_finalize_ships_a_passing_kernel_where_the_spoof_kernel_fails_and_the_lo
     plan = plan_logic(library, doc["per_size"], doc["kernels"], doc["sizes"], refs, limits)
     held = [(list(plan.solutions)[k], gflops) for size, k, gflops in plan.rows if size == list(lib.sizes[at])]
     assert held == [(row["winner"], row["gflops"])]
-    entries = verify_entries(doc, samples, refs)
+    entries = verify_entries(doc, race_scores(doc, samples, profile, config), refs)
     assert entries[at]["winner"] == row["winner"] and entries[at]["shipped"] == floor
+    assert entries[at]["shipped_failed"] and entries[at]["ranking"][0] == row["winner"]
 
 
 # A tester's bundle: the merge recomputes its final from its samples, the floor's failures included.

@@ -21,7 +21,15 @@ from oto.rocblas.bench_output import parse_bench_output
 from oto.rocblas.clients import Arm, RocblasBenchRunner, SimulatedClientRunner, arm_kernels, bench_arguments
 from oto.rocblas.compare import compare_scores, family_summary, interleaved_schedule, run_compare
 from oto.rocblas.gtest_output import gemm_test_name, parse_gtest_output
-from oto.rocblas.verify import VerifyRow, decide, run_verify, tolerance
+from oto.rocblas.verify import (
+    NEAREST_ROW,
+    SPOOF_KERNEL,
+    VerifyRow,
+    decide,
+    removed_kernels,
+    run_verify,
+    tolerance,
+)
 from oto.tensile.params import candidate_id, canonical
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -271,6 +279,37 @@ def test_the_verify_decision_takes_a_failing_kernel_out_everywhere_it_wins():
     assert d.failing == {"kbad": "fail at size [64, 64, 1, 64]: norm"} and d.verified == ["kgood"]
     assert d.unverified_sizes == [3] and d.counts == {"fail": 1, "pass": 2, "malformed": 1}
     assert tolerance("Cijk_Ailk_Bljk_HB", 900) == pytest.approx(1.0)
+
+
+def test_the_spoof_kernel_is_no_last_resort_where_it_is_known_wrong_the_size_gets_no_row():
+    """The winner out and no other candidate verified: the size goes back to its shipped kernel, unless that
+    kernel failed at the size in finalize's race (``shipped_failed``) or verification took it out at some
+    size. Then the size gets no row (Tensile serves it from the nearest size's), not a kernel known wrong."""
+    rows = [
+        VerifyRow(SB, 0, (64, 64, 1, 64), "kbad", "fail", 0.5, 1e-5, 10.0, "norm", "measured"),
+        VerifyRow(SB, 3, (160, 96, 1, 96), "kspoof2", "crash", None, 1e-5, math.nan, "x", "measured"),
+    ]
+    per_size = [
+        {"size_index": 0, "winner": "kbad", "shipped": "kspoof0", "ranking": ["kbad"]},
+        {
+            "size_index": 1,
+            "winner": "kbad",
+            "shipped": "kspoof1",
+            "ranking": ["kbad"],
+            "shipped_failed": True,
+        },
+        {"size_index": 2, "winner": "kbad", "shipped": "kspoof2", "ranking": ["kbad"]},
+        {"size_index": 3, "winner": "kspoof2", "shipped": "kspoof2", "ranking": ["kspoof2"]},
+    ]
+    d = decide(SB, per_size, rows)
+    assert d.winners == {0: "kspoof0", 1: "", 2: "", 3: ""}
+    assert [(c.size_index, c.how) for c in d.changes] == [
+        (0, SPOOF_KERNEL),
+        (1, NEAREST_ROW),
+        (2, NEAREST_ROW),
+        (3, NEAREST_ROW),
+    ]
+    assert "1 → no row" in removed_kernels(d.changes)[0]
 
 
 # ---- compare: the paired, interleaved A/B ----

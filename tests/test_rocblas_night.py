@@ -13,11 +13,21 @@ from oto.config import validate_config
 from oto.deck.model import write_library_yaml
 from oto.deck.sources import SHIPPED_MANIFEST, read_manifest
 from oto.files import read_yaml
+from oto.gemm import Library
 from oto.hardware.profile import load_profile
+from oto.measurement.samples import read_samples
 from oto.reporting.acceptance import rocblas_markdown
 from oto.reporting.collect import rocblas_clients
 from oto.rocblas import night
-from oto.rocblas.verify import Change, VerifyRow, changes_summary, decide, log_replacements
+from oto.rocblas.verify import (
+    NEAREST_ROW,
+    SPOOF_KERNEL,
+    Change,
+    VerifyRow,
+    changes_summary,
+    decide,
+    log_replacements,
+)
 from oto.stages import compare, logic, verify
 from test_replay import make_cache
 from workflow_helpers import REPO
@@ -25,9 +35,12 @@ from workflow_helpers import REPO
 PROFILE = load_profile(REPO / "arch_profiles" / "gfx90c.yaml")
 
 
-def finished(tmp_path, rivals=None):
+CONFIG = validate_config({"arch": "gfx90c", "families": ["DB"], "backend": "sim", "seed": 1})
+
+
+def finished(tmp_path, rivals=None, failed_references=()):
     """results/gfx90c of one finished library (a synthetic tester's night) with its deck slice."""
-    synthetic_bundle(tmp_path, name="n", score=1.3, rivals=rivals)
+    synthetic_bundle(tmp_path, name="n", score=1.3, rivals=rivals, failed_references=failed_references)
     results = tmp_path / "n" / "results" / "gfx90c"
     deck = read_manifest(SHIPPED_MANIFEST).libraries[LIBRARY]
     write_library_yaml(deck, results / LIBRARY / "deck.yaml", {})
@@ -91,12 +104,13 @@ def test_a_kernel_verification_fails_leaves_the_package_for_the_next_verified_ca
 ):
     results = finished(tmp_path, rivals={"other": 1.2})
     final = read_yaml(results / LIBRARY / "final.yaml")
-    samples = pd.read_csv(results / LIBRARY / "final_samples.csv")
+    samples = read_samples(results / LIBRARY / "final_samples.csv")
     deck = read_manifest(SHIPPED_MANIFEST).libraries[LIBRARY]
     shipped = night.shipped_kernels(deck, PROFILE)
     winner, rival = variant(LIBRARY, "winner")[0], variant(LIBRARY, "other")[0]
     final["kernels"][rival] = variant(LIBRARY, "other")[1]  # a finalist measured at every size
-    entries = night.verify_entries(final, samples, shipped)
+    scores = night.race_scores(final, samples, PROFILE, CONFIG)
+    entries = night.verify_entries(final, scores, shipped)
     assert all(e["winner"] == winner and e["ranking"][:2] == [winner, rival] for e in entries)
 
     def row(i, kid, status):
@@ -108,7 +122,7 @@ def test_a_kernel_verification_fails_leaves_the_package_for_the_next_verified_ca
     decision = decide(LIBRARY, entries, rows)
     assert {c.removed for c in decision.changes} == {winner} and len(decision.changes) == len(entries)
     assert {c.replacement for c in decision.changes} == {rival}
-    repl = night.replacements(final, samples, shipped, [c.as_dict() for c in decision.changes])
+    repl = night.replacements(final, scores, shipped, [c.as_dict() for c in decision.changes])
     fixed = night.apply_replacements(final, {"replacements": repl})
     assert {r["winner"] for r in fixed["per_size"]} == {rival} and set(fixed["kernels"]) == {rival}
     assert all(r["gflops"] > 0 for r in fixed["per_size"])
@@ -116,9 +130,73 @@ def test_a_kernel_verification_fails_leaves_the_package_for_the_next_verified_ca
     # the rival failing too: every size goes back to its shipped (spoof) kernel
     decision = decide(LIBRARY, entries, [row(0, winner, "crash"), row(1, rival, "timeout")])
     assert {c.how for c in decision.changes} == {"spoof kernel"}
-    repl = night.replacements(final, samples, shipped, [c.as_dict() for c in decision.changes])
+    repl = night.replacements(final, scores, shipped, [c.as_dict() for c in decision.changes])
     fixed = night.apply_replacements(final, {"replacements": repl})
     assert [r["winner"] for r in fixed["per_size"]] == [shipped[i]["id"] for i in range(len(entries))]
+
+
+def test_verify_ranks_a_size_as_finalize_did_not_by_raw_median_times(tmp_path):
+    """The next candidate is finalize's: by score against the floor, with the timings scoring flags as
+    impossible left out. Raw medians put a rival first whose launches mostly ran faster than the family's
+    peak allows; where the floor failed (no scores) the peak-state median time ranks."""
+    results = finished(tmp_path, rivals={"other": 1.2}, failed_references=(2,))
+    final = read_yaml(results / LIBRARY / "final.yaml")
+    samples = read_samples(results / LIBRARY / "final_samples.csv")
+    winner, rival = variant(LIBRARY, "winner")[0], variant(LIBRARY, "other")[0]
+    final["kernels"][rival] = variant(LIBRARY, "other")[1]
+    at_0 = (samples["kernel_id"] == rival) & (samples["size_index"] == 0) & (samples["status"] == "ok")
+    impossible = samples.index[at_0][1:]  # all but one launch: 1 ps is faster than any GPU
+    assert len(impossible) >= 2
+    samples.loc[impossible, "time_us"] = 1e-6
+    ok = samples[(samples["status"] == "ok") & samples["kernel_id"].isin([winner, rival])]
+    raw = ok[ok["size_index"] == 0].groupby("kernel_id")["time_us"].median().sort_values()
+    assert raw.index[0] == rival  # what verify ranked by before
+
+    ranking = night.race_ranking(final, night.race_scores(final, samples, PROFILE, CONFIG))
+    assert ranking[0][:2] == [winner, rival] and ranking[2][:2] == [winner, rival]
+    assert read_yaml(results / LIBRARY / "final.yaml")["per_size"][2]["score"] is None  # ranked by time
+
+
+def test_where_the_spoofs_kernel_failed_too_verify_leaves_the_size_to_the_nearest_row(tmp_path):
+    """Every candidate out at a size whose shipped kernel failed validation in finalize's race: the size gets
+    no row rather than that kernel back; the logic file has none there, and the tuned arm runs the nearest
+    size's winner, as Tensile would. Elsewhere the shipped kernel is still the last resort."""
+    from oto.tensile.logic_writer import plan_logic
+
+    at = 2
+    results = finished(tmp_path, rivals={"other": 1.2}, failed_references=(at,))
+    final = read_yaml(results / LIBRARY / "final.yaml")
+    samples = read_samples(results / LIBRARY / "final_samples.csv")
+    deck = read_manifest(SHIPPED_MANIFEST).libraries[LIBRARY]
+    shipped = night.shipped_kernels(deck, PROFILE)
+    winner, rival = variant(LIBRARY, "winner")[0], variant(LIBRARY, "other")[0]
+    final["kernels"][rival] = variant(LIBRARY, "other")[1]
+    scores = night.race_scores(final, samples, PROFILE, CONFIG)
+    entries = night.verify_entries(final, scores, shipped)
+    assert [e["shipped_failed"] for e in entries] == [i == at for i in range(len(entries))]
+
+    def row(i, kid, status):
+        return VerifyRow(
+            LIBRARY, i, tuple(final["sizes"][i]), kid, status, None, 1e-6, 1.0, status, "simulated"
+        )
+
+    decision = decide(LIBRARY, entries, [row(0, winner, "fail"), row(1, rival, "fail")])
+    hows = {c.size_index: c.how for c in decision.changes}
+    assert hows == {i: NEAREST_ROW if i == at else SPOOF_KERNEL for i in range(len(entries))}
+    repl = night.replacements(final, scores, shipped, [c.as_dict() for c in decision.changes])
+    assert repl[at] == {"kernel": None, "params": None, "gflops": None, "how": NEAREST_ROW}
+    fixed = night.apply_replacements(final, {"replacements": repl})
+    assert fixed["per_size"][at]["winner"] is None and fixed["per_size"][at]["verify"] == NEAREST_ROW
+    plan = plan_logic(Library.parse(LIBRARY), fixed["per_size"], fixed["kernels"], fixed["sizes"], shipped)
+    assert [size for size, _, _ in plan.rows] == [list(s) for i, s in enumerate(fixed["sizes"]) if i != at]
+
+    sizes = [s[:4] for s in fixed["sizes"]]
+    nearest = min(
+        (i for i in range(len(sizes)) if i != at),
+        key=lambda i: sum((a - b) ** 2 for a, b in zip(sizes[i], sizes[at], strict=True)),
+    )
+    choice = night.tuned_choice(fixed, shipped)
+    assert choice[at] == shipped[nearest]["id"] and choice[nearest] == shipped[nearest]["id"]
 
 
 def test_without_a_client_verify_and_compare_say_they_were_skipped_and_why(tmp_path):

@@ -3,8 +3,8 @@ each deck size, from the finals and the decks), the label's environment, the ran
 each size (for the next verified candidate), what replaces a kernel verification took out, and the record
 a rule writes when no backend offers rocBLAS's client.
 
-- The **tuned** arm runs each size's winner (the shipped kernel where the size has none: Tensile serves it
-  from the stock rows the spoof floor raced), under the label's environment: ``HSA_OVERRIDE_GFX_VERSION``
+- The **tuned** arm runs each size's winner (where the size has none, the nearest size's: Tensile serves a
+  size without a row from the nearest row), under the label's environment: ``HSA_OVERRIDE_GFX_VERSION``
   of the profile's ``stock_library`` when the library is labelled as the stock library's arch.
 - The **spoof** arm is rocBLAS's own stock library under the override: each size's shipped kernel.
 - The **upstream** arm is a ROCm whose rocBLAS supports the arch natively (ROCm 7 maps gfx90c to vega10's
@@ -22,15 +22,25 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pandas as pd
 
 from oto.config import config_defaults
 from oto.deck.model import LibraryDeck
-from oto.gemm import Library, gemm_flops
+from oto.gemm import Library
+from oto.measurement.scoring import score_library
+from oto.measurement.selection import FLOOR_FAILURES
 from oto.rocblas.clients import Arm, ClientRunner, arm_kernels
 from oto.rocblas.compare import compare_document, compare_scores, failed_calls, family_summary, run_compare
 from oto.rocblas.decisions import apply_replacements  # noqa: F401  (the stages call it here)
-from oto.rocblas.verify import changes_summary, decide, run_verify, verify_document
+from oto.rocblas.verify import (
+    NEAREST_ROW,
+    SPOOF_KERNEL,
+    changes_summary,
+    decide,
+    run_verify,
+    verify_document,
+)
 from oto.tensile.labels import StockLibrary, logic_label
 from oto.tensile.legality import Limits
 from oto.tensile.logic_writer import write_library_logic
@@ -55,9 +65,22 @@ def shipped_kernels(deck: LibraryDeck, profile: Mapping[str, Any]) -> dict[int, 
 
 
 def tuned_choice(final: Mapping[str, Any], shipped: Mapping[int, Mapping[str, Any]]) -> list[str]:
-    """The kernel the tuned library runs at each size: the winner, else the shipped one."""
+    """The kernel the tuned library runs at each size: the winner; at a size without one, the winner of the
+    nearest size that has one (Euclidean in M, N, batch and K, the logic file's distance: the size has no row,
+    so Tensile serves it from the nearest); the shipped kernel where no size of the library has a winner."""
     winners = {int(r["size_index"]): r.get("winner") for r in final["per_size"]}
-    return [str(winners.get(i) or (shipped.get(i) or {}).get("id") or "") for i in range(len(final["sizes"]))]
+    sizes = np.asarray([[float(x) for x in s[:4]] for s in final["sizes"]]).reshape(-1, 4)
+    held = [i for i in range(len(sizes)) if winners.get(i)]
+    out = []
+    for i in range(len(sizes)):
+        if winners.get(i):
+            out.append(str(winners[i]))
+        elif held:
+            nearest = held[int(np.argmin(((sizes[held] - sizes[i]) ** 2).sum(axis=1)))]
+            out.append(str(winners[nearest]))
+        else:
+            out.append(str((shipped.get(i) or {}).get("id") or ""))
+    return out
 
 
 def arms(
@@ -98,57 +121,86 @@ def arms(
     }
 
 
-def verify_entries(
-    final: Mapping[str, Any], samples: pd.DataFrame, shipped: Mapping[int, Mapping[str, Any]]
-) -> list[dict[str, Any]]:
-    """``per_size`` for :func:`oto.rocblas.verify.decide`: each size's winner (the shipped kernel where it has
-    none), its shipped kernel, and the ranking of finalize's race there (the final's kernels measured at the
-    size, by median time)."""
-    ok = samples[(samples["status"] == "ok") & samples["kernel_id"].isin(list(final["kernels"]))]
-    medians = ok.groupby(["size_index", "kernel_id"])["time_us"].median()
-    choice = tuned_choice(final, shipped)
-    out = []
-    for i in range(len(final["sizes"])):
-        ranking = (
-            medians.loc[i].sort_values().index.tolist() if i in medians.index.get_level_values(0) else []
-        )
-        out.append(
-            {
-                "size_index": i,
-                "winner": choice[i],
-                "shipped": str((shipped.get(i) or {}).get("id") or ""),
-                "ranking": [str(k) for k in ranking],
-            }
-        )
+def race_scores(
+    final: Mapping[str, Any], samples: pd.DataFrame, profile: Mapping[str, Any], config: Mapping[str, Any]
+) -> pd.DataFrame:
+    """The final's race scored as finalize scored it (:func:`oto.measurement.scoring.score_library`): each
+    (kernel, size)'s score against the floor, paired and drift-normalised, and its median time and GFLOPS at
+    the peak state, bad timings left out. Only the point estimates are read here, so one resample does."""
+    library = Library.parse(final["library"])
+    sizes = [list(s[:4]) for s in final["sizes"]]
+    return score_library(samples, library, sizes, profile, config, bootstrap=1)
+
+
+def race_ranking(final: Mapping[str, Any], scores: pd.DataFrame) -> dict[int, list[str]]:
+    """Per size, the final's kernels that passed there, best first as finalize ranks them: by score (the
+    winner's order), and where the floor failed (no score) by median time at the peak state, as
+    :func:`oto.measurement.selection.floor_failed_winners` picks. Raw median times would trust launches
+    scoring flags as impossible and ignore the clock's drift (on the gfx902 demo they disagreed with finalize
+    at 5 of 10 sizes)."""
+    ok = scores[(scores["status"] == "ok") & scores["kernel_id"].isin([str(k) for k in final["kernels"]])]
+    out: dict[int, list[str]] = {}
+    for i, group in ok.groupby("size_index", sort=True):
+        kernels, score, time_us = group["kernel_id"].astype(str), group["score"], group["time_us"]
+        keyed = [
+            ((0, -s, k) if math.isfinite(s) else (1, t, k))
+            for k, s, t in zip(kernels, score, time_us, strict=True)
+            if math.isfinite(s) or math.isfinite(t)
+        ]
+        out[int(i)] = [k[2] for k in sorted(keyed)]
     return out
+
+
+def verify_entries(
+    final: Mapping[str, Any], scores: pd.DataFrame, shipped: Mapping[int, Mapping[str, Any]]
+) -> list[dict[str, Any]]:
+    """``per_size`` for :func:`oto.rocblas.verify.decide`: each size's winner (the kernel the tuned library
+    runs there: :func:`tuned_choice`), its shipped kernel and whether that one failed there in finalize's race
+    (then it is no last resort), and the race's ranking of the final's kernels there (:func:`race_ranking`;
+    ``scores``: :func:`race_scores`)."""
+    ranking = race_ranking(final, scores)
+    choice = tuned_choice(final, shipped)
+    status = {int(r["size_index"]): r.get("shipped_status") for r in final["per_size"]}
+    return [
+        {
+            "size_index": i,
+            "winner": choice[i],
+            "shipped": str((shipped.get(i) or {}).get("id") or ""),
+            "ranking": ranking.get(i, []),
+            "shipped_failed": status.get(i) in FLOOR_FAILURES,
+        }
+        for i in range(len(final["sizes"]))
+    ]
 
 
 def replacements(
     final: Mapping[str, Any],
-    samples: pd.DataFrame,
+    scores: pd.DataFrame,
     shipped: Mapping[int, Mapping[str, Any]],
     changes: Sequence[Mapping[str, Any]],
 ) -> dict[int, dict[str, Any]]:
     """What the logic stage writes at each size verify took a kernel out of: ``{size_index: {kernel, params,
-    gflops, how}}``; GFLOPS from finalize's race (a next candidate's median time there; the shipped kernel's:
-    the winner's GFLOPS over its score, its speed-up over it)."""
-    fam = Library.parse(final["library"]).family
+    gflops, how}}``; GFLOPS from finalize's race (``scores``: :func:`race_scores`; a next candidate's at the
+    peak state, as the final's rows; the shipped kernel's: the winner's GFLOPS over its score, its speed-up
+    over it). A size left to the nearest size's row has no kernel (None)."""
     rows = {int(r["size_index"]): r for r in final["per_size"]}
-    out = {}
+    measured = {
+        (int(i), str(k)): float(g)
+        for i, k, g in zip(scores["size_index"], scores["kernel_id"], scores["gflops"], strict=True)
+    }
+    out: dict[int, dict[str, Any]] = {}
     for c in changes:
         i, kid = int(c["size_index"]), str(c["replacement"])
-        size = [int(x) for x in final["sizes"][i][:4]]
-        if c["how"] == "spoof kernel":
+        if c["how"] == NEAREST_ROW:
+            out[i] = {"kernel": None, "params": None, "gflops": None, "how": c["how"]}
+            continue
+        if c["how"] == SPOOF_KERNEL:
             row = rows.get(i) or {}
             score = float(row.get("score") or math.nan)
             gflops = float(row.get("gflops") or math.nan) / score if score > 0 else math.nan
             params = dict((shipped.get(i) or {}).get("params") or {})
         else:
-            t = samples[
-                (samples["kernel_id"] == kid) & (samples["size_index"] == i) & (samples["status"] == "ok")
-            ]
-            us = float(t["time_us"].median()) if len(t) else math.nan
-            gflops = gemm_flops(fam, *size) / (us * 1e3) if us > 0 else math.nan
+            gflops = measured.get((i, kid), math.nan)
             params = dict(final["kernels"][kid])
         out[i] = {"kernel": kid, "params": params, "gflops": round(gflops, 6), "how": c["how"]}
     return out
@@ -201,10 +253,9 @@ def verify_night(
     for library, final in finals.items():
         shipped = shipped_kernels(decks[library], profile)
         lib_rows = run_verify(runner, arm, library, final["sizes"])
-        decision = decide(library, verify_entries(final, samples[library], shipped), lib_rows)
-        repl[library] = replacements(
-            final, samples[library], shipped, [c.as_dict() for c in decision.changes]
-        )
+        scores = race_scores(final, samples[library], profile, config)
+        decision = decide(library, verify_entries(final, scores, shipped), lib_rows)
+        repl[library] = replacements(final, scores, shipped, [c.as_dict() for c in decision.changes])
         rows += lib_rows
         decisions.append(decision)
         for c in decision.changes:  # each size in the rule's log; the terminal gets a line per kernel

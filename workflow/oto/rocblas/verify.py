@@ -20,7 +20,10 @@ costs the client's whole timeout per call.
 
 The decision (:func:`decide`): a kernel that fails, crashes, hangs or resets the GPU at any size is wrong,
 so it is taken out at every size it wins; each of those sizes goes to the next candidate of its ranking
-that passed verification at some size and failed at none, else to the size's shipped (spoof) kernel.
+that passed verification at some size and failed at none, else to the size's shipped (spoof) kernel, unless
+that kernel is known wrong there too (it failed in finalize's race at the size, or verification took it
+out): then the size gets no row, and Tensile serves it from the nearest size's row, as any size without a
+winner.
 """
 
 from __future__ import annotations
@@ -49,6 +52,8 @@ SUM_ERROR_TOLERANCE = {
     "I8": 0.0,
 }
 KERNEL_FAILURES = ("fail", "crash", "timeout", "gpu_reset")  # the kernel at that size is wrong or unsafe
+# how a size verification took a kernel out of is given away (Change.how)
+NEXT_CANDIDATE, SPOOF_KERNEL, NEAREST_ROW = "next verified candidate", "spoof kernel", "nearest size's row"
 
 
 def tolerance(library: str, k: int) -> float:
@@ -119,8 +124,8 @@ def run_verify(
 class Change:
     size_index: int
     removed: str  # the kernel taken out
-    replacement: str
-    how: str  # next verified candidate | spoof kernel
+    replacement: str  # "" with NEAREST_ROW: no kernel of the size's own
+    how: str  # NEXT_CANDIDATE | SPOOF_KERNEL | NEAREST_ROW
     why: str  # what verification said of the removed kernel
 
     def as_dict(self) -> dict[str, Any]:
@@ -141,7 +146,7 @@ def removed_kernels(changes: Sequence[Change], shown: int = 3) -> list[str]:
         by_kernel.setdefault(c.removed, []).append(c)
     lines = []
     for kernel, cs in by_kernel.items():
-        moved = ", ".join(f"{c.size_index} → {c.replacement}" for c in cs[:shown])
+        moved = ", ".join(f"{c.size_index} → {c.replacement or 'no row'}" for c in cs[:shown])
         more = f", … {len(cs) - shown} more" if len(cs) > shown else ""
         hows = " / ".join(sorted({c.how for c in cs}))
         lines.append(f"{kernel} out ({cs[0].why}); {len(cs)} size(s) given to the {hows} ({moved}{more})")
@@ -152,7 +157,7 @@ def replacements_summary(library: str, replacements: Mapping[int, Mapping[str, A
     """One line for the sizes whose kernel verification took out, by the kernel each went to and how."""
     by_kernel: dict[tuple[str, str], list[int]] = {}
     for i, r in sorted(replacements.items()):
-        by_kernel.setdefault((str(r["kernel"]), str(r["how"])), []).append(int(i))
+        by_kernel.setdefault((str(r["kernel"] or "no row"), str(r["how"])), []).append(int(i))
     parts = [
         f"{len(sizes)} to {kernel} ({how})"
         for (kernel, how), sizes in sorted(by_kernel.items(), key=lambda x: -len(x[1]))
@@ -167,8 +172,8 @@ def replacements_summary(library: str, replacements: Mapping[int, Mapping[str, A
 def log_replacements(log: logging.Logger, library: str, replacements: Mapping[int, Mapping[str, Any]]):
     """Each size verification gave to another kernel in the rule's log (INFO), one line on the terminal."""
     for i, r in sorted(replacements.items()):
-        log.info("%s: size %s given to %s (%s): verify took its kernel out", library, i, r["kernel"],
-                 r["how"])  # fmt: skip
+        log.info("%s: size %s given to %s (%s): verify took its kernel out", library, i,
+                 r["kernel"] or "no row", r["how"])  # fmt: skip
     if replacements:
         log.warning("%s", replacements_summary(library, replacements))
 
@@ -202,8 +207,9 @@ def decide(
 ) -> Decision:
     """Take every kernel verification found wrong out of the library (see the module doc).
 
-    ``per_size``: one entry per size, ``{size_index, winner, shipped, ranking}`` (``ranking``: the size's
-    candidates best first, the winner included; a final's race gives it), ``rows`` the verify rows."""
+    ``per_size``: one entry per size, ``{size_index, winner, shipped, ranking, shipped_failed}``
+    (``ranking``: the size's candidates best first, the winner included; ``shipped_failed``: the shipped
+    kernel failed at the size in the race; both from a final's race), ``rows`` the verify rows."""
     per_size = list(per_size)
     rows = list(rows)
     failing: dict[str, str] = {}
@@ -228,10 +234,13 @@ def decide(
             continue
         ranking = [str(k) for k in entry.get("ranking") or []]
         nxt = next((k for k in ranking if k != winner and k in verified), None)
+        shipped = str(entry.get("shipped") or "")
         if nxt:
-            replacement, how = nxt, "next verified candidate"
-        else:
-            replacement, how = str(entry["shipped"]), "spoof kernel"
+            replacement, how = nxt, NEXT_CANDIDATE
+        elif shipped and shipped not in failing and not entry.get("shipped_failed"):
+            replacement, how = shipped, SPOOF_KERNEL
+        else:  # the spoof's kernel is wrong here too: no row beats a kernel known to fail
+            replacement, how = "", NEAREST_ROW
         winners[i] = replacement
         changes.append(Change(i, winner, replacement, how, failing[winner]))
     return Decision(library, winners, changes, failing, verified, sorted(set(unverified)), counts)
