@@ -386,6 +386,10 @@ def test_wins_ties_losses_keep_each_family_together():
     # sizes where the spoof's kernel failed (selection.FLOOR_FAILED) get their own bar and legend entry
     data["libraries"][0]["final"]["per_size"].append({"verdict": "floor_failed"})
     assert "spoof failed" in plots.wins_ties_losses(data)
+    # and sizes no kernel ran at, so that the bars add up to the deck's sizes
+    assert "not measured" not in plots.wins_ties_losses(data)
+    data["libraries"][1]["final"]["per_size"].append({"verdict": "not_measured"})
+    assert "not measured" in plots.wins_ties_losses(data)
 
 
 def test_the_coverage_axis_starts_at_one_and_the_baseline_is_labelled(results):

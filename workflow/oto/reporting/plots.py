@@ -26,7 +26,13 @@ PALETTE = [
     "#002d9c", "#ee538b", "#b28600", "#009d9a", "#012749", "#8a3800", "#a56eff",
 ]  # fmt: skip
 TEXT, TEXT_2, GRID, LAYER = "#161616", "#525252", "#e0e0e0", "#ffffff"
-STATUS = {"win": "#24a148", "tie": "#8d8d8d", "loss": "#da1e28", "floor_failed": "#8a3ffc"}
+STATUS = {
+    "win": "#24a148",
+    "tie": "#8d8d8d",
+    "loss": "#da1e28",
+    "floor_failed": "#8a3ffc",
+    "not_measured": "#f1c21b",
+}
 PROPOSER_COLOURS = {  # every strategy its own colour, so one proposer looks the same on every page
     "agent": "#6929c4",
     "symbolic": "#1192e8",
@@ -39,6 +45,7 @@ PROPOSER_COLOURS = {  # every strategy its own colour, so one proposer looks the
     "unknown": "#8d8d8d",
 }
 PATTERNS = ("NN", "NT", "TN", "TT")
+APART = (("floor_failed", "spoof failed"), ("not_measured", "not measured"))  # beside wins/ties/losses
 # The smallest text in a chart (pt in the SVG = 4/3 px at the chart's own size): pages show charts at their
 # own size or larger at 1400 px, so no chart text is below 11 px (tests/browser.py checks it).
 MIN_FONT = 8.5
@@ -269,16 +276,17 @@ def wins_ties_losses(data: Mapping):
         if i and lib["family"] != rows[i - 1]["family"]:
             at += 0.6
         v = Counter(r.get("verdict") for r in (lib["final"] or lib["latest"])["per_size"])
-        counts.append((f"{lib['family']} {lib['pattern']}", v["win"], v["tie"], v["loss"], v["floor_failed"]))
+        counts.append((f"{lib['family']} {lib['pattern']}", v))
         y.append(-at)
         at += 1
     fig, ax = plt.subplots(figsize=(6.0, 1.0 + 0.28 * at))
     left = [0] * len(counts)
     kinds = [("win", "win"), ("tie", "tie"), ("loss", "loss")]
-    if any(c[4] for c in counts):  # sizes where the spoof's kernel failed (selection.FLOOR_FAILED)
-        kinds.append(("floor_failed", "spoof failed"))
-    for i, (kind, label) in enumerate(kinds):
-        vals = [c[i + 1] for c in counts]
+    # sizes where the spoof's kernel failed (selection.FLOOR_FAILED) and sizes no kernel ran at
+    # (selection.NOT_MEASURED), where there are any: the bars then add up to the deck's sizes
+    kinds += [(k, label) for k, label in APART if any(v[k] for _, v in counts)]
+    for kind, label in kinds:
+        vals = [v[kind] for _, v in counts]
         ax.barh(y, vals, left=left, color=STATUS[kind], height=0.62, label=label)
         left = [a + b for a, b in zip(left, vals, strict=True)]
     ax.set_yticks(y, [c[0] for c in counts])
