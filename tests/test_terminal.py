@@ -474,3 +474,23 @@ def test_an_error_of_the_code_keeps_snakemakes_traceback():
     handler, out = _handler(dryrun=True)
     handler.emit(_record(BUG_TEXT, LogEvent.ERROR, logging.ERROR, exception="KeyError"))
     assert out.getvalue().strip() == BUG_TEXT
+
+
+def test_a_target_in_another_gpus_folder_says_how_to_ask_for_it(tmp_path):
+    """The README's target with another GPU's name and the config's arch left as it is: Snakemake alone says
+    "No rule to produce results/gfx1103/TensileLibrary.dat"; the terminal names the config field to set.
+    A folder no profile names keeps Snakemake's own message."""
+    work = make_workdir(tmp_path)
+    proc = snakemake(work, "-n", "--cores", "1", "results/gfx1103/TensileLibrary.dat")
+    said = proc.stdout + proc.stderr
+    assert proc.returncode != 0 and "No rule to produce" not in said
+    assert (
+        "oto: error: no rule makes results/gfx1103/TensileLibrary.dat in this run: a run fills "
+        "results/<arch>/ for the arch its config names (field 'arch', config/config.yaml); to tune gfx1103, "
+        "add --config arch=gfx1103"
+    ) in said
+    proc = snakemake(work, "-n", "--cores", "1", "results/nogpu/TensileLibrary.dat")
+    assert (
+        proc.returncode != 0
+        and "No rule to produce results/nogpu/TensileLibrary.dat" in proc.stdout + proc.stderr
+    )

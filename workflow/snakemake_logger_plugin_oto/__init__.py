@@ -58,6 +58,8 @@ PARSE_ERROR = re.compile(
     r'^WorkflowError in file "[^"]*(?:\.smk|Snakefile)", line \d+:\n(.*?)(?=\n  File "|\Z)', re.S
 )
 INPUT_FUNCTION_ERROR = re.compile(r"^Error:\n  WorkflowError:\n(.*?)\nWildcards:", re.S | re.M)
+# A target Snakemake has no rule for, under a results folder: the folder is the arch the config names
+MISSING_RULE = re.compile(r"^No rule to produce (results/([^/\s]+)/\S*)", re.M)
 ALWAYS = (LogEvent.JOB_ERROR, LogEvent.GROUP_ERROR, LogEvent.ERROR)
 QUIET_EVENTS = (
     LogEvent.JOB_INFO,
@@ -306,6 +308,8 @@ def workflow_error(record: logging.LogRecord) -> str | None:
     text = record.getMessage() if record.msg is not None else ""
     exception = getattr(record, "exception", None)
     found = None
+    if exception == "MissingRuleException" and (missing := MISSING_RULE.search(text)):
+        return missing_target(missing.group(1), missing.group(2))
     if exception == "WorkflowError":
         found = PARSE_ERROR.match(text)
     elif exception == "InputFunctionException":
@@ -314,6 +318,19 @@ def workflow_error(record: logging.LogRecord) -> str | None:
         return None
     lines = [line.strip() for line in found.group(1).splitlines() if line.strip()]
     return " ".join(lines) or None
+
+
+def missing_target(target: str, arch: str) -> str | None:
+    """What to say of a target Snakemake has no rule for in ``results/<arch>/`` where ``arch`` has a profile:
+    a run fills the folder of the arch its config names, and the likeliest slip is the README's target with
+    another GPU's name and the config's arch left as it was (Snakemake alone says "No rule to produce").
+    None elsewhere: Snakemake's message is printed in full."""
+    if not Path("arch_profiles", f"{arch}.yaml").is_file():
+        return None
+    return (
+        f"no rule makes {target} in this run: a run fills results/<arch>/ for the arch its config names "
+        f"(field 'arch', config/config.yaml); to tune {arch}, add --config arch={arch}"
+    )
 
 
 def _log_file() -> str | None:
