@@ -2,7 +2,8 @@
 the tuned library installed as a user installs it (``ROCBLAS_TENSILE_LIBPATH`` and the label's environment
 from the profile's ``stock_library``) → ``results/<arch>/<library>/verify.yaml``: pass/fail and the norm error
 per size, and per library the kernels taken out (the next verified candidate of finalize's race takes their
-sizes, else the spoof kernel; the logic stage writes what verify decided). The client is the one the backend
+sizes, else the spoof kernel where it is not known wrong, else the nearest size's row; the logic stage writes
+what verify decided). The client is the one the backend
 declares (``rocblas_client``); where there is none the file says why verify was skipped.
 See :mod:`oto.rocblas.night` and :mod:`oto.rocblas.verify`."""
 
