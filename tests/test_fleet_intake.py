@@ -10,6 +10,7 @@ import json
 import tarfile
 from pathlib import Path
 
+import numpy as np
 import pytest
 import yaml
 from fleet_helpers import LIBRARY, make_root, rebuild, synthetic_bundle
@@ -193,9 +194,38 @@ def test_a_decompression_bomb_is_refused_before_it_inflates(good, tmp_path):
     bomb = tar_with(tmp_path, good, add)
     assert bomb.stat().st_size < 1 << 20
     assert "would inflate to 68157440 bytes (at most 67108864 per member)" in rejected(bomb)
-    small = Limits(member_bytes=1 << 20, total_bytes=5_000)
+    small = Limits(member_bytes=1 << 20, total_bytes=5_000, inflation_ratio=0)
     assert "more than 5000 bytes in total" in rejected(good, limits=small)
     assert "archive is" in rejected(good, limits=Limits(archive_bytes=100))
+
+
+def test_a_big_honest_night_fits_where_a_bomb_of_its_size_does_not(good, tmp_path):
+    """The floors are raised for an archive to 16 times its compressed size: a 780M's night on navi31's deck
+    (one library's finalize samples inflate to ~75 MB, its bundle is ~15 MB) fits, while 65 MiB of zeros
+    (64 KiB compressed) stays refused as it was."""
+    limits = Limits()
+    night = limits.for_archive(15 << 20)
+    assert night.member_bytes == night.parsed_member_bytes == 240 << 20 and night.total_bytes == 256 << 20
+    assert limits.for_archive(64 << 10) == limits  # a small archive keeps the floors
+    assert limits.for_archive(512 << 20).parsed_member_bytes == 512 << 20  # the ceilings
+    assert limits.for_archive(512 << 20).total_bytes == 4 << 30
+    assert Limits(inflation_ratio=0).for_archive(512 << 20) == Limits(inflation_ratio=0)
+
+    # a member over the floor in an archive that does not compress it as a bomb would: taken
+    noise = np.random.default_rng(0).integers(0, 1 << 62, size=(33 << 20) // 8, dtype=np.int64)
+    text = "\n".join(f"{x:x}" for x in noise).encode()[: 33 << 20]  # hex: compresses about 2x
+
+    def add(tar):
+        info = tarfile.TarInfo("logs/night.log")
+        info.size = len(text)
+        tar.addfile(info, io.BytesIO(text))
+
+    big = tar_with(tmp_path, good, add)
+    floors = Limits(member_bytes=32 << 20, inflation_ratio=0)
+    assert "per member" in rejected(big, limits=floors)
+    # read whole: refused only for what follows the reading (it is not in the manifest)
+    scaled = rejected(big, limits=Limits(member_bytes=32 << 20))
+    assert "member 'logs/night.log' is not in MANIFEST.sha256" in scaled
 
 
 def test_a_bomb_hidden_after_the_tar_end_is_refused(good, tmp_path):
@@ -203,7 +233,7 @@ def test_a_bomb_hidden_after_the_tar_end_is_refused(good, tmp_path):
     raw = gzip.decompress(good.read_bytes()) + bytes(4 << 20)
     hidden = tmp_path / "hidden.oto.tar.gz"
     hidden.write_bytes(gzip.compress(raw))
-    assert "inflates to more than" in rejected(hidden, limits=Limits(total_bytes=1 << 20))
+    assert "inflates to more than" in rejected(hidden, limits=Limits(total_bytes=1 << 20, inflation_ratio=0))
     joined = tmp_path / "joined.oto.tar.gz"
     joined.write_bytes(good.read_bytes() + good.read_bytes())
     assert "data after the end of the compressed stream" in rejected(joined)

@@ -21,7 +21,7 @@ import tarfile
 import tempfile
 import zlib
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path, PurePosixPath
 from typing import IO
 
@@ -38,15 +38,35 @@ class Rejected(ValueError):
 
 @dataclass(frozen=True)
 class Limits:
-    """What one bundle, and one merge's new bundles together, may cost. A night's bundle is a few MiB: the
-    limits leave room for long logs and stop bombs before they are inflated."""
+    """What one bundle, and one merge's new bundles together, may cost, checked before anything is inflated.
+
+    A night on vega10's deck bundles a few MiB, but a night on navi31's (a 780M's) holds libraries of 4,868
+    sizes: one library's finalize samples alone inflate to ~75 MB (628,000 launches; 14.7 MB compressed with
+    the rest of its bundle). So the per-member and per-bundle figures below are floors, raised for an archive
+    to ``inflation_ratio`` times its compressed size (up to the ceilings): a night's CSV and YAML inflate ~5x,
+    a bomb hundreds or thousands of times, and what an archive of incompressible bytes may cost is bounded by
+    ``archive_bytes``."""
 
     archive_bytes: int = 512 << 20  # the compressed file
-    member_bytes: int = 64 << 20  # one member, inflated
-    parsed_member_bytes: int = 32 << 20  # one member the merge parses (registry, samples, YAML)
-    total_bytes: int = 256 << 20  # every member of one bundle, inflated
+    member_bytes: int = 64 << 20  # one member, inflated (floor)
+    parsed_member_bytes: int = 32 << 20  # one member the merge parses (registry, samples, YAML; floor)
+    total_bytes: int = 256 << 20  # every member of one bundle, inflated (floor)
     members: int = 20000
-    merge_bytes: int = 4 << 30  # the new bundles of one merge together, inflated
+    merge_bytes: int = 4 << 30  # the new bundles of one merge together, inflated; the ceiling of one bundle
+    inflation_ratio: int = 16  # an archive may inflate this many times its size above the floors (0: never)
+    largest_member_bytes: int = 512 << 20  # the ceiling of one member, parsed or not
+
+    def for_archive(self, size: int) -> Limits:
+        """The limits an archive of ``size`` compressed bytes is held to: the floors, raised to
+        ``inflation_ratio`` x ``size`` up to the ceilings."""
+        allowance = self.inflation_ratio * int(size)
+        member = min(allowance, self.largest_member_bytes)
+        return replace(
+            self,
+            member_bytes=max(self.member_bytes, member),
+            parsed_member_bytes=max(self.parsed_member_bytes, member),
+            total_bytes=max(self.total_bytes, min(allowance, self.merge_bytes)),
+        )
 
 
 @dataclass
@@ -89,6 +109,7 @@ def read_archive(path: Path, limits: Limits, parsed: Callable[[str], bool]) -> A
     size = path.stat().st_size
     if size > limits.archive_bytes:
         raise Rejected(f"archive is {size} bytes, more than the {limits.archive_bytes} a bundle may have")
+    limits = limits.for_archive(size)
     archive = Archive()
     try:
         with open(path, "rb") as raw:
