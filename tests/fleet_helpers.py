@@ -82,6 +82,38 @@ def make_root(
     return root
 
 
+def make_780m_root(tmp: Path, name: str = "780m") -> Path:
+    """A Framework 13 with a Ryzen 7 7840U (gfx1103, the Radeon 780M: 12 CUs of 2 SIMD32 at 2700 MHz), LPDDR5
+    at 6400 MT/s and a 512 MiB carve-out, as KFD, rocminfo and dmidecode describe it."""
+    root = make_root(tmp, name=name, cus=12, clock_mhz=2700, vram_bytes=512 << 20, dmidecode=None,
+                     cpu="AMD Ryzen 7 7840U w/ Radeon 780M Graphics")  # fmt: skip
+    edits = {
+        "sys/class/kfd/kfd/topology/nodes/1/properties": [
+            ("simd_count 48", "simd_count 24"),
+            ("simd_per_cu 4", "simd_per_cu 2"),
+            ("gfx_target_version 90012", "gfx_target_version 110003"),
+            ("device_id 5688", "device_id 5567"),
+            ("wave_front_size 64", "wave_front_size 32"),
+        ],
+        "captured/rocminfo.txt": [
+            ("gfx90c", "gfx1103"),
+            ("5688(0x1638)", "5567(0x15bf)"),
+            ("AMD Radeon Graphics", "AMD Radeon 780M"),
+            ("64(0x40)", "32(0x20)"),
+        ],
+        "sys/class/drm/card1/device/device": [("0x1638", "0x15bf")],
+    }
+    for rel, pairs in edits.items():
+        text = (root / rel).read_text()
+        for old, new in pairs:
+            assert old in text, (rel, old)
+            text = text.replace(old, new)
+        write(root / rel, text)
+    lpddr5 = (DATA / "dmidecode_lpddr4.txt").read_text().replace("LPDDR4", "LPDDR5").replace("4266", "6400")
+    write(root / "captured/dmidecode_-t_17.txt", lpddr5)
+    return root
+
+
 def runner(root: Path):
     from oto.fleet.tester import captured_runner
 

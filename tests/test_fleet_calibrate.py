@@ -84,6 +84,42 @@ def test_a_hidden_device_is_recovered_from_its_tester_night(tmp_path, capsys):
     assert fc.calibrated_profiles(out / "gfx90c", ARCH)[device]["timing"] == prof["timing"]
 
 
+# A hidden 780M: LPDDR5 below the profile's sustained figure, a slower launch, a shorter DRAM latency and
+# clocks below the 2700 MHz peak, the WMMA one (fp16_hpa: HHS_BH) lower than the VALU one.
+HIDDEN_780M = {
+    "launch_us": 8.0,
+    "memory_latency_ns": 450.0,
+    "sustained_bandwidth_gbs": 62.0,
+    "sustained_clock_mhz": {"fp32": 2300.0, "fp16_hpa": 2200.0},
+}
+
+
+@pytest.mark.slow
+def test_a_hidden_780m_is_recovered_from_its_tester_night(tmp_path, capsys):
+    """The RDNA APUs' constants are assumed until their owners' bundles come (issue #30): a 780M's night on
+    navi31's half-precision WMMA library, through the tester path on a machine that reads as a 780M,
+    calibrates back to the hidden device."""
+    machine = fleet_helpers.make_780m_root(tmp_path)
+    night = {**NIGHT, "arch": "gfx1103", "families": {"navi31": ["HHS_BH_GB"]},
+             "sim": {"drift": 0.0, "chip": HIDDEN_780M}}  # fmt: skip
+    work, proc, bundle = fleet_helpers.tester_run(tmp_path / "night", machine, "1/1", night)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert "gfx1103 (AMD Radeon 780M), 12 CUs at up to 2700 MHz" in proc.stdout
+    out = tmp_path / "results"
+    rc = fc.main(["--bundles", str(bundle.parent), "--arch", "gfx1103", "--numbers", "simulated",
+                  "--out", str(out), "--profiles", PROFILES])  # fmt: skip
+    printed = capsys.readouterr().out
+    assert rc == 0, printed
+    arch = load_profile(REPO / "arch_profiles" / "gfx1103.yaml")
+    device = open_bundle(bundle, Expect("gfx1103", arch, "simulated")).device_id
+    block = fc.load_profile_file(fc.calibrated_path(out, "gfx1103", device))["calibration"]
+    fitted = {name.removeprefix("chip:"): v for name, v in block["fitted"].items()}
+    truth = {"launch_us": 8.0, "sustained_bandwidth_gbs": 62.0, "sustained_clock_mhz.fp16_hpa": 2200.0}
+    for name, want in truth.items():
+        assert fitted[name] == pytest.approx(want, rel=0.10), name
+    assert block["check"]["pair_agreement_after"] > block["check"]["pair_agreement_before"]
+
+
 def test_too_few_races_or_another_arch_write_no_profile(tmp_path, capsys):
     bundle = synthetic_bundle(tmp_path)  # one benchmarked race and one failed launch
     accepted = open_bundle(bundle, Expect("gfx90c", ARCH, "simulated"))
