@@ -158,7 +158,7 @@ def test_claims_without_their_samples_cannot_be_checked_and_are_rejected(strange
     )
 
 
-def test_a_winner_another_device_measured_slower_than_the_spoof_never_ships(honest, tmp_path):
+def test_a_winner_another_device_measured_slower_than_the_spoof_never_ships(honest, tmp_path, monkeypatch):
     """A stranger whose samples agree with its claim (the slow kernel at 1.5x everywhere) against a device
     that raced the same kernel at 0.58x: the replica decides, not the louder claim. The report says who
     measured what. (Before, the stranger's 1.5x alone shipped the kernel.)"""
@@ -182,6 +182,22 @@ def test_a_winner_another_device_measured_slower_than_the_spoof_never_ships(hone
     assert "## Who measured what" in md and f"{slow} on {honest_device}: 0.580×" in md
     html = (tmp_path / "out/gfx90c/acceptance.html").read_text()
     assert 'data-test="who-measured-what"' in html and "slower than the spoof" in html
+
+    # a library of more sizes than the report lists whole keeps the sizes with something to say: here every
+    # size had a candidate overruled, so all stay; a plain win leaves, and the report says where it is
+    from oto.reporting import fleet as report
+
+    merged = yaml.safe_load((tmp_path / "out/gfx90c/fleet/merge.yaml").read_text())
+    lib = merged["libraries"][LIBRARY]
+    n = len(lib["per_size"])
+    plain = {**lib["per_size"][0], "overruled": [], "verdict": "win"}
+    lib["per_size"] = [plain, *lib["per_size"][1:]]
+    assert report.who_measured_rows(lib) == (lib["per_size"], 0)  # n sizes: listed whole
+    monkeypatch.setattr(report, "WHO_MEASURED_ALL", n - 1)
+    shown, left_out = report.who_measured_rows(lib)
+    assert (len(shown), left_out) == (n - 1, 1) and plain not in shown
+    said = "1 other size is a plain win or tie, no candidate overruled: fleet/merge.yaml lists every size"
+    assert said in report.render_markdown(merged) and said in report.render_html(merged)
 
 
 def test_when_every_candidate_is_overruled_the_shipped_kernel_keeps_the_size(tmp_path):

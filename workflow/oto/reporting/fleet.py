@@ -276,6 +276,35 @@ def overruled_text(size: Mapping[str, Any]) -> str:
     return "; ".join(cells) or "—"
 
 
+# A library of more sizes than this lists only those with something to say (who_measured_rows); navi31's
+# SGEMM libraries have ~5,000 sizes, and one shard's report listed 11,690 rows. fleet/merge.yaml has them all.
+WHO_MEASURED_ALL = 200
+PLAIN_VERDICTS = ("win", "tie")
+
+
+def who_measured_rows(lib: Mapping[str, Any]) -> tuple[list[Mapping[str, Any]], int]:
+    """The sizes "Who measured what" lists for a library, and how many it leaves out: every size up to
+    :data:`WHO_MEASURED_ALL`, else those with something to say (a loss, a failed floor, no measurement, a
+    candidate overruled, the shipped kernel kept): a plain win or tie is the devices' own pick."""
+    sizes = list(lib.get("per_size") or [])
+    if len(sizes) <= WHO_MEASURED_ALL:
+        return sizes, 0
+    shown = [
+        s
+        for s in sizes
+        if s.get("verdict") not in PLAIN_VERDICTS or s.get("overruled") or s.get("kept_by_shipped_kernel")
+    ]
+    return shown, len(sizes) - len(shown)
+
+
+def left_out_text(n: int) -> str:
+    """What the report says of the sizes :func:`who_measured_rows` leaves out."""
+    if not n:
+        return ""
+    what = "sizes are plain wins or ties" if n != 1 else "size is a plain win or tie"
+    return f"{n} other {what}, no candidate overruled: fleet/merge.yaml lists every size"
+
+
 def _who_measured_what(doc: Mapping[str, Any]) -> list[str]:
     out = ["", "## Who measured what", ""]
     out.append(
@@ -285,7 +314,10 @@ def _who_measured_what(doc: Mapping[str, Any]) -> list[str]:
     for name, lib in sorted(doc["libraries"].items()):
         if not lib.get("finished"):
             continue
+        shown, left_out = who_measured_rows(lib)
         out += ["", f"### {md(name)}", ""]
+        if left_out:
+            out += [f"{left_out_text(left_out)}.", ""]
         out += table(
             ["size", "M, N, B, K", "winner", "merged score", "verdict", "measured by", "overruled"],
             [
@@ -298,7 +330,7 @@ def _who_measured_what(doc: Mapping[str, Any]) -> list[str]:
                     md(measured_by(s)),
                     md(overruled_text(s)),
                 ]
-                for s in lib.get("per_size") or []
+                for s in shown
             ],
         )
     return out
@@ -373,5 +405,7 @@ def render_html(doc: Mapping[str, Any]) -> str:
             measured_by=measured_by,
             overruled_text=overruled_text,
             native_text=native_text,
+            who_measured_rows=who_measured_rows,
+            left_out_text=left_out_text,
         )
     )
