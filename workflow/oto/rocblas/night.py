@@ -34,6 +34,7 @@ from oto.rocblas.clients import Arm, ClientRunner, arm_kernels
 from oto.rocblas.compare import compare_document, compare_scores, failed_calls, family_summary, run_compare
 from oto.rocblas.decisions import apply_replacements  # noqa: F401  (the stages call it here)
 from oto.rocblas.verify import (
+    KERNEL_FAILURES,
     NEAREST_ROW,
     SPOOF_KERNEL,
     changes_summary,
@@ -152,13 +153,13 @@ def race_ranking(final: Mapping[str, Any], scores: pd.DataFrame) -> dict[int, li
 
 
 def verify_entries(
-    final: Mapping[str, Any], scores: pd.DataFrame, shipped: Mapping[int, Mapping[str, Any]]
+    final: Mapping[str, Any], scores: pd.DataFrame | None, shipped: Mapping[int, Mapping[str, Any]]
 ) -> list[dict[str, Any]]:
     """``per_size`` for :func:`oto.rocblas.verify.decide`: each size's winner (the kernel the tuned library
     runs there: :func:`tuned_choice`), its shipped kernel and whether that one failed there in finalize's race
     (then it is no last resort), and the race's ranking of the final's kernels there (:func:`race_ranking`;
-    ``scores``: :func:`race_scores`)."""
-    ranking = race_ranking(final, scores)
+    ``scores``: :func:`race_scores`; None where verification failed no kernel, so no ranking is read)."""
+    ranking = race_ranking(final, scores) if scores is not None else {}
     choice = tuned_choice(final, shipped)
     status = {int(r["size_index"]): r.get("shipped_status") for r in final["per_size"]}
     return [
@@ -175,7 +176,7 @@ def verify_entries(
 
 def replacements(
     final: Mapping[str, Any],
-    scores: pd.DataFrame,
+    scores: pd.DataFrame | None,
     shipped: Mapping[int, Mapping[str, Any]],
     changes: Sequence[Mapping[str, Any]],
 ) -> dict[int, dict[str, Any]]:
@@ -183,6 +184,8 @@ def replacements(
     gflops, how}}``; GFLOPS from finalize's race (``scores``: :func:`race_scores`; a next candidate's at the
     peak state, as the final's rows; the shipped kernel's: the winner's GFLOPS over its score, its speed-up
     over it). A size left to the nearest size's row has no kernel (None)."""
+    if not changes:  # ``scores`` is None where verification failed no kernel
+        return {}
     rows = {int(r["size_index"]): r for r in final["per_size"]}
     measured = {
         (int(i), str(k)): float(g)
@@ -253,7 +256,10 @@ def verify_night(
     for library, final in finals.items():
         shipped = shipped_kernels(decks[library], profile)
         lib_rows = run_verify(runner, arm, library, final["sizes"])
-        scores = race_scores(final, samples[library], profile, config)
+        # the race is scored again (seconds on a deck of thousands of sizes) only where a kernel failed:
+        # decide reads a ranking only to replace one
+        failed = any(r.status in KERNEL_FAILURES and r.kernel_id for r in lib_rows)
+        scores = race_scores(final, samples[library], profile, config) if failed else None
         decision = decide(library, verify_entries(final, scores, shipped), lib_rows)
         repl[library] = replacements(final, scores, shipped, [c.as_dict() for c in decision.changes])
         rows += lib_rows
