@@ -16,6 +16,7 @@ import msgpack
 import pandas as pd
 import pytest
 import yaml
+from oto.files import mirror_path, read_yaml_mirrored
 from oto.registry.records import TOPUP
 from oto.run.lock import LOCK_FILE, acquire_run_lock
 from oto.tensile.params import candidate_id, canonical
@@ -108,6 +109,9 @@ def test_main_job_outputs(finished_run):
     assert "simulated" in report and "| DB |" in report
     final = yaml.safe_load((res / "Cijk_Ailk_Bljk_DB" / "final.yaml").read_text())
     assert final["provenance"]["numbers"] == "simulated"
+    # its JSON mirror (verify, compare, logic, family and the report read it) holds what the YAML holds
+    assert mirror_path(res / "Cijk_Ailk_Bljk_DB" / "final.yaml").is_file()
+    assert read_yaml_mirrored(res / "Cijk_Ailk_Bljk_DB" / "final.yaml") == final
     assert len(final["per_size"]) == 8 and all(r["winner"] for r in final["per_size"])
     assert {r["verdict"] for r in final["per_size"]} <= {"win", "tie", "loss"}
     samples = (res / "Cijk_Ailk_Bljk_DB" / "gen0" / "samples.csv").read_text().splitlines()

@@ -43,7 +43,7 @@ from oto.deck.sources import (
     plan_native_floor,
     run_source,
 )
-from oto.files import atomic_write_text, read_yaml, write_yaml
+from oto.files import atomic_write_text, read_yaml, write_yaml, write_yaml_mirrored
 from oto.fleet import split_passthrough
 from oto.fleet.archive import Budget, Limits, Rejected
 from oto.fleet.bundle import SUFFIX, file_sha256
@@ -367,7 +367,7 @@ def _write_libraries(
         if final is None:
             merged[lib] = _unfinished(contribs)
             continue
-        write_yaml(arch_dir / lib / "final.yaml", final)
+        write_yaml_mirrored(arch_dir / lib / "final.yaml", final)
         path = logic_dir / f"{prefix}_{lib}.yaml"
         write_library_logic(
             final, deck.libraries[lib], settings.arch_profile, label, path, source=lib, model_check=check

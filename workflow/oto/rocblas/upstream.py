@@ -39,7 +39,7 @@ from typing import Any
 
 import oto
 from oto.deck.model import read_library_yaml
-from oto.files import atomic_write_text, read_yaml, write_yaml
+from oto.files import atomic_write_text, read_yaml, read_yaml_mirrored, write_yaml
 from oto.rocblas.verify import read_verify
 from oto.tensile.create_library import tcl_command
 from oto.tensile.install import register_args
@@ -432,7 +432,7 @@ def write_kit(
     if not finals:
         raise UpstreamRefused(f"{results}: no library has a final.yaml: nothing to hand upstream")
     schedule = str(profile["tensile"]["logic_prefix"])
-    finals_docs = [(p, read_yaml(p)) for p in finals]
+    finals_docs = [(p, read_yaml_mirrored(p)) for p in finals]
     records = [
         logic_record(doc, Path(logic_file_name(schedule, doc["library"])), "native") for _, doc in finals_docs
     ]

@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from oto.deck.model import read_library_yaml
-from oto.files import atomic_write_text, read_yaml, write_yaml
+from oto.files import atomic_write_text, read_yaml, read_yaml_mirrored, write_yaml
 from oto.rocblas import night
 from oto.rocblas.clients import stage_client
 from oto.rocblas.verify import merged_verify
@@ -43,7 +43,7 @@ def run(
         doc, text = night.skipped("compare", what), ""
     else:
         verified = (merged_verify([read_yaml(p) for p in verify_paths]) or {}).get("libraries") or {}
-        finals = {(n := Path(p).parent.name): night.apply_replacements(read_yaml(p), verified.get(n))
+        finals = {(n := Path(p).parent.name): night.apply_replacements(read_yaml_mirrored(p), verified.get(n))
                   for p in final_paths}  # fmt: skip
         decks = {Path(p).parent.name: read_library_yaml(p) for p in deck_paths}
         doc, samples = night.compare_night(

@@ -6,7 +6,7 @@ import logging
 from collections.abc import Sequence
 from pathlib import Path
 
-from oto.files import read_yaml, write_yaml
+from oto.files import read_yaml_mirrored, write_yaml
 from oto.stages import Stage
 
 STAGE = Stage(name="family", scope="family", home="family", reads=("finalize", "logic"))
@@ -17,7 +17,7 @@ def run(family: str, final_paths: Sequence[Path], logic_paths: Sequence[Path], o
     libraries = {}
     provenance = {}
     for path in final_paths:
-        final = read_yaml(path)
+        final = read_yaml_mirrored(path)
         if final["family"] != family:
             raise ValueError(f"{path}: field 'family' is {final['family']!r}, expected {family!r}")
         provenance = final["provenance"]

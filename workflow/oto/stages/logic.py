@@ -10,7 +10,7 @@ from collections.abc import Mapping
 from pathlib import Path
 
 from oto.deck.model import read_library_yaml
-from oto.files import read_yaml
+from oto.files import read_yaml, read_yaml_mirrored
 from oto.hardware.simulated.checks import final_model_check
 from oto.rocblas.decisions import apply_replacements
 from oto.rocblas.verify import log_replacements
@@ -39,7 +39,7 @@ def run(
     out_provenance: Path | None = None,
     verify_path: Path | None = None,
 ) -> Path:
-    final = read_yaml(final_path)
+    final = read_yaml_mirrored(final_path)
     deck = read_library_yaml(deck_path)
     if verify_path is not None:
         verified = ((read_yaml(verify_path) or {}).get("libraries") or {}).get(deck.name)

@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from oto.deck.model import read_library_yaml
-from oto.files import read_yaml, write_yaml
+from oto.files import read_yaml_mirrored, write_yaml
 from oto.measurement.samples import read_samples
 from oto.rocblas import night
 from oto.rocblas.clients import stage_client
@@ -43,7 +43,7 @@ def run(
     if runner is None:
         doc = night.skipped("verify", what)
     else:
-        finals = {Path(p).parent.name: read_yaml(p) for p in final_paths}
+        finals = {Path(p).parent.name: read_yaml_mirrored(p) for p in final_paths}
         samples = {Path(p).parent.name: read_samples(Path(p)) for p in sample_paths}
         decks = {Path(p).parent.name: read_library_yaml(p) for p in deck_paths}
         doc = night.verify_night(runner, what, finals, samples, decks, profile, config, label, Path(work))
