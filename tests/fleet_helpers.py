@@ -249,12 +249,13 @@ def race_samples(
     spread: float = 0.0,
     family="DB",
     failed_references=(),
+    hung_references=(),
 ):
     """A samples table (samples.csv layout) of a race at ``sizes``: per size its reference and each kernel of
     ``kernels`` ({id: (score, gflops) or a per-size list of them, None: timed out}), ``reps`` launches each,
     interleaved. Times follow from the GFLOPS (the reference's from the kernel's score); ``spread`` varies
     them by a fixed pattern (no randomness). At the sizes ``failed_references`` names every launch of the
-    reference fails validation."""
+    reference fails validation; at those ``hung_references`` names its first launch hangs (times out)."""
     import pandas as pd
     from oto.gemm import Family, gemm_flops
     from oto.measurement.scoring import MEASUREMENT_COLUMNS, SAMPLE_COLUMNS
@@ -278,6 +279,8 @@ def race_samples(
                     t, status, reason = float("nan"), "timeout", "no completion within 5000000 us"
                 elif role == "reference" and i in failed_references:
                     t, status, reason = float("nan"), "validation_failed", "max error 3e2"
+                elif role == "reference" and i in hung_references and rep == 0:
+                    t, status, reason = float("nan"), "timeout", "no completion within 5000000 us"
                 else:
                     t, status, reason = ref_time / spec[0] * wobble, "ok", ""
                 m, n, b, k = map(int, size[:4])
@@ -304,6 +307,7 @@ def synthetic_bundle(
     winner: str = "winner",
     quarantine: bool = False,
     failed_references: tuple[int, ...] = (),
+    hung_references: tuple[int, ...] = (),
 ) -> Path:
     """A small, valid bundle written by oto.fleet.bundle.write_bundle from result files made up here (no
     workflow run), as a tester's oto would have made them from its samples: one library; a finalize race at
@@ -313,7 +317,9 @@ def synthetic_bundle(
     reference loses to it); one tuning generation at two sizes (measured at the first, timed out at the
     second) with its registry records; with ``quarantine`` also the tuned kernel quarantined as gpu_reset by
     the GPU-reset journal. At the deck sizes ``failed_references`` names, every launch of the reference
-    fails validation, and final.yaml ships the fastest kernel that passed there, as finalize does."""
+    fails validation, and final.yaml ships the fastest kernel that passed there, as finalize does; at those
+    ``hung_references`` names its first launch hangs, which disqualifies it there (its other launches still
+    time it)."""
     from collections import Counter
 
     from oto.config import validate_config
@@ -354,7 +360,7 @@ def synthetic_bundle(
     results = tmp / name / "results" / "gfx90c"
     final_df = race_samples(
         deck.sizes, references, kernels, numbers, spread=spread, family=lib.family.code,
-        failed_references=failed_references,
+        failed_references=failed_references, hung_references=hung_references,
     )  # fmt: skip
     atomic_write_text(results / library / "final_samples.csv", final_df.to_csv(index=False))
     final_scores = score_library(final_df, lib, deck.sizes, profile, scoring).to_dict("records")

@@ -213,6 +213,25 @@ def test_when_every_candidate_is_overruled_the_shipped_kernel_keeps_the_size(tmp
     )
 
 
+def test_a_spoof_kernel_that_hung_at_a_size_is_no_yardstick_there_and_never_ships_there(tmp_path):
+    """The spoof's kernel hangs on some 780Ms (issue #30). A device saw the shipped kernel hang at one launch
+    at size 0; its finalize disqualified it there and shipped the tuned kernel, 6% slower than the shipped
+    kernel's other launches (a loss). The merge took that loss for "measured slower than the spoof",
+    overruled the tuned kernel and gave the size back to the kernel that hung. At the other sizes the shipped
+    kernel ran every launch and keeps them, as before."""
+    bundle = synthetic_bundle(tmp_path, name="hang", score=0.94, gflops=20.0, hung_references=(0,))
+    night = yaml.safe_load(next((tmp_path / "hang" / "results").rglob("final.yaml")).read_text())
+    assert night["per_size"][0]["shipped_status"] == "timeout" and night["per_size"][0]["verdict"] == "loss"
+    merge([bundle], tmp_path / "out", settings())
+    final = yaml.safe_load((tmp_path / "out/gfx90c" / LIBRARY / "final.yaml").read_text())
+    refs = DECK.libraries[LIBRARY].references(list(range(8)))
+    first, rest = final["per_size"][0], final["per_size"][1:]
+    assert first["winner"] == night["per_size"][0]["winner"] != refs[0]["id"]
+    assert not first.get("overruled") and not first.get("kept_by_shipped_kernel")
+    assert first["verdict"] == "loss" and first["score"] == pytest.approx(0.94, rel=0.01)
+    assert [r["winner"] for r in rest] == [refs[i]["id"] for i in range(1, 8)]
+
+
 def write_native_db(folder: Path, arch: str = "gfx90c") -> Path:
     """A gfx90c native folder (upstream's own library for the GPU, as gfx1103 and gfx1150 have one) whose DB
     file ships one kernel: the synthetic bundles' "other" variant; ``arch``: the GPU the file is for."""

@@ -141,11 +141,14 @@ def overruled_by(
     shipped: set[str],
     tolerance: float,
     native: frozenset[str] = frozenset(),
+    reference: str | None = None,
 ) -> dict[str, Any] | None:
     """Why ``kernel`` may not ship at size ``i`` (the first device that measured it slower than the spoof or
     a shipped kernel, or saw it fail), or None. ``shipped``: the floor's kernels (score 1 by definition, never
     overruled for being slower than themselves); ``native``: upstream's own kernels for the GPU, rivals as
-    shipped kernels are but judged like any candidate."""
+    shipped kernels are but judged like any candidate; ``reference``: the size's spoof kernel. A kernel that
+    failed on a device at the size (the spoof's hangs on some 780Ms) is no yardstick there: being slower
+    than its launches that passed overrules nothing, as the device's own finalize disqualified it."""
     for d, v in sorted(per.items()):
         where = {"kernel": kernel, "device": d, "score": rounded(v["score"]), "ci_low": rounded(v["ci_low"]),
                  "ci_high": rounded(v["ci_high"]), "source": v["source"]}  # fmt: skip
@@ -153,11 +156,14 @@ def overruled_by(
             return {**where, "why": f"failed there ({v['failed']})"}
         if v["score"] is None or kernel in shipped:
             continue
-        if verdict(v["score"], v["ci_low"] or v["score"], v["ci_high"] or v["score"], tolerance) == "loss":
+        spoof_failed = reference is not None and (obs[d].get((reference, i)) or {}).get("failed")
+        lost = verdict(v["score"], v["ci_low"] or v["score"], v["ci_high"] or v["score"], tolerance) == "loss"
+        if lost and not spoof_failed:
             return {**where, "why": "measured slower than the spoof (the shipped kernel) there"}
         for s in sorted((shipped | native) - {kernel}):
             ref = obs[d].get((s, i))
-            slower = ref and ref["score"] and v["score"] <= ref["score"] * (1 - tolerance)
+            yardstick = ref and not ref["failed"] and ref["score"]
+            slower = yardstick and v["score"] <= ref["score"] * (1 - tolerance)
             if slower and (v["ci_high"] or v["score"]) < (ref["ci_low"] or ref["score"]):
                 whose = "shipped kernel" if s in shipped else "upstream's own kernel"
                 return {**where, "why": f"measured slower than {whose} {s} ({ref['score']:.3g}x) there"}
@@ -171,14 +177,15 @@ def _decide(
     shipped: set[str],
     tolerance: float,
     native: frozenset[str] = frozenset(),
+    reference: str | None = None,
 ):
-    """(winner, per-device views, overruled candidates) at size ``i``."""
+    """(winner, per-device views, overruled candidates) at size ``i`` (``reference``: its spoof kernel)."""
     best, overruled = None, []
     for k in sorted(candidates):
         per = {d: obs[d][(k, i)] for d in sorted(obs) if (k, i) in obs[d]}
         if not any(v["score"] for v in per.values()):
             continue
-        why = overruled_by(k, i, per, obs, shipped, tolerance, native)
+        why = overruled_by(k, i, per, obs, shipped, tolerance, native, reference)
         if why:
             overruled.append(why)
             continue
@@ -271,11 +278,13 @@ def merged_rows(
     rows = []
     for i in range(len(deck.sizes)):
         candidates = set().union(*(w.get(i, set()) for w in winners.values()))
-        (k, per), overruled = _decide(i, candidates, obs, shipped, tolerance, upstream)
+        (k, per), overruled = _decide(i, candidates, obs, shipped, tolerance, upstream, references.get(i))
         if k is None and not overruled:  # no score anywhere: the reference failed where it ran
             k, per = _floor_failed_pick(i, candidates, obs, winners)
-        fallback = k is None and bool(overruled) and references.get(i) in params
-        if fallback:  # every candidate overruled: the shipped kernel keeps the size
+        spoof = references.get(i)
+        spoof_failed = any((obs[d].get((spoof, i)) or {}).get("failed") for d in obs)
+        fallback = k is None and bool(overruled) and spoof in params and not spoof_failed
+        if fallback:  # every candidate overruled: the shipped kernel keeps the size, where it failed nowhere
             k = references[i]
             per = {d: obs[d][(k, i)] for d in sorted(obs) if (k, i) in obs[d] and obs[d][(k, i)]["score"]}
             k = k if per else None
