@@ -232,6 +232,29 @@ def test_a_spoof_kernel_that_hung_at_a_size_is_no_yardstick_there_and_never_ship
     assert [r["winner"] for r in rest] == [refs[i]["id"] for i in range(1, 8)]
 
 
+def test_a_kernel_shipped_at_other_sizes_is_judged_against_this_sizes_spoof():
+    """navi31's SGEMM file ships 26 kernels over 4,868 sizes, so most candidates of an RDNA merge are shipped
+    kernels of some other size. Such a kernel, measured slower than this size's spoof kernel on one device, is
+    overruled there as any candidate is (before, any shipped kernel was exempt: a louder device's 2.0x
+    shipped it over the honest one's loss); the size's own spoof kernel is never overruled for being slower
+    than itself."""
+    from oto.fleet.combine import overruled_by
+
+    def view(score, low, high):
+        return {"score": score, "ci_low": low, "ci_high": high, "failed": None, "source": "final race"}
+
+    obs = {
+        "loud": {("X", 0): view(2.0, 1.9, 2.1), ("S", 0): view(1.0, 1.0, 1.0)},
+        "honest": {("X", 0): view(0.9, 0.88, 0.92), ("S", 0): view(1.0, 1.0, 1.0)},
+    }
+    per = {d: obs[d][("X", 0)] for d in obs}
+    why = overruled_by("X", 0, per, obs, {"S", "X"}, 0.02, reference="S")
+    assert why["device"] == "honest"
+    assert why["why"] == "measured slower than the spoof (the shipped kernel) there"
+    own = {d: obs[d][("S", 0)] for d in obs}
+    assert overruled_by("S", 0, own, obs, {"S", "X"}, 0.02, reference="S") is None
+
+
 def write_native_db(folder: Path, arch: str = "gfx90c") -> Path:
     """A gfx90c native folder (upstream's own library for the GPU, as gfx1103 and gfx1150 have one) whose DB
     file ships one kernel: the synthetic bundles' "other" variant; ``arch``: the GPU the file is for."""

@@ -17,7 +17,7 @@ import yaml
 _Loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 
 
-class _Dumper(getattr(yaml, "CSafeDumper", yaml.SafeDumper)):
+class NoAliasDumper(getattr(yaml, "CSafeDumper", yaml.SafeDumper)):
     """No anchors or aliases: a file's text follows from its content alone, not from which of its lists
     happen to be one object in memory (a selection read from its JSON mirror shares none)."""
 
@@ -60,7 +60,7 @@ def locked_json(path: Path, read: Callable[[], dict[str, Any]]) -> Iterator[dict
 
 
 def dump_yaml(data: Any) -> str:
-    return yaml.dump(data, Dumper=_Dumper, sort_keys=False, default_flow_style=None, width=120)
+    return yaml.dump(data, Dumper=NoAliasDumper, sort_keys=False, default_flow_style=None, width=120)
 
 
 def write_yaml(path: str | Path, data: Any) -> None:

@@ -144,17 +144,19 @@ def overruled_by(
     reference: str | None = None,
 ) -> dict[str, Any] | None:
     """Why ``kernel`` may not ship at size ``i`` (the first device that measured it slower than the spoof or
-    a shipped kernel, or saw it fail), or None. ``shipped``: the floor's kernels (score 1 by definition, never
-    overruled for being slower than themselves); ``native``: upstream's own kernels for the GPU, rivals as
-    shipped kernels are but judged like any candidate; ``reference``: the size's spoof kernel. A kernel that
-    failed on a device at the size (the spoof's hangs on some 780Ms) is no yardstick there: being slower
-    than its launches that passed overrules nothing, as the device's own finalize disqualified it."""
+    a shipped kernel, or saw it fail), or None. ``shipped``: the floor's kernels; ``reference``: the size's
+    own spoof kernel, which scores 1 by definition and is never overruled for being slower than itself (a
+    kernel shipped at other sizes is judged like any candidate); ``native``: upstream's own kernels for the
+    GPU, rivals as shipped kernels are but judged like any candidate. A kernel that failed on a device at
+    the size (the spoof's hangs on some 780Ms) is no yardstick there: being slower than its launches that
+    passed overrules nothing, as the device's own finalize disqualified it."""
     for d, v in sorted(per.items()):
         where = {"kernel": kernel, "device": d, "score": rounded(v["score"]), "ci_low": rounded(v["ci_low"]),
                  "ci_high": rounded(v["ci_high"]), "source": v["source"]}  # fmt: skip
         if v["failed"]:
             return {**where, "why": f"failed there ({v['failed']})"}
-        if v["score"] is None or kernel in shipped:
+        # the size's own spoof kernel is the yardstick (score 1); a kernel shipped at other sizes is not
+        if v["score"] is None or kernel == reference or (reference is None and kernel in shipped):
             continue
         spoof_failed = reference is not None and (obs[d].get((reference, i)) or {}).get("failed")
         lost = verdict(v["score"], v["ci_low"] or v["score"], v["ci_high"] or v["score"], tolerance) == "loss"

@@ -16,7 +16,7 @@ from typing import Any
 
 import yaml
 
-from oto.files import atomic_write_text
+from oto.files import NoAliasDumper, atomic_write_text
 from oto.gemm import Library
 from oto.numbers import finite
 from oto.tensile import legality
@@ -256,7 +256,8 @@ def write_logic_file(path: str | Path, notes: Sequence[str] = (), **fields: Any)
     data = logic_data(**fields)
     path = Path(path)
     text = "".join(f"# {n}\n" for n in notes)
-    text += yaml.dump(data, Dumper=yaml.CSafeDumper, default_flow_style=None)
+    # no anchors: rocBLAS's files have none, and a problem type's shared lists made 14 (&id001 ...)
+    text += yaml.dump(data, Dumper=NoAliasDumper, default_flow_style=None)
     atomic_write_text(path, text)  # an interrupted job never leaves half a logic file for package to read
     return path
 
