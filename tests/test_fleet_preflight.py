@@ -187,6 +187,11 @@ def test_oto_tester_check_prints_the_preflight_and_exits_by_it(tmp_path):
     assert not (work / "results").exists()  # a check writes nothing
     bad = oto(work, "tester", "check", "--shard", "3/2", "--root", str(root))
     assert bad.returncode == 2 and "--shard" in bad.stderr and "between 1 and n" in bad.stderr
+    bad = oto(work, "tester", "check", "--shard", "1/0", "--root", str(root))
+    assert bad.returncode == 2 and "n must be at least 1" in bad.stderr
+    # a shard as typed, spaces and leading zeros included, is the shard it names (it was a traceback)
+    typed = oto(work, "tester", "check", "--shard", " 02 / 2 ", "--root", str(root))
+    assert typed.returncode == 0 and "shard 2/2" in typed.stdout and "Traceback" not in typed.stderr
 
 
 def test_the_tester_names_a_config_without_an_arch(tmp_path):
@@ -241,3 +246,28 @@ def test_the_testers_arch_replaces_the_configs_and_a_resumed_night_keeps_it(tmp_
     assert _config(resumed)[0]["arch"] == "gfx1103" and resumed.arch == "gfx1103"
     # another config file named on the command line is taken as it is
     assert _config(argparse.Namespace(configfile="config/tester.yaml", arch=None))[0]["arch"] == "gfx90c"
+
+
+def test_ctrl_c_during_the_night_still_leads_to_the_bundle():
+    """Ctrl+C reaches the tester and its Snakemake alike (one process group). The tester waited in
+    subprocess.run, died with a KeyboardInterrupt traceback and wrote no bundle, though docs/fleet.md says
+    an interrupted night is bundled. Now it waits for the night to stop and returns 130 to the bundling."""
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    night = "import signal, sys, time; signal.signal(signal.SIGINT, lambda *a: sys.exit(3)); time.sleep(60)"
+    code = "from oto.fleet.tester import run_night; import sys; "
+    code += f"print('rc', run_night([sys.executable, '-c', {night!r}]))"
+    env = {**os.environ, "PYTHONPATH": str(REPO / "workflow")}
+    proc = subprocess.Popen(
+        [sys.executable, "-c", code], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
+        start_new_session=True,
+    )  # fmt: skip
+    time.sleep(3)  # the night is running
+    os.killpg(proc.pid, signal.SIGINT)
+    out, err = proc.communicate(timeout=30)
+    assert proc.returncode == 0 and out.strip() == "rc 130", err
+    assert "waiting for Snakemake to stop, then bundling what finished" in err and "Traceback" not in err

@@ -30,7 +30,9 @@ class Shard:
         if not m:
             raise ShardError(f"shard {text!r} is not i/n (for example 2/4)")
         index, count = int(m[1]), int(m[2])
-        if count < 1 or not 1 <= index <= count:
+        if count < 1:
+            raise ShardError(f"shard {text!r}: n must be at least 1 (for example 2/4)")
+        if not 1 <= index <= count:
             raise ShardError(f"shard {text!r}: i must be between 1 and n (for example 2/4)")
         return cls(index, count)
 

@@ -312,7 +312,7 @@ def main(argv: Sequence[str]) -> int:
         previous = read_yaml(settings_path) if settings_path.is_file() else {}
         args.shard = ((previous or {}).get("overrides") or {}).get("shard") or config_default("shard")
     try:
-        Shard.parse(args.shard)
+        args.shard = str(Shard.parse(args.shard))  # " 2/4", "02/4" and "2 / 4" as the config's "2/4"
     except ShardError as exc:
         print(f"oto tester: --shard: {exc}", file=sys.stderr)
         return 2
@@ -353,7 +353,7 @@ def main(argv: Sequence[str]) -> int:
         "is kept)\n",
         flush=True,
     )
-    rc = subprocess.run(cmd).returncode
+    rc = run_night(cmd)
     if rc != 0:
         print(
             f"\nThe run stopped with errors (snakemake exit {rc}); bundling what finished.", file=sys.stderr
@@ -365,6 +365,24 @@ def main(argv: Sequence[str]) -> int:
         return 1
     accepted = _say_bundle(path, descriptor)
     return rc or (0 if accepted else 1)
+
+
+def run_night(cmd: list[str]) -> int:
+    """Run the night's Snakemake and return its exit code; Ctrl+C (which the terminal sends to Snakemake too)
+    waits for Snakemake to stop its jobs and returns 130, so the caller still bundles what finished (a
+    second Ctrl+C stops Snakemake at once)."""
+    proc = subprocess.Popen(cmd)
+    try:
+        return proc.wait()
+    except KeyboardInterrupt:
+        print("\noto tester: interrupted; waiting for Snakemake to stop, then bundling what finished",
+              file=sys.stderr, flush=True)  # fmt: skip
+        try:
+            proc.wait()
+        except KeyboardInterrupt:
+            proc.kill()
+            proc.wait()
+        return 130
 
 
 def shards_main(argv: list[str]) -> int:
