@@ -155,6 +155,21 @@ def test_measured_only_by_default(tmp_path, two_devices):
     ).exists()
 
 
+def test_a_merge_under_other_settings_is_refused_before_it_drops_the_kept_bundles(tmp_path, two_devices):
+    """The README's merge without the testers' --numbers or --configfile re-judged the kept bundles, refused
+    every one and left the folder without its final.yaml files, logic and TensileLibrary.dat. Such a merge is
+    refused and the folder is as it was; the same settings merge as before."""
+    merge(list(two_devices), tmp_path, settings())
+    dat = (tmp_path / "gfx90c/TensileLibrary.dat").read_bytes()
+    with pytest.raises(MergeError, match=r"numbers 'simulated' then, 'measured' now.*--numbers"):
+        merge([], tmp_path, settings("measured"))
+    capped = validate_config({"arch": "gfx90c", "families": "all", "deck": {"max_sizes": 4}})
+    with pytest.raises(MergeError, match=r"deck_sha256 '[0-9a-f]{64}' then, '[0-9a-f]{64}' now"):
+        merge([], tmp_path, MergeSettings("gfx90c", ARCH, capped, numbers="simulated"))
+    assert (tmp_path / "gfx90c/TensileLibrary.dat").read_bytes() == dat
+    assert len(merge([], tmp_path, settings())["bundles"]["accepted"]) == 2
+
+
 # -- real tester bundles (three simulated nights on two laptops) -------------------------------------------
 
 

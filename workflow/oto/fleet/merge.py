@@ -21,6 +21,8 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import hashlib
+import json
 import logging
 import shutil
 import sys
@@ -285,6 +287,7 @@ def _merge_into(
     # the dry-run refuses it
     plan_native_floor(deck_setup, sorted(deck.libraries))
     attach_native_floor(deck, deck_setup)
+    _same_settings(state, settings, deck, arch_dir, bool(known))
     kept = KeptBundles(arch_dir / "fleet" / "bundles", staging / "fleet" / "bundles")
     kept.carry(list(known.values()), before.get("lost") or [])
     committed = kept.committed.resolve()
@@ -323,6 +326,37 @@ def _merge_into(
     atomic_write_text(staging / "acceptance.html", render_html(doc))
     write_yaml(staging / COMPLETE, doc)  # last: a staging folder with it is a finished merge
     return doc
+
+
+def deck_sha256(deck: Deck) -> str:
+    """What bundles are checked against: every library's deck sizes (the config's deck and its cap)."""
+    sizes = {name: [list(map(int, s[:4])) for s in lib.sizes] for name, lib in sorted(deck.libraries.items())}
+    return hashlib.sha256(json.dumps(sizes, sort_keys=True).encode()).hexdigest()
+
+
+def _same_settings(state: Any, settings: MergeSettings, deck: Deck, arch_dir: Path, kept: bool) -> None:
+    """A merge re-judges every kept bundle under its own settings: with another config (deck, its cap, tie
+    tolerance) or kind of numbers every kept bundle would be refused and the merged libraries dropped (they
+    are rebuilt from the accepted bundles). Refuse such a merge before it changes anything."""
+    if not kept or not isinstance(state, Mapping):
+        return
+    now = {
+        "numbers": settings.numbers,
+        "tie_tolerance": float(settings.config["benchmark"]["tie_tolerance"]),
+        "deck_sha256": deck_sha256(deck),
+    }
+    differ = [
+        f"{key} {state[key]!r} then, {value!r} now"
+        for key, value in now.items()
+        if state.get(key) is not None and state[key] != value
+    ]
+    if differ:
+        raise MergeError(
+            f"{arch_dir / COMPLETE}: the bundles kept here were merged under other settings "
+            f"({'; '.join(differ)}; deck_sha256 covers the config's deck and deck.max_sizes): this merge "
+            "would refuse them all and drop the merged libraries. Run it with the last merge's --configfile "
+            "and --numbers, or merge into another --out"
+        )
 
 
 def _write_libraries(
@@ -455,6 +489,7 @@ def _document(
         ),
         "tensile_version": pinned,
         "tie_tolerance": float(settings.config["benchmark"]["tie_tolerance"]),
+        "deck_sha256": deck_sha256(deck),  # a later merge with another deck would refuse every kept bundle
         "bundles": {
             "accepted": [_bundle_entry(b, outcome) for b in accepted],
             "duplicates": outcome.duplicates,
