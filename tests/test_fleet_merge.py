@@ -170,6 +170,17 @@ def test_a_merge_under_other_settings_is_refused_before_it_drops_the_kept_bundle
     assert len(merge([], tmp_path, settings())["bundles"]["accepted"]) == 2
 
 
+def test_a_merge_of_nothing_names_no_library_and_says_its_numbers(tmp_path):
+    (tmp_path / "inbox").mkdir()
+    (tmp_path / "inbox" / "night.tgz").write_bytes(b"a bundle renamed on its way")
+    proc = oto(REPO, "merge", str(tmp_path / "inbox"), "--numbers", "simulated", "--out", str(tmp_path / "r"))
+    assert proc.returncode == 1 and "merged 0 bundle(s)" in proc.stdout
+    assert "TensileLibrary.dat" not in proc.stdout
+    assert "no library (no bundle finished a library)" in proc.stdout
+    assert "numbers: simulated — not for installing" in proc.stdout
+    assert "1 file(s) in the folders given not opened (not named *.oto.tar.gz): 'night.tgz'" in proc.stdout
+
+
 # -- real tester bundles (three simulated nights on two laptops) -------------------------------------------
 
 
@@ -182,6 +193,7 @@ def test_merging_the_fleet(fleet_runs, tmp_path):
     proc = oto(REPO, "merge", str(inbox), "--numbers", "simulated", "--out", str(tmp_path / "results"))
     assert proc.returncode == 0, proc.stderr
     assert "merged 3 bundle(s) from 2 device(s)" in proc.stdout and "0 rejected" in proc.stdout
+    assert "numbers: simulated — not for installing" in proc.stdout  # as the tuning run and the tester say
     out = tmp_path / "results" / "gfx90c"
     doc = yaml.safe_load((out / "fleet/merge.yaml").read_text())
     nn, nt = "Cijk_Ailk_Bljk_DB", "Cijk_Ailk_Bjlk_DB"

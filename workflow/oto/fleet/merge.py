@@ -96,13 +96,18 @@ class Outcome:
     spill: Path = Path(".")  # a scratch folder for the accepted bundles' measurements (one file per library)
 
 
-def bundle_files(sources: Iterable[Path]) -> list[Path]:
-    """The bundle archives named or found (one level deep) in the given files and folders."""
+def bundle_files(sources: Iterable[Path], skipped: list[Path] | None = None) -> list[Path]:
+    """The bundle archives named, or found in the given folders and their subfolders (named *.oto.tar.gz,
+    as oto writes them). ``skipped``: given a list, the folders' other files are added to it, so that a
+    bundle renamed on its way (night.tgz, "x (1).tar.gz") is named rather than passed over in silence."""
     out = []
     for src in sources:
         src = Path(src)
         if src.is_dir():
-            out += sorted(p for p in src.rglob(f"*{SUFFIX}") if p.is_file() and not p.name.startswith("."))
+            files = sorted(p for p in src.rglob("*") if p.is_file() and not p.name.startswith("."))
+            out += [p for p in files if p.name.endswith(SUFFIX)]
+            if skipped is not None:
+                skipped += [p for p in files if not p.name.endswith(SUFFIX)]
         elif src.is_file():
             out.append(src)
         else:
@@ -291,7 +296,8 @@ def _merge_into(
     kept = KeptBundles(arch_dir / "fleet" / "bundles", staging / "fleet" / "bundles")
     kept.carry(list(known.values()), before.get("lost") or [])
     committed = kept.committed.resolve()
-    new = [f for f in bundle_files(sources) if f.resolve().parent != committed]
+    skipped: list[Path] = []
+    new = [f for f in bundle_files(sources, skipped) if f.resolve().parent != committed]
     store_path = staging / "registry" / "registry.sqlite"
     store_path.parent.mkdir(parents=True)
     store = Store(store_path, readonly=False)
@@ -316,7 +322,7 @@ def _merge_into(
     libraries, package = _write_libraries(staging, outcome.accepted, deck, settings, calibrated, floor, check)
     shutil.rmtree(spill)
     doc = _document(settings, deck, outcome, pinned, libraries, package, check)
-    doc["bundles"].update(restored=kept.restored, lost=lost)
+    doc["bundles"].update(restored=kept.restored, lost=lost, skipped=[printable(str(f)) for f in skipped])
     doc["recovered"] = recovered
     doc["floor"] = floor  # None: the deck's own shipped kernels
     doc["native_floor"] = deck_setup.get("native_floor")  # None: upstream ships the GPU no library of its own
@@ -706,10 +712,18 @@ def _say(doc: Mapping[str, Any], arch_dir: Path) -> None:
     )
     for x in b["rejected"]:
         print(f"  rejected {x['file']!r}: {x['reason']!r}")
+    skipped = b.get("skipped") or []
+    if skipped:
+        names = ", ".join(repr(Path(s).name) for s in skipped[:5]) + (" ..." if len(skipped) > 5 else "")
+        print(f"  {len(skipped)} file(s) in the folders given not opened (not named *{SUFFIX}): {names}")
     for x in b.get("restored") or []:
         print(f"  kept bundle {x.get('file')!r} restored from {x['from']!r} ({x['why']})")
     for x in b.get("lost") or []:
         print(f"  LOST EVIDENCE: bundle {x.get('file')!r} ({x.get('sha256', '')[:16]}): {x['why']}")
     if doc.get("quarantine"):
         print(f"  {len(doc['quarantine'])} text field(s) quarantined (neutralised, merged; see the report)")
-    print(f"report: {arch_dir / 'acceptance.md'} (and .html); library: {arch_dir / 'TensileLibrary.dat'}")
+    dat = arch_dir / "TensileLibrary.dat"
+    library = f"library: {dat}" if dat.is_file() else "no library (no bundle finished a library)"
+    print(f"report: {arch_dir / 'acceptance.md'} (and .html); {library}")
+    if doc["numbers"] != "measured":  # as the tuning run and the tester say it
+        print(f"numbers: {doc['numbers']} — not for installing")

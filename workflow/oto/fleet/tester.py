@@ -165,10 +165,13 @@ def _write_if_changed(path: Path, text: str) -> None:
     atomic_write_text(path, text)
 
 
-def merge_check(path: Path, config: dict[str, Any], arch: str, numbers: str) -> str | None:
+def merge_check(
+    path: Path, config: dict[str, Any], arch: str, numbers: str, configfile: str = "config/tester.yaml"
+) -> str | None:
     """Run the maintainer's intake (:func:`oto.fleet.intake.open_bundle`, the checks ``oto merge`` runs) on
     the bundle just written and say what it finds: None when the merge would accept it, else the reason it
-    would be rejected. Quarantined text fields are listed (they merge, neutralised)."""
+    would be rejected. Quarantined text fields are listed (they merge, neutralised). It says which merge
+    command accepts it: the merge takes measured numbers and config/tester.yaml's deck unless told."""
     from oto.fleet.intake import Expect, Rejected, open_bundle
     from oto.fleet.merge import merge_deck, shipped_kernels
 
@@ -186,7 +189,13 @@ def merge_check(path: Path, config: dict[str, Any], arch: str, numbers: str) -> 
             file=sys.stderr,
         )
         return str(exc)
-    print("\nMerge check (the checks `oto merge` runs): this bundle would be accepted", end="")
+    flags = [f"--arch {arch}"] + ([] if numbers == "measured" else [f"--numbers {numbers}"])
+    flags += [] if configfile == "config/tester.yaml" else [f"--configfile {configfile}"]
+    print(
+        "\nMerge check (the checks `oto merge` runs): this bundle would be accepted by `oto merge "
+        f"{path.parent} {' '.join(flags)}`",
+        end="",
+    )
     flags = accepted.quarantine
     print(f"; {len(flags)} text field(s) would be quarantined (merged, neutralised):" if flags else ".")
     for f in flags[:10]:
@@ -226,7 +235,7 @@ def _bundle(run_settings: dict[str, Any], bundles: Path, preflight: list[dict] |
         extra_logs=extra,
     )
     path, descriptor = write_bundle(spec, bundles, Scrubber(os.environ, Path.cwd()))
-    return path, {**descriptor, "config": plan.config}
+    return path, {**descriptor, "config": plan.config, "configfile": str(cfg_path)}
 
 
 def _say_bundle(path: Path, descriptor: dict[str, Any]) -> bool:
@@ -245,7 +254,8 @@ def _say_bundle(path: Path, descriptor: dict[str, Any]) -> bool:
     else:  # a simulated (or replayed) night tunes nothing for this machine: say so where it is pointed to
         numbers = descriptor["numbers"]
         print(f"  The library of this run ({library}) holds {numbers} numbers — not for installing.")
-    return merge_check(path, descriptor["config"], descriptor["arch"], str(descriptor["numbers"])) is None
+    numbers, config = str(descriptor["numbers"]), descriptor["config"]
+    return merge_check(path, config, descriptor["arch"], numbers, descriptor["configfile"]) is None
 
 
 def main(argv: Sequence[str]) -> int:
