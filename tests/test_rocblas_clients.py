@@ -432,7 +432,7 @@ def test_a_size_where_the_baselines_kernel_gave_wrong_results_counts_in_no_speed
 def test_a_baselines_own_failed_calls_are_listed_and_said(tmp_path):
     """The spoof hangs some RDNA3 APUs (ROCm/rocm-libraries#6320): compare's figures are speed-ups of the
     tuned arm, so a baseline's own crash or hang would show nowhere. It is listed per family (library, size,
-    status, calls) and the report says it; the tuned arm's failures stay per size in ``failed``."""
+    status, calls) and the report says it; the tuned arm's failures, per size in ``failed``, are said too."""
     import pandas as pd
     from oto.reporting.collect import rocblas_clients
     from oto.rocblas.compare import compare_document, failed_calls
@@ -454,8 +454,14 @@ def test_a_baselines_own_failed_calls_are_listed_and_said(tmp_path):
     ]}  # fmt: skip
     assert failed_calls(samples, "upstream") == {}
     summary = {"sizes": 6, "measured": 6, "wins": 6, "ties": 0, "losses": 0, "regressions": [], "failed": []}
+    # the tuned arm's own hang at size 4 (the report said nothing of it: "6 (5)" only)
+    hang = "no completion within 5000000 us"
+    hung = [{"library": SB, "size_index": 4, "status": "timeout", "reason": hang}]
     doc = compare_document(
-        {"spoof": {"SB": {**summary, "baseline_calls_failed": spoof["SB"]}}, "upstream": {"SB": summary}},
+        {
+            "spoof": {"SB": {**summary, "baseline_calls_failed": spoof["SB"], "failed": hung}},
+            "upstream": {"SB": summary},
+        },
         "tuned",
         samples.assign(numbers="simulated"),
         {},
@@ -465,7 +471,9 @@ def test_a_baselines_own_failed_calls_are_listed_and_said(tmp_path):
     notes = rocblas_clients(tmp_path)["compare"]["notes"]
     assert notes == [
         f"against spoof, SB: 3 call(s) of the spoof arm itself failed (crash 1, timeout 2: {SB} size 3; {SB} "
-        "size 5)"
+        "size 5)",
+        f"against spoof, SB: 1 size(s) where the tuned library's calls failed or did not run (timeout 1: "
+        f"{SB} size 4); the figures leave them out",
     ]
 
 

@@ -392,9 +392,14 @@ def _tally(counts: Mapping[str, int]) -> str:
     return ", ".join(f"{k} {n}" for k, n in sorted(counts.items()))
 
 
-def _sizes(entries: list[Mapping[str, Any]]) -> str:
-    """Where compare's entries are, as the notes name them: "<library> size <i>; ..."."""
-    return "; ".join(f"{g['library']} size {g['size_index']}" for g in entries)
+SIZES_NAMED = 12  # a note names this many sizes, then says how many more (a 780M night: 612 too large)
+
+
+def _sizes(entries: list[Mapping[str, Any]], most: int | None = None) -> str:
+    """Where compare's entries are, as the notes name them: "<library> size <i>; ..." (``most``: then "and
+    N more")."""
+    named = "; ".join(f"{g['library']} size {g['size_index']}" for g in entries[:most])
+    return named + (f"; and {len(entries) - most} more" if most is not None and len(entries) > most else "")
 
 
 def _regression(g: Mapping[str, Any]) -> str:
@@ -463,6 +468,14 @@ def rocblas_clients(results: Path) -> dict[str, Any]:
                     extra_notes.append(
                         f"against {against}, {fam}: {sum(kinds.values())} call(s) of the {against} arm "
                         f"itself failed ({_tally(kinds)}: {_sizes(failed)})"
+                    )
+                # the tuned library's own failures: a hang is what a user most needs to see
+                if mine := r.get("failed"):
+                    kinds = Counter(str(g["status"]) for g in mine)
+                    extra_notes.append(
+                        f"against {against}, {fam}: {len(mine)} size(s) where the tuned library's calls "
+                        f"failed or did not run ({_tally(kinds)}: {_sizes(mine, SIZES_NAMED)}); the figures "
+                        "leave them out"
                     )
                 if wrong := r.get("baseline_failed"):
                     extra_notes.append(
