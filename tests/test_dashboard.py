@@ -191,6 +191,10 @@ def test_page_shows_every_chart_and_the_figures(results):
     assert "Simulated numbers." in page
     assert fmt(data["final"]["overall"]["geomean_score"], ".3f", "×") in page
     assert 'http-equiv="refresh"' in page  # NT is still running
+    cov = data["coverage"]  # the lead names the share of the footprint tuned ("Every GEMM library" before)
+    assert cov["libraries_selected"] < cov["libraries_in_source"]
+    lead = f"{cov['libraries_selected']} of the {cov['libraries_in_source']} GEMM libraries rocBLAS ships for"
+    assert lead in page and "Every GEMM library" not in page
     assert json.loads((results / "dashboard" / "data.json").read_text())["state"] == "running"
 
 

@@ -160,7 +160,7 @@ def render_markdown(data: Mapping, deck_source: Mapping) -> str:
         *headline_markdown(fin["overall"], fin["families"], data.get("launch_us"), tol),
         f"## Coverage of the deck (against the shipped {cov['deck_of']} footprint)",
         "",
-        "| | tuned | shipped |",
+        "| | tuned | shipped (every library of the footprint) |",
         "|---|---|---|",
         f"| libraries | {cov['libraries_finished']} | {cov['libraries_in_source'] or '?'} |",
         f"| deck sizes (of the tuned libraries: {cov['deck_sizes_selected']}) | "
