@@ -494,3 +494,25 @@ def test_a_target_in_another_gpus_folder_says_how_to_ask_for_it(tmp_path):
         proc.returncode != 0
         and "No rule to produce results/nogpu/TensileLibrary.dat" in proc.stdout + proc.stderr
     )
+
+
+def test_ctrl_c_is_no_failure_to_fix(monkeypatch, tmp_path):
+    """Ctrl+C (Snakemake: "Terminating processes on user request") stops the running job with an error.
+    The summary said "1 job(s) failed (normalise) ... Fix the cause (the failed job's log is printed
+    above)", where no log was printed and nothing is to be fixed; now it says the run was stopped and how to
+    go on, and the stopped job's error block is left to the full log."""
+    import oto.run.probe
+
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr(oto.run.probe, "job_probe", lambda **kw: Probe(0.5, [0.5], time.time()))
+    handler, out = _handler()
+    handler.emit(_record("Job stats:\n...", LogEvent.RUN_INFO, stats={"normalise": 1, "total": 1}))
+    handler.emit(_job_info(7, "normalise", library="Cijk_Ailk_Bljk_DB", gen="0"))
+    handler.emit(_record("Terminating processes on user request, this might take some time."))
+    handler.emit(_record("Error in rule normalise", LogEvent.JOB_ERROR, logging.ERROR, jobid=7,
+                         rule_name="normalise"))  # fmt: skip
+    handler.close()
+    text = out.getvalue()
+    assert "oto: stopped on your request (Ctrl+C); 0 jobs finished" in text
+    assert "Run the same command again to go on: every finished job is kept." in text
+    assert "job(s) failed" not in text and "Fix the cause" not in text and "Error in rule" not in text

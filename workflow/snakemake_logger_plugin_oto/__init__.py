@@ -61,6 +61,7 @@ INPUT_FUNCTION_ERROR = re.compile(r"^Error:\n  WorkflowError:\n(.*?)\nWildcards:
 # A target Snakemake has no rule for, under a results folder: the folder is the arch the config names
 MISSING_RULE = re.compile(r"^No rule to produce (results/([^/\s]+)/\S*)", re.M)
 ALWAYS = (LogEvent.JOB_ERROR, LogEvent.GROUP_ERROR, LogEvent.ERROR)
+INTERRUPTED = "Terminating processes on user request"  # Snakemake's scheduler, on Ctrl+C
 QUIET_EVENTS = (
     LogEvent.JOB_INFO,
     LogEvent.JOB_STARTED,
@@ -119,6 +120,7 @@ class LogHandler(LogHandlerBase):
         self.planned_jobs: list[tuple[str, dict[str, Any]]] = []  # a dry-run's jobs
         self.outputs: list[str] = []
         self.failed: list[str] = []
+        self.interrupted = False  # Ctrl+C: the jobs it stopped are no failure to fix
         self.errors = 0
         self.started = time.time()
         self.closed = False
@@ -155,6 +157,8 @@ class LogHandler(LogHandlerBase):
         if self.passthrough:
             self.inner.handle(record)
             return
+        if record.msg is not None and str(record.msg).startswith(INTERRUPTED):
+            self.interrupted = True
         if event == LogEvent.RUN_INFO:
             self._run_info(record)
         elif event == LogEvent.JOB_INFO:
@@ -166,6 +170,8 @@ class LogHandler(LogHandlerBase):
             self.failed.append(str(getattr(record, "rule_name", "?")))
             if job is not None:
                 self.outputs.extend(job.outputs)  # the folder the failed job worked in
+            if self.interrupted and not self.full:
+                return  # a job Ctrl+C stopped: its error block (no log yet) says nothing to fix
         if event in ALWAYS:
             self.errors += 1
             if not self.full and event == LogEvent.ERROR and (message := workflow_error(record)) is not None:
@@ -270,7 +276,13 @@ class LogHandler(LogHandlerBase):
         for folder in results_folders(self.outputs) or [None]:
             # the outputs tell the summary what this run built: the library, or a narrower target
             lines = run_summary(
-                folder, self.progress.finished, elapsed, self.failed, _log_file(), built=self.outputs
+                folder,
+                self.progress.finished,
+                elapsed,
+                self.failed,
+                _log_file(),
+                built=self.outputs,
+                interrupted=self.interrupted,
             )
             for line in lines:
                 self._write(line)

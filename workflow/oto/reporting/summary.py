@@ -163,11 +163,18 @@ def run_summary(
     failed: Sequence[str] = (),
     log: str | None = None,
     built: Iterable[str] | None = None,
+    interrupted: bool = False,
 ) -> list[str]:
     """The closing lines for one results folder (None: the run wrote none). ``built``: the outputs of the
-    run's finished jobs (None: take the run to have built everything selected)."""
+    run's finished jobs (None: take the run to have built everything selected); ``interrupted``: Ctrl+C
+    stopped the run (the jobs it stopped are no failure)."""
     lines = []
-    if failed:
+    if interrupted:
+        lines.append(
+            f"oto: stopped on your request (Ctrl+C); {jobs} jobs finished in {elapsed}. Run the same command "
+            "again to go on: every finished job is kept."
+        )
+    elif failed:
         lines.append(
             f"oto: {len(failed)} job(s) failed ({', '.join(failed[:5])}{', …' if len(failed) > 5 else ''}); "
             f"{jobs} finished in {elapsed}. Fix the cause (the failed job's log is printed above) and run "
