@@ -140,6 +140,13 @@ def test_a_winner_that_loses_to_the_best_shipped_kernel_gives_it_its_size():
     assert s["share_beats_5pct"] == 0.5
     # without a shipped kernel measured, nothing is judged
     assert best_shipped.judge_rows(rows, scores, set(), 0.02)[0]["verdict_best_shipped"] is None
+    # judged only (a size given its runtime key's kernel: oto.measurement.dispatch): the loss is said, kept
+    only = best_shipped.judge_rows(rows, scores, {"spoof", "other"}, 0.02, take_losers=False)[0]
+    assert (
+        only["winner"] == "tuned"
+        and only["verdict_best_shipped"] == "loss"
+        and not only["kept_by_best_shipped"]
+    )
 
 
 def _profile():

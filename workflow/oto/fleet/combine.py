@@ -44,6 +44,7 @@ import pandas as pd
 from oto.deck.model import LibraryDeck
 from oto.gemm import Library
 from oto.hardware.ceilings import family_peak_gflops, roofline_gflops
+from oto.measurement.dispatch import runtime_key
 from oto.measurement.selection import FLOOR_FAILED, NOT_MEASURED, summarise, verdict
 from oto.reporting.figures import library_verdict
 
@@ -300,7 +301,60 @@ def merged_rows(
             # spoof kernel of another size)
             row["kept_by_native"] = True
         rows.append(row)
+    groups = runtime_groups(deck.sizes, rows)
+    kernels_at: dict[int, set[str]] = defaultdict(set)
+    wanted = {i for g in groups.values() for i in g}
+    for d in obs:
+        for k, i in obs[d]:
+            if i in wanted:
+                kernels_at[i].add(k)
+    for key, group in groups.items():  # what rocBLAS serves: one kernel per key (oto.measurement.dispatch)
+        k = _served_kernel(group, kernels_at, references, obs, tolerance)
+        for i in group:
+            if k is not None and rows[i]["winner"] != k:
+                per = {d: obs[d][(k, i)] for d in sorted(obs) if (obs[d].get((k, i)) or {}).get("score")}
+                was = rows[i]["winner"]
+                rows[i] = _row(i, k, per, roof, winners, tolerance)
+                rows[i]["one_kernel_for"] = {"key": list(key), "sizes": list(group), "was": was}
     return rows, params, winners, obs
+
+
+def runtime_groups(sizes: Sequence[Sequence[int]], rows: Sequence[Mapping]) -> dict[tuple, list[int]]:
+    """The deck sizes rocBLAS serves one kernel (the same runtime key: oto.measurement.dispatch) whose merged
+    rows have a winner with a score, two or more per key."""
+    groups: dict[tuple, list[int]] = defaultdict(list)
+    for i, s in enumerate(sizes):
+        if rows[i].get("winner") and rows[i].get("score") is not None:
+            groups[runtime_key(s)].append(i)
+    return {k: g for k, g in groups.items() if len(g) > 1}
+
+
+def _served_kernel(
+    group: list[int],
+    kernels_at: Mapping[int, set[str]],
+    references: Mapping[int, str],
+    obs: Mapping,
+    tolerance: float,
+) -> str | None:
+    """The kernel a group of sizes takes: among the kernels with a score on some device at every size of
+    the group that no device saw fail or measured slower than the spoof there, the best geomean over the
+    sizes of its score (the geomean over the devices, as :func:`_decide` ranks a size's candidates); ties go
+    to the lowest id. None: none."""
+    best: tuple[float, str] | None = None
+    for k in sorted(set.intersection(*(kernels_at[i] for i in group))):
+        total = 0.0
+        for i in group:
+            per = {d: obs[d][(k, i)] for d in sorted(obs) if (k, i) in obs[d]}
+            scored = [v["score"] for v in per.values() if v["score"]]
+            # a device saw it fail, or measured it slower than the spoof: vetoed (not for being slower than
+            # some other shipped kernel at one size: a group is served one kernel whatever the rows say)
+            if not scored or overruled_by(k, i, per, obs, set(), tolerance, frozenset(), references.get(i)):
+                break
+            total += math.log(geo(scored))
+        else:
+            if best is None or total > best[0]:
+                best = (total, k)
+    return best[1] if best else None
 
 
 def agreement(obs: Mapping[str, Mapping[tuple[str, int], dict]]) -> dict[str, Any]:

@@ -156,13 +156,16 @@ def judge_rows(
     shipped: set[str],
     tolerance: float,
     positions: Mapping[str, int] | None = None,
+    take_losers: bool = True,
 ) -> list[dict]:
     """final.yaml's rows judged against the best shipped kernel of their size (``best_shipped``,
     ``best_shipped_score``, ``vs_best_shipped``, ``verdict_best_shipped``, ``kept_by_best_shipped``).
 
     A row whose winner loses to the best shipped kernel (or that has no winner while a shipped kernel ran)
-    takes the best shipped kernel: the final library never ships a loser to it. ``kept_by_best_shipped``
-    marks every size whose final kernel is a shipped one other than the size's floor."""
+    takes the best shipped kernel: the final library never ships a loser to it, unless ``take_losers`` is
+    False (judged only: a size given its runtime key's kernel, oto.measurement.dispatch).
+    ``kept_by_best_shipped`` marks every size whose final kernel is a shipped one other than the size's
+    floor."""
     best = best_shipped_rows(scores, shipped)
     out = []
     for row in rows:
@@ -174,7 +177,7 @@ def judge_rows(
             row.update(verdict_best_shipped=None, kept_by_best_shipped=False)
             out.append(row)
             continue
-        if row.get("winner") is None or against(row, b, tolerance)[1] == "loss":
+        if take_losers and (row.get("winner") is None or against(row, b, tolerance)[1] == "loss"):
             take(row, b, tolerance)
         ratio, v = against(row, b, tolerance)
         row.update(

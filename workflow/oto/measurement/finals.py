@@ -18,6 +18,7 @@ from oto.deck.model import LibraryDeck
 from oto.gemm import Library, gemm_flops
 from oto.measurement import best_shipped
 from oto.measurement.benchmarking import race_library
+from oto.measurement.dispatch import dispatch_summary, one_kernel_per_key
 from oto.measurement.racing import RaceResult
 from oto.measurement.score_rows import missing
 from oto.measurement.scoring import measurement_summary, score_library, score_state_times
@@ -254,6 +255,22 @@ def _judge_floors(
     return rows
 
 
+def _served(
+    rows: list[dict], scores: Sequence[Mapping], deck: LibraryDeck, final: FinalRace, tolerance: float
+) -> list[dict]:
+    """What rocBLAS can serve: one kernel per runtime key (:mod:`oto.measurement.dispatch`), the sizes it
+    changed judged against both second floors again without taking their kernel."""
+    rows = one_kernel_per_key(rows, scores, deck.sizes, tolerance)
+    if not any(r.get("one_kernel_for") for r in rows):
+        return rows
+    shipped, positions = _shipped(final, deck), final.shortlist.positions
+    rows = best_shipped.judge_rows(rows, scores, shipped, tolerance, positions, take_losers=False)
+    if final.native:
+        for r in rows:
+            r["kept_by_native"] = _native_only(final, int(r["size_index"]), r["winner"])
+    return rows
+
+
 def keep_native(
     rows: list[dict], scores: Sequence[Mapping], native: Mapping[int, str | None], tolerance: float
 ) -> list[dict]:
@@ -337,6 +354,7 @@ def final_document(
     rows = floor_failed_winners(rows, scores)
     tolerance = float(config["benchmark"]["tie_tolerance"])
     rows = _judge_floors(rows, scores, final, _shipped(final, deck), tolerance)
+    rows = _served(rows, scores, deck, final, tolerance)
     if deck.calls is not None:  # a workload's times: the winner's in the state its score is in
         state = score_state_times(df, library, [list(s[:4]) for s in deck.sizes], profile, config)
         for r in rows:
@@ -368,6 +386,8 @@ def final_document(
         "shipped_kernels": len({r for r in final.reference.values() if r is not None}),
         "shipped_gflops_arch": deck.shipped_arch(),  # where the per-size shipped_gflops were measured
         "reference_substitutes": final.substitutes,
+        # sizes Tensile cannot tell apart (the batch count only) given one kernel: oto.measurement.dispatch
+        "one_kernel_per_key": dispatch_summary(rows),
         "summary": {**summarise(rows, failures, deck.weights), "best_shipped": best_shipped.summary(rows)},
         # the second floor: how many shipped kernels were raced per size, and which (by id and position)
         "best_shipped": {
@@ -407,6 +427,11 @@ def final_log_lines(doc: Mapping[str, Any]) -> list[str]:
         + "; vs best "
         f"shipped {b['geomean_score'] or nan:.3f} x, W/T/L {b['wins']}/{b['ties']}/{b['losses']}"
     ]
+    if (one := doc.get("one_kernel_per_key") or {}).get("sizes"):
+        lines.append(
+            f"{one['sizes']} size(s) in {one['groups']} group(s) that differ only in the batch count "
+            "(Tensile serves a group one kernel) take their group's best kernel"
+        )
     if "workload" in doc:
         w = doc["workload"]
         lo, hi = w["saved_ci_us"]

@@ -107,6 +107,24 @@ def nights_markdown(nights: Mapping[str, Mapping], finished: Sequence[str]) -> l
     return out
 
 
+def one_kernel_markdown(finals: list[Mapping]) -> list[str]:
+    """Where sizes that differ only in the batch count took one kernel (rocBLAS serves them one: the
+    logic's row with the highest GFLOPS among equal [M, N, K]); nothing where none did."""
+    done = {f["library"]: f.get("one_kernel_per_key") or {} for f in finals}
+    done = {n: d for n, d in done.items() if d.get("sizes")}
+    if not done:
+        return []
+    sizes, groups = sum(d["sizes"] for d in done.values()), sum(d["groups"] for d in done.values())
+    return [
+        "**One kernel per [M, N, K].** rocBLAS matches a problem to a logic row by M, N and K, not the "
+        f"batch count, so sizes that differ only in it are served one kernel. {sizes} size(s) in {groups} "
+        f"such group(s) of {len(done)} librar{'y' if len(done) == 1 else 'ies'} ship their group's kernel "
+        "(the best geomean over the group) and are scored with it; their own best kernel could not be served "
+        "there.",
+        "",
+    ]
+
+
 def size_cap_markdown(cap: Mapping | None) -> list[str]:
     """What config deck.max_sizes kept, under the coverage table: the tuned deck is a sample, not the
     footprint (nothing without a capped library)."""
@@ -170,6 +188,7 @@ def render_markdown(data: Mapping, deck_source: Mapping) -> str:
         f"{cov['solutions_in_source'] or '?'} |",
         "",
         *size_cap_markdown(cov.get("size_cap")),
+        *one_kernel_markdown([lib["final"] for lib in libs.values() if lib["final"]]),
         "## Per family: % of the theoretical ceiling",
         "",
         "| family | patterns | sizes | theoretical GFLOPS | best % | median % | median % of roofline |",

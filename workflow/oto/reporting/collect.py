@@ -301,6 +301,8 @@ def library_record(
             **_figures_input(final, roofline.rows(final)),
         }
         record["final"]["shipped_kernels"] = int(final.get("shipped_kernels") or 0)
+        # sizes that differ only in the batch count, served one kernel (oto.measurement.dispatch)
+        record["final"]["one_kernel_per_key"] = dict(final.get("one_kernel_per_key") or {})
         if final.get("workload"):  # a workload's time in this library, before and after
             record["final"]["workload"] = final["workload"]
         if final.get("native_floor"):  # a second floor: upstream's native library (deck.native_floor)
