@@ -78,10 +78,15 @@ def test_a_hidden_device_is_recovered_from_its_tester_night(tmp_path, capsys):
     report = json.loads(report_path.read_text())[device]
     assert report["written"] and report["rows"] >= MIN_CHIP_ROWS
     # the calibrated profile is a device profile the next night, the plan and the merge accept
-    again, note = fc.carry_calibration(yaml.safe_load((work / "results/gfx90c/tester/device/gfx90c.yaml")
-                                                      .read_text()), path)  # fmt: skip
+    fresh = yaml.safe_load((work / "results/gfx90c/tester/device/gfx90c.yaml").read_text())
+    again, note = fc.carry_calibration(fresh, path, "simulated")
     assert again["calibration"]["id"] == block["id"] and "calibrated on this device" in note
-    assert fc.calibrated_profiles(out / "gfx90c", ARCH)[device]["timing"] == prof["timing"]
+    assert block["numbers"] == "simulated"
+    assert fc.calibrated_profiles(out / "gfx90c", ARCH, "simulated")[device]["timing"] == prof["timing"]
+    # fitted on simulated bundles: never a measured night's constants, nor a measured merge's ceilings
+    kept, note = fc.carry_calibration(fresh, path)
+    assert "calibration" not in kept and "fitted on simulated bundles, and this night measures" in note
+    assert fc.calibrated_profiles(out / "gfx90c", ARCH) == {}
 
 
 # A hidden 780M: LPDDR5 below the profile's sustained figure, a slower launch, a shorter DRAM latency and

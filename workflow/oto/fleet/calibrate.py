@@ -299,7 +299,8 @@ def calibrate_device(
         "winner_rank_pct_after": _round(calib.after["winner_rank_pct_median"]),
     }
     inputs = [{"name": b.path.name, "sha256": b.sha256} for b in bundles]
-    extra = {"device": device, **({"at_bound": bounds} if bounds else {})}
+    numbers = "simulated" if any(b.descriptor.get("numbers") == "simulated" for b in bundles) else "measured"
+    extra = {"device": device, "numbers": numbers, **({"at_bound": bounds} if bounds else {})}
     prof = calibrated_profile(
         result, knobs, source="bundles", inputs=inputs, command=command, check=check, extra=extra
     )
@@ -315,9 +316,12 @@ def calibrated_path(results: Path, arch: str, device: str) -> Path:
     return Path(results) / arch / CALIBRATED / f"{device}.yaml"
 
 
-def calibrated_profiles(arch_dir: Path, arch_profile: Mapping[str, Any]) -> dict[str, dict[str, Any]]:
+def calibrated_profiles(
+    arch_dir: Path, arch_profile: Mapping[str, Any], numbers: str = "measured"
+) -> dict[str, dict[str, Any]]:
     """Device id -> its calibrated device profile under ``<arch_dir>/calibrated/`` (checked against the arch
-    profile; a file that fails the check is left out, with the reason on stderr)."""
+    profile; a file that fails the check is left out, with the reason on stderr; one fitted on simulated
+    bundles only where the merge takes simulated ``numbers``)."""
     out = {}
     folder = Path(arch_dir) / CALIBRATED
     for path in sorted(folder.glob("d*.yaml")) if folder.is_dir() else []:
@@ -327,20 +331,30 @@ def calibrated_profiles(arch_dir: Path, arch_profile: Mapping[str, Any]) -> dict
         except (ProfileError, DeviceProfileError) as exc:
             print(f"oto: ignoring the calibrated profile {path}: {exc}", file=sys.stderr)
             continue
+        if prof["calibration"].get("numbers") == "simulated" and numbers != "simulated":
+            print(f"oto: not using {path}: fitted on simulated bundles", file=sys.stderr)
+            continue
         out[str(prof["device"]["id"])] = prof
     return out
 
 
-def carry_calibration(device: Mapping[str, Any], path: Path) -> tuple[dict[str, Any], str | None]:
+def carry_calibration(
+    device: Mapping[str, Any], path: Path, numbers: str = "measured"
+) -> tuple[dict[str, Any], str | None]:
     """The tester's fresh device profile with the chip constants of its calibrated profile at ``path`` (the
     next night after ``oto calibrate --bundles``), when that profile was fitted on this device as it is now
-    (same CUs, clock and memory); with a line saying what was done, or None when there is no such file."""
+    (same CUs, clock and memory) and on the kind of numbers this night takes (``numbers``: a fit on
+    simulated bundles is for trying the command out, never a measured night's); with a line saying what was
+    done, or None when there is no such file."""
     if not Path(path).is_file():
         return dict(device), None
     try:
         cal = load_profile_file(path)
     except ProfileError as exc:
         return dict(device), f"not using {path}: {exc}"
+    fitted_on = cal["calibration"].get("numbers", "measured")
+    if fitted_on == "simulated" and numbers != "simulated":
+        return dict(device), f"not using {path}: it was fitted on simulated bundles, and this night measures"
     same = ("compute_units", "clock_mhz")
     facts = [cal.get(k) == device.get(k) for k in same] + [
         cal["memory"].get("peak_bandwidth_gbs") == device["memory"].get("peak_bandwidth_gbs"),

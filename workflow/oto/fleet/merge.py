@@ -315,7 +315,7 @@ def _merge_into(
     )
     # a device's ceilings: its calibrated profile where `oto calibrate --bundles` wrote one (kept across
     # merges)
-    calibrated = calibrated_profiles(arch_dir, settings.arch_profile)
+    calibrated = calibrated_profiles(arch_dir, settings.arch_profile, settings.numbers)
     if (arch_dir / CALIBRATED).is_dir():
         shutil.copytree(arch_dir / CALIBRATED, staging / CALIBRATED)
     check = model_check(settings, deck)

@@ -334,7 +334,10 @@ def main(argv: Sequence[str]) -> int:
     if blocking(found):
         return 2
     dev_path = tdir / "device" / f"{arch}.yaml"
-    device, note = carry_calibration(device, calibrated_path(Path("results"), arch, device["device"]["id"]))
+    numbers = "simulated" if args.simulate or config.get("backend") == "sim" else "measured"
+    device, note = carry_calibration(
+        device, calibrated_path(Path("results"), arch, device["device"]["id"]), numbers
+    )
     if note:
         print(f"oto tester: {note}")
     _write_if_changed(dev_path, dump_yaml(device))
