@@ -56,6 +56,11 @@ def test_help_runs(capsys):
     assert done.value.code == 0
     out = capsys.readouterr().out
     assert "registry.sqlite" in out and "--library" in out and "T4" in out
+    # `oto calibrate --help` names its other modes (it showed only the logic-file mode)
+    with pytest.raises(SystemExit):
+        main(["calibrate", "--help"])
+    out = capsys.readouterr().out
+    assert "oto calibrate --bundles BUNDLE... --arch ARCH" in " ".join(out.split()) and "--joint" in out
 
 
 def test_oto_env_reads_the_run_config_as_snakemake_layers_it_and_names_a_broken_file(

@@ -1271,6 +1271,12 @@ def main(argv: list[str] | None = None) -> int:
             "of a folder of shipped logic files (the fit split only; the held-back files are for "
             "bench/sim_fidelity.py)."
         ),
+        epilog=(
+            "Two other modes: `oto calibrate --bundles BUNDLE... --arch ARCH [--numbers simulated]` fits "
+            "each tester device's chip constants to the races in its bundles (see `oto calibrate --bundles "
+            "x --help`, docs/fleet.md); `oto calibrate --joint --device LOGIC_DIR=PROFILE ...` fits one "
+            "physics to several devices' logic files."
+        ),
     )
     ap.add_argument("--logic", required=True, help="folder of shipped logic files of the profile's arch")
     ap.add_argument(
