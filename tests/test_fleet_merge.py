@@ -11,8 +11,9 @@ import shutil
 
 import pytest
 import yaml
-from fleet_helpers import LIBRARY, make_root, oto, synthetic_bundle
+from fleet_helpers import LIBRARY, make_root, oto, rebuild, synthetic_bundle
 from oto.config import validate_config
+from oto.fleet.bundle import file_sha256
 from oto.fleet.merge import MergeError, MergeSettings, merge
 from oto.hardware.profile import load_profile
 from oto.hardware.simulated.checks import model_check_line
@@ -107,12 +108,28 @@ def test_a_later_bundle_adds_evidence_and_a_copy_counts_once(tmp_path, two_devic
     assert final["per_size"][0]["score"] == pytest.approx(math.sqrt(nights[0] * nights[1]), rel=1e-5)  # both
     kept = sorted(p.name for p in (tmp_path / "out/gfx90c/fleet/bundles").iterdir())
     assert len(kept) == 2
+    # the first bundle packed again (a new created_at: `oto tester bundle` run twice) is the same evidence
+    repacked = rebuild(a, _created_at("2031-01-01T00:00:00Z"), tmp_path / "repacked.oto.tar.gz")
+    doc = merge([repacked], tmp_path / "out", settings())
+    assert len(doc["bundles"]["accepted"]) == 2 and doc["bundles"]["duplicates"] == [
+        {"file": "repacked.oto.tar.gz", "same_as": a.name, "sha256": file_sha256(repacked),
+         "why": "its samples are that bundle's (packed again, or copied)"}
+    ]  # fmt: skip
     redo = merge([], tmp_path / "out", settings())  # nothing new: the same result from the kept bundles
     assert len(redo["bundles"]["accepted"]) == 2
     assert (
         yaml.safe_load((tmp_path / "out/gfx90c" / LIBRARY / "final.yaml").read_text())["per_size"]
         == final["per_size"]
     )
+
+
+def _created_at(when: str):
+    def change(m):
+        d = yaml.safe_load(m["bundle.yaml"])
+        d["created_at"] = when
+        m["bundle.yaml"] = yaml.safe_dump(d).encode()
+
+    return change
 
 
 def test_the_first_tensile_version_pins_later_merges(tmp_path):

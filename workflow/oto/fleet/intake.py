@@ -30,6 +30,7 @@ the archive) but never parsed, rendered or shown.
 from __future__ import annotations
 
 import functools
+import hashlib
 import json
 import math
 import re
@@ -98,6 +99,9 @@ class Accepted:
     evidence: dict[str, LibraryEvidence] = field(default_factory=dict)  # library → what its samples say
     quarantine: list[dict[str, str]] = field(default_factory=list)  # neutralised text fields
     inflated: int = 0  # bytes of all members, inflated
+    # sha256 of its samples members' hashes: a bundle packed again (a new created_at, `oto tester bundle`
+    # run twice) holds the same measurements under another archive sha256
+    measurements: str = ""
 
     @property
     def device_id(self) -> str:
@@ -160,8 +164,10 @@ def _open(archive: Archive, path: Path, expect: Expect, sha256: str) -> Accepted
         evidence[lib] = library_evidence(
             archive, lib, sizes, finals.get(lib), records.get(lib, []), params, scoring
         )
+    samples = sorted((n, h) for n, h in archive.hashes.items() if n.startswith("samples/"))
+    digest = hashlib.sha256(json.dumps(samples).encode()).hexdigest() if samples else ""
     return Accepted(
-        path, sha256, desc, profile, records, finals, evidence, quarantine.flags, archive.inflated
+        path, sha256, desc, profile, records, finals, evidence, quarantine.flags, archive.inflated, digest
     )
 
 

@@ -93,6 +93,7 @@ class Outcome:
     duplicates: list[dict[str, str]] = field(default_factory=list)
     sources: dict[str, str] = field(default_factory=dict)  # sha256 → where the bundle came from
     records: dict[str, int] = field(default_factory=dict)  # sha256 → registry records merged
+    measurements: dict[str, str] = field(default_factory=dict)  # Accepted.measurements → the bundle's name
     spill: Path = Path(".")  # a scratch folder for the accepted bundles' measurements (one file per library)
 
 
@@ -174,6 +175,14 @@ def _open_one(
     except Rejected as exc:
         outcome.rejected.append({"file": printable(name), "sha256": sha, "reason": printable(exc)})
         return None
+    if b.measurements and (first := outcome.measurements.get(b.measurements)) is not None:
+        why = "its samples are that bundle's (packed again, or copied)"
+        outcome.duplicates.append(
+            {"file": printable(name), "same_as": printable(first), "sha256": sha, "why": why}
+        )
+        return None
+    if b.measurements:
+        outcome.measurements[b.measurements] = name
     rows = [
         {**r, "run_id": f"{r.get('run_id')}@{b.device_id}", "source": f"bundle:{sha[:16]}/{lib}"}
         for lib, recs in b.records.items()
