@@ -166,6 +166,7 @@ def test_a_merge_never_writes_over_a_tuning_run(tmp_path, two_devices):
 def test_measured_only_by_default(tmp_path, two_devices):
     doc = merge(list(two_devices), tmp_path, settings("measured"))
     assert not doc["bundles"]["accepted"] and len(doc["bundles"]["rejected"]) == 2
+    assert doc["bundles"]["new"] == {"given": 2, "accepted": 0}
     assert all("takes measured numbers only" in r["reason"] for r in doc["bundles"]["rejected"])
     assert (tmp_path / "gfx90c/acceptance.md").is_file() and not (
         tmp_path / "gfx90c/TensileLibrary.dat"

@@ -271,3 +271,17 @@ def test_ctrl_c_during_the_night_still_leads_to_the_bundle():
     out, err = proc.communicate(timeout=30)
     assert proc.returncode == 0 and out.strip() == "rc 130", err
     assert "waiting for Snakemake to stop, then bundling what finished" in err and "Traceback" not in err
+
+
+def test_a_bundle_of_a_night_stopped_before_any_measurement_says_so(tmp_path, monkeypatch, capsys):
+    """It said "The library of this run (...) holds none numbers — not for installing"."""
+    from oto.fleet import tester
+
+    monkeypatch.setattr(tester, "merge_check", lambda *a, **k: None)
+    path = tmp_path / "b.oto.tar.gz"
+    path.write_bytes(b"x")
+    desc = {"finished": [], "libraries": ["L"], "numbers": "none", "shard": "1/1", "arch": "gfx1103",
+            "config": {}, "configfile": "config/tester.yaml"}  # fmt: skip
+    assert tester._say_bundle(path, desc)
+    out = capsys.readouterr().out
+    assert "Nothing was measured yet: this night built no library." in out and "none numbers" not in out

@@ -519,6 +519,9 @@ def test_a_damaged_kept_copy_is_fetched_again_or_reported_as_lost(tmp_path, stra
     assert source.name.replace("-", "\\-") in (out / "gfx90c/acceptance.md").read_text().split("### Lost")[1]
     doc = merge([], out, settings())  # still lost, still said
     assert len(doc["bundles"]["lost"]) == 1
+    (tmp_path / "nothing-new").mkdir()
+    proc = oto(REPO, "merge", "--numbers", "simulated", "--out", str(out), str(tmp_path / "nothing-new"))
+    assert proc.returncode == 1 and "LOST EVIDENCE" in proc.stdout  # a merge that lost evidence is no success
     source.write_bytes(stranger.read_bytes())  # the tester sends it again
     doc = merge([], out, settings())
     assert not doc["bundles"]["lost"] and len(doc["bundles"]["accepted"]) == 1

@@ -94,6 +94,7 @@ class Outcome:
     sources: dict[str, str] = field(default_factory=dict)  # sha256 → where the bundle came from
     records: dict[str, int] = field(default_factory=dict)  # sha256 → registry records merged
     measurements: dict[str, str] = field(default_factory=dict)  # Accepted.measurements → the bundle's name
+    new: Counter = field(default_factory=Counter)  # this merge's own bundles: given, accepted
     spill: Path = Path(".")  # a scratch folder for the accepted bundles' measurements (one file per library)
 
 
@@ -242,7 +243,10 @@ def open_all(
                 )
                 continue
         expect = expectation(settings, deck, pinned)
+        duplicates = len(outcome.duplicates)
         b = _open_one(path, sha, settings, expect, store, outcome, name)
+        if new_file is not None and len(outcome.duplicates) == duplicates:  # a duplicate is not refused
+            outcome.new.update(given=1, accepted=int(b is not None))
         if new_file is not None:
             budget.charge(b.inflated if b else path.stat().st_size)
         if b is None:
@@ -332,6 +336,7 @@ def _merge_into(
     shutil.rmtree(spill)
     doc = _document(settings, deck, outcome, pinned, libraries, package, check)
     doc["bundles"].update(restored=kept.restored, lost=lost, skipped=[printable(str(f)) for f in skipped])
+    doc["bundles"]["new"] = {"given": outcome.new["given"], "accepted": outcome.new["accepted"]}
     doc["recovered"] = recovered
     doc["floor"] = floor  # None: the deck's own shipped kernels
     doc["native_floor"] = deck_setup.get("native_floor")  # None: upstream ships the GPU no library of its own
@@ -706,7 +711,10 @@ def main(argv: Sequence[str]) -> int:
         print(f"oto merge: {exc}", file=sys.stderr)
         return 2
     _say(doc, out / settings.arch)
-    return 0 if doc["bundles"]["accepted"] else 1
+    # 1: something to look at: nothing merged, evidence lost, or every bundle this merge was given refused
+    new = doc["bundles"].get("new") or {}
+    refused = new.get("given") and not new.get("accepted")
+    return 0 if doc["bundles"]["accepted"] and not doc["bundles"].get("lost") and not refused else 1
 
 
 def _say(doc: Mapping[str, Any], arch_dir: Path) -> None:

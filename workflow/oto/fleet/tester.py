@@ -244,16 +244,19 @@ def _say_bundle(path: Path, descriptor: dict[str, Any]) -> bool:
     print(f"\nBundle written: {path}")
     print(f"  size {path.stat().st_size} bytes, sha256 {file_sha256(path)}")
     print(
-        f"  numbers: {descriptor['numbers']}; {done} of {total} libraries of shard {descriptor['shard']} "
-        "finished" + ("; run the same command again to resume the rest" if done < total else "")
+        f"  numbers: {descriptor['numbers']}; {done} of {total} libraries of shard "
+        f"{descriptor['shard']} finished"
+        + ("; run the same command again to resume the rest" if done < total else "")
     )
     print("  Send this file to the maintainer (e-mail, shared folder, or the upload link they gave you).")
     library = f"results/{descriptor['arch']}/TensileLibrary.dat"
     if descriptor["numbers"] == "measured":
         print(f"  Your own tuned library for this machine: {library}")
-    else:  # a simulated (or replayed) night tunes nothing for this machine: say so where it is pointed to
+    elif descriptor["numbers"] != "none":  # a simulated (or replayed) night tunes nothing for this machine
         numbers = descriptor["numbers"]
         print(f"  The library of this run ({library}) holds {numbers} numbers — not for installing.")
+    else:  # interrupted before anything was measured
+        print("  Nothing was measured yet: this night built no library.")
     numbers, config = str(descriptor["numbers"]), descriptor["config"]
     return merge_check(path, config, descriptor["arch"], numbers, descriptor["configfile"]) is None
 
