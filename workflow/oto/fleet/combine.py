@@ -46,7 +46,7 @@ from oto.gemm import Library
 from oto.hardware.ceilings import family_peak_gflops, roofline_gflops
 from oto.measurement.dispatch import runtime_key
 from oto.measurement.selection import FLOOR_FAILED, NOT_MEASURED, summarise, verdict
-from oto.reporting.figures import library_verdict
+from oto.reporting.figures import library_verdict, with_roofline
 
 FAILED = frozenset({"validation_failed", "crash", "timeout"})  # a launch that disqualifies its kernel there
 
@@ -404,15 +404,20 @@ def per_device(
     for d in sorted(devices):
         mine = [c for c in contribs if c.device == d]
         rows = [r for c in mine for r in (c.evidence.final or []) if r.get("winner")]
-        roof = roofline_gflops(profiles[d], lib.family, *sizes.T)
-        pct = [100 * r["gflops"] / float(roof[r["size_index"]]) for r in rows if r.get("gflops")]
+        # the realistic roofline, as the tuning run's report has it: the launch overhead counted
+        # (oto.reporting.figures.with_roofline)
+        ceilings = roofline_gflops(profiles[d], lib.family, *sizes.T)
+        roof = [{"size_index": i, "ceiling_gflops": float(c), "gflops": 1.0} for i, c in enumerate(ceilings)]
+        launch_us = (profiles[d].get("timing") or {}).get("launch_us")
+        roof = with_roofline(roof, deck.sizes, float(lib.family.flops_per_mac), None, launch_us)
+        pct = [100 * r["gflops"] / roof[r["size_index"]]["roofline_gflops"] for r in rows if r.get("gflops")]
         out[d] = {
             "finished": any(c.evidence.final for c in mine),
             "bundles": len(mine),
             "sizes_with_winner": len({r["size_index"] for r in rows}),
             "geomean_score": rounded(geo(r["score"] for r in rows)),
             "median_gflops": rounded(float(np.median([r["gflops"] for r in rows]))) if rows else None,
-            "median_pct_ceiling": rounded(float(np.median(pct))) if pct else None,
+            "median_pct_roofline": rounded(float(np.median(pct))) if pct else None,
             "theoretical_gflops": rounded(family_peak_gflops(profiles[d], lib.family)),
         }
     return out

@@ -245,7 +245,7 @@ def _libraries(doc: Mapping[str, Any], rows: list[dict[str, Any]]) -> list[str]:
                 v["sizes_with_winner"],
                 fmt(v["geomean_score"], ".3f", "×"),
                 fmt(v["median_gflops"], ".1f"),
-                fmt(v["median_pct_ceiling"], ".1f"),
+                fmt(v["median_pct_roofline"], ".1f"),
                 fmt(v["theoretical_gflops"], ".1f"),
             ]
             for r in rows
