@@ -215,6 +215,28 @@ def test_a_size_left_open_is_labelled_by_what_stopped_it_reused_or_not(tmp_path,
     assert [d.stop for d in reused.decisions.values()] == [want, want]
 
 
+def test_a_rerun_says_how_the_race_it_reuses_ended_there(tmp_path):
+    """A size's stop reason is how the race there ended, which the final scores need not repeat (the budget
+    stopped it, its final scores separate it): a job run again on the kept samples said "separated" where the
+    first run said "budget" (the gfx1035 demo, finalize after -R mutate). The race's own reasons are kept
+    beside its samples and a rerun says them."""
+    import json
+
+    from oto.measurement.benchmarking import stops_path
+
+    archive = tmp_path / "measurements" / "lib" / "gen0"
+    backend = NoisyBackend({"ka": 100.0, "kb": 104.0, "ref": 120.0})
+    taken = race(backend, tmp_path, archive, config=validate_config({**CONFIG}))
+    (kept,) = archive.glob("*.csv")
+    stops = json.loads(stops_path(kept).read_text())
+    assert stops == {str(i): d.stop for i, d in taken.decisions.items()}
+    stops["0"] = "separated"  # as if the race had stopped size 0 separated in an early round
+    stops_path(kept).write_text(json.dumps(stops))
+    reused = race(NoisyBackend(backend.times), tmp_path, archive, config=validate_config({**CONFIG}))
+    assert "none re-measured" in reused.log[0] and reused.decisions[0].stop == "separated"
+    assert reused.decisions[1].stop == taken.decisions[1].stop
+
+
 def test_another_experiment_or_reuse_off_measures_again(tmp_path):
     archive = tmp_path / "measurements" / "lib" / "gen0"
     race(StubBackend({"ka": 80.0, "kb": 120.0, "ref": 100.0}), tmp_path, archive)

@@ -209,12 +209,24 @@ def _kept_samples(path: Path, kernels: Mapping[str, Kernel], n_sizes: int) -> pd
     return df
 
 
+def stops_path(kept: Path) -> Path:
+    """Where a kept race's stop reasons are kept beside its samples."""
+    return kept.with_suffix(".stops.json")
+
+
 def _reused(samples: pd.DataFrame, score, settings: RaceSettings, path: Path, open_label: str) -> RaceResult:
-    """The earlier race's result from its kept samples, decided on their final scores (as normalise does). A
+    """The earlier race's result from its kept samples, decided on their final scores (as normalise does),
+    each size's stop reason the race's own where it was kept (how the race there ended: the final scores may
+    separate a size the budget stopped, and a job run again said "separated" where the first said "budget"). A
     size still open on them is one that race stopped open: on its racing budget, or at the fixed count."""
     scores = score(samples, None) if len(samples) else pd.DataFrame()
     decisions = decide_sizes(scores, settings.tie_tolerance) if len(scores) else {}
     decisions = {i: d if d.stop else replace(d, stop=open_label) for i, d in decisions.items()}
+    try:
+        stops = {int(i): str(s) for i, s in json.loads(stops_path(path).read_text()).items() if s}
+    except (OSError, ValueError, AttributeError):
+        stops = {}
+    decisions = {i: replace(d, stop=stops.get(i, d.stop)) for i, d in decisions.items()}
     rounds = int(samples["round"].max()) + 1 if "round" in samples and len(samples) else 0
     note = f"reused {len(samples)} launches measured earlier for this experiment ({path}): none re-measured"
     return RaceResult(samples, scores, decisions, rounds, len(samples), [note])
@@ -275,6 +287,7 @@ def run_race(
     if not len(result.samples):  # nothing to launch: samples.csv still gets its header
         result.samples = pd.DataFrame(columns=[*SAMPLE_COLUMNS, *MEASUREMENT_COLUMNS, "round"])
     if kept is not None:
+        atomic_write_text(stops_path(kept), json.dumps({str(i): d.stop for i, d in result.decisions.items()}))
         atomic_write_text(kept, result.samples_csv())
     return result
 
