@@ -475,6 +475,12 @@ def test_a_baselines_own_failed_calls_are_listed_and_said(tmp_path):
         f"against spoof, SB: 1 size(s) where the tuned library's calls failed or did not run (timeout 1: "
         f"{SB} size 4); the figures leave them out",
     ]
+    # with the library's final.yaml there, a size is named by its shape too, as a user looks it up
+    sizes = [[64 * (i + 1), 64, 1, 256] for i in range(6)]
+    (tmp_path / SB).mkdir()
+    (tmp_path / SB / "final.yaml").write_text(yaml.safe_dump({"sizes": sizes}))
+    notes = rocblas_clients(tmp_path)["compare"]["notes"]
+    assert f"{SB} size 4 [320, 64, 1, 256]); the figures leave them out" in notes[1]
 
 
 def test_the_runner_follows_the_backend_and_says_why_when_there_is_none(tmp_path, bench):

@@ -447,7 +447,8 @@ def model_check(settings: MergeSettings, deck: Deck) -> str | None:
 
 def _unfinished(contribs: Sequence[Contribution]) -> dict[str, Any]:
     counts = Counter(c.device for c in contribs)
-    empty = {"sizes_with_winner": 0, "geomean_score": None, "median_gflops": None, "median_pct_roofline": None}
+    empty = dict.fromkeys(("geomean_score", "median_gflops", "median_pct_roofline"), None)
+    empty["sizes_with_winner"] = 0
     return {
         "finished": False,
         "devices": {

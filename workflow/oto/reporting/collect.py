@@ -397,17 +397,38 @@ def _tally(counts: Mapping[str, int]) -> str:
 SIZES_NAMED = 12  # a note names this many sizes, then says how many more (a 780M night: 612 too large)
 
 
-def _sizes(entries: list[Mapping[str, Any]], most: int | None = None) -> str:
-    """Where compare's entries are, as the notes name them: "<library> size <i>; ..." (``most``: then "and
-    N more")."""
-    named = "; ".join(f"{g['library']} size {g['size_index']}" for g in entries[:most])
+def _sizes(entries: list[Mapping[str, Any]], most: int | None = None, shape=None) -> str:
+    """Where compare's entries are, as the notes name them: "<library> size <i> [M, N, batch, K]; ..."
+    (``shape``: (library, index) → the size, where known; ``most``: then "and N more")."""
+    named = "; ".join(_where(g, shape) for g in entries[:most])
     return named + (f"; and {len(entries) - most} more" if most is not None and len(entries) > most else "")
 
 
-def _regression(g: Mapping[str, Any]) -> str:
-    return (
-        f"{g['library']} size {g['size_index']}: {g['speedup']:.3f}× ({g['ci_low']:.3f}–{g['ci_high']:.3f})"
-    )
+def _where(g: Mapping[str, Any], shape=None) -> str:
+    size = shape(g["library"], int(g["size_index"])) if shape else None
+    return f"{g['library']} size {g['size_index']}" + (f" {size}" if size else "")
+
+
+def deck_shapes(results: Path):
+    """(library, size index) → its [M, N, batch, K] from the library's final.yaml (read once each; None where
+    there is none): a note names the size a user can look up, not only its index."""
+    cache: dict[str, list] = {}
+
+    def shape(library: str, i: int) -> list[int] | None:
+        if library not in cache:
+            try:
+                doc = read_yaml_mirrored(Path(results) / library / "final.yaml")
+                cache[library] = [list(map(int, s[:4])) for s in doc.get("sizes") or []]
+            except (OSError, StageFileError, AttributeError, TypeError, ValueError):
+                cache[library] = []
+        sizes = cache[library]
+        return sizes[i] if 0 <= i < len(sizes) else None
+
+    return shape
+
+
+def _regression(g: Mapping[str, Any], shape=None) -> str:
+    return f"{_where(g, shape)}: {g['speedup']:.3f}× ({g['ci_low']:.3f}–{g['ci_high']:.3f})"
 
 
 def rocblas_clients(results: Path) -> dict[str, Any]:
@@ -441,6 +462,7 @@ def rocblas_clients(results: Path) -> dict[str, Any]:
         }
     cmp = _yaml(results / "compare" / "compare.yaml")
     if cmp is not None:
+        shape = deck_shapes(results)
         rows, extra_notes = [], []
         for against, families in (cmp.get("against") or {}).items():
             for fam, r in families.items():
@@ -459,7 +481,7 @@ def rocblas_clients(results: Path) -> dict[str, Any]:
                         "wins": r["wins"],
                         "ties": r["ties"],
                         "losses": r["losses"],
-                        "regressions": [_regression(g) for g in r.get("regressions") or []],
+                        "regressions": [_regression(g, shape) for g in r.get("regressions") or []],
                         "failed": len(r.get("failed") or []),
                     }
                 )
@@ -469,20 +491,20 @@ def rocblas_clients(results: Path) -> dict[str, Any]:
                         kinds[g["status"]] += int(g["calls"])
                     extra_notes.append(
                         f"against {against}, {fam}: {sum(kinds.values())} call(s) of the {against} arm "
-                        f"itself failed ({_tally(kinds)}: {_sizes(failed)})"
+                        f"itself failed ({_tally(kinds)}: {_sizes(failed, None, shape)})"
                     )
                 # the tuned library's own failures: a hang is what a user most needs to see
                 if mine := r.get("failed"):
                     kinds = Counter(str(g["status"]) for g in mine)
                     extra_notes.append(
                         f"against {against}, {fam}: {len(mine)} size(s) where the tuned library's calls "
-                        f"failed or did not run ({_tally(kinds)}: {_sizes(mine, SIZES_NAMED)}); the figures "
-                        "leave them out"
+                        f"failed or did not run ({_tally(kinds)}: {_sizes(mine, SIZES_NAMED, shape)}); the "
+                        "figures leave them out"
                     )
                 if wrong := r.get("baseline_failed"):
                     extra_notes.append(
                         f"against {against}, {fam}: {len(wrong)} size(s) left out, where the baseline's "
-                        f"kernel failed validation in finalize's race ({_sizes(wrong)})"
+                        f"kernel failed validation in finalize's race ({_sizes(wrong, None, shape)})"
                     )
         out["compare"] = {
             "skipped": cmp.get("reason") if cmp.get("skipped") else None,
