@@ -190,13 +190,28 @@ def test_where_the_spoofs_kernel_failed_too_verify_leaves_the_size_to_the_neares
     plan = plan_logic(Library.parse(LIBRARY), fixed["per_size"], fixed["kernels"], fixed["sizes"], shipped)
     assert [size for size, _, _ in plan.rows] == [list(s) for i, s in enumerate(fixed["sizes"]) if i != at]
 
-    sizes = [s[:4] for s in fixed["sizes"]]
+    keys = [(s[0], s[1], s[3]) for s in fixed["sizes"]]  # Tensile's runtime key: the batch count is not in it
     nearest = min(
-        (i for i in range(len(sizes)) if i != at),
-        key=lambda i: sum((a - b) ** 2 for a, b in zip(sizes[i], sizes[at], strict=True)),
+        (i for i in range(len(keys)) if i != at),
+        key=lambda i: sum((a - b) ** 2 for a, b in zip(keys[i], keys[at], strict=True)),
     )
     choice = night.tuned_choice(fixed, shipped)
     assert choice[at] == shipped[nearest]["id"] and choice[nearest] == shipped[nearest]["id"]
+
+
+def test_the_tuned_arm_runs_what_tensile_serves_sizes_that_differ_only_in_batch():
+    """Tensile matches by [M, N, K] and serves the fastest row among equal keys: at batch 1 the tuned library
+    runs the batch-80 row's kernel when that row is faster, and a batch without a row is served the same."""
+    final = {
+        "sizes": [[512, 64, 1, 512], [512, 64, 80, 512], [512, 64, 40, 512], [256, 256, 1, 256]],
+        "per_size": [
+            {"size_index": 0, "winner": "ka", "gflops": 100.0},
+            {"size_index": 1, "winner": "kb", "gflops": 500.0},
+            {"size_index": 2, "winner": None, "gflops": None},
+            {"size_index": 3, "winner": "kc", "gflops": 50.0},
+        ],
+    }
+    assert night.tuned_choice(final, {}) == ["kb", "kb", "kb", "kc"]
 
 
 def test_without_a_client_verify_and_compare_say_they_were_skipped_and_why(tmp_path):

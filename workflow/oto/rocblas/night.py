@@ -66,21 +66,24 @@ def shipped_kernels(deck: LibraryDeck, profile: Mapping[str, Any]) -> dict[int, 
 
 
 def tuned_choice(final: Mapping[str, Any], shipped: Mapping[int, Mapping[str, Any]]) -> list[str]:
-    """The kernel the tuned library runs at each size: the winner; at a size without one, the winner of the
-    nearest size that has one (Euclidean in M, N, batch and K, the logic file's distance: the size has no row,
-    so Tensile serves it from the nearest); the shipped kernel where no size of the library has a winner."""
-    winners = {int(r["size_index"]): r.get("winner") for r in final["per_size"]}
-    sizes = np.asarray([[float(x) for x in s[:4]] for s in final["sizes"]]).reshape(-1, 4)
-    held = [i for i in range(len(sizes)) if winners.get(i)]
+    """The kernel the tuned library runs at each size, as Tensile picks a logic row: the rows nearest the size
+    by its runtime key (Euclidean in M, N and K: the batch count is not in the key, oto.measurement.dispatch),
+    and among those the one with the highest GFLOPS. A size with a winner is served its own row's kernel
+    unless another size of its key has a faster row; a size without one is served from the nearest rows; the
+    shipped kernel where no size of the library has a winner."""
+    rows = {int(r["size_index"]): r for r in final["per_size"]}
+    keys = np.asarray([[float(s[0]), float(s[1]), float(s[3])] for s in final["sizes"]]).reshape(-1, 3)
+    held = [i for i in range(len(keys)) if (rows.get(i) or {}).get("winner")]
+    speed = np.asarray([float(rows[i].get("gflops") or 0.0) for i in held])
     out = []
-    for i in range(len(sizes)):
-        if winners.get(i):
-            out.append(str(winners[i]))
-        elif held:
-            nearest = held[int(np.argmin(((sizes[held] - sizes[i]) ** 2).sum(axis=1)))]
-            out.append(str(winners[nearest]))
-        else:
+    for i in range(len(keys)):
+        if not held:
             out.append(str((shipped.get(i) or {}).get("id") or ""))
+            continue
+        distance = ((keys[held] - keys[i]) ** 2).sum(axis=1)
+        nearest = np.flatnonzero(distance == distance.min())
+        served = held[int(nearest[np.argmax(speed[nearest])])]  # the first of equal speeds, as Tensile scans
+        out.append(str(rows[served]["winner"]))
     return out
 
 
