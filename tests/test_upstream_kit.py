@@ -157,6 +157,63 @@ def test_the_kit_refuses_simulated_or_missing_evidence_unless_told(tmp_path):
     assert proc.returncode == 1 and "refused: the logic files' winners are simulated" in proc.stderr
 
 
+def test_the_kit_ships_what_verify_left_and_checks_every_final_before_it_touches_the_kit(tmp_path):
+    """The logic stage replaces a kernel verify took out; the kit wrote the final's winner as it was (the very
+    kernel rocBLAS's client found wrong, with a PR saying it was taken out). A final.yaml whose winner is not
+    among its kernels raised a KeyError after the kit's old logic files were deleted; one with a NaN score
+    shipped a row of 0 GFLOPS. A library verify never saw is named and refuses the kit; the PR says how
+    much of the footprint the kit covers and where the tuned library's own calls failed in compare."""
+    import copy
+    import math
+
+    results = results_folder(tmp_path)
+    final = yaml.safe_load((results / LIBS[0] / "final.yaml").read_text())
+    old = final["per_size"][3]["winner"]
+    deck = load_deck("manifest").libraries[LIBS[0]]
+    other = canonical(deck.solutions[1]["params"])
+    replaced = candidate_id(other)
+    verify = copy.deepcopy(VERIFY)
+    verify["libraries"][LIBS[0]]["replacements"] = {
+        3: {"kernel": replaced, "params": other, "gflops": 42.0, "how": "next_candidate"}
+    }
+    compare = copy.deepcopy(COMPARE)
+    compare["against"]["spoof"]["DB"]["failed"] = [
+        {"library": LIBS[1], "size_index": 4, "status": "timeout", "reason": "no completion"}
+    ]
+    write_kit(results, PROFILE, tmp_path / "kit", verify, compare)
+    folder = tmp_path / "kit" / ROCBLAS_LOGIC / "gfx90c"
+    logic = yaml.safe_load((folder / f"gfx90c_{LIBS[0]}.yaml").read_text())
+    names = [s.get("SolutionIndex") for s in logic[5]]
+    size = list(final["sizes"][3][:4])
+    (row,) = [r for r in logic[7] if r[0][:4] == size]
+    assert row[1][1] == 42.0 and len(names) == 2  # the replacement's row, with its GFLOPS
+    assert old != replaced
+    pr = (tmp_path / "kit" / "PR.md").read_text()
+    assert "- Coverage: 2 of the ? GEMM libraries rocBLAS ships" in pr  # no run deck.yaml in this folder
+    assert "- DB: the tuned library's calls failed or did not run at 1 size(s) (timeout 1)" in pr
+    before = {p.name: p.read_bytes() for p in folder.iterdir()}
+
+    def refused(change, match):
+        doc = copy.deepcopy(final)
+        change(doc)
+        write_yaml(results / LIBS[0] / "final.yaml", doc)
+        with pytest.raises(UpstreamRefused, match=match):
+            write_kit(results, PROFILE, tmp_path / "kit", verify, compare)
+        assert {p.name: p.read_bytes() for p in folder.iterdir()} == before  # the kit as it was
+
+    refused(lambda d: d["per_size"][2].update(winner="kdeadbeef0000"),
+            r"final.yaml: field 'per_size\[2\].winner': 'kdeadbeef0000' is not in 'kernels'")  # fmt: skip
+    refused(lambda d: d["per_size"][2].update(score=math.nan),
+            r"field 'per_size\[2\].score': nan is not a measurement")  # fmt: skip
+    refused(lambda d: d["provenance"].update(arch="gfx1103"),
+            r"field 'provenance.arch': 'gfx1103': another GPU's library")  # fmt: skip
+    write_yaml(results / LIBS[0] / "final.yaml", final)
+    partial = copy.deepcopy(verify)
+    del partial["libraries"][LIBS[1]]
+    with pytest.raises(UpstreamRefused, match=f"verify has no result for {LIBS[1]}"):
+        write_kit(results, PROFILE, tmp_path / "kit", partial, compare)
+
+
 # Small stand-ins for the files the edits touch, written for this test: each holds the anchors the edits
 # find in ROCm/Tensile a164ed70 and ROCm/rocBLAS b520bc83 (the real files are much longer).
 SAMPLES = {
