@@ -229,6 +229,14 @@ def test_export_t4(tmp_path, capsys):
     assert [r["invalidity"] for r in res if r["invalidity"] != "correct"] == ["constraints"]
     assert cli(["registry", "summary", str(tmp_path / "none.sqlite")]) == 2
     assert "no registry store" in capsys.readouterr().err
+    assert doc["metadata"]["numbers"] == sorted({r["metadata"]["numbers"] for r in res})  # said at the top
+    # a folder for OUT, or an arch or library the store does not hold: said, no traceback, no empty file
+    assert cli(["registry", "export-t4", str(store), str(tmp_path)]) == 2
+    assert "a folder; name the T4 JSON file to write" in capsys.readouterr().err
+    assert cli(["registry", "export-t4", str(store), str(tmp_path / "x.json"), "--arch", "gfx1103"]) == 2
+    assert "--arch gfx1103: the store has no record of it (it has: gfx90c)" in capsys.readouterr().err
+    assert cli(["registry", "export-t4", str(store), str(tmp_path / "x.json"), "--library", "Cijk_Nope"]) == 2
+    assert not (tmp_path / "x.json").exists()
 
 
 @pytest.mark.parametrize("bad", ["[]", '{"kind": "weird", "kernel_id": "k", "library": "L"}'])

@@ -19,6 +19,8 @@ def export_t4(store: Path, out: Path, arch: str | None = None, library: str | No
 
     One result per (kernel, library, size) measurement or failure; ``configuration`` holds the Tensile
     parameters plus the problem (library, size) so results of different problems stay distinct."""
+    if Path(out).is_dir():
+        raise RegistryError(f"{out}: a folder; name the T4 JSON file to write (e.g. {Path(out) / 't4.json'})")
     db = Store(store)
     where, params = ["kind IN ('benchmarked', 'failed', 'rejected')"], []
     if arch:
@@ -28,7 +30,15 @@ def export_t4(store: Path, out: Path, arch: str | None = None, library: str | No
         where.append("library = ?")
         params.append(library)
     rows = db.query(f"SELECT * FROM records WHERE {' AND '.join(where)} ORDER BY recorded_at", params)
+    held = {
+        k: sorted({r[k] for r in db.query(f"SELECT DISTINCT {k} FROM records", [])})
+        for k in ("arch", "library")
+    }
     db.close()
+    for key, wanted in (("arch", arch), ("library", library)):
+        if wanted and wanted not in held[key]:
+            known = ", ".join(map(str, held[key][:10])) + (" ..." if len(held[key]) > 10 else "")
+            raise RegistryError(f"{store}: --{key} {wanted}: the store has no record of it (it has: {known})")
     invalidity = {"illegal": "constraints", "duplicate": "constraints", "timeout": "timeout"}
     results = []
     for r in rows:
@@ -63,7 +73,9 @@ def export_t4(store: Path, out: Path, arch: str | None = None, library: str | No
                 },
             }
         )
-    doc = {"schema_version": "1.0.0", "metadata": {"tool": f"oto {oto.__version__}"}, "results": results}
+    numbers = sorted({str(r["numbers"]) for r in rows})  # said at the top too: simulated is no measurement
+    doc = {"schema_version": "1.0.0", "metadata": {"tool": f"oto {oto.__version__}", "numbers": numbers},
+           "results": results}  # fmt: skip
     Path(out).parent.mkdir(parents=True, exist_ok=True)
     Path(out).write_text(json.dumps(doc, indent=1) + "\n")
     return {"results": len(results), "out": str(out)}
