@@ -145,6 +145,12 @@ def test_the_kit_refuses_simulated_or_missing_evidence_unless_told(tmp_path):
     kit = write_kit(results, PROFILE, tmp_path / "kit", {**VERIFY, "numbers": "simulated"}, COMPARE, True)
     pr = (tmp_path / "kit" / "PR.md").read_text()
     assert pr.startswith("> **NOT FOR SUBMISSION.**") and "the verify results are simulated" in pr
+    # the kit's logic files say how well the model was checked on this chip, as the logic stage's do
+    from oto.hardware.simulated.checks import final_model_check
+
+    check = final_model_check(yaml.safe_load((results / LIBS[0] / "final.yaml").read_text()), "gfx90c")
+    logic = (tmp_path / "kit" / ROCBLAS_LOGIC / "gfx90c" / f"gfx90c_{LIBS[0]}.yaml").read_text()
+    assert check and check in logic
     assert kit["not_measured"] == [
         "the logic files' winners are simulated",
         "the verify results are simulated",

@@ -42,6 +42,7 @@ from typing import Any
 import oto
 from oto.deck.model import read_library_yaml
 from oto.files import atomic_write_text, read_yaml, read_yaml_mirrored, write_yaml
+from oto.hardware.simulated.checks import final_model_check
 from oto.rocblas.decisions import apply_replacements
 from oto.rocblas.verify import read_verify
 from oto.tensile.create_library import tcl_command
@@ -501,8 +502,11 @@ def write_kit(
     verified = (verify or {}).get("libraries") or {}
     # the kernels verify took out are replaced as the logic stage replaces them (oto.rocblas.decisions)
     finals_docs = [(p, apply_replacements(doc, verified.get(doc["library"]))) for p, doc in finals_docs]
+    # how well the model behind simulated numbers was checked on this chip, as the logic stage's files say
+    checks = [final_model_check(doc, str(profile["arch"])) for _, doc in finals_docs]
     records = [
-        logic_record(doc, Path(logic_file_name(schedule, doc["library"])), "native") for _, doc in finals_docs
+        logic_record(doc, Path(logic_file_name(schedule, doc["library"])), "native", check)
+        for (_, doc), check in zip(finals_docs, checks, strict=True)
     ]
     not_measured = refusal(records, verify, compare)
     unverified = sorted(doc["library"] for _, doc in finals_docs if doc["library"] not in verified)
@@ -520,10 +524,12 @@ def write_kit(
     staging = logic_dir.with_name(f".{logic_dir.name}.writing")  # the kit's old logic stays until it is done
     shutil.rmtree(staging, ignore_errors=True)
     logic = []
-    for (path, doc), record in zip(finals_docs, records, strict=True):
+    for (path, doc), record, check in zip(finals_docs, records, checks, strict=True):
         deck = read_library_yaml(path.parent / "deck.yaml")
         target = staging / logic_file_name(schedule, deck.name)
-        solutions, rows, notes = write_library_logic(doc, deck, profile, "native", target, source=str(path))
+        solutions, rows, notes = write_library_logic(
+            doc, deck, profile, "native", target, source=str(path), model_check=check
+        )
         write_record(record, record_path(target))
         logic.append({"file": str((logic_dir / target.name).relative_to(out)), "library": deck.name,
                       "solutions": solutions, "rows": rows, "notes": notes})  # fmt: skip
