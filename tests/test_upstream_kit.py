@@ -196,6 +196,13 @@ def test_the_kit_ships_what_verify_left_and_checks_every_final_before_it_touches
     assert old != replaced
     pr = (tmp_path / "kit" / "PR.md").read_text()
     assert "- Coverage: 2 of the ? GEMM libraries rocBLAS ships" in pr  # no run deck.yaml in this folder
+    assert "**Partial:**" not in pr  # unknown footprint: nothing to say
+    stock = {"deck_of": "gfx900", "libraries_in_source": 46, "stats_of_source": {"unique_sizes": 23745}}
+    write_yaml(results / "deck.yaml", {"provenance": stock})
+    write_kit(results, PROFILE, tmp_path / "kit", verify, compare)
+    pr = (tmp_path / "kit" / "PR.md").read_text()
+    assert "- Coverage: 2 of the 46 GEMM libraries rocBLAS ships for the stock gfx900 footprint" in pr
+    assert "**Partial:** once `architectureMap` maps this arch to its own logic" in pr
     assert "- DB: the tuned library's calls failed or did not run at 1 size(s) (timeout 1)" in pr
     before = {p.name: p.read_bytes() for p in folder.iterdir()}
 

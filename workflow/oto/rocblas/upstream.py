@@ -479,7 +479,14 @@ def coverage_line(results: Path, logic: Sequence[Mapping[str, Any]], unfinished:
         line += f"; deck {cap}"
     if unfinished:
         line += f"; not in the kit, no final.yaml: {', '.join(unfinished)}"
-    return line + ". The other problem types keep whatever rocBLAS selects for this arch today."
+    line += "."
+    if prov.get("libraries_in_source") and len(logic) < int(prov["libraries_in_source"]):
+        line += (
+            " **Partial:** once `architectureMap` maps this arch to its own logic (the patches below), a "
+            "problem type without a logic file here has none for it (it used the stock library's before): "
+            "tune the whole footprint (`families: all`, `deck.max_sizes: null`) before submitting."
+        )
+    return line
 
 
 def write_kit(
