@@ -84,6 +84,31 @@ def test_a_workload_size_is_never_dropped():
     assert f"{lib.name} 3 of 512 (the workload calls 3 sizes, more than the cap: every one is kept)" in md
 
 
+def test_a_workload_that_fills_the_cap_keeps_the_whole_shipped_file_as_its_floor(tmp_path):
+    """A workload of more distinct sizes than deck.max_sizes in one library keeps only its own sizes, none
+    of them a shipped row: the own floor had no row left and every job that asked for a size's reference
+    failed with an IndexError (oto plan, and emit in the run). The floor keeps every shipped row (deck.yaml
+    ``floor_rows``), so a workload size is served from the nearest row of the whole file, as by the spoof
+    library, capped or not."""
+    lib = read_library_yaml_from(NAVI31.libraries["Cijk_Ailk_Bljk_BBS_BH_GB"], tmp_path / "full.yaml")
+    extra = [[1000 + 8 * i, 256, 1, 512] for i in range(3)]  # sizes the file has no row for
+    lib.sizes += extra
+    lib.shipped += [None] * 3
+    lib.weights += [1.0] * 3
+    lib.calls = [0] * (len(lib.sizes) - 3) + [5, 6, 7]
+    whole = copy.deepcopy(lib)
+    cap_library(lib, SizeCap(2))
+    assert lib.sizes == extra and lib.shipped == [None] * 3 and len(lib.floor_rows["sizes"]) == 512
+    limits = None
+    capped = lib.references([0, 1, 2], limits)
+    assert [capped[i]["id"] for i in range(3)] == [whole.references([512 + i], limits)[512 + i]["id"]
+                                                    for i in range(3)]  # fmt: skip
+    path = tmp_path / "deck.yaml"
+    write_library_yaml(lib, path, {})
+    again = read_library_yaml(path)
+    assert again.floor_rows == lib.floor_rows and again.references([1], limits)[1]["id"] == capped[1]["id"]
+
+
 def test_a_capped_library_carries_its_record_and_round_trips(tmp_path):
     lib = read_library_yaml_from(NAVI31.libraries["Cijk_Ailk_Bljk_I8II_BH_GB"], tmp_path / "full.yaml")
     record = cap_library(lib, SizeCap(128))

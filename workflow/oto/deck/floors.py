@@ -91,6 +91,8 @@ class MatchingFloor:
         verdicts: dict[int, legality.Verdict] = {}
         resolved: dict[int, dict[str, Any]] = {}
         rows = [j for j, s in enumerate(self.shipped) if s is not None]
+        if not rows and indices:
+            raise FloorError(f"{deck.name}: its floor ({self.source}) has no shipped row to serve a size")
         exact: dict[tuple[int, ...], int] = {}
         for j in rows:
             exact.setdefault(tuple(self.sizes[j][:4]), j)
@@ -177,7 +179,10 @@ class BaselineFloor:
 
 
 def own_floor(deck: LibraryDeck) -> MatchingFloor:
-    """The deck's own shipped kernels (the spoof floor)."""
+    """The deck's own shipped kernels (the spoof floor): every shipped row of its file, those config
+    deck.max_sizes dropped included (``floor_rows``)."""
+    if deck.floor_rows is not None:
+        return MatchingFloor(deck.solutions, list(deck.floor_rows["sizes"]), list(deck.floor_rows["shipped"]))
     return MatchingFloor(deck.solutions, deck.sizes, deck.shipped)
 
 

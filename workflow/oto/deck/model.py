@@ -101,6 +101,9 @@ class LibraryDeck:
     # what config deck.max_sizes kept of a library with more sizes (oto.deck.size_cap.cap_library: kept, of,
     # max_sizes...); None: every size of its source
     size_cap: dict | None = None
+    # the shipped rows config deck.max_sizes dropped, with those it kept ({sizes, shipped}: the own floor's
+    # Matching table is the whole shipped file's, as the spoof library holds it); None: nothing dropped
+    floor_rows: dict | None = None
     # the floor object of ``floor``, rebuilt when ``floor`` is replaced (emit asks once per reference kernel)
     _floor_cache: tuple | None = field(default=None, init=False, repr=False, compare=False)
 
@@ -122,6 +125,8 @@ class LibraryDeck:
             out["native_floor"] = self.native_floor
         if self.size_cap is not None:
             out["size_cap"] = self.size_cap
+        if self.floor_rows is not None:
+            out["floor_rows"] = self.floor_rows
         return out
 
     @classmethod
@@ -142,9 +147,18 @@ class LibraryDeck:
             floor=data.get("floor"),
             native_floor=data.get("native_floor"),
             size_cap=data.get("size_cap"),
+            floor_rows=data.get("floor_rows"),
         )
         if lib.size_cap is not None and not isinstance(lib.size_cap, Mapping):
             raise DeckError(f"{where}: {lib.name}: field 'size_cap' is not a mapping")
+        rows = lib.floor_rows
+        if rows is not None and not (
+            isinstance(rows, Mapping)
+            and isinstance(rows.get("sizes"), list)
+            and isinstance(rows.get("shipped"), list)
+            and len(rows["sizes"]) == len(rows["shipped"])
+        ):
+            raise DeckError(f"{where}: {lib.name}: field 'floor_rows' is not {{sizes, shipped}}, one length")
         for key in ("solutions", "sizes", "shipped", "weights"):
             if not isinstance(getattr(lib, key), list):
                 raise DeckError(f"{where}: {lib.name}: field '{key}' is not a list")

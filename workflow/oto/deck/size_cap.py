@@ -128,6 +128,13 @@ def cap_library(lib: LibraryDeck, cap: SizeCap) -> dict[str, Any] | None:
     }
     if called > cap.max_sizes:
         record["note"] = f"the workload calls {called} sizes, more than the cap: every one is kept"
+    dropped = set(range(len(lib.sizes))) - set(keep)
+    if lib.floor is None and any(lib.shipped[i] is not None for i in dropped):
+        # the own floor keeps every shipped row: a size the cap kept that has no row of its own (a workload's)
+        # is served from the nearest row of the whole file, as by the spoof library (a workload that filled
+        # the cap left no row at all: an IndexError in every job that asked for its reference)
+        rows = [i for i, s in enumerate(lib.shipped) if s is not None]
+        lib.floor_rows = {"sizes": [lib.sizes[i] for i in rows], "shipped": [lib.shipped[i] for i in rows]}
     lib.sizes = [lib.sizes[i] for i in keep]
     lib.shipped = [lib.shipped[i] for i in keep]
     lib.weights = [lib.weights[i] for i in keep]
