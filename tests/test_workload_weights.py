@@ -92,3 +92,20 @@ def test_the_report_gives_the_time_saved_per_library_and_in_total_and_the_uncove
     assert "| **total** | 15 | 4 ms | 2 ms | 2 ms | 1.5 ms … 2.5 ms | 50.0 |" in text
     assert "- p.yaml:5: gemm NN f32_r (100 calls): not selected" in text and "daxpy 3" in text
     assert "1 calls are at sizes without a measured winner" in text
+    # a library an earlier night tuned for another workload is listed apart, never added in (the report
+    # credited a PyTorch workload of 3 calls with 2,810 calls and 1.94 s from an earlier run's workload)
+    mine = {**a, "files": [["rocblas-log", "mine.log"]]}
+    theirs = {**b, "files": [["tunableop", "earlier.csv"]]}
+    files = [{"source": "rocblas-log", "path": "mine.log", "format": "rocblas-bench", "calls": 10}]
+    rows = workload_rows([{"library": "A", "workload": mine}, {"library": "B", "workload": theirs}], files)
+    assert [r["library"] for r in rows["libraries"]] == ["A"] and rows["other_workload"] == ["B"]
+    assert rows["total"]["calls"] == 10 and rows["total"]["saved_us"] == pytest.approx(2000.0)
+    text = "\n".join(workload_markdown({"deck": {**deck, "files": files}, **rows}))
+    assert "Not counted: B, finished by an earlier night for another workload" in text
+    from oto.deck.sources import workload_identity
+
+    assert workload_identity({"workload": [{"source": "rocblas-log", "path": "mine.log"}]}) == [
+        ["rocblas-log", "mine.log"]
+    ]
+    assert workload_identity({"source": "tunableop", "path": "t.csv"}) == [["tunableop", "t.csv"]]
+    assert workload_identity({"source": "manifest"}) == []

@@ -762,6 +762,20 @@ def workload_sources(settings: Mapping[str, Any]) -> list[WorkloadSource]:
     return out
 
 
+def workload_identity(deck_config: Mapping[str, Any]) -> list[list[str]]:
+    """Which workload a run's figures are of: [source, path] of each file layered on the deck (config
+    ``deck.workload``), else of the deck source when it is a workload; sorted. Finalize records it with a
+    library's workload figures and the report counts only the libraries of the run's own workload (a folder
+    keeps earlier nights' libraries, tuned for another workload). The run deck's ``workload.files`` name the
+    same files."""
+    layered = [[str(e["source"]), str(e["path"])] for e in deck_config.get("workload") or []]
+    if layered:
+        return sorted(layered)
+    if deck_config.get("source") in WORKLOAD_SOURCES:
+        return [[str(deck_config["source"]), str(deck_config.get("path"))]]
+    return []
+
+
 def plan_workload(settings: Mapping[str, Any]) -> list[str]:
     """At plan time: the workload files layered on the deck are read and every line checked (a bad line
     fails the dry-run naming file and line); returns the files the deck rule reads."""

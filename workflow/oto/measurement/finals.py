@@ -15,6 +15,7 @@ from typing import Any
 from oto.backends.base import BuildResult, Kernel, Problem, Size
 from oto.config import config_block, night_record
 from oto.deck.model import LibraryDeck
+from oto.deck.sources import workload_identity
 from oto.gemm import Library, gemm_flops
 from oto.measurement import best_shipped
 from oto.measurement.benchmarking import race_library
@@ -400,6 +401,7 @@ def final_document(
         doc["workload"] = workload_time(
             rows, deck.sizes, deck.calls, library, _floor_half_widths(scores, final)
         )
+        doc["workload"]["files"] = workload_identity(config["deck"])  # which workload these figures are of
         # how far the race went for the workload's figure (racing.race: precision_targets)
         doc["workload"]["precision"] = {
             "target": float(config_block(config, "benchmark")["racing"]["workload_precision"]),

@@ -290,6 +290,11 @@ def workload_markdown(w: Mapping) -> list[str]:
             f"{_ms(r['saved_us'])} | {_ms(lo)} … {_ms(hi)} | "
             f"{fmt(None if share is None else 100 * share, '.1f')} |"
         )
+    if w.get("other_workload"):
+        out.append(
+            f"\nNot counted: {', '.join(w['other_workload'])}, finished by an earlier night for another "
+            "workload (their figures are in their final.yaml)."
+        )
     if w["total"].get("calls_unmeasured"):
         out.append(
             f"\n{w['total']['calls_unmeasured']} calls are at sizes without a measured winner: not counted."

@@ -569,7 +569,8 @@ def collect(
     arch = ceilings.get("arch") or config.get("arch") or results.name
     workload = {}
     if deck.get("workload"):  # what the run's workload calls, covered or not, and the time it saves
-        workload = {"workload": {"deck": deck["workload"], **figures.workload_rows(finals)}}
+        rows = figures.workload_rows(finals, deck["workload"].get("files") or [])
+        workload = {"workload": {"deck": deck["workload"], **rows}}
     return {
         **workload,
         "arch": arch,

@@ -357,14 +357,20 @@ def reference_phrase(deck_of: str, floor: Mapping[str, Any] | None) -> str:
     )
 
 
-def workload_rows(finals: Sequence[Mapping]) -> dict[str, Any]:
+def workload_rows(finals: Sequence[Mapping], files: Sequence[Mapping] | None = None) -> dict[str, Any]:
     """The workload's expected time per run of all its calls, per library and in total: with the shipped
     floor, with the winners, and the time saved with its 95% interval (libraries' intervals combined as
-    independent). From final.yaml's ``workload`` blocks (oto.measurement.finals.workload_time)."""
-    rows, before, after, half2 = [], 0.0, 0.0, 0.0
+    independent). From final.yaml's ``workload`` blocks (oto.measurement.finals.workload_time). ``files``: the
+    run's workload files (deck.yaml ``workload.files``); a library whose block names other files was tuned
+    for another workload by an earlier night and is listed apart (``other_workload``), never added in."""
+    rows, other, before, after, half2 = [], [], 0.0, 0.0, 0.0
+    mine = sorted([str(x.get("source")), str(x.get("path"))] for x in files) if files is not None else None
     for f in finals:
         w = f.get("workload")
         if not w or not w.get("calls"):
+            continue
+        if mine is not None and w.get("files") is not None and sorted(w["files"]) != mine:
+            other.append(f["library"])
             continue
         lo, hi = (finite(v) for v in w.get("saved_ci_us") or (None, None))
         rows.append({"library": f["library"], **w})
@@ -383,4 +389,4 @@ def workload_rows(finals: Sequence[Mapping]) -> dict[str, Any]:
         "saved_ci_us": [saved - half, saved + half],
         "saved_share": saved / before if before > 0 else None,
     }
-    return {"libraries": rows, "total": total}
+    return {"libraries": rows, "total": total, "other_workload": other}
