@@ -459,3 +459,20 @@ def test_the_plan_counts_the_selection_s_contenders_in_finalize_not_in_the_short
     assert with_them.launches - plain.launches == pytest.approx(without.launches - plain0.launches)
     one_gen, _, _ = final(1, 0.41)  # one generation has no earlier leader
     assert one_gen.launches == pytest.approx(final(1, 0.0)[0].launches)
+
+
+def test_a_workload_none_of_whose_calls_the_run_tunes_is_warned_of_at_dry_run():
+    """A workload whose GEMMs are all outside the selected families passed the dry-run without a word; the
+    only sign was the coverage job's warnings halfway through the night."""
+    from oto.run.dry_run import plan_lines
+    from oto.run.estimate import workload_lines, workload_warning
+
+    none = {"calls_covered": 0, "calls_uncovered": 3, "calls_by_library": {"Cijk_Ailk_Bljk_DB": 0},
+            "uncovered": [{"where": "sb.csv:1", "gemm": "gemm NN f32_r", "calls": 3,
+                           "reason": "library Cijk_Ailk_Bljk_SB is not selected in this run"}]}  # fmt: skip
+    note = workload_warning(none)
+    assert note.startswith("none of the workload's 3 calls is in this run's libraries")
+    assert workload_lines(none)[-1] == f"Warning: {note}"
+    assert workload_warning({**none, "calls_covered": 1}) is None and workload_warning(None) is None
+    lines = plan_lines([("ceilings", {"arch": "gfx90c"})], "about 1 s", None, None, note)
+    assert lines[-1] == f"oto: warning: {note}"

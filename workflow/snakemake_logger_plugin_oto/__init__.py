@@ -264,8 +264,8 @@ class LogHandler(LogHandlerBase):
         estimate = {"gpu_seconds": {}} if plan is None else plan_document(plan)
         _set_prior(progress, estimate, fresh=False)
         resumed = jobs_done() if jobs_done is not None else None
-        cap = (estimate or {}).get("size_cap")
-        for line in plan_lines(self.planned_jobs, progress.how_long(), resumed, cap):
+        cap, warning = (estimate or {}).get("size_cap"), (estimate or {}).get("workload_warning")
+        for line in plan_lines(self.planned_jobs, progress.how_long(), resumed, cap, warning):
             self._write(line)
 
     def _summary(self) -> None:

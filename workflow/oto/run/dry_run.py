@@ -71,9 +71,11 @@ def plan_lines(
     how_long: str,
     resumed: tuple[int, int] | None = None,
     size_cap: Mapping[str, Any] | None = None,
+    warning: str | None = None,
 ) -> list[str]:
     """The dry-run's plan: jobs per stage and per library, the time it should take (``how_long``) and, with
-    config deck.max_sizes, the sizes the deck keeps (``size_cap``: oto.deck.size_cap.cap_summary)."""
+    config deck.max_sizes, the sizes the deck keeps (``size_cap``: oto.deck.size_cap.cap_summary);
+    ``warning``: what the run's workload asks the user to look at (oto.run.estimate.workload_warning)."""
     names = [s.name for s in stages()]
     jobs = stage_jobs(jobs)
     counts = Counter(rule for rule, _ in jobs)
@@ -92,4 +94,6 @@ def plan_lines(
     if size_cap:
         lines.append(f"  {'deck':<14s} {size_cap['text']}")
     lines.append(f"  {'time':<14s} {how_long}")
+    if warning:
+        lines.append(f"oto: warning: {warning}")
     return lines

@@ -392,7 +392,21 @@ def workload_lines(w: Mapping[str, Any]) -> list[str]:
         f"{w['calls_uncovered']} calls not covered by this run"
     )
     rows = [f"  {u['where']}: {u['gemm']} ({u['calls']} calls): {u['reason']}" for u in w["uncovered"]]
-    return ["", head + (":" if rows else "."), *rows]
+    note = workload_warning(w)
+    return ["", head + (":" if rows else "."), *rows, *([f"Warning: {note}"] if note else [])]
+
+
+def workload_warning(w: Mapping[str, Any] | None) -> str | None:
+    """What a dry-run and ``oto plan`` warn of a workload none of whose calls this run tunes (its GEMMs all
+    outside the selected families or the deck: the likeliest mistake, which went unsaid until the run's
+    coverage job); None where some are covered, or there is no workload."""
+    if not w or w.get("calls_covered"):
+        return None
+    total = int(w.get("calls_uncovered") or 0)
+    return (
+        f"none of the workload's {total} calls is in this run's libraries: the run tunes as if there were no "
+        "workload (select the families and patterns it calls: `oto plan` lists them with why)"
+    )
 
 
 def estimate_document(est: RunEstimate, backend: str, numbers: str, costs: Costs) -> dict[str, Any]:
@@ -405,6 +419,7 @@ def estimate_document(est: RunEstimate, backend: str, numbers: str, costs: Costs
         "jobs": est.jobs,
         "gpu_seconds": est.job_seconds(costs),
         **({"size_cap": est.size_cap} if est.size_cap else {}),
+        **({"workload_warning": note} if (note := workload_warning(est.workload)) else {}),
     }
 
 
