@@ -249,3 +249,30 @@ def test_types_no_library_serves_say_why(types, why):
 def test_value_category_is_rocblas_s():
     assert [value_category(x) for x in (0.0, 1.0, -1.0, 0.5, 3.0)] == [0.0, 1.0, -1.0, 2.0, 2.0]
     assert value_category(1.0, 1.0) == 2.0 and value_category(0.0, 0.0) == 0.0
+
+
+def test_a_log_every_rocblas_layer_wrote_to_is_read_by_its_profile(tmp_path):
+    """ROCBLAS_LAYER=5 with one ROCBLAS_LOG_PATH: the trace lines come first (thousands of them), the profile
+    at the end. Telling formats apart from the first 200 lines refused it ("not a workload oto reads") while
+    --format rocblas-log read it."""
+    from oto.deck.workload import read_workload
+
+    trace = "rocblas_dgemm,N,N,512,512,512,1,0x7f00,512,0x7f10,512,0,0x7f20,512,atomics_allowed\n"
+    profile = (
+        "- { rocblas_function: \"rocblas_dgemm\", atomics_mode: 1, transA: 'N', transB: 'N', M: 512, "
+        "N: 512, K: 512, alpha: 1.0, lda: 512, ldb: 512, beta: 0.0, ldc: 512, call_count: 500 }\n"
+    )
+    path = tmp_path / "rocblas.log"
+    path.write_text(trace * 500 + profile)
+    auto = read_workload(path)
+    assert auto.format == "rocblas-profile" and auto == read_workload(path, "rocblas-log")
+
+
+def test_the_same_workload_file_twice_is_refused_not_counted_twice(tmp_path):
+    from oto.deck.sources import DeckConfigError, workload_sources
+
+    path = tmp_path / "calls.log"
+    path.write_text("x\n")
+    twice = [{"source": "rocblas-log", "path": str(path)}, {"source": "rocblas-log", "path": str(path)}]
+    with pytest.raises(DeckConfigError, match=r"'deck.workload\[1\].path': .* is deck.workload\[0\]'s file"):
+        workload_sources({"arch": "gfx90c", "workload": twice})

@@ -749,9 +749,14 @@ def deck_settings(deck_config: Mapping[str, Any], profile: Mapping[str, Any]) ->
 
 def workload_sources(settings: Mapping[str, Any]) -> list[WorkloadSource]:
     """The workload files layered on the deck (config ``deck.workload``), as sources."""
-    out = []
+    out, seen = [], {}
     for i, entry in enumerate(settings.get("workload") or []):
         field = f"deck.workload[{i}]"
+        same = seen.setdefault(Path(str(entry["path"])).resolve(), i)
+        if same != i:  # its calls would count twice
+            raise DeckConfigError(
+                f"config field '{field}.path': {entry['path']} is deck.workload[{same}]'s file again"
+            )
         source = make_source(entry["source"], entry["path"], settings["arch"], field)
         if not isinstance(source, WorkloadSource):
             raise DeckConfigError(

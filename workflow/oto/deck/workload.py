@@ -763,7 +763,9 @@ def read_workload(path: str | Path, fmt: str = "auto") -> Workload:
         head = [ln for ln in _read_text(path).splitlines() if ln.strip()][:200]
         if any(ln.startswith(("Validator,", "Gemm", "ScaledGemm")) for ln in head):
             fmt = "tunableop"
-        elif any("rocblas-bench" in ln or ln.lstrip().startswith(("- {", "-{")) for ln in head):
+        elif any("rocblas-bench" in ln or ln.lstrip().startswith(("- {", "-{")) for ln in head) or any(
+            re.match(r"^\s*rocblas_\w+,", ln) for ln in head
+        ):  # a trace (ROCBLAS_LAYER=1) comes first in a log every layer wrote to: its profile is further down
             fmt = "rocblas-log"
         elif not head:
             raise WorkloadError(f"{path}: empty file")
