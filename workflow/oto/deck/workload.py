@@ -56,6 +56,9 @@ file and line (and the PyTorch version the file's validators give).
 
 from __future__ import annotations
 
+import hashlib
+import os
+import pickle
 import re
 import shlex
 from collections import Counter
@@ -74,6 +77,9 @@ _Loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 Size = tuple[int, int, int, int]  # M, N, batch, K: Tensile's FreeSizeA, FreeSizeB, batch, BoundSize
 
 FORMATS = ("auto", "tunableop", "rocblas-log")
+# Where a run's jobs keep parsed workload files (oto.run.context.stage sets it): every deck job of a run reads
+# the same file, and a 50,000-line rocBLAS log took 16 s to parse in each of them. None: parse every time.
+CACHE: Path | None = None
 
 
 class WorkloadError(ValueError):
@@ -755,10 +761,40 @@ def read_rocblas_log(path: str | Path) -> Workload:
 
 
 def read_workload(path: str | Path, fmt: str = "auto") -> Workload:
-    """A workload file in any format oto reads; ``fmt`` ``auto`` tells them apart by their lines."""
+    """A workload file in any format oto reads; ``fmt`` ``auto`` tells them apart by their lines. Within a
+    run (``CACHE`` set) a file parsed once is read back from the cache, keyed by its path, its bytes, the
+    format and this parser's own source (a parser changed by an update parses again)."""
     path = Path(path)
     if fmt not in FORMATS:
         raise WorkloadError(f"{path}: workload format {fmt!r} is not one of {', '.join(FORMATS)}")
+    if CACHE is None:
+        return _parse(path, fmt)
+    try:
+        key = hashlib.sha256(b"\0".join([str(path).encode(), fmt.encode(), _PARSER, path.read_bytes()]))
+    except OSError:
+        return _parse(path, fmt)  # named as a read error by the parse
+    kept = Path(CACHE) / f"{key.hexdigest()}.pickle"
+    try:
+        workload = pickle.loads(kept.read_bytes())
+        if isinstance(workload, Workload):
+            return workload
+    except (OSError, pickle.UnpicklingError, EOFError, AttributeError, ValueError):
+        pass
+    workload = _parse(path, fmt)
+    try:
+        kept.parent.mkdir(parents=True, exist_ok=True)
+        partial = kept.with_name(f".{kept.name}.{os.getpid()}")
+        partial.write_bytes(pickle.dumps(workload))
+        partial.replace(kept)  # whole or not at all: two jobs may write it at once
+    except OSError:
+        pass  # a cache that cannot be written costs time, not the run
+    return workload
+
+
+_PARSER = hashlib.sha256(Path(__file__).read_bytes()).digest()
+
+
+def _parse(path: Path, fmt: str) -> Workload:
     if fmt == "auto":
         head = [ln for ln in _read_text(path).splitlines() if ln.strip()][:200]
         if any(ln.startswith(("Validator,", "Gemm", "ScaledGemm")) for ln in head):

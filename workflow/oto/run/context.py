@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 import oto
+from oto.deck import workload
 from oto.hardware.profile import (
     ProfileError,
     ProfileView,
@@ -79,6 +80,7 @@ def stage(smk) -> Iterator[StageContext]:
     root.handlers[:] = [handler, terminal]
     root.setLevel(logging.INFO)
     profile_file = getattr(smk.input, "profile", None)
+    workload.CACHE = Path(".snakemake") / "oto" / "workload"  # the run's jobs share parsed workload files
     where = Path(oto.__file__).parent
     logging.getLogger("oto").info("rule %s, oto %s from %s", smk.rule, oto.__version__, where)
     try:
