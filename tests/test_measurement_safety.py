@@ -228,10 +228,13 @@ def test_a_rerun_says_how_the_race_it_reuses_ended_there(tmp_path):
     backend = NoisyBackend({"ka": 100.0, "kb": 104.0, "ref": 120.0})
     taken = race(backend, tmp_path, archive, config=validate_config({**CONFIG}))
     (kept,) = archive.glob("*.csv")
-    stops = json.loads(stops_path(kept).read_text())
-    assert stops == {str(i): d.stop for i, d in taken.decisions.items()}
-    stops["0"] = "separated"  # as if the race had stopped size 0 separated in an early round
-    stops_path(kept).write_text(json.dumps(stops))
+    record = json.loads(stops_path(kept).read_text())
+    assert record == {
+        "launches": len(taken.samples),
+        "stops": {str(i): d.stop for i, d in taken.decisions.items()},
+    }
+    record["stops"]["0"] = "separated"  # as if the race had stopped size 0 separated in an early round
+    stops_path(kept).write_text(json.dumps(record))
     reused = race(NoisyBackend(backend.times), tmp_path, archive, config=validate_config({**CONFIG}))
     assert "none re-measured" in reused.log[0] and reused.decisions[0].stop == "separated"
     assert reused.decisions[1].stop == taken.decisions[1].stop
@@ -255,6 +258,20 @@ def test_another_experiment_or_reuse_off_measures_again(tmp_path):
     again = StubBackend({"ka": 80.0, "kb": 120.0, "ref": 100.0})
     race(again, tmp_path, archive, config=off)
     assert again.launches > 0
+
+
+def test_a_kept_file_cut_at_a_lines_end_is_not_reused(tmp_path):
+    """A kept race cut at a line boundary reads as a samples file; reused, it was half the race, said as
+    "none re-measured", and moved the library's figures. The race's launch count is kept beside it."""
+    archive = tmp_path / "measurements" / "lib" / "gen0"
+    race(StubBackend({"ka": 80.0, "kb": 120.0, "ref": 100.0}), tmp_path, archive)
+    kept = next(archive.glob("*.csv"))
+    lines = kept.read_text().splitlines(keepends=True)
+    kept.write_text("".join(lines[: len(lines) // 2]))
+    backend = StubBackend({"ka": 80.0, "kb": 120.0, "ref": 100.0})
+    again = race(backend, tmp_path, archive)
+    assert backend.launches > 0 and list(archive.glob("*.unreadable-*"))
+    assert "none re-measured" not in " ".join(again.log)
 
 
 def test_an_unreadable_kept_file_is_moved_aside_and_measured_again(tmp_path):

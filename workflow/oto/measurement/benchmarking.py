@@ -27,6 +27,7 @@ import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import replace
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -199,6 +200,9 @@ def _kept_samples(path: Path, kernels: Mapping[str, Kernel], n_sizes: int) -> pd
         stray = set(df["kernel_id"]) - set(kernels)
         if stray or (len(df) and int(df["size_index"].max()) >= n_sizes):
             raise ValueError(f"kernels or sizes outside this experiment ({sorted(stray)[:3]})")
+        launches = _kept_record(path).get("launches")
+        if launches is not None and launches != len(df):  # cut at a line's end: it reads, but is not whole
+            raise ValueError(f"{len(df)} launches where the race kept {launches}")
     except (ValueError, OSError) as exc:
         aside = path.with_suffix(f".unreadable-{int(time.time())}")
         path.replace(aside)
@@ -210,8 +214,17 @@ def _kept_samples(path: Path, kernels: Mapping[str, Kernel], n_sizes: int) -> pd
 
 
 def stops_path(kept: Path) -> Path:
-    """Where a kept race's stop reasons are kept beside its samples."""
+    """Where a kept race's record is kept beside its samples: its launches and each size's stop reason."""
     return kept.with_suffix(".stops.json")
+
+
+def _kept_record(kept: Path) -> dict[str, Any]:
+    """{launches, stops} of a kept race ({} where there is none, or it is unreadable)."""
+    try:
+        doc = json.loads(stops_path(kept).read_text())
+    except (OSError, ValueError):
+        return {}
+    return doc if isinstance(doc, dict) and isinstance(doc.get("stops"), dict) else {}
 
 
 def _reused(samples: pd.DataFrame, score, settings: RaceSettings, path: Path, open_label: str) -> RaceResult:
@@ -222,10 +235,7 @@ def _reused(samples: pd.DataFrame, score, settings: RaceSettings, path: Path, op
     scores = score(samples, None) if len(samples) else pd.DataFrame()
     decisions = decide_sizes(scores, settings.tie_tolerance) if len(scores) else {}
     decisions = {i: d if d.stop else replace(d, stop=open_label) for i, d in decisions.items()}
-    try:
-        stops = {int(i): str(s) for i, s in json.loads(stops_path(path).read_text()).items() if s}
-    except (OSError, ValueError, AttributeError):
-        stops = {}
+    stops = {int(i): str(s) for i, s in (_kept_record(path).get("stops") or {}).items() if s}
     decisions = {i: replace(d, stop=stops.get(i, d.stop)) for i, d in decisions.items()}
     rounds = int(samples["round"].max()) + 1 if "round" in samples and len(samples) else 0
     note = f"reused {len(samples)} launches measured earlier for this experiment ({path}): none re-measured"
@@ -287,7 +297,8 @@ def run_race(
     if not len(result.samples):  # nothing to launch: samples.csv still gets its header
         result.samples = pd.DataFrame(columns=[*SAMPLE_COLUMNS, *MEASUREMENT_COLUMNS, "round"])
     if kept is not None:
-        atomic_write_text(stops_path(kept), json.dumps({str(i): d.stop for i, d in result.decisions.items()}))
+        stops = {str(i): d.stop for i, d in result.decisions.items()}
+        atomic_write_text(stops_path(kept), json.dumps({"launches": len(result.samples), "stops": stops}))
         atomic_write_text(kept, result.samples_csv())
     return result
 
