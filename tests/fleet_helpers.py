@@ -218,6 +218,8 @@ class FleetRuns:
 
 
 LIBRARY = "Cijk_Ailk_Bljk_DB"
+# the backend a final's provenance names for its kind of numbers
+BACKEND_OF = {"simulated": "sim", "replayed": "replay", "measured": "tensile"}
 # Tuned variants of a shipped DB solution (legal, resolved as Tensile would build them): the synthetic
 # bundles' winner and rivals.
 VARIANTS = {"winner": {"DepthU": 16}, "slow": {"WorkGroupMapping": 1}, "other": {"StaggerU": 0}}
@@ -374,7 +376,7 @@ def synthetic_bundle(
         "library": library,
         "family": lib.family.code,
         "pattern": lib.pattern,
-        "provenance": {"backend": "sim", "numbers": numbers, "model_version": 1},
+        "provenance": {"backend": BACKEND_OF[numbers], "numbers": numbers, "model_version": 1},
         "generations": 1,
         "converged": False,
         "convergence": {"converged": False, "reason": "x"},

@@ -277,6 +277,51 @@ def test_another_kind_of_numbers(good):
     assert "this merge takes measured numbers only" in msg
 
 
+def relabelled(numbers: str):
+    """Every numbers field of the bundle changed, as a stranger would relabel a night."""
+
+    def change(m: dict[str, bytes]) -> None:
+        for name in list(m):
+            if name == "bundle.yaml" or name.endswith("final.yaml"):
+                doc = yaml.safe_load(m[name])
+                (doc if name == "bundle.yaml" else doc["provenance"])["numbers"] = numbers
+                m[name] = yaml.safe_dump(doc, sort_keys=False).encode()
+            elif name.startswith("registry/"):
+                lines = [json.loads(x) for x in m[name].decode().splitlines()]
+                lines = [{**r, "numbers": numbers} if "numbers" in r else r for r in lines]
+                m[name] = ("\n".join(json.dumps(r) for r in lines) + "\n").encode()
+            elif name.startswith("samples/"):
+                m[name] = m[name].replace(b",simulated,", f",{numbers},".encode())
+
+    return change
+
+
+def test_a_simulated_night_relabelled_as_measured_is_refused(good, tmp_path):
+    """Every 'numbers' field says measured, but the finals still name the simulator that made them."""
+    forged = rebuild(good, relabelled("measured"), tmp_path / "forged.oto.tar.gz")
+    msg = rejected(forged, Expect(**{**EXPECT.__dict__, "numbers": "measured"}))
+    said = "final.yaml: field 'provenance.backend': sim gives simulated numbers, the bundle says measured"
+    assert said in msg
+
+
+@pytest.mark.parametrize(
+    ("provenance", "reason"),
+    [
+        ({"backend": "gpu"}, "backend': 'gpu' is no backend of oto (known: sim, tensile, replay)"),
+        ({"backend": "tensile", "device": "gfx1100"}, "device': measured on 'gfx1100', not on gfx90c"),
+    ],
+)
+def test_a_measured_final_names_a_backend_that_measures_on_this_arch(tmp_path, provenance, reason):
+    measured = synthetic_bundle(tmp_path, numbers="measured")
+    expect = Expect(**{**EXPECT.__dict__, "numbers": "measured"})
+    open_bundle(measured, expect, Limits())  # as written: the tensile backend, no device named
+
+    def change(d):
+        d["provenance"].update(provenance)
+
+    assert reason in rejected(rebuild(measured, edit_yaml(f"results/{LIBRARY}/final.yaml", change)), expect)
+
+
 def test_a_device_beyond_its_arch(good):
     def cus(d):
         d["compute_units"] = 64

@@ -11,6 +11,8 @@ naming the member and field. A rejected bundle contributes nothing; the others a
   escape the bundle (absolute, ``..``, backslashes, characters outside ``[A-Za-z0-9._/-]``), duplicate names;
 * a missing manifest, a member missing from it or absent from the archive, a sha256 mismatch;
 * an unknown schema version, another arch, logic format, Tensile version or kind of numbers than the merge;
+  a final whose backend makes another kind of numbers than the bundle says (a simulated night relabelled as
+  measured), or measured on another GPU than the arch;
 * a device profile that is invalid or claims more than the arch's devices have (``device_range``);
 * registry records, finals or samples with numbers above the device's theoretical ceiling, negative, zero or
   NaN times, scores or GFLOPS, times longer than the backend's launch timeout or inconsistent with their
@@ -41,6 +43,7 @@ from typing import Any
 
 import yaml
 
+from oto.backends import BACKENDS, backend_type
 from oto.deck.model import current_final
 from oto.deck.shards import Shard, ShardError
 from oto.fleet.archive import Archive, Limits, Rejected, check_manifest, read_archive
@@ -430,11 +433,11 @@ def _final(
         raise Rejected(f"{name}: not the final result of {library}")
     kernels = doc.get("kernels")
     doc = {**quarantine.clean({k: v for k, v in doc.items() if k != "kernels"}, name), "kernels": kernels}
-    numbers = (doc.get("provenance") or {}).get("numbers")
-    if numbers != desc["numbers"]:
-        raise Rejected(
-            f"{name}: field 'provenance.numbers': {quote(numbers)}, the bundle says {desc['numbers']}"
-        )
+    prov = doc.get("provenance") or {}
+    if prov.get("numbers") != desc["numbers"]:
+        said = quote(prov.get("numbers"))
+        raise Rejected(f"{name}: field 'provenance.numbers': {said}, the bundle says {desc['numbers']}")
+    _check_backend(prov, name, desc["numbers"], expect.arch)
     sizes, rows = doc.get("sizes"), doc.get("per_size")
     if not isinstance(sizes, list) or not isinstance(rows, list) or not isinstance(kernels, Mapping):
         raise Rejected(
@@ -452,6 +455,27 @@ def _final(
         _check_id(params, str(kid), f"{name}: kernels.{kid}")
     _check_final_rows(rows, sizes, kernels, name, _ceiling(profile, library), library)
     return current_final(doc)  # a bundle of an older oto reads with today's field names
+
+
+def _check_backend(prov: Mapping[str, Any], name: str, numbers: str, arch: str) -> None:
+    """The backend a final names must be one whose numbers the bundle says it holds: a simulated night
+    relabelled as measured still names the simulator that made it. A measured night names the GPU it ran on
+    (``device``, the driver's physical arch; "unknown" where the probe could not tell)."""
+    backend = prov.get("backend")
+    try:
+        made = backend_type(str(backend)).numbers
+    except ValueError:
+        raise Rejected(
+            f"{name}: field 'provenance.backend': {quote(backend)} is no backend of oto "
+            f"(known: {', '.join(BACKENDS)})"
+        ) from None
+    if made != numbers:
+        raise Rejected(
+            f"{name}: field 'provenance.backend': {backend} gives {made} numbers, the bundle says {numbers}"
+        )
+    device = prov.get("device")
+    if numbers == "measured" and device not in (None, "unknown", arch):
+        raise Rejected(f"{name}: field 'provenance.device': measured on {quote(device)}, not on {arch}")
 
 
 def _check_final_rows(
