@@ -72,6 +72,20 @@ def test_a_size_of_the_group_without_a_winner_is_served_the_groups_kernel_all_th
     assert out[:2] == rows[:2]
 
 
+def test_a_served_kernel_without_an_interval_or_gflops_is_judged_as_finalize_judges_any_size():
+    """b serves the group but was timed once at batch 1 (no interval) and its GFLOPS there are unknown: its
+    1.2x proves no win (as ``per_size_rows`` judges a size: a missing bound proves nothing), and the share of
+    the ceiling is not the old winner's."""
+    lone = {**score("b", 0, 1.2), "ci_low": None, "ci_high": float("nan"), "gflops": None}
+    scores = [score("a", 0, 1.5), lone, score("a", 1, 1.0), score("b", 1, 1.3), score("a", 2, 0.95),
+              score("b", 2, 1.3)]  # fmt: skip
+    rows = [row(0, "a", 1.5), row(1, "b", 1.3), row(2, "b", 1.3), row(3, "a", 1.4)]
+    first = one_kernel_per_key(rows, scores, SIZES, 0.02)[0]
+    assert first["winner"] == "b" and first["score"] == pytest.approx(1.2)
+    assert first["ci_low"] is None and first["ci_high"] is None and first["verdict"] == "tie"
+    assert first["gflops"] is None and first["pct_ceiling"] is None
+
+
 def test_a_group_whose_sizes_share_no_kernel_that_passed_keeps_its_rows():
     scores = [score("a", 0, 1.5), score("b", 1, 1.3)]
     rows = [row(0, "a", 1.5), row(1, "b", 1.3), row(2, None, None, "not_measured"), row(3, "a", 1.4)]

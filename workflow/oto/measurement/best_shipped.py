@@ -36,7 +36,7 @@ from oto.gemm import Library
 from oto.hardware.simulated.performance import Arch
 from oto.hardware.simulated.scorer import SimulatedScorer
 from oto.measurement.score_rows import missing
-from oto.measurement.selection import geomean, verdict
+from oto.measurement.selection import geomean, take_kernel, verdict
 from oto.tensile import legality
 from oto.tensile.params import candidate_id
 
@@ -178,7 +178,7 @@ def judge_rows(
             out.append(row)
             continue
         if take_losers and (row.get("winner") is None or against(row, b, tolerance)[1] == "loss"):
-            take(row, b, tolerance)
+            take_kernel(row, b, tolerance)
         ratio, v = against(row, b, tolerance)
         row.update(
             best_shipped=b["kernel_id"],
@@ -191,23 +191,6 @@ def judge_rows(
             row["best_shipped_position"] = int(positions[b["kernel_id"]])
         out.append(row)
     return out
-
-
-def take(row: dict, kernel: Mapping, tolerance: float) -> None:
-    """Make ``kernel`` (its score row in the same race) the size's final kernel: its id, score, interval,
-    GFLOPS and share of the ceiling, and its verdict against the floor."""
-    row.update(
-        winner=kernel["kernel_id"],
-        score=_round(kernel["score"]),
-        ci_low=_round(kernel["ci_low"]),
-        ci_high=_round(kernel["ci_high"]),
-        gflops=_round(kernel["gflops"]),
-    )
-    if row.get("ceiling_gflops") and row["gflops"]:
-        row["pct_ceiling"] = _round(100 * row["gflops"] / row["ceiling_gflops"])
-    row["verdict"] = verdict(
-        *(math.nan if row[k] is None else row[k] for k in ("score", "ci_low", "ci_high")), tolerance
-    )
 
 
 def _round(x) -> float | None:

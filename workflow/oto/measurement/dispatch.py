@@ -26,7 +26,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from oto.measurement.score_rows import missing
-from oto.measurement.selection import verdict
+from oto.measurement.selection import take_kernel
 
 
 def runtime_key(size: Sequence[int]) -> tuple[int, int, int]:
@@ -74,22 +74,8 @@ def one_kernel_per_key(
 def _served(
     row: Mapping[str, Any], r: Mapping, key: tuple[int, int, int], group: list[int], tol: float
 ) -> dict:
-    score, low, high = (
-        float(r[c]) if not missing(r.get(c)) else None for c in ("score", "ci_low", "ci_high")
-    )
-    gflops = None if missing(r.get("gflops")) else round(float(r["gflops"]), 6)
-    ceiling = row.get("ceiling_gflops")
     return {
-        **row,
-        "winner": str(r["kernel_id"]),
-        "score": round(score, 6),
-        "ci_low": None if low is None else round(low, 6),
-        "ci_high": None if high is None else round(high, 6),
-        "gflops": gflops,
-        "pct_ceiling": round(100 * gflops / ceiling, 6) if gflops and ceiling else None,
-        "verdict": verdict(
-            score, low if low is not None else score, high if high is not None else score, tol
-        ),
+        **take_kernel(dict(row), r, tol),
         "contenders": [],  # they were the size's own winner's rivals
         "one_kernel_for": {"key": list(key), "sizes": list(group), "was": row["winner"]},
     }

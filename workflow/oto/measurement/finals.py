@@ -32,6 +32,7 @@ from oto.measurement.selection import (
     race_status,
     size_contenders,
     summarise,
+    take_kernel,
 )
 from oto.numbers import finite
 from oto.tensile import legality
@@ -293,7 +294,7 @@ def keep_native(
             row.get("winner") is None or best_shipped.against(row, theirs, tolerance)[1] == "loss"
         )
         if lost:
-            best_shipped.take(row, theirs, tolerance)
+            take_kernel(row, theirs, tolerance)
         row["kept_by_native"] = lost or bool(row.get("kept_by_native"))
         out.append(row)
     return out

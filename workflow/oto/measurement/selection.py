@@ -58,6 +58,24 @@ def verdict(score: float, ci_low: float, ci_high: float, tolerance: float) -> st
     return "tie"
 
 
+def take_kernel(row: dict, kernel: Mapping, tolerance: float) -> dict:
+    """``row`` (a final.yaml per-size row) with ``kernel`` (its score row in the same race) made the size's
+    final kernel: its id, score, interval, GFLOPS, share of the ceiling and verdict against the floor, judged
+    as :func:`per_size_rows` judges (a bound it lacks proves nothing; no GFLOPS, no share). Changed in place
+    and returned."""
+    row.update(
+        winner=str(kernel["kernel_id"]),
+        **{c: None if missing(kernel.get(c)) else _finite(kernel[c]) for c in ("score", "ci_low", "ci_high")},
+        gflops=None if missing(kernel.get("gflops")) else _finite(kernel["gflops"]),
+    )
+    ceiling = row.get("ceiling_gflops")
+    row["pct_ceiling"] = _finite(100 * row["gflops"] / ceiling) if row["gflops"] and ceiling else None
+    row["verdict"] = verdict(
+        *(np.nan if row[k] is None else row[k] for k in ("score", "ci_low", "ci_high")), tolerance
+    )
+    return row
+
+
 def geomean(values: Sequence[float]) -> float:
     v = np.asarray([x for x in values if x is not None and np.isfinite(x) and x > 0], dtype=float)
     return float(np.exp(np.log(v).mean())) if len(v) else float("nan")
