@@ -218,6 +218,8 @@ def test_the_kit_ships_what_verify_left_and_checks_every_final_before_it_touches
             r"final.yaml: field 'per_size\[2\].winner': 'kdeadbeef0000' is not in 'kernels'")  # fmt: skip
     refused(lambda d: d["per_size"][2].update(score=math.nan),
             r"field 'per_size\[2\].score': nan is not a measurement")  # fmt: skip
+    refused(lambda d: d["per_size"][2].update(verdict="floor_failed"),  # as the merge's intake refuses it
+            r"'per_size\[2\].score': .* where the reference failed \(verdict floor_failed\)")  # fmt: skip
     refused(lambda d: d["provenance"].update(arch="gfx1103"),
             r"field 'provenance.arch': 'gfx1103': another GPU's library")  # fmt: skip
     write_yaml(results / LIBS[0] / "final.yaml", final)

@@ -54,7 +54,7 @@ from oto.gemm import FamilyCodeError, Library
 from oto.hardware.ceilings import family_peak_gflops
 from oto.hardware.device_profile import DeviceProfileError, check_device_profile
 from oto.hardware.profile import ProfileError, validate_profile
-from oto.measurement.selection import FLOOR_FAILED
+from oto.measurement.selection import final_row_problem
 from oto.registry.gpu_journal import GPU_RESET
 from oto.registry.records import COLUMNS, KEY, KINDS
 from oto.tensile.logic_writer import MINIMUM_REQUIRED_VERSION
@@ -491,19 +491,9 @@ def _check_final_rows(
         seen.add(r["size_index"])
         if r.get("winner") is None:
             continue
-        if r["winner"] not in kernels:
-            raise Rejected(f"{where}: field 'winner': {quote(r['winner'])} is not in 'kernels'")
-        # where the reference failed every launch there is no score against it, only the winner's GFLOPS
-        failed_floor = r.get("verdict") == FLOOR_FAILED
-        if failed_floor and r.get("score") is not None:
-            raise Rejected(f"{where}: field 'score': {quote(r['score'])} where the reference failed (verdict "
-                           f"{FLOOR_FAILED}): there is no speed-up over a kernel that failed")  # fmt: skip
-        for col in ("gflops",) if failed_floor else ("score", "gflops"):
-            if not _finite(r.get(col)) or r[col] <= 0:
-                raise Rejected(
-                    f"{where}: field '{col}': {quote(r.get(col))} — a negative, zero or NaN {col} "
-                    "is not a measurement"
-                )
+        if problem := final_row_problem(r, kernels):
+            col, value, why = problem
+            raise Rejected(f"{where}: field '{col}': {quote(value)} {why}")
         if r["gflops"] > ceiling:
             raise Rejected(
                 f"{where}: field 'gflops': {r['gflops']:.1f} is above the device's theoretical "

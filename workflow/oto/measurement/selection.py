@@ -58,6 +58,24 @@ def verdict(score: float, ci_low: float, ci_high: float, tolerance: float) -> st
     return "tie"
 
 
+def final_row_problem(row: Mapping[str, Any], kernels: Mapping[str, Any]) -> tuple[str, Any, str] | None:
+    """Why a final.yaml per-size row with a winner is no measurement a library can ship, as (field, value,
+    why), else None: a winner the file's ``kernels`` do not list, a score where the floor failed (there is
+    no speed-up over a kernel that failed), a score or GFLOPS that is not a positive, finite number. The
+    merge's intake and the upstream kit both refuse such a file."""
+    if row["winner"] not in kernels:
+        return "winner", row["winner"], "is not in 'kernels'"
+    failed_floor = row.get("verdict") == FLOOR_FAILED
+    if failed_floor and row.get("score") is not None:
+        why = f"where the reference failed (verdict {FLOOR_FAILED}): no speed-up over a kernel that failed"
+        return "score", row["score"], why
+    for col in ("gflops",) if failed_floor else ("score", "gflops"):
+        v = row.get(col)
+        if isinstance(v, bool) or not isinstance(v, int | float) or not math.isfinite(v) or v <= 0:
+            return col, v, "is not a measurement (a positive, finite number)"
+    return None
+
+
 def take_kernel(row: dict, kernel: Mapping, tolerance: float) -> dict:
     """``row`` (a final.yaml per-size row) with ``kernel`` (its score row in the same race) made the size's
     final kernel: its id, score, interval, GFLOPS, share of the ceiling and verdict against the floor, judged

@@ -28,7 +28,6 @@ from __future__ import annotations
 
 import argparse
 import difflib
-import math
 import re
 import shutil
 import subprocess
@@ -43,6 +42,7 @@ import oto
 from oto.deck.model import read_library_yaml
 from oto.files import atomic_write_text, read_yaml, read_yaml_mirrored, write_yaml
 from oto.hardware.simulated.checks import final_model_check
+from oto.measurement.selection import final_row_problem
 from oto.rocblas.decisions import apply_replacements
 from oto.rocblas.verify import read_verify
 from oto.tensile.create_library import tcl_command
@@ -453,15 +453,9 @@ def checked_final(path: Path, doc: Any, arch: str) -> dict[str, Any]:
     for j, row in enumerate(doc["per_size"]):
         if not isinstance(row, Mapping) or not row.get("winner"):
             continue
-        where = f"{path}: field 'per_size[{j}]"
-        if row["winner"] not in kernels:
-            raise UpstreamRefused(f"{where}.winner': {row['winner']!r} is not in 'kernels'")
-        for col in ("gflops",) if row.get("verdict") == "floor_failed" else ("score", "gflops"):
-            v = row.get(col)
-            if isinstance(v, bool) or not isinstance(v, int | float) or not math.isfinite(v) or v <= 0:
-                raise UpstreamRefused(
-                    f"{where}.{col}': {v!r} is not a measurement (a positive, finite number)"
-                )
+        if problem := final_row_problem(row, kernels):
+            col, value, why = problem
+            raise UpstreamRefused(f"{path}: field 'per_size[{j}].{col}': {value!r} {why}")
     return dict(doc)
 
 
