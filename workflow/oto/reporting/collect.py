@@ -35,6 +35,7 @@ from oto.files import StageFileError, atomic_write_text, read_yaml_mirrored
 from oto.hardware.simulated.checks import model_check_for
 from oto.measurement.scoring import drift_series
 from oto.reporting import figures
+from oto.rocblas.compare import tally, tuned_failures_note
 from oto.rocblas.verify import Change, read_verify, removed_kernels
 from oto.tensile.provenance import nights, simulated_build_banner
 
@@ -386,12 +387,7 @@ def _retried(entry: Mapping[str, Any]) -> str:
     again = Counter(r.get("status") for r in entry.get("rows") or [] if r.get("retried"))
     if not again:
         return ""
-    return f" ({sum(again.values())} run again after a timeout: {_tally(again)})"
-
-
-def _tally(counts: Mapping[str, int]) -> str:
-    """Counts by kind, as the reports list them: "crash 1, timeout 2"."""
-    return ", ".join(f"{k} {n}" for k, n in sorted(counts.items()))
+    return f" ({sum(again.values())} run again after a timeout: {tally(again)})"
 
 
 SIZES_NAMED = 12  # a note names this many sizes, then says how many more (a 780M night: 612 too large)
@@ -448,7 +444,7 @@ def rocblas_clients(results: Path) -> dict[str, Any]:
                     "sizes": sum(counts.values()),
                     "passed": counts.get("pass", 0),
                     "failed": sum(v for k, v in counts.items() if k != "pass"),
-                    "counts": _tally(counts) + _retried(entry),
+                    "counts": tally(counts) + _retried(entry),
                     # one entry per kernel taken out, not per size: a kernel out at 70 sizes is one line
                     "taken_out": removed_kernels([Change(**c) for c in entry.get("changes") or []], 5),
                 }
@@ -491,16 +487,12 @@ def rocblas_clients(results: Path) -> dict[str, Any]:
                         kinds[g["status"]] += int(g["calls"])
                     extra_notes.append(
                         f"against {against}, {fam}: {sum(kinds.values())} call(s) of the {against} arm "
-                        f"itself failed ({_tally(kinds)}: {_sizes(failed, None, shape)})"
+                        f"itself failed ({tally(kinds)}: {_sizes(failed, None, shape)})"
                     )
                 # the tuned library's own failures: a hang is what a user most needs to see
                 if mine := r.get("failed"):
-                    kinds = Counter(str(g["status"]) for g in mine)
-                    extra_notes.append(
-                        f"against {against}, {fam}: {len(mine)} size(s) where the tuned library's calls "
-                        f"failed or did not run ({_tally(kinds)}: {_sizes(mine, SIZES_NAMED, shape)}); the "
-                        "figures leave them out"
-                    )
+                    note = tuned_failures_note(mine, _sizes(mine, SIZES_NAMED, shape))
+                    extra_notes.append(f"against {against}, {fam}: {note}")
                 if wrong := r.get("baseline_failed"):
                     extra_notes.append(
                         f"against {against}, {fam}: {len(wrong)} size(s) left out, where the baseline's "

@@ -26,6 +26,7 @@ figures cannot show them, and the spoof is what hangs some RDNA3 APUs.
 from __future__ import annotations
 
 import math
+from collections import Counter
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -158,6 +159,21 @@ def family_summary(
             ],
         }
     return out
+
+
+def tally(counts: Mapping[str, int]) -> str:
+    """Counts by kind, as the reports list them: "crash 1, timeout 2"."""
+    return ", ".join(f"{k} {n}" for k, n in sorted(counts.items()))
+
+
+def tuned_failures_note(failed: Sequence[Mapping[str, Any]], where: str = "") -> str:
+    """The sizes of a family where the tuned library's own calls failed (compare's ``failed``), as the
+    acceptance report and the upstream kit's PR.md say them; ``where`` names the sizes where a report can."""
+    kinds = tally(Counter(str(f["status"]) for f in failed))
+    return (
+        f"{len(failed)} size(s) where the tuned library's calls failed or did not run "
+        f"({kinds}{': ' + where if where else ''}); the figures leave them out"
+    )
 
 
 def failed_calls(samples: pd.DataFrame, arm: str) -> dict[str, list[dict[str, Any]]]:

@@ -32,7 +32,6 @@ import re
 import shutil
 import subprocess
 import sys
-from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -43,6 +42,7 @@ from oto.deck.model import read_library_yaml
 from oto.files import atomic_write_text, read_yaml, read_yaml_mirrored, write_yaml
 from oto.hardware.simulated.checks import final_model_check
 from oto.measurement.selection import final_row_problem
+from oto.rocblas.compare import tuned_failures_note
 from oto.rocblas.decisions import apply_replacements
 from oto.rocblas.verify import read_verify
 from oto.tensile.create_library import tcl_command
@@ -396,11 +396,7 @@ def pr_description(
                 regressions += [(fam, r) for r in s.get("regressions") or []]
                 wrong += s.get("baseline_failed") or []
                 if failed := s.get("failed"):  # the tuned library's own calls: a hang must be seen
-                    kinds = ", ".join(
-                        f"{k} {n}" for k, n in sorted(Counter(str(f["status"]) for f in failed).items())
-                    )
-                    own.append(f"- {fam}: the tuned library's calls failed or did not run at {len(failed)} "
-                               f"size(s) ({kinds}); the figures above leave them out")  # fmt: skip
+                    own.append(f"- {fam}: {tuned_failures_note(failed)}")
             out.append("")
             out += [*own, ""] if own else []
             for _fam, r in regressions:
