@@ -46,7 +46,7 @@ from oto.gemm import Library
 from oto.hardware.ceilings import family_peak_gflops, roofline_gflops
 from oto.measurement.dispatch import runtime_key
 from oto.measurement.selection import FLOOR_FAILED, NOT_MEASURED, summarise, verdict
-from oto.reporting.figures import library_verdict, with_roofline
+from oto.reporting.figures import library_verdict, realistic_roofline
 
 FAILED = frozenset({"validation_failed", "crash", "timeout"})  # a launch that disqualifies its kernel there
 
@@ -405,12 +405,15 @@ def per_device(
         mine = [c for c in contribs if c.device == d]
         rows = [r for c in mine for r in (c.evidence.final or []) if r.get("winner")]
         # the realistic roofline, as the tuning run's report has it: the launch overhead counted
-        # (oto.reporting.figures.with_roofline)
+        # (oto.reporting.figures.realistic_roofline)
         ceilings = roofline_gflops(profiles[d], lib.family, *sizes.T)
-        roof = [{"size_index": i, "ceiling_gflops": float(c), "gflops": 1.0} for i, c in enumerate(ceilings)]
         launch_us = (profiles[d].get("timing") or {}).get("launch_us")
-        roof = with_roofline(roof, deck.sizes, float(lib.family.flops_per_mac), None, launch_us)
-        pct = [100 * r["gflops"] / roof[r["size_index"]]["roofline_gflops"] for r in rows if r.get("gflops")]
+        fpm = lib.family.flops_per_mac
+        roof = [
+            realistic_roofline(float(c), s, fpm, launch_us)[0] if launch_us and c > 0 else float(c)
+            for c, s in zip(ceilings, deck.sizes, strict=True)
+        ]
+        pct = [100 * r["gflops"] / roof[r["size_index"]] for r in rows if r.get("gflops")]
         out[d] = {
             "finished": any(c.evidence.final for c in mine),
             "bundles": len(mine),

@@ -107,6 +107,18 @@ def verdict_kind(text: str) -> str:
     }.get(text, "cool-gray")
 
 
+def realistic_roofline(
+    ceiling: float, size: Sequence[int], flops_per_mac: float, launch_us: float
+) -> tuple[float, bool]:
+    """(GFLOPS, latency-bound) at one size [M, N, batch, K, ...]: the roofline ``ceiling`` with the launch
+    overhead counted (the time of the work at the ceiling plus ``launch_us``), and whether the launch takes
+    at least as long as the work."""
+    m, n, batch, k = (float(x) for x in size[:4])
+    flops = flops_per_mac * m * n * batch * k
+    work_ns, launch_ns = flops / ceiling, 1000.0 * launch_us  # flops / GFLOPS = ns
+    return flops / (work_ns + launch_ns), launch_ns >= work_ns
+
+
 def with_roofline(
     rows: Sequence[Mapping],
     sizes: Sequence[Sequence[int]],
@@ -124,12 +136,9 @@ def with_roofline(
         if ceiling and ceiling > 0:
             bound = "compute" if peak and ceiling >= peak * (1 - 1e-9) else "memory"
         if launch_us and ceiling and ceiling > 0 and isinstance(i, int) and 0 <= i < len(sizes):
-            m, n, batch, k = (float(x) for x in sizes[i][:4])
-            flops = flops_per_mac * m * n * batch * k
-            work_ns, launch_ns = flops / ceiling, 1000.0 * launch_us  # flops / GFLOPS = ns
-            roof = flops / (work_ns + launch_ns)
+            roof, latency_bound = realistic_roofline(ceiling, sizes[i], flops_per_mac, launch_us)
             pct = 100 * gflops / roof if gflops is not None else None
-            bound = "latency" if launch_ns >= work_ns else bound
+            bound = "latency" if latency_bound else bound
         row.update(roofline_gflops=roof, pct_roofline=pct, bound=bound)
         out.append(row)
     return out
