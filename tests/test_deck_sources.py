@@ -134,7 +134,8 @@ RIGS: dict[str, Callable[[Path], SourceRig]] = {
 
 
 def _bad_size(name: str, rig: SourceRig, tmp: Path) -> tuple[Path, str]:
-    """The rig's source with one size zero (M = 0): the file it is in, and what the message must name."""
+    """The rig's source with one size zero (M = 0; a workload's: negative): the file it is in, and what the
+    message must name."""
     if name == "manifest":
         lib = copy.deepcopy(MANIFEST.libraries[NN])
         lib.sizes[2] = [0, *lib.sizes[2][1:]]
@@ -147,12 +148,13 @@ def _bad_size(name: str, rig: SourceRig, tmp: Path) -> tuple[Path, str]:
         return tmp / "bad", rf"vega10_{NN}.yaml: element 7 \(exact logic\) row 0 \[0, .*M = 0"
     if name == "rocblas":  # oto's .dat writer takes only readable logic files; the reader's tests cover it
         return None, ""
+    # a workload: a negative size (rocBLAS logs a zero one it returns from at once: uncovered, not bad)
     text = rig.path.read_text().splitlines()
-    text[1] = text[1].replace("512_512_2048", "0_512_2048").replace("M: 512,", "M: 0,")
+    text[1] = text[1].replace("512_512_2048", "-512_512_2048").replace("M: 512,", "M: -512,")
     tmp.mkdir(parents=True, exist_ok=True)
     path = tmp / rig.path.name
     path.write_text("\n".join(text) + "\n")
-    return path, rf"{rig.path.name}:2: .*M = 0"
+    return path, rf"{rig.path.name}:2: "
 
 
 def test_every_registered_source_has_a_rig_and_the_schema_enums_are_the_registry():
@@ -220,7 +222,7 @@ def test_deck_source_contract(name, tmp_path):
     assert read_library_yaml(path) == one.libraries[NN]
 
     bad, says = _bad_size(name, rig, tmp_path / "bad")
-    if bad is not None:  # a zero size fails the plan or the check, naming the file and the row or line
+    if bad is not None:  # a bad size fails the plan or the check, naming the file and the row or line
         with pytest.raises((DeckError, LogicFileError), match=says):
             broken = make_source(name, bad, rig.arch)
             broken.check(broken.plan().libraries)

@@ -5,6 +5,7 @@ docstring for the upstream sources)."""
 
 from __future__ import annotations
 
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -19,6 +20,14 @@ from oto.deck.workload import (
 )
 
 DATA = Path(__file__).resolve().parent / "data" / "workload"
+
+
+def _bench_text(line: str):
+    """A rocblas-bench log of one line, read."""
+    with tempfile.TemporaryDirectory() as folder:
+        path = Path(folder) / "bench.log"
+        path.write_text(line + "\n")
+        return read_rocblas_log(path)
 
 
 def _by_size(workload):
@@ -52,17 +61,34 @@ def test_tunableop_gemms_rocblas_does_not_run_are_uncovered_with_the_reason():
     scaled = "ScaledGemmTunableOp_Float8_e4m3fnuz_Float8_e4m3fnuz_BFloat16_NT"
     assert "hipBLASLt" in reasons[scaled][0] and reasons[scaled][1:] == ("tunableop_untuned0.csv:7", 1)
     assert "bias epilogue" in reasons["GemmAndBiasTunableOp_float_TN"][0]
-    assert len(w.uncovered) == 2
+    # a zero size is a call rocBLAS returns from at once, as alpha = 0 is one it runs no GEMM kernel for
+    (zero,) = [u for u in w.uncovered if u.where == "tunableop_untuned0.csv:11"]
+    assert zero.reason == "M = 0: rocBLAS returns at once (nothing to compute; no kernel runs)"
+    assert len(w.uncovered) == 3 and not w.problems
 
 
-def test_zero_and_negative_sizes_name_the_file_and_line():
-    w = read_tunableop(DATA / "tunableop_untuned0.csv")
-    (zero,) = [p for p in w.problems if ":11:" in p]
-    assert zero.startswith("tunableop_untuned0.csv:11: ") and "M = 0" in zero
+def test_a_negative_size_names_the_file_and_line_and_a_zero_one_runs_no_kernel():
+    """rocBLAS rejects a negative size (a log that holds one is not read as it is), while it logs a zero
+    size or K = 0 before it returns or only scales C: such a call is uncovered, like alpha = 0, and the
+    dry-run goes on."""
     bench = read_rocblas_log(DATA / "rocblas_bench.log")
-    assert any(p.startswith("rocblas_bench.log:9: ") and "M = -8" in p for p in bench.problems)
+    assert any(p.startswith("rocblas_bench.log:9: ") and "M = -8: a GEMM size is not negative" in p
+               for p in bench.problems)  # fmt: skip
     profile = read_rocblas_log(DATA / "rocblas_profile.yaml")
-    assert any(p.startswith("rocblas_profile.yaml:6: ") and "M = 0" in p for p in profile.problems)
+    assert not profile.problems
+    (zero,) = [u for u in profile.uncovered if u.where == "rocblas_profile.yaml:6"]
+    assert zero.reason.startswith("M = 0: rocBLAS returns at once") and zero.weight == 3
+    for flag, reason in (("-k 0", "K = 0: C is only scaled by beta"), ("--batch_count 0", "batch_count = 0")):
+        line = "./rocblas-bench -f gemm_strided_batched -r f32_r -m 8 -n 8 -k 8 --batch_count 2 " + flag
+        (u,) = _bench_text(line).uncovered
+        assert u.reason.startswith(reason)
+
+
+def test_a_bench_option_that_is_not_a_number_is_named():
+    for flag, said in (("-n abc", "-n 'abc' is not an integer"), ("--lda x1", "--lda 'x1' is not an integer"),
+                       ("--alpha one", "--alpha 'one' is not a number")):  # fmt: skip
+        (problem,) = _bench_text(f"./rocblas-bench -f gemm -r f32_r -m 8 -n 8 -k 8 --lda 8 {flag}").problems
+        assert said in problem
 
 
 def test_pytorch_2_2_results_file_without_leading_dimensions():
@@ -208,7 +234,7 @@ def test_covered_by_reports_the_libraries_a_deck_lacks():
     }
     lacked = {u.library: u.reason for u in missing if u.library}
     assert "no library Cijk_Ailk_Bljk_BBS_BH" in lacked["Cijk_Ailk_Bljk_BBS_BH"]
-    assert sum(u.weight for u in missing) + sum(sum(s.values()) for s in covered.values()) == w.weight + 2
+    assert sum(u.weight for u in missing) + sum(sum(s.values()) for s in covered.values()) == w.weight + 3
 
 
 def _call(a, c, compute, ta="N", tb="N", batching="none"):

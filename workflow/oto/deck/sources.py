@@ -589,7 +589,7 @@ class WorkloadSource(_Source):
         return SourcePlan(str(self.path), {n: (str(self.path),) for n in w.library_weights()})
 
     def check(self, libraries: Sequence[str]) -> None:
-        """Every line was read: a truncated file, a zero or negative size, a line of another format or of a
+        """Every line was read: a truncated file, a negative size, a line of another format or of a
         PyTorch version oto does not read fails here, naming file and line (what can be read is never
         guessed)."""
         problems = self.workload().problems

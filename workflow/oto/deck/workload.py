@@ -286,17 +286,14 @@ class _Collector:
             self._uncovered[key] = Uncovered(what, reason, weight, self.where(lineno))
 
     def add(self, lineno: int, call: GemmCall, weight: int) -> None:
-        why = _call_problem(call)
+        zero = _zero_size(call)
+        why = "" if zero else _call_problem(call)
         if why:
             self.problem(lineno, f"{call.describe()}: {why}")
             return
-        if call.alpha == 0.0:
-            self.uncovered(
-                lineno,
-                call.describe(),
-                "alpha = 0: rocBLAS runs it as K = 0 (C is only scaled by beta; no GEMM kernel runs)",
-                weight,
-            )
+        if zero or call.alpha == 0.0:
+            alpha = "alpha = 0: rocBLAS runs it as K = 0 (C is only scaled by beta; no GEMM kernel runs)"
+            self.uncovered(lineno, call.describe(), zero or alpha, weight)
             return
         library, why = tensile_library(call)
         if library is None:
@@ -314,14 +311,23 @@ class _Collector:
         return w
 
 
+def _zero_size(call: GemmCall) -> str:
+    """Why rocBLAS runs no GEMM kernel for a call with a zero size ('' if it has none, or a negative one,
+    which rocBLAS rejects): its logs hold such calls, made before it returns."""
+    sizes = (("M", call.m), ("N", call.n), ("batch_count", call.batch), ("K", call.k))
+    if any(v < 0 for _, v in sizes):
+        return ""
+    for name, v in sizes[:3]:
+        if v == 0:
+            return f"{name} = 0: rocBLAS returns at once (nothing to compute; no kernel runs)"
+    return "K = 0: C is only scaled by beta (no GEMM kernel runs)" if call.k == 0 else ""
+
+
 def _call_problem(call: GemmCall) -> str:
     """Why rocBLAS would not run this call as a GEMM ('' if it would): sizes, leading dimensions, types."""
     for name, v in (("M", call.m), ("N", call.n), ("batch_count", call.batch), ("K", call.k)):
-        if v < 1:
-            return (
-                f"{name} = {v}: a GEMM size is at least 1 (rocBLAS returns at once for a zero size and "
-                "rejects a negative one)"
-            )
+        if v < 0:
+            return f"{name} = {v}: a GEMM size is not negative (rocBLAS rejects the call)"
     why = size_problem([call.m, call.n, call.batch, call.k])
     if why:
         return why
@@ -574,13 +580,22 @@ def _bench_options(tokens: list[str]) -> dict[str, str]:
 def _bench_call(opts: Mapping[str, str], function: str) -> GemmCall:
     """A GemmCall from rocblas-bench's options (its defaults where a line leaves one out)."""
 
+    def flag(name: str) -> str:
+        return f"-{name}" if len(name) == 1 else f"--{name}"
+
     def integer(name: str, default: int | None = None) -> int | None:
         if name not in opts:
             return default
-        return int(opts[name])
+        try:
+            return int(opts[name])
+        except ValueError:
+            raise ValueError(f"{flag(name)} {opts[name]!r:.40} is not an integer") from None
 
     def number(name: str, default: float) -> float:
-        return float(opts[name]) if name in opts else default
+        try:
+            return float(opts[name]) if name in opts else default
+        except ValueError:
+            raise ValueError(f"{flag(name)} {opts[name]!r:.40} is not a number") from None
 
     precision = rocblas_type(opts.get("r") or opts.get("precision") or "f32_r")
     if function.endswith("_ex"):
@@ -601,9 +616,9 @@ def _bench_call(opts: Mapping[str, str], function: str) -> GemmCall:
         batching=batching,
         trans_a=opts.get("transposeA", "N").upper(),
         trans_b=opts.get("transposeB", "N").upper(),
-        m=int(opts["m"]),
-        n=int(opts["n"]),
-        k=int(opts["k"]),
+        m=integer("m"),
+        n=integer("n"),
+        k=integer("k"),
         batch=integer("batch_count", 1) if batching != "none" else 1,
         a_type=a,
         c_type=c,
