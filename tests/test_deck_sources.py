@@ -418,3 +418,20 @@ def test_a_bad_workload_fails_the_plan_naming_file_and_line(tmp_path):
         plan_workload(settings)
     with pytest.raises(DeckConfigError, match=r"'deck.path': .*missing.csv is not a file"):
         make_source("rocblas-log", tmp_path / "missing.csv", "gfx900").plan()
+
+
+@pytest.mark.parametrize(
+    ("name", "text", "says"),
+    [
+        ("tunableop", "a,b,c\n1,2,3\n", r"2 line\(s\) oto cannot read as a tunableop workload: other\.csv:1"),
+        ("rocblas-log", "./rocblas-bench -f axpy -r f32_r -n 1024 --alpha 2\n",
+         r"no GEMM oto has a Tensile library for \(only other BLAS calls: axpy 1\)"),
+    ],
+)  # fmt: skip
+def test_a_workload_without_a_gemm_says_what_it_holds(tmp_path, name, text, says):
+    """A file of another form is a file oto cannot read (its lines named), not one without a GEMM; a log of
+    other BLAS calls says which."""
+    path = tmp_path / ("other.csv" if name == "tunableop" else "other.log")
+    path.write_text(text)
+    with pytest.raises(DeckError, match=says):
+        make_source(name, path, PROFILE).plan()

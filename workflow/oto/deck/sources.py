@@ -582,8 +582,10 @@ class WorkloadSource(_Source):
     def plan(self) -> SourcePlan:
         w = self.workload()
         if not w.gemms:
+            self.check([])  # lines it cannot read are what a user must see first (a file of another form)
+            others = ", ".join(f"{f} {n}" for f, n in w.skipped.items())
             why = "; ".join(f"{u.where}: {u.reason}" for u in w.uncovered[:PROBLEMS_SHOWN]) or (
-                "; ".join(w.problems[:PROBLEMS_SHOWN]) or "no GEMM in it"
+                f"only other BLAS calls: {others}" if others else "no GEMM in it"
             )
             raise DeckError(f"{self.path}: no GEMM oto has a Tensile library for ({why})")
         return SourcePlan(str(self.path), {n: (str(self.path),) for n in w.library_weights()})
