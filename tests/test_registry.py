@@ -132,6 +132,18 @@ def test_a_corrupted_store_is_set_aside_not_lost(tmp_path):
     assert Store.open_optional(tmp_path / "missing.sqlite") is None
 
 
+def test_a_store_rebuilt_takes_the_job_files_of_libraries_this_run_did_not_select(tmp_path):
+    """An earlier run tuned another library in the same folder; this run selects one. A store damaged beyond
+    salvage is rebuilt from every job file on disk, not only this run's: the other library's records stay."""
+    earlier = write_gen(tmp_path, 0, [params(8)], library="Cijk_Alik_Bljk_DB")
+    store = store_path(tmp_path / "gfx90c")
+    consolidate([earlier], store)
+    store.write_bytes(b"this is not sqlite" * 100)
+    summary = consolidate([write_gen(tmp_path, 0, [params(2)])], store)
+    assert "rebuilt from 2 job file(s) (1 of them this run's jobs did not write)" in summary["problems"][-1]
+    assert summary["libraries"] == 2 and summary["rebuilt"]["job_files"] == 2
+
+
 def test_knowledge_dedupes_by_candidate_size_and_protocol(tmp_path):
     f0 = write_gen(tmp_path, 0, [params(2), params(4)])
     f1 = write_gen(tmp_path, 0, [params(8)], library="Cijk_Alik_Bljk_DB")  # another pattern of the family

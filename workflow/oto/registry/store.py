@@ -234,10 +234,26 @@ def consolidate(job_files: Sequence[Path], store: Path, out_summary: Path | None
         Path(store).replace(broken)
         kept = salvage(broken)
         records += kept
-        rebuilt = {"damaged": str(broken), "job_files": len(job_files), "salvaged_records": len(kept)}
+        # the job files of libraries this run did not select (an earlier run's families) are knowledge too
+        mine = {Path(f).resolve() for f in job_files}
+        others = [
+            f
+            for f in sorted(Path(store).parent.parent.glob("*/gen*/registry.jsonl"))
+            if f.resolve() not in mine
+        ]
+        for f in others:
+            res = read_job_file(f)
+            problems += res.problems
+            records += res.records
+        rebuilt = {
+            "damaged": str(broken),
+            "job_files": len(job_files) + len(others),
+            "salvaged_records": len(kept),
+        }
         problems.append(
-            f"{exc}; moved aside to {broken} and rebuilt from {len(job_files)} job file(s) and "
-            f"{len(kept)} record(s) still readable in it"
+            f"{exc}; moved aside to {broken} and rebuilt from {len(job_files) + len(others)} job file(s) "
+            f"({len(others)} of them this run's jobs did not write) and {len(kept)} record(s) still readable "
+            "in it"
         )
         log.warning("registry: %s", problems[-1])
         db = Store(store, readonly=False)
