@@ -273,3 +273,16 @@ def test_the_native_floor_is_in_both_reports_and_absent_without_one(tmp_path):
     assert "gfx1103 (upstream/gfx1103)" in cells[1] and cells[6:] == ["1", "1"]  # kept, wrong results
     measured = [r for r in final["per_size"] if r["vs_native"]]
     assert cells[2] == str(len(measured)) and f"| {final['library']} | gfx1103 (upstream/gfx1103) |" in text
+
+
+def test_the_seed_said_is_the_one_the_finished_libraries_were_tuned_with(tmp_path):
+    """A folder re-run with another seed keeps its finished libraries: the report says their night's seed, not
+    the config's (which tuned nothing here); without a recorded night it says the config's."""
+    res = make_results(tmp_path)
+    assert collect(res, {**CONFIG, "seed": 7})["seed"] == 7
+    path = res / "Cijk_Ailk_Bljk_DB" / "final.yaml"
+    final = yaml.safe_load(path.read_text())
+    final["night"] = {"id": "night-1", "seed": 3, "families": ["DB"], "backend": "sim"}
+    path.write_text(yaml.safe_dump(final))
+    data = collect(res, {**CONFIG, "seed": 7})
+    assert data["seed"] == "3" and data["nights"]["night-1"]["seed"] == 3

@@ -563,19 +563,22 @@ def collect(
     if deck.get("workload"):  # what the run's workload calls, covered or not, and the time it saves
         rows = figures.workload_rows(finals, deck["workload"].get("files") or [])
         workload = {"workload": {"deck": deck["workload"], **rows}}
+    ran = nights([lib for lib in libs if lib["final"]])
+    # the seeds the finished libraries were tuned with: a folder re-run with another seed keeps its finals
+    seeds = sorted({str(n["seed"]) for n in ran.values() if n.get("seed") is not None})
     return {
         **workload,
         "arch": arch,
         "generated_at": datetime.now(UTC).strftime("%Y-%m-%d %H:%M:%S UTC"),
         "state": _state(libs),
         "max_generations": max_gen,
-        "seed": config.get("seed"),
+        "seed": ", ".join(seeds) if seeds else config.get("seed"),
         "tie_tolerance": tol,
         "numbers": numbers,
         "backends": backends,
         "measurement": measurement_kinds(libs),
         # the runs that finished the libraries: nights accumulate in one folder
-        "nights": nights([lib for lib in libs if lib["final"]]),
+        "nights": ran,
         "simulated_build_banner": simulated_build_banner(numbers, package),
         "model_check": (
             model_check_for(arch, config, (deck.get("provenance") or {}).get("deck_of"))
