@@ -309,6 +309,10 @@ def test_a_narrower_target_speaks_of_what_it_built(tmp_path):
     # the report rebuilt: the whole run's headline again, but the library was not rebuilt
     text = "\n".join(run_summary(res, 1, "1 s", built=[str(res / "dashboard" / "index.html")]))
     assert "headline" in text and "library    not built by this run" in text
+    # a final.yaml a later failure took away (Snakemake deletes a failed job's outputs) is not named
+    (nn / "final.yaml").unlink()
+    text = "\n".join(run_summary(res, 3, "4 s", ["finalize"], built=built))
+    assert "final.yaml" not in text and "not built by this run" in text
 
 
 @pytest.mark.slow

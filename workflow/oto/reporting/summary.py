@@ -183,7 +183,9 @@ def run_summary(
     else:
         lines.append(f"oto: {jobs} jobs finished in {elapsed}.")
     if results is not None:
-        outs = None if built is None else {Path(p) for p in built}
+        # a finished job's output a later failure took away (Snakemake deletes a failed job's outputs) is
+        # not something this run built
+        outs = None if built is None else {Path(p) for p in built if Path(p).exists()}
         whole = outs is None or any(
             results / f in outs for f in (LIBRARY, "acceptance.html", "dashboard/index.html")
         )
