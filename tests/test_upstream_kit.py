@@ -135,6 +135,11 @@ def test_the_kit_is_laid_out_as_rocblas_lays_out_its_libraries(tmp_path):
     assert "1.31 [1.2, 1.4]" in pr and "Tensile/Source/lib/include/Tensile/AMDGPU.hpp" in pr
     patch = (tmp_path / "kit" / "patches" / "ROCm-Tensile.patch").read_text()
     assert "no checkout given" in patch and "architectureMap: 'gfx90c':'gfx90c'" in patch
+    # without checkouts PR.md says the patches list the edits (it said "one patch per repository")
+    assert (
+        "a file per repository: ROCm/Tensile's the edits listed, no diff (`oto upstream --tensile-src "
+        "<checkout>` writes one); ROCm/rocBLAS's the edits listed" in pr
+    )
 
 
 def test_the_kit_refuses_simulated_or_missing_evidence_unless_told(tmp_path):
@@ -287,6 +292,10 @@ def test_the_patches_are_diffs_that_apply_to_the_checkouts(tmp_path):
         subprocess.run(["git", "apply", str(path)], cwd=root, check=True)
     t, r = roots["ROCm/Tensile"], roots["ROCm/rocBLAS"]
     assert "(9,0,10), (9,0,12)," in (t / "Tensile/Common.py").read_text()
+    kit, fresh = tmp_path / "kit", checkouts(tmp_path / "fresh")["ROCm/Tensile"]
+    write_kit(results_folder(tmp_path), PROFILE, kit, VERIFY, COMPARE, sources={"ROCm/Tensile": fresh})
+    said = (kit / "PR.md").read_text()  # which patch is a diff
+    assert "per repository: ROCm/Tensile's a diff (`git apply` in its checkout); ROCm/rocBLAS's the" in said
     assert (
         "'gfx90a':'aldebaran', 'gfx90a:xnack+':'aldebaran',\n  'gfx90c':'gfx90c',\n"
         in (t / "Tensile/Common.py").read_text()

@@ -32,7 +32,7 @@ import re
 import shutil
 import subprocess
 import sys
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -243,6 +243,11 @@ def patch_name(repo: str) -> str:
     return f"patches/{repo.replace('/', '-')}.patch"
 
 
+def src_flag(repo: str) -> str:
+    """The ``oto upstream`` option that names a checkout of ``repo`` (ROCm/Tensile: --tensile-src)."""
+    return f"--{repo.split('/')[1].lower()}-src"
+
+
 def patch_text(edits: Sequence[Edit], sources: Mapping[str, Path | None]) -> tuple[dict[str, str], list[str]]:
     """({repository: its patch}, problems). A repository's patch is a unified diff of its files (``git apply``
     or ``patch -p1`` in its checkout) when its checkout is given (``sources``: repo -> folder), else its
@@ -259,8 +264,7 @@ def patch_text(edits: Sequence[Edit], sources: Mapping[str, Path | None]) -> tup
             *[f"#   {e.path}: {e.what}" for e in mine],
         ]
         if root is None:
-            flag = f"--{repo.split('/')[1].lower()}-src"
-            out.append(f"# The diff itself: oto upstream {flag} <a {repo} checkout>.")
+            out.append(f"# The diff itself: oto upstream {src_flag(repo)} <a {repo} checkout>.")
             patches[repo] = "\n".join(out) + "\n"
             continue
         for path in dict.fromkeys(e.path for e in mine):
@@ -304,6 +308,19 @@ def refusal(
     return why
 
 
+def _patch_kinds(edits: Sequence[Edit], diffed: Collection[str]) -> str:
+    """What each repository's patch file is: a diff to apply, or (no checkout given) the edits to make."""
+    kinds = []
+    for repo in dict.fromkeys(e.repo for e in edits):
+        if repo in diffed:
+            kinds.append(f"{repo}'s a diff (`git apply` in its checkout)")
+        else:
+            kinds.append(
+                f"{repo}'s the edits listed, no diff (`oto upstream {src_flag(repo)} <checkout>` writes one)"
+            )
+    return "; ".join(kinds) + ":"
+
+
 def pr_description(
     profile: Mapping[str, Any],
     logic: Sequence[Mapping[str, Any]],
@@ -313,8 +330,10 @@ def pr_description(
     edits: Sequence[Edit],
     not_measured: Sequence[str],
     coverage: str | None = None,
+    diffed: Collection[str] = (),
 ) -> str:
-    """PR.md (see the module doc). ``logic``: per logic file {file, library, solutions, rows}."""
+    """PR.md (see the module doc). ``logic``: per logic file {file, library, solutions, rows}; ``diffed``: the
+    repositories whose patch is a diff (their checkout was given), the others' lists the edits."""
     arch, schedule = str(profile["arch"]), str(profile["tensile"]["logic_prefix"])
     out = []
     if not_measured:
@@ -335,7 +354,8 @@ def pr_description(
         f"{sum(x['rows'] for x in logic)} exact sizes, families "
         f"{', '.join(sorted({x['library'].split('_', 3)[3] for x in logic}))}.",
         *([coverage] if coverage else []),
-        f"- `patches/`: {arch} made known to Tensile and rocBLAS (one patch per repository):",
+        f"- `patches/`: {arch} made known to Tensile and rocBLAS, a file per repository: "
+        + _patch_kinds(edits, diffed),
         *[f"  - {e.repo} `{e.path}`: {e.what}" for e in edits],
         "",
         "## Where the numbers come from",
@@ -539,7 +559,18 @@ def write_kit(
         atomic_write_text(out / patch_name(repo), text)
     coverage = coverage_line(results, logic, unfinished)
     atomic_write_text(
-        out / "PR.md", pr_description(profile, logic, records, verify, compare, edits, not_measured, coverage)
+        out / "PR.md",
+        pr_description(
+            profile,
+            logic,
+            records,
+            verify,
+            compare,
+            edits,
+            not_measured,
+            coverage,
+            {repo for repo, root in (sources or {}).items() if root is not None},
+        ),  # fmt: skip
     )
     kit = {
         "arch": profile["arch"],
