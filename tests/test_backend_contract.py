@@ -146,6 +146,7 @@ def test_backend_contract(name, tmp_path):
     prov = backend.provenance()
     assert prov["backend"] == name and prov["numbers"] == cls.numbers
     json.dumps(prov)  # provenance goes into YAML and JSON records as it is
+    assert backend.quarantined("Cijk_Ailk_Bljk_DB") == {}  # nothing took this rig's GPU down
 
     built = backend.build(rig.problem, rig.kernels, tmp_path / "work")
     assert [b.kernel_id for b in built] == [k.id for k in rig.kernels]

@@ -35,6 +35,7 @@ from oto.deck.sources import (
 from oto.deck.tuning_sizes import deck_tuning_indices, tuning_indices
 from oto.gemm import Library
 from oto.hardware.profile import load_profile
+from oto.search.candidates import candidates_document
 from oto.tensile import legality
 from oto.tensile.baseline import LABEL, baseline_kernel
 from oto.tensile.logic_reader import LogicFileError
@@ -435,3 +436,23 @@ def test_a_workload_without_a_gemm_says_what_it_holds(tmp_path, name, text, says
     path.write_text(text)
     with pytest.raises(DeckError, match=says):
         make_source(name, path, PROFILE).plan()
+
+
+def test_a_floor_kernel_quarantined_on_this_gpu_hands_its_sizes_to_the_nearest_other():
+    """A spoof kernel that took this GPU down (the GPU-reset quarantine) is no yardstick for a generation: its
+    sizes race the nearest shipped size's other kernel, and candidates.yaml says which and why."""
+    own = MANIFEST.libraries[NN]
+    indices = list(range(len(own.sizes)))
+    refs = own.references(indices, LIMITS)
+    hung = refs[0]["id"]
+    served = [i for i in indices if refs[i]["id"] == hung]
+    avoided = own.references(indices, LIMITS, {hung: "it took the GPU down (gpu_reset)"})
+    for i in indices:
+        if i in served:
+            note = avoided[i]["substitute"]
+            assert avoided[i]["id"] not in (None, hung)
+            assert note["reason"] == "quarantined on this GPU: it took the GPU down (gpu_reset)"
+        else:
+            assert avoided[i] == refs[i]
+    doc = candidates_document(own, 0, False, [], indices, LIMITS, set(), avoid={hung: "gpu_reset"})
+    assert hung not in {k["id"] for k in doc["kernels"]} and set(doc["reference_substitutes"]) == set(served)

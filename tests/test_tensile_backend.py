@@ -572,3 +572,19 @@ def test_the_probe_is_asked_once_per_install(profile, tmp_path):
     assert TensileBackend(profile, failing, "s").provenance()["probe"].startswith("failed")
     cached = json.loads((tmp_path / "cache" / "probe.json").read_text())
     assert len(cached) == 1 and next(iter(cached.values()))["info"]["path"] == str(install)
+
+
+def test_the_kernels_quarantined_on_this_device_are_the_backends_to_avoid(profile, tmp_path):
+    """What emit hands the floor (no yardstick at a size whose spoof kernel took the GPU down): the library's
+    kernels the quarantine names on this machine's device, not another device's, not another library's."""
+    from oto.registry.gpu_journal import Quarantine
+
+    be = backend(profile, tmp_path)
+    device = be.journal().device
+    quarantine = Quarantine(tmp_path / "registry" / "quarantine.jsonl")
+    sb, other = "Cijk_Ailk_Bjlk_SB", "Cijk_Ailk_Bljk_SB"
+    for lib, kid, on in ((sb, "k0123456789ab", device), (sb, "kbbbbbbbbbbbb", "gfx1100"),
+                         (other, "kcccccccccccc", device)):  # fmt: skip
+        record = {"kind": "failed", "kernel_id": kid, "library": lib, "status": "gpu_reset"}
+        quarantine.add({**record, "reason": f"took {on} down", "tool_versions": json.dumps({"device": on})})
+    assert be.quarantined("Cijk_Ailk_Bjlk_SB") == {"k0123456789ab": f"took {device} down"}

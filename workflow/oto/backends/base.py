@@ -183,6 +183,11 @@ class Backend(Protocol):
         """Facts that make a result reproducible: backend, numbers, versions, seeds."""
         ...
 
+    def quarantined(self, library: str) -> dict[str, str]:
+        """{kernel id: why} of ``library``'s kernels this GPU never runs again (they took it down: the
+        GPU-reset quarantine, oto.registry.gpu_journal); none where no GPU runs them."""
+        ...
+
     def build(self, problem: Problem, kernels: Sequence[Kernel], workdir: Path) -> list[BuildResult]:
         """Compile (or check) every kernel; one result per kernel, failures included."""
         ...

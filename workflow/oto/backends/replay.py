@@ -51,6 +51,9 @@ class ReplayBackend:
     def costs(cls, config: Mapping[str, Any]) -> Costs:
         return Costs(launch_overhead_us=5.0, gpu_time_scale=0.0, source="a table lookup per launch")
 
+    def quarantined(self, library: str) -> dict[str, str]:
+        return {}  # no GPU to take down
+
     def provenance(self) -> dict[str, Any]:
         return {
             "backend": self.name,

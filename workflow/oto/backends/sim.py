@@ -109,6 +109,9 @@ class SimBackend:
         pace = float((config.get("sim") or {}).get("pace", config_defaults("sim")["pace"]))
         return Costs(launch_overhead_us=30.0, gpu_time_scale=pace, source="simulator (CPU) and sim.pace")
 
+    def quarantined(self, library: str) -> dict[str, str]:
+        return {}  # no GPU to take down
+
     def provenance(self) -> dict[str, Any]:
         return {
             "backend": self.name,

@@ -194,6 +194,10 @@ class TensileBackend:
         telemetry = "per_sweep" if self.telemetry_source()[0] is not None else "none"
         return Capabilities("reported", telemetry, self.sweeps_per_call)
 
+    def quarantined(self, library: str) -> dict[str, str]:
+        """From this machine's quarantine, those of this device (the journal's)."""
+        return {kid: why for (lib, kid), why in self.journal().quarantined().items() if lib == library}
+
     def provenance(self) -> dict[str, Any]:
         """Tensile's version and the device. A failed probe determines nothing: both facts it would have given
         are 'unknown', never a definite-looking default."""
@@ -403,9 +407,7 @@ class TensileBackend:
         journal = self.journal()
         for note in journal.recover({"tensile_client": self._probe_alone}):
             log.warning("GPU-reset journal: %s", note)
-        banned = {
-            kid: why for (lib, kid), why in journal.quarantined().items() if lib == problem.library.name
-        }
+        banned = self.quarantined(problem.library.name)
         sizes = [tuple(s.as_list() if isinstance(s, Size) else list(s)) for s in plan.sizes]
         located, missing = self._client_solutions(root, plan, [k for k in wanted if k not in banned])
         blocks, why_blocks = self._problem_blocks(problem, root, located, sizes)

@@ -45,10 +45,15 @@ class Floor(Protocol):
     source: str  # deck | a deck source's name | none
 
     def references(
-        self, deck: LibraryDeck, indices: Sequence[int], limits: legality.Limits | None = None
+        self,
+        deck: LibraryDeck,
+        indices: Sequence[int],
+        limits: legality.Limits | None = None,
+        avoid: Mapping[str, str] | None = None,
     ) -> dict[int, dict[str, Any]]:
         """``{size_index: {id, params, position}}`` for each deck size in ``indices`` (``substitute`` when the
-        picked kernel cannot be built and a neighbour's stands in; id None when no kernel can)."""
+        picked kernel cannot be built, or is one of ``avoid`` ({kernel id: why}: quarantined on this GPU),
+        and a neighbour's stands in; id None when no kernel can)."""
         ...
 
     def describe(self) -> dict[str, Any]:
@@ -85,11 +90,16 @@ class MatchingFloor:
         return str(self.where["source"])
 
     def references(
-        self, deck: LibraryDeck, indices: Sequence[int], limits: legality.Limits | None = None
+        self,
+        deck: LibraryDeck,
+        indices: Sequence[int],
+        limits: legality.Limits | None = None,
+        avoid: Mapping[str, str] | None = None,
     ) -> dict[int, dict[str, Any]]:
         library = Library.parse(deck.name)
         verdicts: dict[int, legality.Verdict] = {}
         resolved: dict[int, dict[str, Any]] = {}
+        avoid = avoid or {}
         rows = [j for j, s in enumerate(self.shipped) if s is not None]
         if not rows and indices:
             raise FloorError(f"{deck.name}: its floor ({self.source}) has no shipped row to serve a size")
@@ -98,8 +108,14 @@ class MatchingFloor:
             exact.setdefault(tuple(self.sizes[j][:4]), j)
 
         def verdict(pos: int) -> legality.Verdict:
+            """Whether the solution at ``pos`` can stand as the floor: built by Tensile, and not a kernel this
+            GPU must never run again (a quarantined one is no yardstick: it took the GPU down)."""
             if pos not in verdicts:
                 verdicts[pos] = legality.check(library, self.solutions[pos]["params"], limits)
+                if verdicts[pos].valid and avoid:
+                    resolved[pos] = legality.resolve(library, self.solutions[pos]["params"], limits)
+                    if why := avoid.get(candidate_id(resolved[pos])):
+                        verdicts[pos] = legality.Verdict(False, (f"quarantined on this GPU: {why}",), {})
             return verdicts[pos]
 
         def nearest(size: Sequence[int]) -> list[int]:
@@ -162,10 +178,17 @@ class BaselineFloor:
     source: str = NONE
 
     def references(
-        self, deck: LibraryDeck, indices: Sequence[int], limits: legality.Limits | None = None
+        self,
+        deck: LibraryDeck,
+        indices: Sequence[int],
+        limits: legality.Limits | None = None,
+        avoid: Mapping[str, str] | None = None,
     ) -> dict[int, dict[str, Any]]:
         params = baseline_kernel(Library.parse(deck.name), limits)
         kid = candidate_id(params)
+        if why := (avoid or {}).get(kid):  # no other kernel to stand in
+            note = {"shipped": BASELINE_LABEL, "reason": f"quarantined on this GPU: {why}", "used": None}
+            return {i: {"id": None, "params": None, "position": None, "substitute": note} for i in indices}
         return {i: {"id": kid, "params": dict(params), "position": None, "baseline": True} for i in indices}
 
     def describe(self) -> dict[str, Any]:

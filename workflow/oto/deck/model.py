@@ -233,7 +233,10 @@ class LibraryDeck:
         return floor_from_dict(self.native_floor, self.name).references(self, indices, limits)
 
     def references(
-        self, indices: list[int], limits: legality.Limits | None = None
+        self,
+        indices: list[int],
+        limits: legality.Limits | None = None,
+        avoid: Mapping[str, str] | None = None,
     ) -> dict[int, dict[str, Any]]:
         """The floor's kernel of each deck size in ``indices``, as Tensile resolves it.
 
@@ -241,8 +244,9 @@ class LibraryDeck:
         built (no form of it is legal for Tensile 4.44: see oto.deck.sources.reference_params): then the
         size is handed to the legal shipped solution of the nearest size (Euclidean in M, N, K, as Tensile's
         Matching table picks), and ``substitute`` says which and why; ``baseline`` when the floor is the
-        baseline kernel. See :mod:`oto.deck.floors`."""
-        return self.reference_floor().references(self, indices, limits)
+        baseline kernel; ``avoid`` ({kernel id: why}) names kernels this GPU must not run (quarantined),
+        handed on as one that cannot be built. See :mod:`oto.deck.floors`."""
+        return self.reference_floor().references(self, indices, limits, avoid)
 
     def shipped_gflops(self, size_index: int) -> float | None:
         """The GFLOPS the source recorded for its shipped solution at this size (None: nothing shipped)."""

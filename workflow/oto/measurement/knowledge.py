@@ -28,10 +28,12 @@ def job_knowledge(
     return knowledge(results, profile["arch"], library, config, sizes, provenance, True, measured_only)
 
 
-def job_measured(
+def emit_knowledge(
     results: Path, library: str, generation: int, sizes: Sequence, profile: Mapping, config: Mapping
-) -> frozenset[str]:
-    """All emit reads of :func:`job_knowledge`: the kernels measured under this job's protocol at every tuning
-    size (``measured_only``: nothing else is scored)."""
-    know = job_knowledge(results, library, generation, sizes, profile, config, measured_only=True)
-    return frozenset(know.measured) if know is not None else frozenset()
+) -> tuple[frozenset[str], dict[str, str]]:
+    """What emit reads: the kernels measured under this job's protocol at every tuning size
+    (``measured_only``: nothing else is scored), and {kernel id: why} of the library's kernels quarantined on
+    this GPU (no floor for a tuning size: they took the GPU down)."""
+    backend = resolve(config, profile, job_stream(library, f"gen{generation}"))
+    know = knowledge(results, profile["arch"], library, config, sizes, backend.provenance(), True, True)
+    return (frozenset(know.measured) if know is not None else frozenset()), backend.quarantined(library)

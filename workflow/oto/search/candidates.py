@@ -86,11 +86,13 @@ def candidates_document(
     limits: legality.Limits,
     seen: set[str],
     registry_seen: frozenset[str] = frozenset(),
+    avoid: Mapping[str, str] | None = None,
 ) -> dict[str, Any]:
     """candidates.yaml of one generation: the kernels to build (the legal, new ``proposals`` and the
     reference of each tuning size, the deck sizes at ``indices``), the rejected proposals, and the sizes
-    whose shipped kernel Tensile cannot build (handed to a nearby size's, or left without a reference). The
-    references are the deck's floor (oto.deck.floors). A frozen generation (converged) has no kernels."""
+    whose shipped kernel Tensile cannot build or this GPU must not run (``avoid``, {kernel id: why}: the
+    GPU-reset quarantine), handed to a nearby size's or left without a reference. The references are the
+    deck's floor (oto.deck.floors). A frozen generation (converged) has no kernels."""
     kernels, rejected = (
         ([], [])
         if frozen
@@ -100,7 +102,7 @@ def candidates_document(
     substitutes: dict[int, dict] = {}
     if not frozen:
         by_id = {k["id"]: k for k in kernels}
-        refs = deck.references(indices, limits)
+        refs = deck.references(indices, limits, avoid)
         for local, i in enumerate(indices):
             ref = refs[i]
             if "substitute" in ref:

@@ -9,7 +9,7 @@ from pathlib import Path
 from oto.deck.model import read_library_yaml
 from oto.deck.tuning_sizes import deck_tuning_indices
 from oto.files import read_yaml, read_yaml_mirrored, require, write_yaml_mirrored
-from oto.measurement.knowledge import job_measured
+from oto.measurement.knowledge import emit_knowledge
 from oto.search.candidates import candidates_document
 from oto.stages import PROVENANCE_FIELDS, Stage
 from oto.tensile import benchmark_config, install, legality
@@ -40,12 +40,10 @@ def run(
     previous = read_yaml_mirrored(previous_selection) if previous_selection is not None else {}
     seen = set(previous.get("measured", []))
     sizes = [list(deck.sizes[i][:4]) for i in idx]
-    measured = (
-        frozenset() if frozen else job_measured(Path(results), deck.name, generation, sizes, profile, config)
-    )
+    known = emit_knowledge(Path(results), deck.name, generation, sizes, profile, config) if not frozen else ()
     proposed = [] if frozen else require(proposals, "proposals", proposals_path, list)
-    limits = legality.Limits.from_profile(profile)
-    doc = candidates_document(deck, generation, frozen, proposed, idx, limits, seen, measured)
+    doc = candidates_document(deck, generation, frozen, proposed, idx, legality.Limits.from_profile(profile),
+                              seen, *known)  # fmt: skip
     write_yaml_mirrored(out_candidates, doc)  # with a JSON mirror: four jobs of the generation read it
     why = "library converged; results carried forward" if frozen else "no new legal candidate"
     reps = int(config["benchmark"]["repetitions"])
