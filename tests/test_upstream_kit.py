@@ -3,10 +3,12 @@ and rocBLAS changes an architecture needs (as diffs on checkouts, here small sam
 with the anchors of ROCm/Tensile a164ed70 and ROCm/rocBLAS b520bc83), and a PR description that refuses
 simulated evidence unless told. TensileCreateLibrary over the kit: tests/test_tensile_real.py."""
 
+import re
 import subprocess
 import sys
 from pathlib import Path
 
+import oto
 import pytest
 import yaml
 from oto.deck.model import write_library_yaml
@@ -126,6 +128,9 @@ def test_the_kit_is_laid_out_as_rocblas_lays_out_its_libraries(tmp_path):
                                                              "compare": "measured"}  # fmt: skip
     pr = (tmp_path / "kit" / "PR.md").read_text()
     assert "NOT FOR SUBMISSION" not in pr and "library/src/blas3/Tensile/Logic/asm_full/gfx90c/" in pr
+    # who wrote it, from which commit, and the run (night) behind each library
+    assert f"Written by oto {oto.__version__} (commit {oto.source_commit() or 'unknown'}" in pr
+    assert "drift: reference_timeline+sweep_clock; night `not recorded`" in pr  # finals without a night
     assert "| Cijk_Ailk_Bljk_DB | 7 | 1 |" in pr and "**measured** by tensile" in pr
     assert "regression vs spoof: Cijk_Alik_Bjlk_DB size 2: 0.93 [0.9, 0.96]" in pr
     assert (
@@ -324,3 +329,13 @@ def test_an_anchor_another_version_moved_is_named_not_guessed(tmp_path):
     assert "+++ b/Tensile/Common.py" in patches["ROCm/Tensile"]  # the rest is still written
     with pytest.raises(EditError):
         architecture_edits({**PROFILE, "arch": "gfx90c"})[0].apply("nothing here")
+
+
+def test_the_source_commit_is_this_checkouts():
+    """What the kit and every logic file's provenance name: the checkout's HEAD, marked dirty with changes."""
+    root = Path(oto.__file__).resolve().parents[2]
+    head = subprocess.run(["git", "rev-parse", "HEAD"], cwd=root, capture_output=True, text=True)
+    if head.returncode != 0:
+        pytest.skip("not a git checkout")
+    commit = oto.source_commit()
+    assert re.fullmatch(r"[0-9a-f]{12}(-dirty)?", commit) and commit[:12] == head.stdout.strip()[:12]

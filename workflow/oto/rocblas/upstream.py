@@ -360,6 +360,10 @@ def pr_description(
         "",
         "## Where the numbers come from",
         "",
+        f"Written by oto {oto.__version__} (commit {oto.source_commit() or 'unknown: not a git checkout'}); "
+        "each library's night is the run that finished it (its id digests that run's whole config; the "
+        "`.provenance.json` beside each logic file holds its settings).",
+        "",
     ]
     for r in records:
         prov = r.get("provenance") or {}
@@ -367,8 +371,10 @@ def pr_description(
             f"{k} {prov[k]}" for k in ("tensile_version", "device", "model_version", "seed") if k in prov
         )
         drift = (r.get("measurement") or {}).get("drift", "")
+        night = (r.get("night") or {}).get("id") or "not recorded"
         out.append(
-            f"- `{r.get('library')}`: **{r.get('numbers')}** by {r.get('backend')} ({facts}); drift: {drift}"
+            f"- `{r.get('library')}`: **{r.get('numbers')}** by {r.get('backend')} ({facts}); drift: "
+            f"{drift}; night `{night}`"
         )
     out += ["", f"## Correctness (verify: rocBLAS's own client, {_numbers(verify)})", ""]
     kit_libraries = {x["library"] for x in logic}

@@ -86,6 +86,7 @@ def logic_record(
         "generations": final.get("generations"),
         "night": final.get("night"),  # the run that finished the library (None: a final.yaml from before)
         "oto_version": oto.__version__,
+        "oto_commit": oto.source_commit(),  # None: not written from a git checkout
         **({"model_check": model_check} if model_check else {}),
         "about": "written by oto beside the logic file; TensileCreateLibrary reads only *.yaml/*.yml logic "
         "files",
