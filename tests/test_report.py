@@ -220,6 +220,9 @@ def test_report_gives_the_workloads_time_saved_and_the_weighted_geomean(tmp_path
     assert "| Cijk_Ailk_Bljk_DB | 40 | 2 ms | 1.5 ms | 0.5 ms | 0.4 ms … 0.6 ms | 25.0 |" in text
     assert "- t.csv:2: GemmAndBiasTunableOp_float_TN,tn_8_8_8 (3 calls): GEMM with a bias epilogue" in text
     assert 'data-test="workload"' in html and "400 … 600" in html and "3 calls not covered" in html
+    write_dashboard(res, CONFIG)  # the dashboard shows the same table
+    page = (res / "dashboard" / "index.html").read_text()
+    assert 'data-test="workload"' in page and "400 … 600" in page and "3 calls not covered" in page
 
 
 def test_a_capped_deck_is_stated_in_both_reports_and_a_whole_one_adds_nothing(tmp_path):
