@@ -329,3 +329,11 @@ def test_a_runs_jobs_parse_a_workload_file_once(tmp_path, monkeypatch):
     path.write_text(trace + profile.replace("call_count: 500", "call_count: 501"))
     with pytest.raises(AssertionError, match="parsed again"):
         wl.read_workload(path)
+
+
+def test_a_bench_line_with_quotes_is_read_as_the_shell_would():
+    """rocBLAS writes no quotes (oto splits such lines on spaces); a line someone quoted is read by shlex."""
+    plain = _bench_text("./rocblas-bench -f gemm -r f32_r --transposeA N -m 8 -n 16 -k 32 --lda 8")
+    quoted = _bench_text("./rocblas-bench -f 'gemm' -r \"f32_r\" --transposeA N -m 8 -n 16 -k 32 --lda 8")
+    assert [g.call for g in plain.gemms] == [g.call for g in quoted.gemms] and len(plain.gemms) == 1
+    assert "not a shell command line" in _bench_text("./rocblas-bench -f 'gemm -m 8").problems[0]
