@@ -558,6 +558,7 @@ _GEMM_FUNCTIONS = {
 _F8_FUNCTIONS = ("gemm_ex3", "gemm_batched_ex3", "gemm_strided_batched_ex3")
 _BLAS_PRECISION = {"s": "f32_r", "d": "f64_r", "h": "f16_r", "c": "f32_c", "z": "f64_c"}
 _PROFILE_NAME = re.compile(r"^(?:rocblas_)?(?P<p>[sdhcz]?)(?P<f>gemm\w*?)(?:_64)?$")
+_TRACE_LINE = re.compile(r"^\s*rocblas_\w+,")  # ROCBLAS_LAYER=1: "rocblas_sgemm,N,N,..." (no call count)
 _NUMBER = re.compile(r"^[-+]?(\d+\.?\d*|\.\d+)([eE][-+]?\d+)?$")
 
 
@@ -768,7 +769,7 @@ def read_rocblas_log(path: str | Path) -> Workload:
             why = parse[lineno](col, lineno, line)
             if why:
                 col.problem(lineno, why)
-        elif re.match(r"^\s*rocblas_\w+,", line):  # a trace line (ROCBLAS_LAYER=1): no call count to weigh
+        elif _TRACE_LINE.match(line):  # a trace line (ROCBLAS_LAYER=1): no call count to weigh
             col.skipped["trace lines"] += 1
         else:
             col.problem(lineno, f"not a rocBLAS bench, profile or trace line: {line.strip()!r:.80}")
@@ -815,7 +816,7 @@ def _parse(path: Path, fmt: str) -> Workload:
         if any(ln.startswith(("Validator,", "Gemm", "ScaledGemm")) for ln in head):
             fmt = "tunableop"
         elif any("rocblas-bench" in ln or ln.lstrip().startswith(("- {", "-{")) for ln in head) or any(
-            re.match(r"^\s*rocblas_\w+,", ln) for ln in head
+            _TRACE_LINE.match(ln) for ln in head
         ):  # a trace (ROCBLAS_LAYER=1) comes first in a log every layer wrote to: its profile is further down
             fmt = "rocblas-log"
         elif not head:

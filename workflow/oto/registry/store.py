@@ -210,16 +210,22 @@ class Store:
         }
 
 
-def consolidate(job_files: Sequence[Path], store: Path, out_summary: Path | None = None) -> dict[str, Any]:
-    """Merge per-job files into the store; a bad file is reported and its readable records kept."""
-    from oto.files import write_yaml
-
-    problems: list[str] = []
+def _read_job_files(job_files: Sequence[Path]) -> tuple[list[dict[str, Any]], list[str]]:
+    """(every readable record, the problems of the files that are not whole) of ``job_files``."""
     records: list[dict[str, Any]] = []
+    problems: list[str] = []
     for f in job_files:
         res = read_job_file(Path(f))
         problems += res.problems
         records += res.records
+    return records, problems
+
+
+def consolidate(job_files: Sequence[Path], store: Path, out_summary: Path | None = None) -> dict[str, Any]:
+    """Merge per-job files into the store; a bad file is reported and its readable records kept."""
+    from oto.files import write_yaml
+
+    records, problems = _read_job_files(job_files)
     # kernels quarantined by the GPU-reset journal (gpu_reset), kept beside the store
     records += Quarantine(Path(store).parent / "quarantine.jsonl").records()
     for p in problems:
@@ -241,10 +247,9 @@ def consolidate(job_files: Sequence[Path], store: Path, out_summary: Path | None
             for f in sorted(Path(store).parent.parent.glob("*/gen*/registry.jsonl"))
             if f.resolve() not in mine
         ]
-        for f in others:
-            res = read_job_file(f)
-            problems += res.problems
-            records += res.records
+        more, unread = _read_job_files(others)
+        records += more
+        problems += unread
         rebuilt = {
             "damaged": str(broken),
             "job_files": len(job_files) + len(others),

@@ -576,7 +576,7 @@ def write_kit(
             not_measured,
             coverage,
             {repo for repo, root in (sources or {}).items() if root is not None},
-        ),  # fmt: skip
+        ),
     )
     kit = {
         "arch": profile["arch"],
